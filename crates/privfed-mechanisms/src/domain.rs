@@ -1,0 +1,121 @@
+//! Input domains of the randomizers and their validation.
+
+use crate::error::{MechanismError, Result};
+use serde::Serialize;
+
+/// The set of inputs a randomizer accepts; its privacy guarantee holds over this set.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Domain {
+    /// Unit vectors `‖x‖₂ = 1` in `dim` dimensions (checked to a relative tolerance of 1e-6).
+    UnitSphere {
+        /// Dimension.
+        dim: usize,
+    },
+    /// Vectors with `‖x‖₂ ≤ radius`.
+    L2Ball {
+        /// Dimension.
+        dim: usize,
+        /// Radius.
+        radius: f64,
+    },
+    /// Vectors with `‖x‖₁ ≤ radius`.
+    L1Ball {
+        /// Dimension.
+        dim: usize,
+        /// Radius.
+        radius: f64,
+    },
+    /// The hypercube `[-radius, radius]^dim` (`‖x‖∞ ≤ radius`).
+    LInfBall {
+        /// Dimension.
+        dim: usize,
+        /// Half-width.
+        radius: f64,
+    },
+    /// Scalars in `[lo, hi]` (dimension 1).
+    Interval {
+        /// Lower end.
+        lo: f64,
+        /// Upper end.
+        hi: f64,
+    },
+}
+
+/// Relative tolerance for `‖x‖ = 1` on the unit sphere and for ball radii.
+pub const NORM_TOLERANCE: f64 = 1e-6;
+
+impl Domain {
+    /// Dimension of the inputs.
+    pub fn dim(&self) -> usize {
+        match *self {
+            Domain::UnitSphere { dim }
+            | Domain::L2Ball { dim, .. }
+            | Domain::L1Ball { dim, .. }
+            | Domain::LInfBall { dim, .. } => dim,
+            Domain::Interval { .. } => 1,
+        }
+    }
+
+    /// Checks that `x` is a finite vector of the right length inside the domain.
+    pub fn check(&self, x: &[f64]) -> Result<()> {
+        let dim = self.dim();
+        if x.len() != dim {
+            return Err(MechanismError::DimensionMismatch {
+                expected: dim,
+                got: x.len(),
+            });
+        }
+        if let Some((index, &value)) = x.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(MechanismError::NonFiniteInput { index, value });
+        }
+        match *self {
+            Domain::UnitSphere { .. } => {
+                let n = l2_norm(x);
+                if (n - 1.0).abs() > NORM_TOLERANCE {
+                    return Err(MechanismError::OutOfDomain(format!(
+                        "expected a unit vector, got ‖x‖₂ = {n}"
+                    )));
+                }
+            }
+            Domain::L2Ball { radius, .. } => {
+                let n = l2_norm(x);
+                if n > radius * (1.0 + NORM_TOLERANCE) {
+                    return Err(MechanismError::OutOfDomain(format!(
+                        "‖x‖₂ = {n} exceeds the radius {radius}"
+                    )));
+                }
+            }
+            Domain::L1Ball { radius, .. } => {
+                let n: f64 = x.iter().map(|v| v.abs()).sum();
+                if n > radius * (1.0 + NORM_TOLERANCE) {
+                    return Err(MechanismError::OutOfDomain(format!(
+                        "‖x‖₁ = {n} exceeds the radius {radius}"
+                    )));
+                }
+            }
+            Domain::LInfBall { radius, .. } => {
+                if let Some((i, v)) = x.iter().enumerate().find(|(_, v)| v.abs() > radius) {
+                    return Err(MechanismError::OutOfDomain(format!(
+                        "coordinate {i} = {v} is outside [-{radius}, {radius}]"
+                    )));
+                }
+            }
+            Domain::Interval { lo, hi } => {
+                let v = x[0];
+                if v < lo || v > hi {
+                    return Err(MechanismError::OutOfDomain(format!(
+                        "{v} is outside [{lo}, {hi}]"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Euclidean norm, accumulated in f64.
+pub fn l2_norm(x: &[f64]) -> f64 {
+    x.iter().map(|v| v * v).sum::<f64>().sqrt()
+}

@@ -1,0 +1,2 @@
+//! The `privfed` command line.
+fn main() {}

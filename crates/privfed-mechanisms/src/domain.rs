@@ -1,6 +1,8 @@
 //! Input domains of the randomizers and their validation.
 
 use crate::error::{MechanismError, Result};
+use rand::{Rng, RngExt};
+use rand_distr::{Distribution, Exp1};
 use serde::Serialize;
 
 /// The set of inputs a randomizer accepts; its privacy guarantee holds over this set.
@@ -113,6 +115,41 @@ impl Domain {
         }
         Ok(())
     }
+}
+
+impl Domain {
+    /// Draws a point uniformly from the domain (for the unit sphere: the uniform law on it), for
+    /// simulations such as distributed mean estimation.
+    pub fn sample_uniform<R: Rng + ?Sized>(&self, rng: &mut R) -> Vec<f64> {
+        match *self {
+            Domain::UnitSphere { dim } => sphere(dim, rng),
+            Domain::L2Ball { dim, radius } => {
+                let r = radius * rng.random::<f64>().powf(1.0 / dim as f64);
+                sphere(dim, rng).into_iter().map(|v| v * r).collect()
+            }
+            Domain::L1Ball { dim, radius } => {
+                // (E_1, …, E_d)/(E_1 + … + E_{d+1}) with random signs is uniform in the ℓ1 ball.
+                let e: Vec<f64> = (0..=dim).map(|_| Exp1.sample(rng)).collect();
+                let total: f64 = e.iter().sum();
+                e[..dim]
+                    .iter()
+                    .map(|v| {
+                        let s = if rng.random::<bool>() { 1.0 } else { -1.0 };
+                        s * radius * v / total
+                    })
+                    .collect()
+            }
+            Domain::LInfBall { dim, radius } => (0..dim)
+                .map(|_| radius * (2.0 * rng.random::<f64>() - 1.0))
+                .collect(),
+            Domain::Interval { lo, hi } => vec![lo + (hi - lo) * rng.random::<f64>()],
+        }
+    }
+}
+
+fn sphere<R: Rng + ?Sized>(dim: usize, rng: &mut R) -> Vec<f64> {
+    // Only dim = 0 fails, and its sphere has no points to return.
+    crate::sampling::uniform_on_sphere(dim, rng).unwrap_or_default()
 }
 
 /// Euclidean norm, accumulated in f64.

@@ -37,6 +37,7 @@
 //! assert_eq!(z.len(), 1000);
 //! ```
 
+pub mod any;
 pub mod central;
 pub mod domain;
 pub mod error;
@@ -51,6 +52,7 @@ pub mod sampling;
 pub mod separated;
 pub mod special;
 
+pub use any::AnyRandomizer;
 pub use domain::Domain;
 pub use error::{MechanismError, Result};
 pub use rand::{CryptoRng, Rng};

@@ -1,0 +1,64 @@
+//! [`AnyRandomizer`]: one value for "a randomizer chosen at run time" (by the CLI, the
+//! simulator or a server), dispatching to the concrete types.
+
+use crate::privunit2::PrivUnit2;
+use crate::privunitg::PrivUnitG;
+use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Result, Rng};
+use serde::Serialize;
+
+/// Any of the crate's local randomizers. Serializes as the inner mechanism's parameters.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum AnyRandomizer {
+    /// [`PrivUnit2`].
+    PrivUnit2(PrivUnit2),
+    /// [`PrivUnitG`].
+    PrivUnitG(PrivUnitG),
+}
+
+macro_rules! dispatch {
+    ($self:expr, $m:ident => $e:expr) => {
+        match $self {
+            AnyRandomizer::PrivUnit2($m) => $e,
+            AnyRandomizer::PrivUnitG($m) => $e,
+        }
+    };
+}
+
+impl LocalRandomizer for AnyRandomizer {
+    fn name(&self) -> &'static str {
+        dispatch!(self, m => m.name())
+    }
+    fn domain(&self) -> Domain {
+        dispatch!(self, m => m.domain())
+    }
+    fn guarantee(&self) -> Guarantee {
+        dispatch!(self, m => m.guarantee())
+    }
+    fn variance_at(&self, x: &[f64]) -> Result<f64> {
+        dispatch!(self, m => m.variance_at(x))
+    }
+    fn worst_case_variance(&self) -> f64 {
+        dispatch!(self, m => m.worst_case_variance())
+    }
+    fn privatize_into<R: Rng + CryptoRng + ?Sized>(
+        &self,
+        x: &[f64],
+        out: &mut [f64],
+        rng: &mut R,
+    ) -> Result<()> {
+        dispatch!(self, m => m.privatize_into(x, out, rng))
+    }
+}
+
+macro_rules! from_impl {
+    ($($t:ident),*) => {$(
+        impl From<$t> for AnyRandomizer {
+            fn from(m: $t) -> Self {
+                AnyRandomizer::$t(m)
+            }
+        }
+    )*};
+}
+from_impl!(PrivUnit2, PrivUnitG);

@@ -1,0 +1,161 @@
+//! Mechanism options shared by `describe` and `dme`, and construction of the mechanism.
+
+use anyhow::{Result, bail};
+use clap::{Args, ValueEnum};
+use privfed_mechanisms::AnyRandomizer;
+use privfed_mechanisms::privunit2::PrivUnit2;
+use privfed_mechanisms::privunitg::PrivUnitG;
+
+/// The mechanisms the CLI knows (stable names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MechanismName {
+    /// PrivUnit2: spherical caps, unit vectors (papers 000, 002).
+    Privunit2,
+    /// PrivUnitG: Gaussian PrivUnit, unit vectors (paper 002).
+    Privunitg,
+    /// PrivUnitInf: hypercube caps, vectors in [-1,1]^d (paper 000).
+    PrivunitInf,
+    /// ScalarDP: randomized response on a uniform grid over [0, r_max] (paper 000).
+    ScalarDp,
+    /// ScalarRelDP: randomized response on a geometric grid over [0, r_max] (paper 000).
+    ScalarRelDp,
+    /// Unbiased generalized randomized response on 2^bits points over [lo, hi] (paper 004).
+    Grr,
+    /// Separated direction (PrivUnit2) × magnitude (ScalarDP), vectors in the l2 ball (paper 000).
+    Separated,
+    /// Laplace noise calibrated to the l1 diameter of the domain.
+    Laplace,
+    /// Gaussian noise, analytic calibration to (ε, δ) on the l2 diameter of the domain.
+    Gaussian,
+}
+
+/// How PrivUnit2 / PrivUnitG parameters are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Parameterization {
+    /// Exact ε, variance-optimal parameters (default).
+    Optimized,
+    /// Paper 000's sufficient conditions (16a/16b) with the split --epsilon0 (privunit2).
+    Paper000,
+    /// The dimension-free threshold of paper 002 (privunitg).
+    DimensionFree,
+}
+
+/// Input domain for the Laplace and Gaussian baselines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NormBall {
+    /// Unit sphere.
+    Sphere,
+    /// l1 ball of radius --radius.
+    L1,
+    /// l2 ball of radius --radius.
+    L2,
+    /// l∞ ball (cube) of half-width --radius.
+    Linf,
+}
+
+/// Options that select and parameterize a mechanism.
+#[derive(Debug, Clone, Args)]
+pub struct MechanismArgs {
+    /// The mechanism.
+    #[arg(value_enum)]
+    pub mechanism: MechanismName,
+    /// Privacy parameter ε (natural log); for `separated`, the total.
+    #[arg(long, allow_negative_numbers = true)]
+    pub epsilon: f64,
+    /// Dimension (vector mechanisms; scalar mechanisms have dimension 1).
+    #[arg(long)]
+    pub dim: Option<usize>,
+    /// Parameter choice for privunit2 / privunitg.
+    #[arg(long, value_enum, default_value = "optimized")]
+    pub parameterization: Parameterization,
+    /// Budget split ε₀ for the cap probability (privunit2 with --parameterization paper000).
+    #[arg(long, allow_negative_numbers = true)]
+    pub epsilon0: Option<f64>,
+    /// δ for the Gaussian mechanism.
+    #[arg(long, allow_negative_numbers = true)]
+    pub delta: Option<f64>,
+    /// Domain of the Laplace / Gaussian baselines.
+    #[arg(long, value_enum, default_value = "l2")]
+    pub norm: NormBall,
+    /// Radius of the Laplace / Gaussian domain.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub radius: f64,
+    /// Upper end of the magnitude range (scalar-dp, scalar-rel-dp, separated).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub r_max: f64,
+    /// Grid size k (scalar-dp: k+1 points); default: the k minimizing worst-case variance.
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// First positive grid point a (scalar-rel-dp).
+    #[arg(long, allow_negative_numbers = true)]
+    pub a: Option<f64>,
+    /// Geometric growth κ of the grid (scalar-rel-dp).
+    #[arg(long, allow_negative_numbers = true)]
+    pub kappa: Option<f64>,
+    /// Output bits (grr: 2^bits grid points).
+    #[arg(long, default_value_t = 3)]
+    pub bits: u32,
+    /// Lower end of the grr input range.
+    #[arg(long, default_value_t = -1.0, allow_negative_numbers = true)]
+    pub lo: f64,
+    /// Upper end of the grr input range.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub hi: f64,
+    /// Magnitude budget ε₂ of `separated` (the direction gets ε − ε₂); default ε/10 capped at 1.
+    #[arg(long, allow_negative_numbers = true)]
+    pub magnitude_epsilon: Option<f64>,
+}
+
+impl MechanismArgs {
+    fn vector_dim(&self) -> Result<usize> {
+        match self.dim {
+            Some(d) => Ok(d),
+            None => bail!(
+                "--dim is required for {}",
+                self.mechanism.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default()
+            ),
+        }
+    }
+
+    fn scalar_dim(&self) -> Result<()> {
+        match self.dim {
+            None | Some(1) => Ok(()),
+            Some(d) => bail!("this mechanism is scalar: --dim must be 1 (got {d})"),
+        }
+    }
+}
+
+/// Builds the mechanism the options describe, with every parameter validated by the library.
+pub fn build(args: &MechanismArgs) -> Result<AnyRandomizer> {
+    use MechanismName as N;
+    let eps = args.epsilon;
+    Ok(match args.mechanism {
+        N::Privunit2 => {
+            let d = args.vector_dim()?;
+            match args.parameterization {
+                Parameterization::Optimized => PrivUnit2::optimized(eps, d)?.into(),
+                Parameterization::Paper000 => {
+                    let Some(e0) = args.epsilon0 else {
+                        bail!("--parameterization paper000 needs --epsilon0 (the budget for the cap probability)")
+                    };
+                    PrivUnit2::paper000(eps, e0, d)?.into()
+                }
+                Parameterization::DimensionFree => {
+                    bail!("--parameterization dimension-free applies to privunitg only")
+                }
+            }
+        }
+        N::Privunitg => {
+            let d = args.vector_dim()?;
+            match args.parameterization {
+                Parameterization::Optimized => PrivUnitG::optimized(eps, d)?.into(),
+                Parameterization::DimensionFree => PrivUnitG::dimension_free(eps, d)?.into(),
+                Parameterization::Paper000 => bail!("--parameterization paper000 applies to privunit2 only"),
+            }
+        }
+        other => {
+            args.scalar_dim().ok();
+            bail!("mechanism {other:?} is not available yet")
+        }
+    })
+}

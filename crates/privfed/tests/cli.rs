@@ -1,0 +1,92 @@
+//! The CLI through the real binary.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn privfed(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_privfed"))
+        .args(args)
+        .output()
+        .expect("run privfed")
+}
+
+fn json_ok(args: &[&str]) -> Value {
+    let out = privfed(args);
+    assert!(
+        out.status.success(),
+        "privfed {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = privfed(args);
+    assert!(!out.status.success(), "privfed {args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(needle), "privfed {args:?}: stderr {err:?} lacks {needle:?}");
+    assert!(!err.contains("panicked"), "privfed {args:?} panicked: {err}");
+}
+
+#[test]
+fn describe_privunit2_reports_the_optimum() {
+    let v = json_ok(&["describe", "privunit2", "--epsilon", "4", "--dim", "1000", "--json"]);
+    assert_eq!(v["mechanism"], "privunit2");
+    let var = v["variance"].as_f64().unwrap();
+    assert!((var - 434.60).abs() <= 0.005 * 434.60, "variance {var}");
+    let eps = v["epsilon"].as_f64().unwrap();
+    assert!(eps <= 4.0 && eps > 4.0 - 1e-9, "epsilon {eps}");
+    assert!(v["params"]["gamma"].as_f64().is_some());
+}
+
+#[test]
+fn describe_every_sphere_parameterization() {
+    let v = json_ok(&["describe", "privunitg", "--epsilon", "8", "--dim", "1000", "--json"]);
+    assert!((v["variance"].as_f64().unwrap() - 132.91).abs() < 0.05);
+    let v = json_ok(&["describe", "privunitg", "--epsilon", "8", "--dim", "1000", "--parameterization", "dimension-free", "--json"]);
+    assert!(v["variance"].as_f64().unwrap() >= 132.90);
+    let v = json_ok(&["describe", "privunit2", "--epsilon", "8", "--dim", "1000", "--parameterization", "paper000", "--epsilon0", "2.5", "--json"]);
+    assert!(v["epsilon"].as_f64().unwrap() <= 8.0);
+    assert!(v["variance"].as_f64().unwrap() > 132.35);
+}
+
+/// `dme` agreement with the exact prediction: |z| < 5 where z = (mse − predicted)/se over
+/// ≥ 100 trials (normal approximation; two-sided FPR ≈ 6e-7 per case).
+fn dme_agrees(args: &[&str]) {
+    let mut all = vec!["dme"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", "--quiet"]);
+    let v = json_ok(&all);
+    let z = v["mse_z"].as_f64().unwrap();
+    assert!(z.abs() < 5.0, "dme {args:?}: mse {} predicted {} z {z}", v["mse"], v["predicted_mse"]);
+    let ci = v["mse_ci95"].as_array().unwrap();
+    assert!(ci[0].as_f64().unwrap() < ci[1].as_f64().unwrap());
+    assert!(v["seconds"].as_f64().unwrap() >= 0.0);
+}
+
+#[test]
+fn dme_matches_prediction_for_sphere_mechanisms() {
+    dme_agrees(&["privunit2", "--epsilon", "4", "--dim", "100", "--clients", "200", "--trials", "150", "--seed", "1"]);
+    dme_agrees(&["privunitg", "--epsilon", "2", "--dim", "50", "--clients", "200", "--trials", "150", "--seed", "2"]);
+}
+
+#[test]
+fn dme_is_reproducible_with_a_seed_and_thread_independent() {
+    let a = json_ok(&["dme", "privunit2", "--epsilon", "4", "--dim", "20", "--clients", "100", "--trials", "3", "--seed", "9", "--threads", "1", "--json", "--quiet"]);
+    let b = json_ok(&["dme", "privunit2", "--epsilon", "4", "--dim", "20", "--clients", "100", "--trials", "3", "--seed", "9", "--threads", "2", "--json", "--quiet"]);
+    assert_eq!(a["mse"], b["mse"]);
+    assert_eq!(a["predicted_mse"], b["predicted_mse"]);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    fails_with(&["describe", "privunit2", "--epsilon", "0", "--dim", "10"], "epsilon");
+    fails_with(&["describe", "privunit2", "--epsilon", "-1", "--dim", "10"], "epsilon");
+    fails_with(&["describe", "privunit2", "--epsilon", "NaN", "--dim", "10"], "epsilon");
+    fails_with(&["describe", "privunit2", "--epsilon", "1"], "--dim");
+    fails_with(&["describe", "privunit2", "--epsilon", "1", "--dim", "1"], "dim");
+    fails_with(&["describe", "privunit2", "--epsilon", "4", "--dim", "10", "--parameterization", "paper000"], "--epsilon0");
+    fails_with(&["describe", "nosuch", "--epsilon", "1"], "invalid value");
+    fails_with(&["dme", "privunit2", "--epsilon", "1", "--dim", "10", "--clients", "0"], "--clients");
+    fails_with(&["dme", "privunit2", "--epsilon", "1", "--dim", "10", "--clients", "5", "--trials", "0"], "--trials");
+}

@@ -11,7 +11,7 @@
 //! **Numerics.** `e^ε` overflows for ε > 709 and `Φ(−Δ/(2σ) − εσ/Δ)` underflows below −38.5, so
 //! the second term is formed as `exp(ε + ln Φ(·))`, and `δ = Φ(A)·(1 − exp(ε + ln Φ(B) − ln Φ(A)))`
 //! with `expm1`. `ln Φ` uses `libm::erfc` down to `z = −30` and the continued fraction of the Mills
-//! ratio below (see [`ln_std_normal_cdf`]). All values are checked against 60-digit mpmath
+//! ratio below (a private helper here; `special.rs` will own Φ and ln Φ). All values are checked against 60-digit mpmath
 //! (`scripts/reference/gaussian_analytic.py`).
 //!
 //! **Floating point.** As for [`crate::laplace`], the guarantee is that of the ideal real-valued
@@ -27,12 +27,6 @@ const SQRT_2: f64 = std::f64::consts::SQRT_2;
 /// `ln √(2π)`.
 const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
 
-/// The standard normal CDF `Φ(z) = ½·erfc(−z/√2)`, accurate (relative) in both tails until it
-/// underflows (z < −38.5).
-pub fn std_normal_cdf(z: f64) -> f64 {
-    0.5 * libm::erfc(-z / SQRT_2)
-}
-
 /// Mills ratio `R(x) = Φ(−x)/φ(x)` for `x ≥ 30` by Laplace's continued fraction
 /// `1/(x + 1/(x + 2/(x + 3/(x + …))))`, evaluated backwards from 60 terms (converged to machine
 /// precision for x ≥ 30).
@@ -47,7 +41,7 @@ fn mills_ratio_large(x: f64) -> f64 {
 /// `ln Φ(z)` for all `z`, without underflow: `ln(½ erfc(−z/√2))` for `−30 < z ≤ 0`,
 /// `log1p(−½ erfc(z/√2))` for `z > 0`, and `−z²/2 − ln√(2π) + ln R(−z)` with the Mills ratio's
 /// continued fraction for `z ≤ −30`. Returns NaN for NaN and `−∞` at `−∞`.
-pub fn ln_std_normal_cdf(z: f64) -> f64 {
+fn ln_std_normal_cdf(z: f64) -> f64 {
     if z.is_nan() {
         f64::NAN
     } else if z > 0.0 {

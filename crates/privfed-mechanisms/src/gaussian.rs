@@ -5,14 +5,14 @@
 //! `δ ≥ δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ)` (Balle & Wang, Theorem 8): this is the
 //! privacy profile of the Gaussian mechanism, tight for every ε. [`gaussian_delta`] evaluates it,
 //! [`gaussian_epsilon`] inverts it in ε and [`analytic_gaussian_sigma`] finds the smallest σ for a
-//! target `(ε, δ)`. The classical calibration `σ = Δ√(2 ln(1.25/δ))/ε` (valid for ε < 1) is
-//! always larger.
+//! target `(ε, δ)`. The classical calibration `σ = Δ√(2 ln(1.25/δ))/ε` is valid only for ε < 1,
+//! and there it is larger than the analytic σ (tested).
 //!
 //! **Numerics.** `e^ε` overflows for ε > 709 and `Φ(−Δ/(2σ) − εσ/Δ)` underflows below −38.5, so
 //! the second term is formed as `exp(ε + ln Φ(·))`, and `δ = Φ(A)·(1 − exp(ε + ln Φ(B) − ln Φ(A)))`
 //! with `expm1`. `ln Φ` uses `libm::erfc` down to `z = −30` and the continued fraction of the Mills
-//! ratio below (a private helper here; `special.rs` will own Φ and ln Φ). All values are checked against 60-digit mpmath
-//! (`scripts/reference/gaussian_analytic.py`).
+//! ratio below (a private helper here; `special.rs` will own Φ and ln Φ). All values are checked
+//! against 60-digit mpmath (`scripts/reference/gaussian_analytic.py`).
 //!
 //! **Floating point.** As for [`crate::laplace`], the guarantee is that of the ideal real-valued
 //! mechanism; `f64` Gaussian samples are not hardened against floating-point attacks.

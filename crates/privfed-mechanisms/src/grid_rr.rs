@@ -655,7 +655,7 @@ mod tests {
 
     /// Chi-square upper quantile by the Wilson–Hilferty approximation; `z` is the standard normal
     /// quantile of the desired false-positive rate (z = 4.753 for 1e-6).
-    pub(crate) fn chi2_threshold(dof: usize, z: f64) -> f64 {
+    fn chi2_threshold(dof: usize, z: f64) -> f64 {
         let k = dof as f64;
         let s = 2.0 / (9.0 * k);
         k * (1.0 - s + z * s.sqrt()).powi(3)

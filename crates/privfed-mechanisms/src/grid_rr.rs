@@ -28,8 +28,8 @@
 //! Whatever the rounding did, the output distribution given `x` is a mixture of rows of the RR
 //! matrix, whose entries are `p` (diagonal) and `q`; the largest ratio of output probabilities
 //! over all pairs of inputs is therefore `p/q`, attained at two distinct grid points. The
-//! guarantee reported by [`LocalRandomizer::guarantee`] is `ln(p/q)` computed from the stored
-//! probabilities (which are the ones the sampler uses).
+//! guarantee reported by [`LocalRandomizer::guarantee`] is `ln(p/q)` computed from the
+//! probabilities the sampler realizes (see there), not an echo of the requested ε.
 //!
 //! ## Exact variance
 //! Writing `ḡ = Σ g_i/K`, `u_i = g_i − ḡ`, `U₂ = Σ u_i²` and `t = e^{−ε}`, the decoded values are
@@ -44,11 +44,11 @@
 //!
 //! ## Sampling
 //! Both Bernoulli draws (the rounding and "report another index") are sampled exactly for the
-//! `f64` probability used, by comparing the binary expansion of a uniform variate with that of the
-//! probability (a few 64-bit words at most; usually one). The other index is drawn uniformly with
-//! rand's unbiased integer sampler. So the realized distribution matches [`GridRr::pmf`] exactly
-//! for the `f64` parameters, and in particular tiny probabilities `q` (large ε) are not distorted
-//! by the 53-bit resolution of `random::<f64>()`.
+//! `f64` probability used, by comparing the binary expansion of a uniform variate with that of
+//! the probability (one 64-bit word except with probability 2⁻⁶⁴; at most 17). The other index
+//! is drawn uniformly with rand's unbiased integer sampler. So the realized distribution equals
+//! [`GridRr::pmf`] up to one rounding of each `f64` probability, and tiny probabilities `q`
+//! (large ε) are not distorted by the 53-bit resolution of `random::<f64>()`.
 
 use crate::error::{MechanismError, Result, check_positive};
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng, check_out_len};
@@ -617,11 +617,15 @@ impl LocalRandomizer for GridRr {
         }
     }
 
-    /// `Pure { ε = ln(p/q) }` from the stored keep and other probabilities: the largest ratio of
-    /// output probabilities over all pairs of inputs (attained at two distinct grid points).
+    /// `Pure { ε = ln(p/q) }`: the largest ratio of output probabilities over all pairs of
+    /// inputs (attained at two distinct grid points), computed from the probabilities the sampler
+    /// realizes: it reports another index with probability `c = (K−1)q` (an exact Bernoulli draw
+    /// for that `f64`), so `p = 1 − c`, `q = c/(K−1)` and `ε = ln(1 − c) + ln(K−1) − ln c`.
     fn guarantee(&self) -> Guarantee {
+        let c = self.change_probability;
+        let km1 = (self.num_points - 1) as f64;
         Guarantee::Pure {
-            epsilon: (self.keep_probability / self.other_probability).ln(),
+            epsilon: libm::log1p(-c) + km1.ln() - c.ln(),
         }
     }
 

@@ -1,8 +1,13 @@
 //! [`AnyRandomizer`]: one value for "a randomizer chosen at run time" (by the CLI, the
 //! simulator or a server), dispatching to the concrete types.
 
+use crate::gaussian::Gaussian;
+use crate::grid_rr::GridRr;
+use crate::laplace::Laplace;
+use crate::privunit_inf::PrivUnitInf;
 use crate::privunit2::PrivUnit2;
 use crate::privunitg::PrivUnitG;
+use crate::separated::Separated;
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Result, Rng};
 use serde::Serialize;
 
@@ -15,6 +20,16 @@ pub enum AnyRandomizer {
     PrivUnit2(PrivUnit2),
     /// [`PrivUnitG`].
     PrivUnitG(PrivUnitG),
+    /// [`PrivUnitInf`].
+    PrivUnitInf(PrivUnitInf),
+    /// [`GridRr`] (ScalarDP, ScalarRelDP, unbiased generalized RR).
+    GridRr(GridRr),
+    /// [`Separated`].
+    Separated(Separated),
+    /// [`Laplace`].
+    Laplace(Laplace),
+    /// [`Gaussian`].
+    Gaussian(Gaussian),
 }
 
 macro_rules! dispatch {
@@ -22,6 +37,11 @@ macro_rules! dispatch {
         match $self {
             AnyRandomizer::PrivUnit2($m) => $e,
             AnyRandomizer::PrivUnitG($m) => $e,
+            AnyRandomizer::PrivUnitInf($m) => $e,
+            AnyRandomizer::GridRr($m) => $e,
+            AnyRandomizer::Separated($m) => $e,
+            AnyRandomizer::Laplace($m) => $e,
+            AnyRandomizer::Gaussian($m) => $e,
         }
     };
 }
@@ -61,4 +81,4 @@ macro_rules! from_impl {
         }
     )*};
 }
-from_impl!(PrivUnit2, PrivUnitG);
+from_impl!(PrivUnit2, PrivUnitG, PrivUnitInf, GridRr, Separated, Laplace, Gaussian);

@@ -2,7 +2,12 @@
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use privfed_mechanisms::AnyRandomizer;
+use privfed_mechanisms::gaussian::Gaussian;
+use privfed_mechanisms::grid_rr::GridRr;
+use privfed_mechanisms::laplace::Laplace;
+use privfed_mechanisms::privunit_inf::PrivUnitInf;
+use privfed_mechanisms::separated::Separated;
+use privfed_mechanisms::{AnyRandomizer, Domain};
 use privfed_mechanisms::privunit2::PrivUnit2;
 use privfed_mechanisms::privunitg::PrivUnitG;
 
@@ -153,9 +158,59 @@ pub fn build(args: &MechanismArgs) -> Result<AnyRandomizer> {
                 Parameterization::Paper000 => bail!("--parameterization paper000 applies to privunit2 only"),
             }
         }
-        other => {
-            args.scalar_dim().ok();
-            bail!("mechanism {other:?} is not available yet")
+        N::PrivunitInf => PrivUnitInf::optimized(eps, args.vector_dim()?)?.into(),
+        N::ScalarDp => {
+            args.scalar_dim()?;
+            match args.k {
+                Some(k) => GridRr::scalar_dp_with_k(eps, args.r_max, k)?.into(),
+                None => GridRr::scalar_dp(eps, args.r_max)?.into(),
+            }
+        }
+        N::ScalarRelDp => {
+            args.scalar_dim()?;
+            let (Some(a), Some(kappa)) = (args.a, args.kappa) else {
+                bail!("scalar-rel-dp needs --a (first positive grid point) and --kappa (geometric growth)")
+            };
+            GridRr::scalar_rel_dp(eps, args.r_max, a, kappa)?.into()
+        }
+        N::Grr => {
+            args.scalar_dim()?;
+            GridRr::unbiased_grr(eps, args.bits, args.lo, args.hi)?.into()
+        }
+        N::Separated => {
+            let d = args.vector_dim()?;
+            let e2 = args.magnitude_epsilon.unwrap_or((eps / 10.0).min(1.0));
+            if !(e2 > 0.0 && e2 < eps) {
+                bail!("--magnitude-epsilon must lie in (0, --epsilon) = (0, {eps}); got {e2}");
+            }
+            Separated::new(eps - e2, e2, d, args.r_max)?.into()
+        }
+        N::Laplace => Laplace::new(eps, args.baseline_domain()?)?.into(),
+        N::Gaussian => {
+            let Some(delta) = args.delta else {
+                bail!("gaussian needs --delta")
+            };
+            Gaussian::new(eps, delta, args.baseline_domain()?)?.into()
         }
     })
+}
+
+impl MechanismArgs {
+    /// The input domain of the Laplace / Gaussian baselines.
+    fn baseline_domain(&self) -> Result<Domain> {
+        let dim = self.dim.unwrap_or(1);
+        if dim == 0 {
+            bail!("--dim must be at least 1");
+        }
+        let radius = self.radius;
+        if !(radius.is_finite() && radius > 0.0) {
+            bail!("--radius must be finite and > 0 (got {radius})");
+        }
+        Ok(match self.norm {
+            NormBall::Sphere => Domain::UnitSphere { dim },
+            NormBall::L1 => Domain::L1Ball { dim, radius },
+            NormBall::L2 => Domain::L2Ball { dim, radius },
+            NormBall::Linf => Domain::LInfBall { dim, radius },
+        })
+    }
 }

@@ -71,6 +71,56 @@ fn dme_matches_prediction_for_sphere_mechanisms() {
 }
 
 #[test]
+fn dme_matches_prediction_for_every_other_mechanism() {
+    let common = ["--clients", "300", "--trials", "150", "--seed", "3"];
+    let cases: [&[&str]; 8] = [
+        &["privunit-inf", "--epsilon", "3", "--dim", "40"],
+        &["scalar-dp", "--epsilon", "2", "--r-max", "3"],
+        &["scalar-rel-dp", "--epsilon", "2", "--a", "0.05", "--kappa", "0.5"],
+        &["grr", "--epsilon", "1", "--bits", "3"],
+        &["separated", "--epsilon", "5", "--dim", "30", "--magnitude-epsilon", "1", "--r-max", "2"],
+        &["laplace", "--epsilon", "2", "--dim", "10"],
+        &["laplace", "--epsilon", "2", "--dim", "10", "--norm", "linf", "--radius", "0.5"],
+        &["gaussian", "--epsilon", "1", "--delta", "1e-5", "--dim", "10", "--norm", "sphere"],
+    ];
+    for case in cases {
+        let mut args = case.to_vec();
+        args.extend_from_slice(&common);
+        dme_agrees(&args);
+    }
+}
+
+#[test]
+fn describe_every_mechanism() {
+    let cases: [(&[&str], &str); 9] = [
+        (&["privunit2", "--dim", "10"], "privunit2"),
+        (&["privunitg", "--dim", "10"], "privunitg"),
+        (&["privunit-inf", "--dim", "10"], "privunit-inf"),
+        (&["scalar-dp"], "scalar-dp"),
+        (&["scalar-rel-dp", "--a", "0.01", "--kappa", "1"], "scalar-rel-dp"),
+        (&["grr", "--bits", "2"], "grr"),
+        (&["separated", "--dim", "10"], "separated"),
+        (&["laplace", "--dim", "3"], "laplace"),
+        (&["gaussian", "--dim", "3", "--delta", "1e-6"], "gaussian"),
+    ];
+    for (case, name) in cases {
+        let mut args = vec!["describe"];
+        args.extend_from_slice(case);
+        args.extend_from_slice(&["--epsilon", "2", "--json"]);
+        let v = json_ok(&args);
+        assert_eq!(v["mechanism"], name);
+        let eps = v["epsilon"].as_f64().unwrap();
+        assert!(eps > 0.0 && eps <= 2.0 + 1e-12, "{name}: ε = {eps}");
+        assert!(v["variance"].as_f64().unwrap() > 0.0);
+        assert!(v["params"].is_object());
+    }
+    // Human-readable output names the mechanism too.
+    let out = privfed(&["describe", "scalar-dp", "--epsilon", "1"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mechanism: scalar-dp"));
+}
+
+#[test]
 fn dme_is_reproducible_with_a_seed_and_thread_independent() {
     let a = json_ok(&["dme", "privunit2", "--epsilon", "4", "--dim", "20", "--clients", "100", "--trials", "3", "--seed", "9", "--threads", "1", "--json", "--quiet"]);
     let b = json_ok(&["dme", "privunit2", "--epsilon", "4", "--dim", "20", "--clients", "100", "--trials", "3", "--seed", "9", "--threads", "2", "--json", "--quiet"]);
@@ -89,4 +139,14 @@ fn bad_input_is_a_clear_error() {
     fails_with(&["describe", "nosuch", "--epsilon", "1"], "invalid value");
     fails_with(&["dme", "privunit2", "--epsilon", "1", "--dim", "10", "--clients", "0"], "--clients");
     fails_with(&["dme", "privunit2", "--epsilon", "1", "--dim", "10", "--clients", "5", "--trials", "0"], "--trials");
+    fails_with(&["describe", "scalar-dp", "--epsilon", "1", "--dim", "3"], "--dim must be 1");
+    fails_with(&["describe", "scalar-dp", "--epsilon", "1", "--r-max", "-2"], "r_max");
+    fails_with(&["describe", "scalar-rel-dp", "--epsilon", "1"], "--a");
+    fails_with(&["describe", "grr", "--epsilon", "1", "--bits", "0"], "bits");
+    fails_with(&["describe", "grr", "--epsilon", "1", "--lo", "1", "--hi", "-1"], "lo");
+    fails_with(&["describe", "gaussian", "--epsilon", "1", "--dim", "3"], "--delta");
+    fails_with(&["describe", "gaussian", "--epsilon", "1", "--dim", "3", "--delta", "2"], "delta");
+    fails_with(&["describe", "laplace", "--epsilon", "1", "--dim", "3", "--radius", "0"], "--radius");
+    fails_with(&["describe", "separated", "--epsilon", "1", "--dim", "3", "--magnitude-epsilon", "1"], "--magnitude-epsilon");
+    fails_with(&["describe", "privunit-inf", "--epsilon", "1", "--dim", "0"], "dim");
 }

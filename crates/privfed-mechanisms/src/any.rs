@@ -81,4 +81,12 @@ macro_rules! from_impl {
         }
     )*};
 }
-from_impl!(PrivUnit2, PrivUnitG, PrivUnitInf, GridRr, Separated, Laplace, Gaussian);
+from_impl!(
+    PrivUnit2,
+    PrivUnitG,
+    PrivUnitInf,
+    GridRr,
+    Separated,
+    Laplace,
+    Gaussian
+);

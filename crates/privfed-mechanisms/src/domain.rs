@@ -62,6 +62,13 @@ impl Domain {
 
     /// Checks that `x` is a finite vector of the right length inside the domain.
     pub fn check(&self, x: &[f64]) -> Result<()> {
+        self.check_norm(x).map(|_| ())
+    }
+
+    /// [`check`](Self::check), returning the norm that defines the domain (ℓ2 for the sphere
+    /// and the ℓ2 ball, ℓ1 for the ℓ1 ball, ℓ∞ for the cube, `|x|` for an interval). One pass
+    /// over `x` when the input is valid.
+    pub fn check_norm(&self, x: &[f64]) -> Result<f64> {
         let dim = self.dim();
         if x.len() != dim {
             return Err(MechanismError::DimensionMismatch {
@@ -69,31 +76,46 @@ impl Domain {
                 got: x.len(),
             });
         }
-        if let Some((index, &value)) = x.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-            return Err(MechanismError::NonFiniteInput { index, value });
+        let norm = match *self {
+            Domain::UnitSphere { .. } | Domain::L2Ball { .. } => l2_norm(x),
+            Domain::L1Ball { .. } => x.iter().map(|v| v.abs()).sum(),
+            Domain::LInfBall { .. } => x.iter().fold(0.0, |m: f64, v| {
+                if v.abs() > m || v.is_nan() {
+                    v.abs()
+                } else {
+                    m
+                }
+            }),
+            Domain::Interval { .. } => x[0].abs(),
+        };
+        // A NaN or infinite coordinate makes every one of these norms non-finite.
+        if !norm.is_finite() {
+            if let Some((index, &value)) = x.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+                return Err(MechanismError::NonFiniteInput { index, value });
+            }
+            return Err(MechanismError::OutOfDomain(format!(
+                "the norm of the input overflows ({norm})"
+            )));
         }
         match *self {
             Domain::UnitSphere { .. } => {
-                let n = l2_norm(x);
-                if (n - 1.0).abs() > NORM_TOLERANCE {
+                if (norm - 1.0).abs() > NORM_TOLERANCE {
                     return Err(MechanismError::OutOfDomain(format!(
-                        "expected a unit vector, got ‖x‖₂ = {n}"
+                        "expected a unit vector, got ‖x‖₂ = {norm}"
                     )));
                 }
             }
             Domain::L2Ball { radius, .. } => {
-                let n = l2_norm(x);
-                if n > radius * (1.0 + NORM_TOLERANCE) {
+                if norm > radius * (1.0 + NORM_TOLERANCE) {
                     return Err(MechanismError::OutOfDomain(format!(
-                        "‖x‖₂ = {n} exceeds the radius {radius}"
+                        "‖x‖₂ = {norm} exceeds the radius {radius}"
                     )));
                 }
             }
             Domain::L1Ball { radius, .. } => {
-                let n: f64 = x.iter().map(|v| v.abs()).sum();
-                if n > radius * (1.0 + NORM_TOLERANCE) {
+                if norm > radius * (1.0 + NORM_TOLERANCE) {
                     return Err(MechanismError::OutOfDomain(format!(
-                        "‖x‖₁ = {n} exceeds the radius {radius}"
+                        "‖x‖₁ = {norm} exceeds the radius {radius}"
                     )));
                 }
             }
@@ -113,7 +135,7 @@ impl Domain {
                 }
             }
         }
-        Ok(())
+        Ok(norm)
     }
 }
 

@@ -15,10 +15,12 @@
 //! The truncated normal is sampled exactly in both tails
 //! ([`truncated_standard_normal_above`]).
 
-use crate::domain::{Domain, l2_norm};
+use crate::domain::Domain;
 use crate::error::{MechanismError, Result, check_positive};
 use crate::privunit2::{logistic, minimize_on_interval};
-use crate::sampling::{gaussian_with_dot, truncated_standard_normal_above, truncated_standard_normal_below};
+use crate::sampling::{
+    gaussian_with_dot, truncated_standard_normal_above, truncated_standard_normal_below,
+};
 use crate::special;
 use crate::{CryptoRng, Guarantee, LocalRandomizer, Rng, check_out_len};
 use rand::RngExt;
@@ -98,7 +100,11 @@ impl Normalized {
 
 fn check_dim(dim: usize) -> Result<()> {
     if dim < 2 {
-        Err(MechanismError::invalid("dim", dim as f64, "PrivUnitG needs dimension at least 2"))
+        Err(MechanismError::invalid(
+            "dim",
+            dim as f64,
+            "PrivUnitG needs dimension at least 2",
+        ))
     } else {
         Ok(())
     }
@@ -107,7 +113,11 @@ fn check_dim(dim: usize) -> Result<()> {
 fn check_epsilon(epsilon: f64) -> Result<f64> {
     check_positive("epsilon", epsilon)?;
     if epsilon > 700.0 {
-        return Err(MechanismError::invalid("epsilon", epsilon, "must be at most 700"));
+        return Err(MechanismError::invalid(
+            "epsilon",
+            epsilon,
+            "must be at most 700",
+        ));
     }
     Ok(epsilon)
 }
@@ -118,13 +128,22 @@ impl PrivUnitG {
     pub fn new(dim: usize, gamma: f64, p: f64) -> Result<Self> {
         check_dim(dim)?;
         if !(gamma.is_finite() && gamma >= 0.0) {
-            return Err(MechanismError::invalid("gamma", gamma, "must be finite and ≥ 0"));
+            return Err(MechanismError::invalid(
+                "gamma",
+                gamma,
+                "must be finite and ≥ 0",
+            ));
         }
         let z = gamma * (dim as f64).sqrt();
         Self::from_z(dim, z, p, PrivUnitGParameterization::Explicit)
     }
 
-    fn from_z(dim: usize, z: f64, p: f64, parameterization: PrivUnitGParameterization) -> Result<Self> {
+    fn from_z(
+        dim: usize,
+        z: f64,
+        p: f64,
+        parameterization: PrivUnitGParameterization,
+    ) -> Result<Self> {
         if !(p.is_finite() && (0.5..1.0).contains(&p)) {
             return Err(MechanismError::invalid("p", p, "must lie in [0.5, 1)"));
         }
@@ -138,7 +157,7 @@ impl PrivUnitG {
         let n = Normalized::at(z);
         let m_tilde = n.m_over_sigma(p);
         let epsilon = n.epsilon(p);
-        if !(m_tilde > 0.0) || !epsilon.is_finite() {
+        if m_tilde.is_nan() || m_tilde <= 0.0 || !epsilon.is_finite() {
             return Err(MechanismError::Infeasible(format!(
                 "PrivUnitG with z = {z}, p = {p} has no positive scale m (needs p > Φ(−z)...)"
             )));
@@ -161,10 +180,20 @@ impl PrivUnitG {
     /// Exact-ε PrivUnitG at normalized threshold `z`: `p` exhausts ε (and the computed ε never
     /// exceeds it).
     pub fn with_threshold(epsilon: f64, z: f64, dim: usize) -> Result<Self> {
-        Self::exhausting(check_epsilon(epsilon)?, z, dim, PrivUnitGParameterization::Explicit)
+        Self::exhausting(
+            check_epsilon(epsilon)?,
+            z,
+            dim,
+            PrivUnitGParameterization::Explicit,
+        )
     }
 
-    fn exhausting(epsilon: f64, z: f64, dim: usize, par: PrivUnitGParameterization) -> Result<Self> {
+    fn exhausting(
+        epsilon: f64,
+        z: f64,
+        dim: usize,
+        par: PrivUnitGParameterization,
+    ) -> Result<Self> {
         check_dim(dim)?;
         let n = Normalized::at(z);
         let mut p = n.p_for(epsilon);
@@ -188,7 +217,12 @@ impl PrivUnitG {
         let epsilon = check_epsilon(epsilon)?;
         check_dim(dim)?;
         let zmax = Self::z_max(epsilon);
-        let var = |z: f64| match Self::exhausting(epsilon, z, dim, PrivUnitGParameterization::Optimized) {
+        let var = |z: f64| match Self::exhausting(
+            epsilon,
+            z,
+            dim,
+            PrivUnitGParameterization::Optimized,
+        ) {
             Ok(m) => m.variance,
             Err(_) => f64::INFINITY,
         };
@@ -211,7 +245,13 @@ impl PrivUnitG {
             let n = Normalized::at(z);
             -n.m_over_sigma(n.p_for(epsilon))
         };
-        Ok(minimize_on_interval(neg_m, 0.0, zmax, 40, 1e-10 * zmax.max(1.0)))
+        Ok(minimize_on_interval(
+            neg_m,
+            0.0,
+            zmax,
+            40,
+            1e-10 * zmax.max(1.0),
+        ))
     }
 
     /// Threshold γ.
@@ -246,7 +286,9 @@ impl LocalRandomizer for PrivUnitG {
     }
 
     fn guarantee(&self) -> Guarantee {
-        Guarantee::Pure { epsilon: self.epsilon }
+        Guarantee::Pure {
+            epsilon: self.epsilon,
+        }
     }
 
     fn variance_at(&self, x: &[f64]) -> Result<f64> {
@@ -264,10 +306,10 @@ impl LocalRandomizer for PrivUnitG {
         out: &mut [f64],
         rng: &mut R,
     ) -> Result<()> {
-        self.domain().check(x)?;
+        let norm = self.domain().check_norm(x)?;
         check_out_len(out, self.dim)?;
         let sigma = 1.0 / (self.dim as f64).sqrt();
-        let inv_norm = 1.0 / l2_norm(x);
+        let inv_norm = 1.0 / norm;
         let a = sigma
             * if rng.random::<f64>() < self.p {
                 truncated_standard_normal_above(self.z, rng)
@@ -295,7 +337,11 @@ mod tests {
         // ALGORITHMS.md §1.2: d=50, γ=0.2, p=0.8 → m = 0.206612, ε = 3.847132.
         let m = PrivUnitG::new(50, 0.2, 0.8).unwrap();
         assert!((m.m() - 0.206612).abs() < 5e-7, "m = {}", m.m());
-        assert!((m.guarantee().epsilon() - 3.847132).abs() < 5e-7, "{}", m.guarantee().epsilon());
+        assert!(
+            (m.guarantee().epsilon() - 3.847132).abs() < 5e-7,
+            "{}",
+            m.guarantee().epsilon()
+        );
     }
 
     #[test]
@@ -305,8 +351,16 @@ mod tests {
             let m = PrivUnitG::optimized(eps, 1000).unwrap();
             let e = m.guarantee().epsilon();
             assert!(e <= eps && (e - eps).abs() < 1e-9);
-            assert!(m.worst_case_variance() <= var + 0.005, "{}", m.worst_case_variance());
-            assert!(m.worst_case_variance() >= var - 0.05, "{}", m.worst_case_variance());
+            assert!(
+                m.worst_case_variance() <= var + 0.005,
+                "{}",
+                m.worst_case_variance()
+            );
+            assert!(
+                m.worst_case_variance() >= var - 0.05,
+                "{}",
+                m.worst_case_variance()
+            );
             assert!((m.z() - z).abs() < 2e-3, "z = {}", m.z());
             let df = PrivUnitG::dimension_free(eps, 1000).unwrap();
             assert!(df.worst_case_variance() >= m.worst_case_variance() - 1e-9);

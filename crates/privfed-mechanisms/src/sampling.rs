@@ -133,7 +133,11 @@ impl SphereCapSampler {
             ));
         }
         if !(gamma.is_finite() && (0.0..1.0).contains(&gamma)) {
-            return Err(MechanismError::invalid("gamma", gamma, "must lie in [0, 1)"));
+            return Err(MechanismError::invalid(
+                "gamma",
+                gamma,
+                "must lie in [0, 1)",
+            ));
         }
         let kind = match dim {
             2 => CapKind::Circle,
@@ -264,7 +268,9 @@ mod tests {
         let mut d: f64 = 0.0;
         for (i, &x) in samples.iter().enumerate() {
             let f = cdf(x);
-            d = d.max((f - i as f64 / n).abs()).max(((i + 1) as f64 / n - f).abs());
+            d = d
+                .max((f - i as f64 / n).abs())
+                .max(((i + 1) as f64 / n - f).abs());
         }
         d
     }
@@ -352,9 +358,22 @@ mod tests {
     fn cap_sampler_acceptance_is_high() {
         // Count proposals through the envelope directly: acceptance must stay above 0.5 from
         // γ = 0 to far tails, so the sampler's cost is bounded (a property, not a timing).
-        for &(dim, gamma) in &[(4usize, 0.0), (1000, 0.0), (1000, 0.3), (1_000_000, 0.0), (1_000_000, 0.008)] {
+        for &(dim, gamma) in &[
+            (4usize, 0.0),
+            (1000, 0.0),
+            (1000, 0.3),
+            (1_000_000, 0.0),
+            (1_000_000, 0.008),
+        ] {
             let s = SphereCapSampler::new(dim, gamma).unwrap();
-            let CapKind::General { beta, ln_1m_gamma2, lambda, m, .. } = s.kind.clone() else {
+            let CapKind::General {
+                beta,
+                ln_1m_gamma2,
+                lambda,
+                m,
+                ..
+            } = s.kind.clone()
+            else {
                 unreachable!()
             };
             let mut rng = seeded_rng_for_experiments(15);

@@ -35,7 +35,11 @@ impl Separated {
     /// and `magnitude` a scalar grid mechanism covering exactly `[0, r_max]`.
     pub fn from_parts(direction: PrivUnit2, magnitude: GridRr) -> Result<Self> {
         let Domain::Interval { lo, hi } = magnitude.domain() else {
-            return Err(MechanismError::invalid("magnitude", f64::NAN, "must be a scalar mechanism"));
+            return Err(MechanismError::invalid(
+                "magnitude",
+                f64::NAN,
+                "must be a scalar mechanism",
+            ));
         };
         if lo != 0.0 {
             return Err(MechanismError::invalid(
@@ -72,7 +76,12 @@ impl Separated {
 
     /// Optimized PrivUnit2 at `ε₁ = epsilon_direction` and ScalarDP on `[0, r_max]` at
     /// `ε₂ = epsilon_magnitude` (its grid size chosen to minimize the scalar worst-case variance).
-    pub fn new(epsilon_direction: f64, epsilon_magnitude: f64, dim: usize, r_max: f64) -> Result<Self> {
+    pub fn new(
+        epsilon_direction: f64,
+        epsilon_magnitude: f64,
+        dim: usize,
+        r_max: f64,
+    ) -> Result<Self> {
         check_positive("epsilon_direction", epsilon_direction)?;
         check_positive("epsilon_magnitude", epsilon_magnitude)?;
         check_positive("r_max", r_max)?;
@@ -161,7 +170,7 @@ mod tests {
             g[3] = r;
             let n = 200_000;
             let mut errs = Vec::with_capacity(n);
-            let mut sum = vec![0.0; 8];
+            let mut sum = [0.0; 8];
             for _ in 0..n {
                 let o = mech.privatize(&g, &mut rng).unwrap();
                 errs.push(o.iter().zip(&g).map(|(a, b)| (a - b).powi(2)).sum::<f64>());
@@ -201,7 +210,10 @@ mod tests {
         let mut rng = seeded_rng_for_experiments(1);
         assert!(mech.privatize(&[2.0, 0.0, 0.0, 0.0], &mut rng).is_err());
         assert!(mech.privatize(&[0.0, 0.0, 0.0], &mut rng).is_err());
-        assert!(mech.privatize(&[f64::NAN, 0.0, 0.0, 0.0], &mut rng).is_err());
+        assert!(
+            mech.privatize(&[f64::NAN, 0.0, 0.0, 0.0], &mut rng)
+                .is_err()
+        );
         assert!(Separated::new(0.0, 0.5, 4, 1.0).is_err());
         assert!(Separated::new(1.0, 0.5, 4, -1.0).is_err());
         assert!(Separated::new(1.0, 0.5, 1, 1.0).is_err());

@@ -30,7 +30,11 @@ fn check_unbiased_and_variance<M: LocalRandomizer>(mech: &M, n: usize, seed: u64
     }
     for j in 0..d {
         let z = z_score(&coords[j], u[j]);
-        assert!(z.abs() < 5.5, "{}: coordinate {j} biased, z = {z}", mech.name());
+        assert!(
+            z.abs() < 5.5,
+            "{}: coordinate {j} biased, z = {z}",
+            mech.name()
+        );
     }
     let z = z_score(&sq_err, mech.worst_case_variance());
     assert!(
@@ -84,7 +88,13 @@ fn privunit2_inner_cdf(m: &PrivUnit2, d: usize, t: f64) -> f64 {
 fn privunit2_inner_product_follows_truncated_beta_mixture() {
     // KS level 1e-6 per case; 5 cases → family-wise FPR ≤ 5e-6. Includes d = 10^5 at ε = 16,
     // where the cap probability is ~2.5e-6, so the far-tail sampler is what is exercised.
-    let cases = [(4.0, 10usize), (4.0, 1000), (8.0, 1000), (16.0, 100_000), (1.0, 100_000)];
+    let cases = [
+        (4.0, 10usize),
+        (4.0, 1000),
+        (8.0, 1000),
+        (16.0, 100_000),
+        (1.0, 100_000),
+    ];
     let mut rng = seeded_rng_for_experiments(31);
     for &(eps, d) in &cases {
         let m = PrivUnit2::optimized(eps, d).unwrap();
@@ -120,7 +130,13 @@ fn privunit2_epsilon_matches_independent_quadrature() {
         let mech = PrivUnit2::optimized(eps, d).unwrap();
         let (g, p) = (mech.gamma(), mech.p());
         let beta = (d as f64 - 3.0) / 2.0;
-        let f = |t: f64| if t.abs() >= 1.0 { 0.0 } else { (beta * (-(t * t)).ln_1p()).exp() };
+        let f = |t: f64| {
+            if t.abs() >= 1.0 {
+                0.0
+            } else {
+                (beta * (-(t * t)).ln_1p()).exp()
+            }
+        };
         let simpson = |a: f64, b: f64, h: &dyn Fn(f64) -> f64| {
             let n = 400_000;
             let w = (b - a) / n as f64;
@@ -135,8 +151,16 @@ fn privunit2_epsilon_matches_independent_quadrature() {
         let k = simpson(g, 1.0, &|t| t * f(t)) / z;
         let eps_quad = (p * (1.0 - q) / ((1.0 - p) * q)).ln();
         let m_quad = k * (p / q - (1.0 - p) / (1.0 - q));
-        assert!((eps_quad - mech.guarantee().epsilon()).abs() < 1e-6, "ε {eps_quad} vs {}", mech.guarantee().epsilon());
-        assert!((m_quad / mech.m() - 1.0).abs() < 1e-6, "m {m_quad} vs {}", mech.m());
+        assert!(
+            (eps_quad - mech.guarantee().epsilon()).abs() < 1e-6,
+            "ε {eps_quad} vs {}",
+            mech.guarantee().epsilon()
+        );
+        assert!(
+            (m_quad / mech.m() - 1.0).abs() < 1e-6,
+            "m {m_quad} vs {}",
+            mech.m()
+        );
     }
 }
 
@@ -172,14 +196,20 @@ fn optimized_beats_every_split_on_a_fine_grid() {
         for i in 1..400 {
             let e0 = eps * i as f64 / 400.0;
             if let Ok(m) = PrivUnit2::with_budget_split(eps, e0, d) {
-                assert!(best <= m.worst_case_variance() * (1.0 + 1e-9), "ε={eps} d={d} ε0={e0}");
+                assert!(
+                    best <= m.worst_case_variance() * (1.0 + 1e-9),
+                    "ε={eps} d={d} ε0={e0}"
+                );
             }
         }
         let best_g = PrivUnitG::optimized(eps, d).unwrap().worst_case_variance();
         for i in 1..400 {
             let z = 6.0 * i as f64 / 400.0;
             if let Ok(m) = PrivUnitG::with_threshold(eps, z, d) {
-                assert!(best_g <= m.worst_case_variance() * (1.0 + 1e-9), "G ε={eps} d={d} z={z}");
+                assert!(
+                    best_g <= m.worst_case_variance() * (1.0 + 1e-9),
+                    "G ε={eps} d={d} z={z}"
+                );
             }
         }
         // Paper 002: PrivUnit2 is optimal, so the Gaussian variant is never better; the ratio
@@ -202,9 +232,17 @@ fn pfl_research_parameters_are_beaten() {
 
 #[test]
 fn paper000_parameterization_is_private_but_looser() {
-    for &(eps, e0, d) in &[(4.0, 1.0, 1000usize), (8.0, 2.5, 1000), (20.0, 5.0, 100_000)] {
+    for &(eps, e0, d) in &[
+        (4.0, 1.0, 1000usize),
+        (8.0, 2.5, 1000),
+        (20.0, 5.0, 100_000),
+    ] {
         let m = PrivUnit2::paper000(eps, e0, d).unwrap();
-        assert!(m.guarantee().epsilon() <= eps, "exact ε {} > requested {eps}", m.guarantee().epsilon());
+        assert!(
+            m.guarantee().epsilon() <= eps,
+            "exact ε {} > requested {eps}",
+            m.guarantee().epsilon()
+        );
         let opt = PrivUnit2::optimized(eps, d).unwrap();
         assert!(opt.worst_case_variance() <= m.worst_case_variance());
     }
@@ -221,7 +259,12 @@ fn large_dimension_works() {
         let z = m.privatize(&u, &mut rng).unwrap();
         assert!(z.iter().all(|v| v.is_finite()));
         let g = PrivUnitG::optimized(eps, d).unwrap();
-        assert!(g.privatize(&u, &mut rng).unwrap().iter().all(|v| v.is_finite()));
+        assert!(
+            g.privatize(&u, &mut rng)
+                .unwrap()
+                .iter()
+                .all(|v| v.is_finite())
+        );
     }
 }
 
@@ -229,8 +272,20 @@ fn large_dimension_works() {
 fn bad_parameters_and_inputs_are_typed_errors() {
     let mut rng = seeded_rng_for_experiments(1);
     for eps in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e6] {
-        assert!(matches!(PrivUnit2::optimized(eps, 10), Err(MechanismError::InvalidParameter { name: "epsilon", .. })));
-        assert!(matches!(PrivUnitG::optimized(eps, 10), Err(MechanismError::InvalidParameter { name: "epsilon", .. })));
+        assert!(matches!(
+            PrivUnit2::optimized(eps, 10),
+            Err(MechanismError::InvalidParameter {
+                name: "epsilon",
+                ..
+            })
+        ));
+        assert!(matches!(
+            PrivUnitG::optimized(eps, 10),
+            Err(MechanismError::InvalidParameter {
+                name: "epsilon",
+                ..
+            })
+        ));
     }
     assert!(PrivUnit2::optimized(1.0, 1).is_err());
     assert!(PrivUnit2::optimized(1.0, 0).is_err());
@@ -241,10 +296,19 @@ fn bad_parameters_and_inputs_are_typed_errors() {
     assert!(PrivUnit2::paper000(4.0, 4.0, 10).is_err());
     let m = PrivUnit2::optimized(2.0, 3).unwrap();
     let g = PrivUnitG::optimized(2.0, 3).unwrap();
-    for bad in [vec![0.0, 0.0, 0.0], vec![1.0, 0.0], vec![f64::NAN, 0.0, 0.0], vec![2.0, 0.0, 0.0], vec![]] {
+    for bad in [
+        vec![0.0, 0.0, 0.0],
+        vec![1.0, 0.0],
+        vec![f64::NAN, 0.0, 0.0],
+        vec![2.0, 0.0, 0.0],
+        vec![],
+    ] {
         assert!(m.privatize(&bad, &mut rng).is_err(), "{bad:?}");
         assert!(g.privatize(&bad, &mut rng).is_err(), "{bad:?}");
     }
     let mut short = vec![0.0; 2];
-    assert!(m.privatize_into(&[1.0, 0.0, 0.0], &mut short, &mut rng).is_err());
+    assert!(
+        m.privatize_into(&[1.0, 0.0, 0.0], &mut short, &mut rng)
+            .is_err()
+    );
 }

@@ -3,11 +3,11 @@
 use crate::output::print_report;
 use anyhow::Result;
 use clap::Args;
+use privfed_mechanisms::LocalRandomizer;
 use privfed_mechanisms::privunit2::PrivUnit2;
 use privfed_mechanisms::privunitg::PrivUnitG;
 use privfed_mechanisms::rng::seeded_rng_for_experiments;
 use privfed_mechanisms::sampling::{fill_standard_normal, uniform_on_sphere};
-use privfed_mechanisms::LocalRandomizer;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -58,9 +58,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let mut out = vec![0.0; d];
         let floor = time_per_call(budget, || fill_standard_normal(&mut rng, &mut out));
         let p2 = PrivUnit2::optimized(args.epsilon, d)?;
-        let t2 = time_per_call(budget, || p2.privatize_into(&u, &mut out, &mut rng).expect("valid input"));
+        let t2 = time_per_call(budget, || {
+            p2.privatize_into(&u, &mut out, &mut rng)
+                .expect("valid input")
+        });
         let pg = PrivUnitG::optimized(args.epsilon, d)?;
-        let tg = time_per_call(budget, || pg.privatize_into(&u, &mut out, &mut rng).expect("valid input"));
+        let tg = time_per_call(budget, || {
+            pg.privatize_into(&u, &mut out, &mut rng)
+                .expect("valid input")
+        });
         let setup2 = time_per_call(budget / 4, || {
             PrivUnit2::optimized(args.epsilon, d).expect("valid parameters");
         });
@@ -82,13 +88,20 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if args.json {
         print_report(&report, true);
     } else {
-        println!("{:>9} {:>12} {:>14} {:>8} {:>14} {:>8} {:>14}", "dim", "floor ms", "privunit2 ms", "ratio", "privunitg ms", "ratio", "optimize ms");
+        println!(
+            "{:>9} {:>12} {:>14} {:>8} {:>14} {:>8} {:>14}",
+            "dim", "floor ms", "privunit2 ms", "ratio", "privunitg ms", "ratio", "optimize ms"
+        );
         for r in &rows {
             println!(
                 "{:>9} {:>12.4} {:>14.4} {:>8.2} {:>14.4} {:>8.2} {:>14.3}",
-                r["dim"], r["normals_floor_ms"].as_f64().unwrap_or(f64::NAN), r["privunit2_ms"].as_f64().unwrap_or(f64::NAN),
-                r["privunit2_over_floor"].as_f64().unwrap_or(f64::NAN), r["privunitg_ms"].as_f64().unwrap_or(f64::NAN),
-                r["privunitg_over_floor"].as_f64().unwrap_or(f64::NAN), r["privunit2_optimize_ms"].as_f64().unwrap_or(f64::NAN)
+                r["dim"],
+                r["normals_floor_ms"].as_f64().unwrap_or(f64::NAN),
+                r["privunit2_ms"].as_f64().unwrap_or(f64::NAN),
+                r["privunit2_over_floor"].as_f64().unwrap_or(f64::NAN),
+                r["privunitg_ms"].as_f64().unwrap_or(f64::NAN),
+                r["privunitg_over_floor"].as_f64().unwrap_or(f64::NAN),
+                r["privunit2_optimize_ms"].as_f64().unwrap_or(f64::NAN)
             );
         }
     }

@@ -6,10 +6,10 @@ use privfed_mechanisms::gaussian::Gaussian;
 use privfed_mechanisms::grid_rr::GridRr;
 use privfed_mechanisms::laplace::Laplace;
 use privfed_mechanisms::privunit_inf::PrivUnitInf;
-use privfed_mechanisms::separated::Separated;
-use privfed_mechanisms::{AnyRandomizer, Domain};
 use privfed_mechanisms::privunit2::PrivUnit2;
 use privfed_mechanisms::privunitg::PrivUnitG;
+use privfed_mechanisms::separated::Separated;
+use privfed_mechanisms::{AnyRandomizer, Domain};
 
 /// The mechanisms the CLI knows (stable names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -117,7 +117,10 @@ impl MechanismArgs {
             Some(d) => Ok(d),
             None => bail!(
                 "--dim is required for {}",
-                self.mechanism.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default()
+                self.mechanism
+                    .to_possible_value()
+                    .map(|v| v.get_name().to_owned())
+                    .unwrap_or_default()
             ),
         }
     }
@@ -141,7 +144,9 @@ pub fn build(args: &MechanismArgs) -> Result<AnyRandomizer> {
                 Parameterization::Optimized => PrivUnit2::optimized(eps, d)?.into(),
                 Parameterization::Paper000 => {
                     let Some(e0) = args.epsilon0 else {
-                        bail!("--parameterization paper000 needs --epsilon0 (the budget for the cap probability)")
+                        bail!(
+                            "--parameterization paper000 needs --epsilon0 (the budget for the cap probability)"
+                        )
                     };
                     PrivUnit2::paper000(eps, e0, d)?.into()
                 }
@@ -155,7 +160,9 @@ pub fn build(args: &MechanismArgs) -> Result<AnyRandomizer> {
             match args.parameterization {
                 Parameterization::Optimized => PrivUnitG::optimized(eps, d)?.into(),
                 Parameterization::DimensionFree => PrivUnitG::dimension_free(eps, d)?.into(),
-                Parameterization::Paper000 => bail!("--parameterization paper000 applies to privunit2 only"),
+                Parameterization::Paper000 => {
+                    bail!("--parameterization paper000 applies to privunit2 only")
+                }
             }
         }
         N::PrivunitInf => PrivUnitInf::optimized(eps, args.vector_dim()?)?.into(),
@@ -169,7 +176,9 @@ pub fn build(args: &MechanismArgs) -> Result<AnyRandomizer> {
         N::ScalarRelDp => {
             args.scalar_dim()?;
             let (Some(a), Some(kappa)) = (args.a, args.kappa) else {
-                bail!("scalar-rel-dp needs --a (first positive grid point) and --kappa (geometric growth)")
+                bail!(
+                    "scalar-rel-dp needs --a (first positive grid point) and --kappa (geometric growth)"
+                )
             };
             GridRr::scalar_rel_dp(eps, args.r_max, a, kappa)?.into()
         }

@@ -74,7 +74,12 @@ fn run_chunk(
         let x = domain.sample_uniform(rng);
         mech.privatize_into(&x, &mut out, rng)?;
         sums.predicted += mech.variance_at(&x)?;
-        for ((si, so), (xi, oi)) in sums.inputs.iter_mut().zip(sums.outputs.iter_mut()).zip(x.iter().zip(&out)) {
+        for ((si, so), (xi, oi)) in sums
+            .inputs
+            .iter_mut()
+            .zip(sums.outputs.iter_mut())
+            .zip(x.iter().zip(&out))
+        {
             *si += xi;
             *so += oi;
         }
@@ -109,7 +114,11 @@ pub fn run(args: &DmeArgs) -> Result<()> {
     let d = mech.dim();
     let threads = args
         .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
         .max(1);
     let mut master: ExperimentRng = match args.seed {
         Some(s) => seeded_rng_for_experiments(s),
@@ -122,9 +131,11 @@ pub fn run(args: &DmeArgs) -> Result<()> {
         ProgressBar::new(total)
     };
     progress.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} privatizations ({per_sec}, eta {eta})")
-            .context("progress template")?
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} privatizations ({per_sec}, eta {eta})",
+        )
+        .context("progress template")?
+        .progress_chars("=> "),
     );
 
     let start = Instant::now();
@@ -135,21 +146,30 @@ pub fn run(args: &DmeArgs) -> Result<()> {
         let sizes: Vec<usize> = (0..CHUNKS)
             .map(|c| args.clients / CHUNKS + usize::from(c < args.clients % CHUNKS))
             .collect();
-        let mut rngs: Vec<ExperimentRng> = (0..CHUNKS).map(|_| ExperimentRng::from_rng(&mut master)).collect();
+        let mut rngs: Vec<ExperimentRng> = (0..CHUNKS)
+            .map(|_| ExperimentRng::from_rng(&mut master))
+            .collect();
         let mut results: Vec<Option<Result<ChunkSums>>> = (0..CHUNKS).map(|_| None).collect();
         // Deterministic parallel map: each thread takes a contiguous block of chunks.
         let per_thread = CHUNKS.div_ceil(threads.min(CHUNKS));
         std::thread::scope(|s| {
             let mut handles = Vec::new();
-            for (t, (rng_block, size_block)) in rngs.chunks_mut(per_thread).zip(sizes.chunks(per_thread)).enumerate() {
+            for (t, (rng_block, size_block)) in rngs
+                .chunks_mut(per_thread)
+                .zip(sizes.chunks(per_thread))
+                .enumerate()
+            {
                 let (mech, progress) = (&mech, &progress);
-                handles.push((t, s.spawn(move || {
-                    rng_block
-                        .iter_mut()
-                        .zip(size_block)
-                        .map(|(rng, &size)| run_chunk(mech, size, rng, progress))
-                        .collect::<Vec<_>>()
-                })));
+                handles.push((
+                    t,
+                    s.spawn(move || {
+                        rng_block
+                            .iter_mut()
+                            .zip(size_block)
+                            .map(|(rng, &size)| run_chunk(mech, size, rng, progress))
+                            .collect::<Vec<_>>()
+                    }),
+                ));
             }
             for (t, h) in handles {
                 let block = h.join().expect("worker thread panicked");
@@ -164,10 +184,17 @@ pub fn run(args: &DmeArgs) -> Result<()> {
         for r in results.into_iter().flatten() {
             let c = r?;
             sum_in.iter_mut().zip(&c.inputs).for_each(|(a, b)| *a += b);
-            sum_out.iter_mut().zip(&c.outputs).for_each(|(a, b)| *a += b);
+            sum_out
+                .iter_mut()
+                .zip(&c.outputs)
+                .for_each(|(a, b)| *a += b);
             pred += c.predicted;
         }
-        let mse: f64 = sum_in.iter().zip(&sum_out).map(|(a, b)| ((b - a) / n).powi(2)).sum();
+        let mse: f64 = sum_in
+            .iter()
+            .zip(&sum_out)
+            .map(|(a, b)| ((b - a) / n).powi(2))
+            .sum();
         mses.push(mse);
         predicted.push(pred / (n * n));
     }

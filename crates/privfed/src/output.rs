@@ -5,7 +5,10 @@ use serde_json::Value;
 /// Prints `report` as pretty JSON (`json = true`) or as human-readable lines.
 pub fn print_report(report: &Value, json: bool) {
     if json {
-        println!("{}", serde_json::to_string_pretty(report).unwrap_or_else(|_| report.to_string()));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).unwrap_or_else(|_| report.to_string())
+        );
     } else {
         print_human(report, 0);
     }

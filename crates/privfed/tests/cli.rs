@@ -24,13 +24,27 @@ fn fails_with(args: &[&str], needle: &str) {
     let out = privfed(args);
     assert!(!out.status.success(), "privfed {args:?} should fail");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(needle), "privfed {args:?}: stderr {err:?} lacks {needle:?}");
-    assert!(!err.contains("panicked"), "privfed {args:?} panicked: {err}");
+    assert!(
+        err.contains(needle),
+        "privfed {args:?}: stderr {err:?} lacks {needle:?}"
+    );
+    assert!(
+        !err.contains("panicked"),
+        "privfed {args:?} panicked: {err}"
+    );
 }
 
 #[test]
 fn describe_privunit2_reports_the_optimum() {
-    let v = json_ok(&["describe", "privunit2", "--epsilon", "4", "--dim", "1000", "--json"]);
+    let v = json_ok(&[
+        "describe",
+        "privunit2",
+        "--epsilon",
+        "4",
+        "--dim",
+        "1000",
+        "--json",
+    ]);
     assert_eq!(v["mechanism"], "privunit2");
     let var = v["variance"].as_f64().unwrap();
     assert!((var - 434.60).abs() <= 0.005 * 434.60, "variance {var}");
@@ -41,11 +55,41 @@ fn describe_privunit2_reports_the_optimum() {
 
 #[test]
 fn describe_every_sphere_parameterization() {
-    let v = json_ok(&["describe", "privunitg", "--epsilon", "8", "--dim", "1000", "--json"]);
+    let v = json_ok(&[
+        "describe",
+        "privunitg",
+        "--epsilon",
+        "8",
+        "--dim",
+        "1000",
+        "--json",
+    ]);
     assert!((v["variance"].as_f64().unwrap() - 132.91).abs() < 0.05);
-    let v = json_ok(&["describe", "privunitg", "--epsilon", "8", "--dim", "1000", "--parameterization", "dimension-free", "--json"]);
+    let v = json_ok(&[
+        "describe",
+        "privunitg",
+        "--epsilon",
+        "8",
+        "--dim",
+        "1000",
+        "--parameterization",
+        "dimension-free",
+        "--json",
+    ]);
     assert!(v["variance"].as_f64().unwrap() >= 132.90);
-    let v = json_ok(&["describe", "privunit2", "--epsilon", "8", "--dim", "1000", "--parameterization", "paper000", "--epsilon0", "2.5", "--json"]);
+    let v = json_ok(&[
+        "describe",
+        "privunit2",
+        "--epsilon",
+        "8",
+        "--dim",
+        "1000",
+        "--parameterization",
+        "paper000",
+        "--epsilon0",
+        "2.5",
+        "--json",
+    ]);
     assert!(v["epsilon"].as_f64().unwrap() <= 8.0);
     assert!(v["variance"].as_f64().unwrap() > 132.35);
 }
@@ -58,7 +102,12 @@ fn dme_agrees(args: &[&str]) {
     all.extend_from_slice(&["--json", "--quiet"]);
     let v = json_ok(&all);
     let z = v["mse_z"].as_f64().unwrap();
-    assert!(z.abs() < 5.0, "dme {args:?}: mse {} predicted {} z {z}", v["mse"], v["predicted_mse"]);
+    assert!(
+        z.abs() < 5.0,
+        "dme {args:?}: mse {} predicted {} z {z}",
+        v["mse"],
+        v["predicted_mse"]
+    );
     let ci = v["mse_ci95"].as_array().unwrap();
     assert!(ci[0].as_f64().unwrap() < ci[1].as_f64().unwrap());
     assert!(v["seconds"].as_f64().unwrap() >= 0.0);
@@ -66,8 +115,32 @@ fn dme_agrees(args: &[&str]) {
 
 #[test]
 fn dme_matches_prediction_for_sphere_mechanisms() {
-    dme_agrees(&["privunit2", "--epsilon", "4", "--dim", "100", "--clients", "200", "--trials", "150", "--seed", "1"]);
-    dme_agrees(&["privunitg", "--epsilon", "2", "--dim", "50", "--clients", "200", "--trials", "150", "--seed", "2"]);
+    dme_agrees(&[
+        "privunit2",
+        "--epsilon",
+        "4",
+        "--dim",
+        "100",
+        "--clients",
+        "200",
+        "--trials",
+        "150",
+        "--seed",
+        "1",
+    ]);
+    dme_agrees(&[
+        "privunitg",
+        "--epsilon",
+        "2",
+        "--dim",
+        "50",
+        "--clients",
+        "200",
+        "--trials",
+        "150",
+        "--seed",
+        "2",
+    ]);
 }
 
 #[test]
@@ -76,12 +149,50 @@ fn dme_matches_prediction_for_every_other_mechanism() {
     let cases: [&[&str]; 8] = [
         &["privunit-inf", "--epsilon", "3", "--dim", "40"],
         &["scalar-dp", "--epsilon", "2", "--r-max", "3"],
-        &["scalar-rel-dp", "--epsilon", "2", "--a", "0.05", "--kappa", "0.5"],
+        &[
+            "scalar-rel-dp",
+            "--epsilon",
+            "2",
+            "--a",
+            "0.05",
+            "--kappa",
+            "0.5",
+        ],
         &["grr", "--epsilon", "1", "--bits", "3"],
-        &["separated", "--epsilon", "5", "--dim", "30", "--magnitude-epsilon", "1", "--r-max", "2"],
+        &[
+            "separated",
+            "--epsilon",
+            "5",
+            "--dim",
+            "30",
+            "--magnitude-epsilon",
+            "1",
+            "--r-max",
+            "2",
+        ],
         &["laplace", "--epsilon", "2", "--dim", "10"],
-        &["laplace", "--epsilon", "2", "--dim", "10", "--norm", "linf", "--radius", "0.5"],
-        &["gaussian", "--epsilon", "1", "--delta", "1e-5", "--dim", "10", "--norm", "sphere"],
+        &[
+            "laplace",
+            "--epsilon",
+            "2",
+            "--dim",
+            "10",
+            "--norm",
+            "linf",
+            "--radius",
+            "0.5",
+        ],
+        &[
+            "gaussian",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--dim",
+            "10",
+            "--norm",
+            "sphere",
+        ],
     ];
     for case in cases {
         let mut args = case.to_vec();
@@ -97,7 +208,10 @@ fn describe_every_mechanism() {
         (&["privunitg", "--dim", "10"], "privunitg"),
         (&["privunit-inf", "--dim", "10"], "privunit-inf"),
         (&["scalar-dp"], "scalar-dp"),
-        (&["scalar-rel-dp", "--a", "0.01", "--kappa", "1"], "scalar-rel-dp"),
+        (
+            &["scalar-rel-dp", "--a", "0.01", "--kappa", "1"],
+            "scalar-rel-dp",
+        ),
         (&["grr", "--bits", "2"], "grr"),
         (&["separated", "--dim", "10"], "separated"),
         (&["laplace", "--dim", "3"], "laplace"),
@@ -122,31 +236,178 @@ fn describe_every_mechanism() {
 
 #[test]
 fn dme_is_reproducible_with_a_seed_and_thread_independent() {
-    let a = json_ok(&["dme", "privunit2", "--epsilon", "4", "--dim", "20", "--clients", "100", "--trials", "3", "--seed", "9", "--threads", "1", "--json", "--quiet"]);
-    let b = json_ok(&["dme", "privunit2", "--epsilon", "4", "--dim", "20", "--clients", "100", "--trials", "3", "--seed", "9", "--threads", "2", "--json", "--quiet"]);
+    let a = json_ok(&[
+        "dme",
+        "privunit2",
+        "--epsilon",
+        "4",
+        "--dim",
+        "20",
+        "--clients",
+        "100",
+        "--trials",
+        "3",
+        "--seed",
+        "9",
+        "--threads",
+        "1",
+        "--json",
+        "--quiet",
+    ]);
+    let b = json_ok(&[
+        "dme",
+        "privunit2",
+        "--epsilon",
+        "4",
+        "--dim",
+        "20",
+        "--clients",
+        "100",
+        "--trials",
+        "3",
+        "--seed",
+        "9",
+        "--threads",
+        "2",
+        "--json",
+        "--quiet",
+    ]);
     assert_eq!(a["mse"], b["mse"]);
     assert_eq!(a["predicted_mse"], b["predicted_mse"]);
 }
 
 #[test]
 fn bad_input_is_a_clear_error() {
-    fails_with(&["describe", "privunit2", "--epsilon", "0", "--dim", "10"], "epsilon");
-    fails_with(&["describe", "privunit2", "--epsilon", "-1", "--dim", "10"], "epsilon");
-    fails_with(&["describe", "privunit2", "--epsilon", "NaN", "--dim", "10"], "epsilon");
+    fails_with(
+        &["describe", "privunit2", "--epsilon", "0", "--dim", "10"],
+        "epsilon",
+    );
+    fails_with(
+        &["describe", "privunit2", "--epsilon", "-1", "--dim", "10"],
+        "epsilon",
+    );
+    fails_with(
+        &["describe", "privunit2", "--epsilon", "NaN", "--dim", "10"],
+        "epsilon",
+    );
     fails_with(&["describe", "privunit2", "--epsilon", "1"], "--dim");
-    fails_with(&["describe", "privunit2", "--epsilon", "1", "--dim", "1"], "dim");
-    fails_with(&["describe", "privunit2", "--epsilon", "4", "--dim", "10", "--parameterization", "paper000"], "--epsilon0");
+    fails_with(
+        &["describe", "privunit2", "--epsilon", "1", "--dim", "1"],
+        "dim",
+    );
+    fails_with(
+        &[
+            "describe",
+            "privunit2",
+            "--epsilon",
+            "4",
+            "--dim",
+            "10",
+            "--parameterization",
+            "paper000",
+        ],
+        "--epsilon0",
+    );
     fails_with(&["describe", "nosuch", "--epsilon", "1"], "invalid value");
-    fails_with(&["dme", "privunit2", "--epsilon", "1", "--dim", "10", "--clients", "0"], "--clients");
-    fails_with(&["dme", "privunit2", "--epsilon", "1", "--dim", "10", "--clients", "5", "--trials", "0"], "--trials");
-    fails_with(&["describe", "scalar-dp", "--epsilon", "1", "--dim", "3"], "--dim must be 1");
-    fails_with(&["describe", "scalar-dp", "--epsilon", "1", "--r-max", "-2"], "r_max");
+    fails_with(
+        &[
+            "dme",
+            "privunit2",
+            "--epsilon",
+            "1",
+            "--dim",
+            "10",
+            "--clients",
+            "0",
+        ],
+        "--clients",
+    );
+    fails_with(
+        &[
+            "dme",
+            "privunit2",
+            "--epsilon",
+            "1",
+            "--dim",
+            "10",
+            "--clients",
+            "5",
+            "--trials",
+            "0",
+        ],
+        "--trials",
+    );
+    fails_with(
+        &["describe", "scalar-dp", "--epsilon", "1", "--dim", "3"],
+        "--dim must be 1",
+    );
+    fails_with(
+        &["describe", "scalar-dp", "--epsilon", "1", "--r-max", "-2"],
+        "r_max",
+    );
     fails_with(&["describe", "scalar-rel-dp", "--epsilon", "1"], "--a");
-    fails_with(&["describe", "grr", "--epsilon", "1", "--bits", "0"], "bits");
-    fails_with(&["describe", "grr", "--epsilon", "1", "--lo", "1", "--hi", "-1"], "lo");
-    fails_with(&["describe", "gaussian", "--epsilon", "1", "--dim", "3"], "--delta");
-    fails_with(&["describe", "gaussian", "--epsilon", "1", "--dim", "3", "--delta", "2"], "delta");
-    fails_with(&["describe", "laplace", "--epsilon", "1", "--dim", "3", "--radius", "0"], "--radius");
-    fails_with(&["describe", "separated", "--epsilon", "1", "--dim", "3", "--magnitude-epsilon", "1"], "--magnitude-epsilon");
-    fails_with(&["describe", "privunit-inf", "--epsilon", "1", "--dim", "0"], "dim");
+    fails_with(
+        &["describe", "grr", "--epsilon", "1", "--bits", "0"],
+        "bits",
+    );
+    fails_with(
+        &[
+            "describe",
+            "grr",
+            "--epsilon",
+            "1",
+            "--lo",
+            "1",
+            "--hi",
+            "-1",
+        ],
+        "lo",
+    );
+    fails_with(
+        &["describe", "gaussian", "--epsilon", "1", "--dim", "3"],
+        "--delta",
+    );
+    fails_with(
+        &[
+            "describe",
+            "gaussian",
+            "--epsilon",
+            "1",
+            "--dim",
+            "3",
+            "--delta",
+            "2",
+        ],
+        "delta",
+    );
+    fails_with(
+        &[
+            "describe",
+            "laplace",
+            "--epsilon",
+            "1",
+            "--dim",
+            "3",
+            "--radius",
+            "0",
+        ],
+        "--radius",
+    );
+    fails_with(
+        &[
+            "describe",
+            "separated",
+            "--epsilon",
+            "1",
+            "--dim",
+            "3",
+            "--magnitude-epsilon",
+            "1",
+        ],
+        "--magnitude-epsilon",
+    );
+    fails_with(
+        &["describe", "privunit-inf", "--epsilon", "1", "--dim", "0"],
+        "dim",
+    );
 }

@@ -9,7 +9,9 @@ pub fn ks_statistic(samples: &mut [f64], cdf: impl Fn(f64) -> f64) -> f64 {
     let mut d: f64 = 0.0;
     for (i, &x) in samples.iter().enumerate() {
         let f = cdf(x);
-        d = d.max((f - i as f64 / n).abs()).max(((i + 1) as f64 / n - f).abs());
+        d = d
+            .max((f - i as f64 / n).abs())
+            .max(((i + 1) as f64 / n - f).abs());
     }
     d
 }

@@ -214,4 +214,53 @@ mod tests {
             }
         }
     }
+
+    /// Sweep over extreme parameters: every result is finite where it should be, the two tails
+    /// add up to 1, the log versions agree with the values, and `I_x` is monotone in `x`.
+    #[test]
+    fn extreme_parameter_sweep() {
+        let params = [
+            1e-8, 1e-3, 0.1, 0.5, 1.0, 3.0, 10.0, 99.5, 100.0, 1e3, 1e5, 499_999.5, 1e7, 1e9,
+        ];
+        let xs = [
+            5e-324,
+            1e-300,
+            1e-50,
+            1e-10,
+            1e-3,
+            0.1,
+            0.3,
+            0.5 - 1e-9,
+            0.5,
+            0.7,
+            0.9,
+            1.0 - 1e-10,
+            1.0 - f64::EPSILON,
+        ];
+        for &a in &params {
+            for &b in &params {
+                let mut prev = -1.0;
+                for &x in &xs {
+                    let lo = ln_beta_inc(a, b, x);
+                    let up = ln_beta_inc_complement(a, b, x);
+                    assert!(lo <= 0.0 && up <= 0.0, "a={a} b={b} x={x}: {lo} {up}");
+                    assert!(!lo.is_nan() && !up.is_nan(), "a={a} b={b} x={x}");
+                    let total = lo.exp() + up.exp();
+                    assert!((total - 1.0).abs() < 1e-13, "a={a} b={b} x={x}: {total}");
+                    let v = beta_inc(a, b, x);
+                    // (up to rounding: for a = b = 1e-8, I_x is ½ within 1e-8 on the whole interior)
+                    assert!(v >= prev * (1.0 - 1e-14), "a={a} b={b} x={x}: {v} < {prev}");
+                    prev = v;
+                    assert!(!ln_beta_pdf(a, b, x).is_nan(), "a={a} b={b} x={x}");
+                }
+                for &lq in &[-1e4, -50.0, -0.7, -1e-3] {
+                    let (x, y) = beta_inc_complement_inv_ln_xy(a, b, lq);
+                    assert!(
+                        x >= 0.0 && y >= 0.0 && (x + y - 1.0).abs() < 1e-15,
+                        "a={a} b={b} ln_q={lq}: ({x}, {y})"
+                    );
+                }
+            }
+        }
+    }
 }

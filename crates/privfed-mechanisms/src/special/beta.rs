@@ -196,8 +196,8 @@ pub(crate) struct Tails {
     pub(crate) ln_pref: f64,
 }
 
-/// `ln(1 − e^l)` for `l ≤ 0`.
-fn ln_one_minus_exp(l: f64) -> f64 {
+/// `ln(1 − e^l)` for `l ≤ 0` (`ln(−expm1(l))` near 0, `log1p(−e^l)` below `−ln 2`).
+pub(crate) fn ln_one_minus_exp(l: f64) -> f64 {
     if l > -std::f64::consts::LN_2 {
         (-l.exp_m1()).ln()
     } else {

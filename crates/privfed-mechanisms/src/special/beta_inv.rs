@@ -1,6 +1,6 @@
 //! Inverses of the incomplete beta function in log space.
 
-use super::beta::{Point, tails};
+use super::beta::{Point, ln_one_minus_exp, tails};
 use super::gamma::ln_beta;
 use super::normal::norm_sf_inv_ln;
 
@@ -28,15 +28,6 @@ fn point_at(w: f64) -> Point {
     } else {
         let e = (-w).exp();
         Point::from_y(e / (1.0 + e))
-    }
-}
-
-/// `ln(1 − e^l)` for `l ≤ 0`.
-fn ln_one_minus_exp(l: f64) -> f64 {
-    if l > -std::f64::consts::LN_2 {
-        (-l.exp_m1()).ln()
-    } else {
-        (-l.exp()).ln_1p()
     }
 }
 

@@ -123,7 +123,31 @@ fn ln_symmetric_lower(a: f64, x_big: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::beta::{beta_cf, ln_prefactor};
     use super::*;
+
+    /// Two independent methods agree over the whole region where the expansion is used,
+    /// including its edges (`a = 100`, `X = 60`): the expansion against the continued fraction.
+    #[test]
+    fn agrees_with_continued_fraction() {
+        for &a in &[100.0_f64, 137.5, 250.0, 1e4, 7.5e5] {
+            for &xb in &[1e-6_f64, 0.01, 0.3, 1.0, 3.0, 10.0, 25.0, 45.0, 59.9] {
+                // x ≤ ½ with −a·ln(4x(1−x)) = X.
+                let t = (-(-xb / a).exp_m1()).sqrt();
+                let x = 0.5 * (1.0 - t);
+                let p = Point::from_x(x);
+                let (ln_series, lower) = symmetric_ln_small(a, &p).expect("in region");
+                assert!(lower);
+                let (h, _) = beta_cf(a, a, x).expect("converges");
+                let ln_cf = ln_prefactor(a, a, &p) - a.ln() + h.ln();
+                let err = (ln_series - ln_cf).abs();
+                assert!(
+                    err < 1e-13 * ln_cf.abs().max(1.0),
+                    "a={a} X={xb}: {ln_series} vs {ln_cf}"
+                );
+            }
+        }
+    }
 
     /// Re-derives the coefficients in f64: the reciprocal of `(1 − e^{−v})/v = Σ (−1)^n vⁿ/(n+1)!`
     /// by series division, then the square root by `s_n = (c_n − Σ_{j=1}^{n−1} s_j s_{n−j})/2`.

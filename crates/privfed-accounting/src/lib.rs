@@ -16,12 +16,16 @@
 //! assert!(r.epsilon > 0.5 && r.epsilon < 2.0);
 //! ```
 
+pub mod calibrate;
 pub mod error;
 pub mod event;
 mod numerics;
+pub mod pld;
 pub mod rdp;
 pub mod skellam;
 
 pub use error::{AccountingError, Result};
 pub use event::DpEvent;
+pub use calibrate::{AccountantKind, Calibration};
+pub use pld::{DiscretePld, PldAccountant};
 pub use rdp::{RdpAccountant, RdpEpsilon};

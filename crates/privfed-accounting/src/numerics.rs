@@ -57,6 +57,35 @@ pub(crate) fn norm_cdf_diff(a: f64, b: f64) -> f64 {
     }
 }
 
+/// A point `x` together with its nearer normal tail: `Φ(x)` if `x ≤ 0`, `Φ̄(x) = Φ(−x)` if
+/// `x > 0`; differences of two such points keep the relative accuracy of [`norm_cdf_diff`]
+/// with one `erfc` per point.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NormPoint {
+    x: f64,
+    tail: f64,
+}
+
+impl NormPoint {
+    pub(crate) fn new(x: f64) -> Self {
+        let tail = if x <= 0.0 { norm_cdf(x) } else { norm_cdf(-x) };
+        Self { x, tail }
+    }
+
+    /// `Φ(b) − Φ(a)` for `a = self ≤ b`.
+    pub(crate) fn diff_to(&self, b: &NormPoint) -> f64 {
+        if self.x >= b.x {
+            0.0
+        } else if self.x > 0.0 {
+            (self.tail - b.tail).max(0.0)
+        } else if b.x <= 0.0 {
+            (b.tail - self.tail).max(0.0)
+        } else {
+            (1.0 - b.tail - self.tail).max(0.0)
+        }
+    }
+}
+
 /// `ln Φ(x)`, accurate in the far lower tail (asymptotic series below −30, where `erfc`
 /// would underflow near −38.5) and near 1 (`log1p(−Φ(−x))`).
 pub(crate) fn ln_norm_cdf(x: f64) -> f64 {

@@ -53,6 +53,9 @@ fn epsilon_never_looser_than_dp_accounting() {
         if ours.epsilon < theirs * (1.0 - 1e-9) {
             tighter += 1;
             max_gain = f64::max(max_gain, 1.0 - ours.epsilon / theirs);
+            if 1.0 - ours.epsilon / theirs > 0.01 {
+                eprintln!("  {} δ={delta}: ours {} (α={}) vs {theirs} (α={})", event.name(), ours.epsilon, ours.optimal_order, ans["order"]);
+            }
         }
     }
     eprintln!(

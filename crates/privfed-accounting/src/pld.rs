@@ -994,4 +994,44 @@ mod tests {
             assert!(got <= exact * 1.05 + 1e-15, "ε={eps}: {got} ≫ exact {exact}");
         }
     }
+
+    #[test]
+    fn skellam_pld_matches_direct_summation() {
+        // Single use: δ(ε) = Σ_k pmf(k−Δ)(1 − e^{ε − L(k)})₊ summed directly over the pmf.
+        for (mu, d) in [(2.0, 1u64), (50.0, 3)] {
+            let p = DiscretePld::skellam(mu, d, 1e-4).unwrap();
+            let kmax = 400usize;
+            let lp = skellam_ln_pmf(mu, kmax).unwrap();
+            let ln_p = |k: i64| lp[k.unsigned_abs() as usize];
+            let di = d as i64;
+            for eps in [0.1, 0.5, 1.0] {
+                let exact: f64 = ((-300 + di)..=300)
+                    .map(|k| {
+                        let l = ln_p(k - di) - ln_p(k);
+                        if l > eps { -ln_p(k - di).exp() * libm::expm1(eps - l) } else { 0.0 }
+                    })
+                    .sum();
+                let got = p.get_delta(eps);
+                assert!(got >= exact * (1.0 - 1e-9), "μ={mu} ε={eps}: {got} < {exact}");
+                assert!(got <= exact * 1.001 + 1e-15, "μ={mu} ε={eps}: {got} vs {exact}");
+            }
+        }
+    }
+
+    #[test]
+    fn skellam_pld_is_tighter_than_rdp_bound() {
+        // The exact PLD must not exceed the §2.2 RDP bound's ε (both are valid; PLD is tight).
+        for (mu, steps) in [(4.0, 10u64), (100.0, 50)] {
+            let ev = DpEvent::SelfComposed {
+                event: Box::new(DpEvent::Skellam { mu, l1_sensitivity: 1.0, l2_sensitivity: 1.0 }),
+                count: steps,
+            };
+            let mut pld = PldAccountant::new();
+            pld.compose(&ev).unwrap();
+            let mut rdp = crate::RdpAccountant::new();
+            rdp.compose(&ev).unwrap();
+            let (a, b) = (pld.get_epsilon(1e-6).unwrap(), rdp.get_epsilon(1e-6).unwrap());
+            assert!(a < b, "μ={mu}: PLD {a} ≥ RDP {b}");
+        }
+    }
 }

@@ -24,6 +24,9 @@ pub mod tol {
     /// below": both are pessimistic approximations of the same true ε; a difference beyond
     /// discretization error would mean we are optimistic).
     pub const PLD_EPS_MAX_BELOW: f64 = 0.002;
+    /// PLD δ at a fixed ε, relative (δ moves much faster than ε: 2% in δ is well under 0.5%
+    /// in ε for these cases).
+    pub const PLD_DELTA_REL: f64 = 0.02;
     /// Calibrated noise multipliers within this relative distance (issue 3: 1%).
     pub const CALIBRATION_REL: f64 = 0.01;
 }

@@ -16,6 +16,7 @@
 //! assert!(r.epsilon > 0.5 && r.epsilon < 2.0);
 //! ```
 
+pub mod analysis;
 pub mod calibrate;
 pub mod error;
 pub mod event;

@@ -139,22 +139,30 @@ fn lgamma_diff(a: f64, b: f64) -> f64 {
 
 /// `ln I_x(a, b)`, the log of the regularized incomplete beta function, by the continued
 /// fraction of `I_x(a,b)` (modified Lentz) with the prefactor `x^a (1−x)^b / (a B(a,b))` in
-/// log space; the symmetry `I_x(a,b) = 1 − I_{1−x}(b,a)` when `x > (a+1)/(a+b+2)`.
-pub(crate) fn ln_beta_inc(a: f64, b: f64, x: f64) -> Result<f64, String> {
-    if !(a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite()) || !(0.0..=1.0).contains(&x) {
-        return Err(format!("ln_beta_inc: bad arguments a={a}, b={b}, x={x}"));
+/// log space; the symmetry `I_x(a,b) = 1 − I_{1−x}(b,a)` when `x > (a+1)/(a+b+2)`. The caller
+/// passes both `x` and `y = 1 − x` (computed accurately: e.g. `y = t²` when `x = 1 − t²`).
+pub(crate) fn ln_beta_inc(a: f64, b: f64, x: f64, y: f64) -> Result<f64, String> {
+    if !(a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite())
+        || !(0.0..=1.0).contains(&x)
+        || !(0.0..=1.0).contains(&y)
+    {
+        return Err(format!("ln_beta_inc: bad arguments a={a}, b={b}, x={x}, y={y}"));
     }
     if x == 0.0 {
         return Ok(f64::NEG_INFINITY);
     }
-    if x == 1.0 {
+    if y == 0.0 {
         return Ok(0.0);
     }
-    let ln_front = |a: f64, b: f64, x: f64| a * x.ln() + b * libm::log1p(-x) - ln_beta(a, b) - a.ln();
+    // ln x and ln y from whichever of x, y is small (log1p of the other), so that large a or b
+    // does not amplify the rounding of x = 1 − y.
+    let ln2 = |x: f64, y: f64| if x < 0.5 { x.ln() } else { libm::log1p(-y) };
+    let ln_front =
+        |a: f64, b: f64, x: f64, y: f64| a * ln2(x, y) + b * ln2(y, x) - ln_beta(a, b) - a.ln();
     if x <= (a + 1.0) / (a + b + 2.0) {
-        Ok(ln_front(a, b, x) + beta_cf(a, b, x)?.ln())
+        Ok(ln_front(a, b, x, y) + beta_cf(a, b, x)?.ln())
     } else {
-        let other = (ln_front(b, a, 1.0 - x) + beta_cf(b, a, 1.0 - x)?.ln()).exp();
+        let other = (ln_front(b, a, y, x) + beta_cf(b, a, y)?.ln()).exp();
         Ok(libm::log1p(-other))
     }
 }

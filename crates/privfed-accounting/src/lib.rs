@@ -1,4 +1,32 @@
-//! Privacy accounting for privfed (paper formulas in `ALGORITHMS.md` §5): privacy events,
-//! RDP and PLD accountants, conversion and calibration.
+//! Privacy accounting for privfed (formulas in `ALGORITHMS.md` §5, §2.2, §4.3, §1.6).
 //!
-//! Work in progress: see issue 3.
+//! * [`DpEvent`]: privacy events as data (Gaussian, Laplace, pure ε-DP, Skellam, Poisson
+//!   sampling, composition, user RDP curves).
+//! * [`RdpAccountant`] and [`PldAccountant`]: compose events, answer ε for δ and δ for ε.
+//! * [`calibrate`]: the noise that meets a target (ε, δ).
+//! * [`analysis`]: Draw-and-Discard adversaries, reconstruction protection, analytic Gaussian.
+//!
+//! Pure: no I/O, no clock, no global state.
+//!
+//! ```
+//! use privfed_accounting::{DpEvent, RdpAccountant};
+//! let mut acc = RdpAccountant::new();
+//! acc.compose(&DpEvent::poisson_gaussian(0.01, 1.1, 1000)).unwrap();
+//! let r = acc.get_epsilon_and_order(1e-5).unwrap();
+//! assert!(r.epsilon > 0.5 && r.epsilon < 2.0);
+//! ```
+
+pub mod analysis;
+pub mod calibrate;
+pub mod error;
+pub mod event;
+mod numerics;
+pub mod pld;
+pub mod rdp;
+pub mod skellam;
+
+pub use error::{AccountingError, Result};
+pub use event::DpEvent;
+pub use calibrate::{AccountantKind, Calibration};
+pub use pld::{DiscretePld, PldAccountant};
+pub use rdp::{RdpAccountant, RdpEpsilon};

@@ -1,0 +1,210 @@
+//! Calibration (ALGORITHMS.md §5.4): the smallest noise that meets a target (ε, δ).
+//!
+//! Bisection (geometric, relative tolerance 1e-6) over the noise parameter, using the chosen
+//! accountant's ε at the given δ. The returned parameter always meets the target (the search
+//! keeps the upper end of the bracket, which satisfies `ε ≤ target`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{AccountingError, Result, check_delta, check_positive, check_rate};
+use crate::event::DpEvent;
+use crate::numerics::bisect_smallest;
+use crate::{PldAccountant, RdpAccountant};
+
+/// Which accountant answers ε during calibration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccountantKind {
+    /// [`RdpAccountant`] on its default orders.
+    Rdp,
+    /// [`PldAccountant`] at its default discretization.
+    Pld,
+}
+
+/// ε of `event` at `delta` under a fresh accountant of `kind`.
+pub fn epsilon_of(kind: AccountantKind, event: &DpEvent, delta: f64) -> Result<f64> {
+    match kind {
+        AccountantKind::Rdp => {
+            let mut a = RdpAccountant::new();
+            a.compose(event)?;
+            a.get_epsilon(delta)
+        }
+        AccountantKind::Pld => {
+            let mut a = PldAccountant::new();
+            a.compose(event)?;
+            a.get_epsilon(delta)
+        }
+    }
+}
+
+/// The result of a calibration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Calibration {
+    /// The calibrated noise parameter (noise multiplier, Laplace scale or Skellam variance).
+    pub parameter: f64,
+    /// The ε it achieves at the requested δ (≤ the target).
+    pub epsilon: f64,
+}
+
+/// Relative tolerance of the bisection on the noise parameter.
+pub const CALIBRATION_REL_TOL: f64 = 1e-6;
+
+/// The smallest parameter `p` (to relative tolerance [`CALIBRATION_REL_TOL`]) such that the
+/// event `make_event(p)` is `(target_epsilon, delta)`-DP under `kind`, assuming ε decreases as
+/// `p` grows (more noise). The bracket is found by doubling/halving from 1 within
+/// `[1e-8, 1e8]`; beyond that the request is [`AccountingError::Infeasible`].
+pub fn calibrate_parameter(
+    kind: AccountantKind,
+    target_epsilon: f64,
+    delta: f64,
+    make_event: impl Fn(f64) -> DpEvent,
+) -> Result<Calibration> {
+    check_positive("target_epsilon", target_epsilon)?;
+    check_delta(delta)?;
+    let ok = |p: f64| -> Result<bool> { Ok(epsilon_of(kind, &make_event(p), delta)? <= target_epsilon) };
+    let mut hi = 1.0;
+    while !ok(hi)? {
+        hi *= 2.0;
+        if hi > 1e8 {
+            return Err(AccountingError::Infeasible(format!(
+                "no noise parameter up to 1e8 reaches ε = {target_epsilon} at δ = {delta}"
+            )));
+        }
+    }
+    let mut lo = hi / 2.0;
+    while ok(lo)? {
+        hi = lo;
+        lo /= 2.0;
+        if lo < 1e-8 {
+            return Ok(Calibration {
+                parameter: hi,
+                epsilon: epsilon_of(kind, &make_event(hi), delta)?,
+            });
+        }
+    }
+    let p = bisect_smallest(lo, hi, CALIBRATION_REL_TOL, ok)?;
+    Ok(Calibration {
+        parameter: p,
+        epsilon: epsilon_of(kind, &make_event(p), delta)?,
+    })
+}
+
+fn sampled(rate: f64, inner: DpEvent, steps: u64) -> DpEvent {
+    let one = if rate >= 1.0 {
+        inner
+    } else {
+        DpEvent::PoissonSampled {
+            rate,
+            event: Box::new(inner),
+        }
+    };
+    DpEvent::SelfComposed {
+        event: Box::new(one),
+        count: steps,
+    }
+}
+
+fn check_steps(steps: u64) -> Result<()> {
+    if steps == 0 {
+        Err(AccountingError::invalid("steps", 0.0, "must be at least 1"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Noise multiplier `z` of the Poisson-subsampled Gaussian (rate `sampling_rate`, 1 = no
+/// sampling) run `steps` times that meets `(target_epsilon, delta)`.
+pub fn calibrate_noise_multiplier(
+    kind: AccountantKind,
+    target_epsilon: f64,
+    delta: f64,
+    sampling_rate: f64,
+    steps: u64,
+) -> Result<Calibration> {
+    check_rate(sampling_rate)?;
+    check_steps(steps)?;
+    calibrate_parameter(kind, target_epsilon, delta, |z| {
+        sampled(sampling_rate, DpEvent::Gaussian { noise_multiplier: z }, steps)
+    })
+}
+
+/// Laplace scale (per unit ℓ1 sensitivity) of the Poisson-subsampled Laplace mechanism run
+/// `steps` times that meets `(target_epsilon, delta)`.
+pub fn calibrate_laplace_scale(
+    kind: AccountantKind,
+    target_epsilon: f64,
+    delta: f64,
+    sampling_rate: f64,
+    steps: u64,
+) -> Result<Calibration> {
+    check_rate(sampling_rate)?;
+    check_steps(steps)?;
+    calibrate_parameter(kind, target_epsilon, delta, |b| {
+        sampled(sampling_rate, DpEvent::Laplace { scale: b }, steps)
+    })
+}
+
+/// Skellam variance μ (integer domain, sensitivities `l1`, `l2`) of the Poisson-subsampled
+/// Skellam mechanism run `steps` times that meets `(target_epsilon, delta)`.
+pub fn calibrate_skellam_variance(
+    kind: AccountantKind,
+    target_epsilon: f64,
+    delta: f64,
+    l1_sensitivity: f64,
+    l2_sensitivity: f64,
+    sampling_rate: f64,
+    steps: u64,
+) -> Result<Calibration> {
+    check_positive("l1_sensitivity", l1_sensitivity)?;
+    check_positive("l2_sensitivity", l2_sensitivity)?;
+    check_rate(sampling_rate)?;
+    check_steps(steps)?;
+    calibrate_parameter(kind, target_epsilon, delta, |mu| {
+        sampled(
+            sampling_rate,
+            DpEvent::Skellam {
+                mu,
+                l1_sensitivity,
+                l2_sensitivity,
+            },
+            steps,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibrated_noise_meets_target_and_is_minimal() {
+        let c = calibrate_noise_multiplier(AccountantKind::Rdp, 2.0, 1e-5, 0.01, 1000).unwrap();
+        assert!(c.epsilon <= 2.0);
+        // 0.1% less noise misses the target: the result is the boundary.
+        let e = epsilon_of(
+            AccountantKind::Rdp,
+            &DpEvent::poisson_gaussian(0.01, c.parameter * 0.999, 1000),
+            1e-5,
+        )
+        .unwrap();
+        assert!(e > 2.0, "{e}");
+    }
+
+    #[test]
+    fn laplace_and_skellam_calibration() {
+        let c = calibrate_laplace_scale(AccountantKind::Rdp, 1.0, 1e-6, 1.0, 1).unwrap();
+        // A single Laplace use: scale 1/ε is 1-DP (δ=0), so RDP needs at most a bit more... and
+        // never less than the pure-DP-free lower end. Check only the target is met.
+        assert!(c.epsilon <= 1.0 && c.parameter > 0.3 && c.parameter < 1.5, "{c:?}");
+        let s = calibrate_skellam_variance(AccountantKind::Rdp, 1.0, 1e-5, 1.0, 1.0, 1.0, 1).unwrap();
+        assert!(s.epsilon <= 1.0 && s.parameter > 1.0, "{s:?}");
+    }
+
+    #[test]
+    fn bad_parameters() {
+        assert!(calibrate_noise_multiplier(AccountantKind::Rdp, 1.0, 1e-5, 0.0, 10).is_err());
+        assert!(calibrate_noise_multiplier(AccountantKind::Rdp, 1.0, 1e-5, 0.1, 0).is_err());
+        assert!(calibrate_noise_multiplier(AccountantKind::Rdp, -1.0, 1e-5, 0.1, 10).is_err());
+        assert!(calibrate_noise_multiplier(AccountantKind::Rdp, 1.0, 1.0, 0.1, 10).is_err());
+    }
+}

@@ -1,0 +1,228 @@
+//! Privacy events as data (DESIGN.md convention 3; the idea of dp_accounting's `DpEvent`).
+//!
+//! A [`DpEvent`] describes one use of a mechanism (or a combination of uses). Accountants
+//! ([`crate::RdpAccountant`], [`crate::PldAccountant`]) compose events and answer ε for δ and δ
+//! for ε; events they cannot handle are rejected with [`AccountingError::UnsupportedEvent`].
+//!
+//! All sensitivities are 1 unless the event says otherwise (noise multiplier = std / sensitivity;
+//! Laplace scale = scale / sensitivity), under the add/remove-one neighbouring relation.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{AccountingError, Result, check_nonnegative, check_positive, check_rate};
+
+/// One privacy event (serde: externally tagged by `type`, snake_case).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DpEvent {
+    /// Gaussian mechanism with sensitivity 1 and standard deviation `noise_multiplier`.
+    Gaussian {
+        /// σ/Δ₂ (> 0).
+        noise_multiplier: f64,
+    },
+    /// Laplace mechanism with ℓ1 sensitivity 1 and scale `scale` (density ∝ e^{−|x|/scale}).
+    Laplace {
+        /// b/Δ₁ (> 0).
+        scale: f64,
+    },
+    /// Any pure ε-DP randomizer (e.g. one of privfed's local randomizers). Accounted with the
+    /// form that is tight for binary randomized response (ALGORITHMS.md §5.1).
+    PureDp {
+        /// The randomizer's ε (> 0).
+        epsilon: f64,
+    },
+    /// Skellam noise `Sk(mu)` added to each coordinate of an integer query (001 §3; ALGORITHMS.md
+    /// §2.2), everything in the integer (scaled) domain.
+    Skellam {
+        /// The Skellam variance μ (> 0).
+        mu: f64,
+        /// ℓ1 sensitivity Δ₁ of the integer query (> 0).
+        l1_sensitivity: f64,
+        /// ℓ2 sensitivity Δ₂ of the integer query (> 0).
+        l2_sensitivity: f64,
+    },
+    /// The inner event run on a Poisson sample of the data set with rate `rate`.
+    PoissonSampled {
+        /// Sampling rate q ∈ (0, 1].
+        rate: f64,
+        /// The mechanism applied to the sample.
+        event: Box<DpEvent>,
+    },
+    /// Sequential composition of the events.
+    Composed {
+        /// The events, in any order (composition is commutative).
+        events: Vec<DpEvent>,
+    },
+    /// `count` sequential repetitions of `event`.
+    SelfComposed {
+        /// The repeated event.
+        event: Box<DpEvent>,
+        /// Number of repetitions (0 means no event).
+        count: u64,
+    },
+    /// A user-supplied RDP curve: the mechanism is `(orders[i], epsilons[i])`-RDP for each `i`.
+    /// Orders must be > 1, strictly increasing; ε values finite and ≥ 0.
+    RdpCurve {
+        /// Rényi orders α > 1, strictly increasing.
+        orders: Vec<f64>,
+        /// ε(α) at each order.
+        epsilons: Vec<f64>,
+    },
+}
+
+impl DpEvent {
+    /// `count` repetitions of a Poisson-sampled Gaussian: the DP-SGD / DP-FedAvg event.
+    pub fn poisson_gaussian(rate: f64, noise_multiplier: f64, count: u64) -> Self {
+        let inner = DpEvent::Gaussian { noise_multiplier };
+        let one = if rate == 1.0 {
+            inner
+        } else {
+            DpEvent::PoissonSampled {
+                rate,
+                event: Box::new(inner),
+            }
+        };
+        DpEvent::SelfComposed {
+            event: Box::new(one),
+            count,
+        }
+    }
+
+    /// A short human-readable name, used in error messages (e.g. `PoissonSampled(Laplace)`).
+    pub fn name(&self) -> String {
+        match self {
+            DpEvent::Gaussian { .. } => "Gaussian".into(),
+            DpEvent::Laplace { .. } => "Laplace".into(),
+            DpEvent::PureDp { .. } => "PureDp".into(),
+            DpEvent::Skellam { .. } => "Skellam".into(),
+            DpEvent::PoissonSampled { event, .. } => format!("PoissonSampled({})", event.name()),
+            DpEvent::Composed { events: v } => format!(
+                "Composed[{}]",
+                v.iter().map(|e| e.name()).collect::<Vec<_>>().join(", ")
+            ),
+            DpEvent::SelfComposed { event, count } => {
+                format!("SelfComposed({} x {count})", event.name())
+            }
+            DpEvent::RdpCurve { .. } => "RdpCurve".into(),
+        }
+    }
+
+    /// Checks every parameter (recursively); accountants call this before composing.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            DpEvent::Gaussian { noise_multiplier } => {
+                check_positive("noise_multiplier", *noise_multiplier)?;
+            }
+            DpEvent::Laplace { scale } => {
+                check_positive("scale", *scale)?;
+            }
+            DpEvent::PureDp { epsilon } => {
+                check_positive("epsilon", *epsilon)?;
+            }
+            DpEvent::Skellam {
+                mu,
+                l1_sensitivity,
+                l2_sensitivity,
+            } => {
+                check_positive("mu", *mu)?;
+                check_positive("l1_sensitivity", *l1_sensitivity)?;
+                check_positive("l2_sensitivity", *l2_sensitivity)?;
+            }
+            DpEvent::PoissonSampled { rate, event } => {
+                check_rate(*rate)?;
+                event.validate()?;
+            }
+            DpEvent::Composed { events } => {
+                for e in events {
+                    e.validate()?;
+                }
+            }
+            DpEvent::SelfComposed { event, .. } => event.validate()?,
+            DpEvent::RdpCurve { orders, epsilons } => {
+                if orders.is_empty() || orders.len() != epsilons.len() {
+                    return Err(AccountingError::InvalidCurve(format!(
+                        "{} orders and {} epsilons (need equal, non-zero lengths)",
+                        orders.len(),
+                        epsilons.len()
+                    )));
+                }
+                for w in orders.windows(2) {
+                    if w[1] <= w[0] || w[1].is_nan() {
+                        return Err(AccountingError::InvalidCurve(format!(
+                            "orders must be strictly increasing ({} then {})",
+                            w[0], w[1]
+                        )));
+                    }
+                }
+                if !(orders[0] > 1.0) || !orders[orders.len() - 1].is_finite() {
+                    return Err(AccountingError::InvalidCurve(
+                        "orders must be finite and > 1".into(),
+                    ));
+                }
+                for &e in epsilons {
+                    check_nonnegative("rdp_epsilon", e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_round_trip() {
+        let e = DpEvent::Composed { events: vec![
+            DpEvent::poisson_gaussian(0.01, 1.1, 100),
+            DpEvent::Skellam {
+                mu: 10.0,
+                l1_sensitivity: 1.0,
+                l2_sensitivity: 1.0,
+            },
+            DpEvent::RdpCurve {
+                orders: vec![2.0, 4.0],
+                epsilons: vec![0.1, 0.3],
+            },
+        ] };
+        let s = serde_json::to_string(&e).unwrap();
+        assert!(s.contains("\"type\":\"poisson_sampled\""), "{s}");
+        let back: DpEvent = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn validation_rejects_bad_parameters() {
+        let bad = [
+            DpEvent::Gaussian {
+                noise_multiplier: f64::NAN,
+            },
+            DpEvent::Gaussian {
+                noise_multiplier: 0.0,
+            },
+            DpEvent::Laplace { scale: -1.0 },
+            DpEvent::PureDp {
+                epsilon: f64::INFINITY,
+            },
+            DpEvent::poisson_gaussian(1.5, 1.0, 3),
+            DpEvent::poisson_gaussian(0.0, 1.0, 3),
+            DpEvent::RdpCurve {
+                orders: vec![2.0, 1.5],
+                epsilons: vec![0.1, 0.2],
+            },
+            DpEvent::RdpCurve {
+                orders: vec![1.0],
+                epsilons: vec![0.1],
+            },
+            DpEvent::RdpCurve {
+                orders: vec![2.0],
+                epsilons: vec![],
+            },
+        ];
+        for e in bad {
+            assert!(e.validate().is_err(), "{e:?} accepted");
+        }
+    }
+}

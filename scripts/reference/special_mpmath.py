@@ -190,6 +190,12 @@ def beta_points():
         for t in [1e-3, 0.01, 0.03, 0.1, 0.3, 0.5, 0.9]:
             x = 1.0 - t * t
             pts.append(("reconstruction", a, 0.5, x))
+    # Large a, b = 1/2 just below the continued fraction's switch point (a+1)/(a+b+2), where it
+    # loses accuracy to cancellation (x = 1 - f * (1 - switch)).
+    for a in [100.0, 49999.5, 499999.5]:
+        y0 = 1.0 - (a + 1.0) / (a + 2.5)
+        for fac in [0.5, 0.99, 1.01, 1.1, 1.5, 3.0, 10.0, 40.0]:
+            pts.append(("reconstruction", a, 0.5, 1.0 - fac * y0))
     # Small and asymmetric parameters.
     others = [(0.1, 0.1), (0.5, 3.0), (0.05, 2.0), (3.0, 0.2), (0.7, 1e4), (1e4, 0.3),
               (2.0, 5.5), (0.01, 0.5), (1e5, 3e5), (2000.0, 50.0), (50.0, 2000.0), (12.0, 9.5)]

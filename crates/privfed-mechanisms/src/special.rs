@@ -16,7 +16,8 @@
 //!   as `−a·rlog1(e₁) − b·rlog1(e₂) + ½ln(ab/(a+b)) − ½ln 2π − (δ(a)+δ(b)−δ(a+b))` for large
 //!   `a, b` (DiDonato & Morris 1992, ACM TOMS 708, `brcomp`), which in the symmetric case is
 //!   `(1−t²)^a·√(a/π)/2·e^{δ(2a)−2δ(a)}` with `t = 1−2x`; Temme's uniform asymptotic expansion
-//!   for `a = b ≥ 100` near the median (module `temme`).
+//!   for `a = b ≥ 100` near the median, and the incomplete-gamma expansion of `I_x(a, ½)` for
+//!   large `a` and `x` near 1 (module `temme`).
 //! * Inverses: Newton in the log-odds `ln(x/(1−x))`, where the log tails are concave.
 //! * Normal: `erfc`/`erfcx` based, never `1 − erf`; quantiles by Halley/Newton refinement in log
 //!   space.

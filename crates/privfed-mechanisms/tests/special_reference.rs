@@ -332,6 +332,21 @@ fn timing_large_symmetric() {
             per * 1e6
         );
     }
+    for (label, a, b, x) in [
+        ("binomial n=1e6, k=n/2", 500_000.0, 500_001.0, 0.5),
+        ("binomial n=1e6, 5 sd", 502_500.0, 497_501.0, 0.5),
+        ("reconstruction t=0.003", 499_999.5, 0.5, 1.0 - 9e-6),
+        ("reconstruction t=0.1", 499_999.5, 0.5, 0.99),
+    ] {
+        let n = 20_000;
+        let t = Instant::now();
+        let mut s = 0.0;
+        for i in 0..n {
+            s += ln_beta_inc(a, b, black_box(x - i as f64 * 1e-17));
+        }
+        let per = t.elapsed().as_secs_f64() / n as f64;
+        println!("ln_beta_inc {label:<26}: {:.3} µs/call ({s:e})", per * 1e6);
+    }
     for lq in [-1.0, -28.0, -700.0, -5000.0] {
         let n = 2000;
         let t = Instant::now();

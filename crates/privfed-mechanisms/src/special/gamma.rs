@@ -8,7 +8,7 @@ pub(crate) const STIRLING_MIN: f64 = 10.0;
 
 /// Coefficients `B_{2k} / (2k(2k−1))` of the Stirling series, k = 1..9
 /// (`B_{2k}` the Bernoulli numbers).
-const STIRLING: [f64; 9] = [
+pub(crate) const STIRLING: [f64; 9] = [
     1.0 / 12.0,
     -1.0 / 360.0,
     1.0 / 1260.0,

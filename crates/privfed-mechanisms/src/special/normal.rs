@@ -290,6 +290,21 @@ mod tests {
         assert!((ln_norm_sf(1e6) / -5e11 - 1.0).abs() < 1e-10);
     }
 
+    /// Far tail against the asymptotic series `ln Q(z) = −z²/2 − ln z − ½ln 2π +
+    /// ln(1 − 1/z² + 3/z⁴ − 15/z⁶)` (error below `10⁻²⁰` at these z), and the quantile back.
+    #[test]
+    fn far_tail_matches_asymptotic_series() {
+        for &z in &[1e3_f64, 1e4, 1e5, 1e6] {
+            let v = 1.0 / (z * z);
+            let want = -0.5 * z * z - z.ln() - 0.5 * (2.0 * PI).ln()
+                + (-v + 3.0 * v * v - 15.0 * v * v * v).ln_1p();
+            assert!((ln_norm_sf(z) - want).abs() <= 2e-16 * want.abs(), "z={z}");
+            assert_eq!(ln_norm_cdf(-z), ln_norm_sf(z));
+            let back = norm_sf_inv_ln(want);
+            assert!((back - z).abs() <= 4e-16 * z, "z={z}: {back}");
+        }
+    }
+
     #[test]
     fn quantile_round_trips() {
         for &p in &[

@@ -66,7 +66,11 @@ fn pld_epsilon_agrees_and_is_not_below() {
         acc.compose(event).unwrap();
         let ours = acc.get_epsilon(*delta).unwrap();
         let rel = ours / theirs - 1.0;
-        eprintln!("{} δ={delta}: ours {ours:.6} dp_accounting {theirs:.6} ({:+.4}%)", event.name(), 100.0 * rel);
+        eprintln!(
+            "{} δ={delta}: ours {ours:.6} dp_accounting {theirs:.6} ({:+.4}%)",
+            event.name(),
+            100.0 * rel
+        );
         assert!(
             rel.abs() <= tol::PLD_EPS_REL,
             "{} δ={delta}: ours {ours} vs dp_accounting {theirs}",

@@ -54,7 +54,13 @@ fn epsilon_never_looser_than_dp_accounting() {
             tighter += 1;
             max_gain = f64::max(max_gain, 1.0 - ours.epsilon / theirs);
             if 1.0 - ours.epsilon / theirs > 0.01 {
-                eprintln!("  {} δ={delta}: ours {} (α={}) vs {theirs} (α={})", event.name(), ours.epsilon, ours.optimal_order, ans["order"]);
+                eprintln!(
+                    "  {} δ={delta}: ours {} (α={}) vs {theirs} (α={})",
+                    event.name(),
+                    ours.epsilon,
+                    ours.optimal_order,
+                    ans["order"]
+                );
             }
         }
     }
@@ -94,7 +100,12 @@ fn per_order_curves_agree_with_dp_accounting() {
         acc.compose(event).unwrap();
         for (i, theirs) in ans["rdp"].as_array().unwrap().iter().enumerate() {
             let ours = acc.rdp()[i];
-            assert!(ours.is_finite(), "{} α={}: ours not finite", event.name(), orders[i]);
+            assert!(
+                ours.is_finite(),
+                "{} α={}: ours not finite",
+                event.name(),
+                orders[i]
+            );
             let Some(theirs) = theirs.as_f64().filter(|t| t.is_finite()) else {
                 dropped += 1;
                 continue;
@@ -115,10 +126,8 @@ fn per_order_curves_agree_with_dp_accounting() {
 fn fractional_orders_match_mpmath() {
     // tests/data/rdp_fractional_reference.json: mpmath quadrature at 40 digits
     // (scripts/reference/rdp_fractional_mpmath.py).
-    let data: serde_json::Value = serde_json::from_str(include_str!(
-        "data/rdp_fractional_reference.json"
-    ))
-    .unwrap();
+    let data: serde_json::Value =
+        serde_json::from_str(include_str!("data/rdp_fractional_reference.json")).unwrap();
     for c in data["cases"].as_array().unwrap() {
         let (q, z, a) = (
             c["q"].as_f64().unwrap(),

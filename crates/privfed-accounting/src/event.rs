@@ -155,7 +155,7 @@ impl DpEvent {
                         )));
                     }
                 }
-                if !(orders[0] > 1.0) || !orders[orders.len() - 1].is_finite() {
+                if orders[0].is_nan() || orders[0] <= 1.0 || !orders[orders.len() - 1].is_finite() {
                     return Err(AccountingError::InvalidCurve(
                         "orders must be finite and > 1".into(),
                     ));

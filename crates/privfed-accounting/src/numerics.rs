@@ -22,7 +22,7 @@ pub(crate) fn log_add(a: f64, b: f64) -> f64 {
 /// `ln Σ e^{x_i}` (returns `-inf` for an empty or all `-inf` slice).
 pub(crate) fn log_sum_exp(xs: &[f64]) -> f64 {
     let m = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m == f64::NEG_INFINITY || m == f64::INFINITY {
+    if m.is_infinite() {
         return m;
     }
     m + xs.iter().map(|&x| (x - m).exp()).sum::<f64>().ln()
@@ -126,10 +126,13 @@ fn lgamma_diff(a: f64, b: f64) -> f64 {
 /// log space; the symmetry `I_x(a,b) = 1 − I_{1−x}(b,a)` when `x > (a+1)/(a+b+2)`. The caller
 /// passes both `x` and `y = 1 − x` (computed accurately: e.g. `y = t²` when `x = 1 − t²`).
 pub(crate) fn ln_beta_inc(a: f64, b: f64, x: f64, y: f64) -> Result<f64, String> {
-    if !(a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite())
-        || !(0.0..=1.0).contains(&x)
-        || !(0.0..=1.0).contains(&y)
-    {
+    let valid = a > 0.0
+        && b > 0.0
+        && a.is_finite()
+        && b.is_finite()
+        && (0.0..=1.0).contains(&x)
+        && (0.0..=1.0).contains(&y);
+    if !valid {
         return Err(format!(
             "ln_beta_inc: bad arguments a={a}, b={b}, x={x}, y={y}"
         ));

@@ -656,7 +656,7 @@ fn inverse(mut spec: Vec<Complex<f64>>, len: usize) -> Vec<f64> {
         PLANNER.with(|p| p.borrow_mut().plan_fft_inverse(len));
     // The imaginary parts of the DC (and Nyquist) bins must be exactly 0 for realfft.
     spec[0].im = 0.0;
-    if len % 2 == 0 {
+    if len.is_multiple_of(2) {
         let last = spec.len() - 1;
         spec[last].im = 0.0;
     }

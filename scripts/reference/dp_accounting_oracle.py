@@ -6,6 +6,7 @@ Events use privfed's serde form of `DpEvent` (tagged by "type", snake_case).
 Query kinds:
   {"kind": "rdp_curve", "event": E, "orders": [..]} -> {"rdp": [..]} (inf where dropped)
   {"kind": "rdp_epsilon", "event": E, "delta": d}   -> {"epsilon": e, "order": a}
+  {"kind": "rdp_epsilons", "event": E, "pairs": [[count, d], ..]} -> [{"epsilon", "order"}, ..]
   {"kind": "rdp_delta",   "event": E, "epsilon": e} -> {"delta": d, "order": a}
   {"kind": "pld_epsilon", "event": E, "delta": d [, "h": 1e-4]} -> {"epsilon": e}
   {"kind": "pld_delta",   "event": E, "epsilon": e [, "h": 1e-4]} -> {"delta": d}
@@ -49,6 +50,16 @@ def answer(query):
         acc.compose(to_event(query["event"]))
         # JSON has no infinity: dropped orders come back as null.
         return {"rdp": [float(v) if v < float("inf") else None for v in acc._rdp]}
+    if kind == "rdp_epsilons":
+        # One curve, several (count, delta) pairs: dp_accounting's own conversion on the curve
+        # of `count` self-compositions (RDP composes by scaling the curve).
+        acc = rdp.RdpAccountant()
+        acc.compose(to_event(query["event"]))
+        out = []
+        for count, delta in query["pairs"]:
+            e, a = rdp.compute_epsilon(acc._orders, acc._rdp * count, delta)
+            out.append({"epsilon": float(e), "order": float(a)})
+        return out
     if kind in ("rdp_epsilon", "rdp_delta"):
         acc = rdp.RdpAccountant()
         acc.compose(to_event(query["event"]))

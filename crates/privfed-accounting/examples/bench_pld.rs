@@ -25,7 +25,8 @@ fn main() {
         times.sort_by(f64::total_cmp);
         println!(
             "privfed PLD (h={h:e}): epsilon = {eps:.6}  first run {first:.4} s  median {:.4} s  min {:.4} s  ({reps} runs)",
-            times[reps / 2], times[0]
+            times[reps / 2],
+            times[0]
         );
     }
     let t = Instant::now();

@@ -39,10 +39,18 @@ pub fn draw_and_discard(
 ) -> Result<DrawAndDiscardReport> {
     check_positive("local_epsilon", local_epsilon)?;
     if k == 0 {
-        return Err(AccountingError::invalid("k", 0.0, "need at least one instance"));
+        return Err(AccountingError::invalid(
+            "k",
+            0.0,
+            "need at least one instance",
+        ));
     }
     if !(delta_t > 0.0 && delta_t < 0.5) {
-        return Err(AccountingError::invalid("delta_t", delta_t, "must lie in (0, 0.5)"));
+        return Err(AccountingError::invalid(
+            "delta_t",
+            delta_t,
+            "must lie in (0, 0.5)",
+        ));
     }
     let kf = k as f64;
     let eps_t = if t_updates == 0 {
@@ -65,7 +73,11 @@ pub fn draw_and_discard(
 /// `k = 10⁶`, `t = 0.5`, `ln P₀ ≈ −1.4·10⁵`) are returned in log form.
 pub fn ln_cap_probability(k: u64, t: f64) -> Result<f64> {
     if k < 2 {
-        return Err(AccountingError::invalid("k", k as f64, "dimension must be at least 2"));
+        return Err(AccountingError::invalid(
+            "k",
+            k as f64,
+            "dimension must be at least 2",
+        ));
     }
     if !(t > 0.0 && t < 1.0) {
         return Err(AccountingError::invalid("t", t, "must lie in (0, 1)"));
@@ -111,7 +123,11 @@ pub fn reconstruction_bound(k: u64, t: f64, epsilon: f64) -> Result<Reconstructi
 /// `ε = ln(target) − ln P₀` (0 if even ε = 0 exceeds the target).
 pub fn max_epsilon_for_reconstruction(k: u64, t: f64, target: f64) -> Result<f64> {
     if !(target > 0.0 && target <= 1.0) {
-        return Err(AccountingError::invalid("target", target, "must lie in (0, 1]"));
+        return Err(AccountingError::invalid(
+            "target",
+            target,
+            "must lie in (0, 1]",
+        ));
     }
     let lp = ln_cap_probability(k, t)?;
     Ok((target.ln() - lp).max(0.0))
@@ -131,7 +147,9 @@ pub fn analytic_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: f64) -> Re
     while !ok(hi)? {
         hi *= 2.0;
         if hi > 1e12 * sensitivity {
-            return Err(AccountingError::Numerical("analytic Gaussian: no σ found".into()));
+            return Err(AccountingError::Numerical(
+                "analytic Gaussian: no σ found".into(),
+            ));
         }
     }
     let mut lo = hi / 2.0;

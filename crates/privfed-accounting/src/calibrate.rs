@@ -61,7 +61,8 @@ pub fn calibrate_parameter(
 ) -> Result<Calibration> {
     check_positive("target_epsilon", target_epsilon)?;
     check_delta(delta)?;
-    let ok = |p: f64| -> Result<bool> { Ok(epsilon_of(kind, &make_event(p), delta)? <= target_epsilon) };
+    let ok =
+        |p: f64| -> Result<bool> { Ok(epsilon_of(kind, &make_event(p), delta)? <= target_epsilon) };
     let mut hi = 1.0;
     while !ok(hi)? {
         hi *= 2.0;
@@ -124,7 +125,13 @@ pub fn calibrate_noise_multiplier(
     check_rate(sampling_rate)?;
     check_steps(steps)?;
     calibrate_parameter(kind, target_epsilon, delta, |z| {
-        sampled(sampling_rate, DpEvent::Gaussian { noise_multiplier: z }, steps)
+        sampled(
+            sampling_rate,
+            DpEvent::Gaussian {
+                noise_multiplier: z,
+            },
+            steps,
+        )
     })
 }
 
@@ -195,8 +202,12 @@ mod tests {
         let c = calibrate_laplace_scale(AccountantKind::Rdp, 1.0, 1e-6, 1.0, 1).unwrap();
         // A single Laplace use: scale 1/ε is 1-DP (δ=0), so RDP needs at most a bit more... and
         // never less than the pure-DP-free lower end. Check only the target is met.
-        assert!(c.epsilon <= 1.0 && c.parameter > 0.3 && c.parameter < 1.5, "{c:?}");
-        let s = calibrate_skellam_variance(AccountantKind::Rdp, 1.0, 1e-5, 1.0, 1.0, 1.0, 1).unwrap();
+        assert!(
+            c.epsilon <= 1.0 && c.parameter > 0.3 && c.parameter < 1.5,
+            "{c:?}"
+        );
+        let s =
+            calibrate_skellam_variance(AccountantKind::Rdp, 1.0, 1e-5, 1.0, 1.0, 1.0, 1).unwrap();
         assert!(s.epsilon <= 1.0 && s.parameter > 1.0, "{s:?}");
     }
 

@@ -56,7 +56,11 @@ pub(crate) fn check_positive(name: &'static str, value: f64) -> Result<f64> {
     if value.is_finite() && value > 0.0 {
         Ok(value)
     } else {
-        Err(AccountingError::invalid(name, value, "must be finite and > 0"))
+        Err(AccountingError::invalid(
+            name,
+            value,
+            "must be finite and > 0",
+        ))
     }
 }
 
@@ -65,7 +69,11 @@ pub(crate) fn check_nonnegative(name: &'static str, value: f64) -> Result<f64> {
     if value.is_finite() && value >= 0.0 {
         Ok(value)
     } else {
-        Err(AccountingError::invalid(name, value, "must be finite and >= 0"))
+        Err(AccountingError::invalid(
+            name,
+            value,
+            "must be finite and >= 0",
+        ))
     }
 }
 
@@ -74,7 +82,11 @@ pub(crate) fn check_delta(value: f64) -> Result<f64> {
     if value > 0.0 && value < 1.0 {
         Ok(value)
     } else {
-        Err(AccountingError::invalid("delta", value, "must lie in (0, 1)"))
+        Err(AccountingError::invalid(
+            "delta",
+            value,
+            "must lie in (0, 1)",
+        ))
     }
 }
 

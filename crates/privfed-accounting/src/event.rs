@@ -155,7 +155,7 @@ impl DpEvent {
                         )));
                     }
                 }
-                if !(orders[0] > 1.0) || !orders[orders.len() - 1].is_finite() {
+                if orders[0].is_nan() || orders[0] <= 1.0 || !orders[orders.len() - 1].is_finite() {
                     return Err(AccountingError::InvalidCurve(
                         "orders must be finite and > 1".into(),
                     ));
@@ -175,18 +175,20 @@ mod tests {
 
     #[test]
     fn serde_round_trip() {
-        let e = DpEvent::Composed { events: vec![
-            DpEvent::poisson_gaussian(0.01, 1.1, 100),
-            DpEvent::Skellam {
-                mu: 10.0,
-                l1_sensitivity: 1.0,
-                l2_sensitivity: 1.0,
-            },
-            DpEvent::RdpCurve {
-                orders: vec![2.0, 4.0],
-                epsilons: vec![0.1, 0.3],
-            },
-        ] };
+        let e = DpEvent::Composed {
+            events: vec![
+                DpEvent::poisson_gaussian(0.01, 1.1, 100),
+                DpEvent::Skellam {
+                    mu: 10.0,
+                    l1_sensitivity: 1.0,
+                    l2_sensitivity: 1.0,
+                },
+                DpEvent::RdpCurve {
+                    orders: vec![2.0, 4.0],
+                    epsilons: vec![0.1, 0.3],
+                },
+            ],
+        };
         let s = serde_json::to_string(&e).unwrap();
         assert!(s.contains("\"type\":\"poisson_sampled\""), "{s}");
         let back: DpEvent = serde_json::from_str(&s).unwrap();

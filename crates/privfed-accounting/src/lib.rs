@@ -25,8 +25,8 @@ pub mod pld;
 pub mod rdp;
 pub mod skellam;
 
+pub use calibrate::{AccountantKind, Calibration};
 pub use error::{AccountingError, Result};
 pub use event::DpEvent;
-pub use calibrate::{AccountantKind, Calibration};
 pub use pld::{DiscretePld, PldAccountant};
 pub use rdp::{RdpAccountant, RdpEpsilon};

@@ -163,7 +163,11 @@ fn from_atoms(h: f64, atoms: &[(f64, f64)], inf_mass: f64) -> DiscretePld {
         .map(|a| (a.0 / h).floor() as i64)
         .min()
         .unwrap_or(0);
-    let hi = finite.map(|a| (a.0 / h).ceil() as i64).max().unwrap_or(0).max(lo + 1);
+    let hi = finite
+        .map(|a| (a.0 / h).ceil() as i64)
+        .max()
+        .unwrap_or(0)
+        .max(lo + 1);
     let mut b = Builder::new(h, lo, hi);
     for &(y, p) in atoms {
         b.atom(y, p);
@@ -312,10 +316,16 @@ impl DiscretePld {
         if remove {
             let lo = loss(-10.0 * z);
             let hi = loss(1.0 + 10.0 * z);
-            from_cells(h, lo, hi, |e| point(x_of(e)), |a, c| {
-                let (n, m) = masses(a, c);
-                (m, n)
-            })
+            from_cells(
+                h,
+                lo,
+                hi,
+                |e| point(x_of(e)),
+                |a, c| {
+                    let (n, m) = masses(a, c);
+                    (m, n)
+                },
+            )
         } else {
             let lo = -loss(10.0 * z + 1.0);
             let hi = -libm::log1p(-q);
@@ -386,7 +396,10 @@ impl DiscretePld {
             return 0.0;
         }
         let m1: f64 = self.points().map(|(l, p)| l * p).sum::<f64>() / m0;
-        self.points().map(|(l, p)| (l - m1) * (l - m1) * p).sum::<f64>() / m0
+        self.points()
+            .map(|(l, p)| (l - m1) * (l - m1) * p)
+            .sum::<f64>()
+            / m0
     }
 
     /// `(L_j, ln p_j)` of the points with positive mass (for moment generating functions).
@@ -421,13 +434,23 @@ impl DiscretePld {
     /// Chernoff window `[x_lo, x_hi]` (in loss units) for a sum whose log-MGF is `k(t)`, with
     /// at most `tail` mass beyond each end; also clipped to `[min_sum, max_sum]`. `var` is the
     /// variance of the sum, used only to guess good values of `t`.
-    fn window(k: impl Fn(f64) -> f64, tail: f64, min_sum: f64, max_sum: f64, var: f64) -> (f64, f64) {
+    fn window(
+        k: impl Fn(f64) -> f64,
+        tail: f64,
+        min_sum: f64,
+        max_sum: f64,
+        var: f64,
+    ) -> (f64, f64) {
         let lt = tail.ln();
         let mut hi = max_sum;
         let mut lo = min_sum;
         // Any t > 0 gives a valid bound. For a near-normal sum the best t is about
         // √(2 ln(1/tail)/var); try around it (factors of √2) plus a coarse fallback grid.
-        let t_star = if var > 0.0 { (-2.0 * lt / var).sqrt() } else { 1.0 };
+        let t_star = if var > 0.0 {
+            (-2.0 * lt / var).sqrt()
+        } else {
+            1.0
+        };
         let guesses = [-2i32, -1, 0, 1, 2].map(|j| t_star * 2f64.powf(j as f64 / 2.0));
         let fallback = [2f64.powi(-8), 2f64.powi(-4), 1.0, 16.0];
         for t in guesses.into_iter().chain(fallback) {
@@ -533,7 +556,15 @@ impl DiscretePld {
 
     /// Reads the window `[w_lo, w_lo + width)` (absolute indices) out of a cyclic result whose
     /// index 0 is absolute index `shift`.
-    fn unfold(&self, cyc: Vec<f64>, len: usize, w_lo: i64, width: usize, shift: i64, inf_mass: f64) -> Self {
+    fn unfold(
+        &self,
+        cyc: Vec<f64>,
+        len: usize,
+        w_lo: i64,
+        width: usize,
+        shift: i64,
+        inf_mass: f64,
+    ) -> Self {
         let l = len as i64;
         let pmf: Vec<f64> = (0..width as i64)
             .map(|i| cyc[(w_lo + i - shift).rem_euclid(l) as usize].max(0.0))
@@ -611,23 +642,27 @@ thread_local! {
 }
 
 fn forward(x: &[f64]) -> Vec<Complex<f64>> {
-    let plan: Arc<dyn realfft::RealToComplex<f64>> = PLANNER.with(|p| p.borrow_mut().plan_fft_forward(x.len()));
+    let plan: Arc<dyn realfft::RealToComplex<f64>> =
+        PLANNER.with(|p| p.borrow_mut().plan_fft_forward(x.len()));
     let mut input = x.to_vec();
     let mut out = plan.make_output_vec();
-    plan.process(&mut input, &mut out).expect("lengths from the plan");
+    plan.process(&mut input, &mut out)
+        .expect("lengths from the plan");
     out
 }
 
 fn inverse(mut spec: Vec<Complex<f64>>, len: usize) -> Vec<f64> {
-    let plan: Arc<dyn realfft::ComplexToReal<f64>> = PLANNER.with(|p| p.borrow_mut().plan_fft_inverse(len));
+    let plan: Arc<dyn realfft::ComplexToReal<f64>> =
+        PLANNER.with(|p| p.borrow_mut().plan_fft_inverse(len));
     // The imaginary parts of the DC (and Nyquist) bins must be exactly 0 for realfft.
     spec[0].im = 0.0;
-    if len % 2 == 0 {
+    if len.is_multiple_of(2) {
         let last = spec.len() - 1;
         spec[last].im = 0.0;
     }
     let mut out = plan.make_output_vec();
-    plan.process(&mut spec, &mut out).expect("lengths from the plan");
+    plan.process(&mut spec, &mut out)
+        .expect("lengths from the plan");
     let scale = 1.0 / len as f64;
     out.iter_mut().for_each(|v| *v *= scale);
     out
@@ -766,8 +801,12 @@ impl PldAccountant {
             DpEvent::Gaussian { noise_multiplier } => {
                 self.gaussian_mu += count as f64 / (2.0 * noise_multiplier * noise_multiplier);
             }
-            DpEvent::Laplace { scale } => self.add_pair(DiscretePld::laplace(*scale, h), None, count),
-            DpEvent::PureDp { epsilon } => self.add_pair(DiscretePld::pure_dp(*epsilon, h), None, count),
+            DpEvent::Laplace { scale } => {
+                self.add_pair(DiscretePld::laplace(*scale, h), None, count)
+            }
+            DpEvent::PureDp { epsilon } => {
+                self.add_pair(DiscretePld::pure_dp(*epsilon, h), None, count)
+            }
             DpEvent::Skellam {
                 mu,
                 l1_sensitivity,
@@ -790,7 +829,12 @@ impl PldAccountant {
                 match **inner {
                     DpEvent::Gaussian { noise_multiplier } => self.add_pair(
                         DiscretePld::poisson_gaussian(*rate, noise_multiplier, true, h),
-                        Some(DiscretePld::poisson_gaussian(*rate, noise_multiplier, false, h)),
+                        Some(DiscretePld::poisson_gaussian(
+                            *rate,
+                            noise_multiplier,
+                            false,
+                            h,
+                        )),
                         count,
                     ),
                     _ => {
@@ -808,12 +852,19 @@ impl PldAccountant {
             }
             DpEvent::SelfComposed { event: e, count: c } => {
                 let total = count.checked_mul(*c).ok_or_else(|| {
-                    AccountingError::invalid("count", *c as f64, "total composition count overflows u64")
+                    AccountingError::invalid(
+                        "count",
+                        *c as f64,
+                        "total composition count overflows u64",
+                    )
                 })?;
                 self.compose_inner(e, total)?;
             }
             DpEvent::RdpCurve { .. } => {
-                return Err(Self::unsupported(event, "an RDP curve does not determine a PLD"));
+                return Err(Self::unsupported(
+                    event,
+                    "an RDP curve does not determine a PLD",
+                ));
             }
         }
         Ok(())
@@ -827,7 +878,10 @@ impl PldAccountant {
         }
         if self.gaussian_mu > 0.0 {
             let g = DiscretePld::gaussian(self.gaussian_mu, self.h);
-            Some((self.remove.composed(&g, self.tail), self.add.composed(&g, self.tail)))
+            Some((
+                self.remove.composed(&g, self.tail),
+                self.add.composed(&g, self.tail),
+            ))
         } else {
             Some((self.remove.clone(), self.add.clone()))
         }
@@ -894,15 +948,22 @@ mod tests {
             for eps in [0.0, 0.5, 1.0, 2.0, 4.0] {
                 let exact = gaussian_delta(mu * n as f64, eps);
                 let disc = p.get_delta(eps);
-                assert!(disc >= exact * (1.0 - 1e-9) - 1e-15, "μ={mu} n={n} ε={eps}: {disc} < {exact}");
-                assert!(disc <= exact * 1.01 + 1e-14, "μ={mu} n={n} ε={eps}: {disc} ≫ {exact}");
+                assert!(
+                    disc >= exact * (1.0 - 1e-9) - 1e-15,
+                    "μ={mu} n={n} ε={eps}: {disc} < {exact}"
+                );
+                assert!(
+                    disc <= exact * 1.01 + 1e-14,
+                    "μ={mu} n={n} ε={eps}: {disc} ≫ {exact}"
+                );
             }
         }
     }
 
     #[test]
     fn epsilon_and_delta_are_inverse() {
-        let p = DiscretePld::poisson_gaussian(0.05, 1.0, true, 1e-4).self_composed(500, DEFAULT_TAIL_MASS);
+        let p = DiscretePld::poisson_gaussian(0.05, 1.0, true, 1e-4)
+            .self_composed(500, DEFAULT_TAIL_MASS);
         for delta in [1e-3, 1e-5, 1e-8] {
             let e = p.get_epsilon(delta);
             let d = p.get_delta(e);
@@ -916,7 +977,11 @@ mod tests {
         let eps = 1.0;
         let p = DiscretePld::pure_dp(eps, 1e-4);
         let want = (eps.exp() - 0.5f64.exp()) / (1.0 + eps.exp());
-        assert!((p.get_delta(0.5) / want - 1.0).abs() < 1e-3, "{} {want}", p.get_delta(0.5));
+        assert!(
+            (p.get_delta(0.5) / want - 1.0).abs() < 1e-3,
+            "{} {want}",
+            p.get_delta(0.5)
+        );
         let e = p.get_epsilon(1e-12);
         assert!(e >= eps - 1e-9 && e < eps + 2e-4, "{e}");
     }
@@ -938,7 +1003,9 @@ mod tests {
             event: Box::new(DpEvent::Laplace { scale: 1.0 }),
         };
         match acc.compose(&e) {
-            Err(AccountingError::UnsupportedEvent { accountant, event, .. }) => {
+            Err(AccountingError::UnsupportedEvent {
+                accountant, event, ..
+            }) => {
                 assert_eq!(accountant, "pld");
                 assert_eq!(event, "PoissonSampled(Laplace)");
             }
@@ -948,13 +1015,19 @@ mod tests {
             orders: vec![2.0],
             epsilons: vec![1.0],
         };
-        assert!(matches!(acc.compose(&curve), Err(AccountingError::UnsupportedEvent { .. })));
+        assert!(matches!(
+            acc.compose(&curve),
+            Err(AccountingError::UnsupportedEvent { .. })
+        ));
         let sk = DpEvent::Skellam {
             mu: 10.0,
             l1_sensitivity: 3.0,
             l2_sensitivity: 2.0,
         };
-        assert!(matches!(acc.compose(&sk), Err(AccountingError::UnsupportedEvent { .. })));
+        assert!(matches!(
+            acc.compose(&sk),
+            Err(AccountingError::UnsupportedEvent { .. })
+        ));
         // The failed compositions left the accountant empty.
         assert_eq!(acc.get_epsilon(1e-5).unwrap(), 0.0);
         assert!(acc.get_epsilon(0.0).is_err());
@@ -981,17 +1054,30 @@ mod tests {
                 .map(|k| {
                     let kf = k as f64;
                     let l = e1 * (2.0 * kf - nf);
-                    let lp = libm::lgamma(nf + 1.0) - libm::lgamma(kf + 1.0) - libm::lgamma(nf - kf + 1.0)
-                        + kf * p.ln() + (nf - kf) * libm::log1p(-p);
-                    if l > eps { -lp.exp() * libm::expm1(eps - l) } else { 0.0 }
+                    let lp = libm::lgamma(nf + 1.0)
+                        - libm::lgamma(kf + 1.0)
+                        - libm::lgamma(nf - kf + 1.0)
+                        + kf * p.ln()
+                        + (nf - kf) * libm::log1p(-p);
+                    if l > eps {
+                        -lp.exp() * libm::expm1(eps - l)
+                    } else {
+                        0.0
+                    }
                 })
                 .sum()
         };
         for eps in [24_000.0, 24_500.0, 24_800.0] {
             let exact = exact_delta(eps);
             let got = acc.get_delta(eps).unwrap();
-            assert!(got >= exact * (1.0 - 1e-9), "ε={eps}: {got} < exact {exact}");
-            assert!(got <= exact * 1.05 + 1e-15, "ε={eps}: {got} ≫ exact {exact}");
+            assert!(
+                got >= exact * (1.0 - 1e-9),
+                "ε={eps}: {got} < exact {exact}"
+            );
+            assert!(
+                got <= exact * 1.05 + 1e-15,
+                "ε={eps}: {got} ≫ exact {exact}"
+            );
         }
     }
 
@@ -1008,12 +1094,22 @@ mod tests {
                 let exact: f64 = ((-300 + di)..=300)
                     .map(|k| {
                         let l = ln_p(k - di) - ln_p(k);
-                        if l > eps { -ln_p(k - di).exp() * libm::expm1(eps - l) } else { 0.0 }
+                        if l > eps {
+                            -ln_p(k - di).exp() * libm::expm1(eps - l)
+                        } else {
+                            0.0
+                        }
                     })
                     .sum();
                 let got = p.get_delta(eps);
-                assert!(got >= exact * (1.0 - 1e-9), "μ={mu} ε={eps}: {got} < {exact}");
-                assert!(got <= exact * 1.001 + 1e-15, "μ={mu} ε={eps}: {got} vs {exact}");
+                assert!(
+                    got >= exact * (1.0 - 1e-9),
+                    "μ={mu} ε={eps}: {got} < {exact}"
+                );
+                assert!(
+                    got <= exact * 1.001 + 1e-15,
+                    "μ={mu} ε={eps}: {got} vs {exact}"
+                );
             }
         }
     }
@@ -1023,14 +1119,21 @@ mod tests {
         // The exact PLD must not exceed the §2.2 RDP bound's ε (both are valid; PLD is tight).
         for (mu, steps) in [(4.0, 10u64), (100.0, 50)] {
             let ev = DpEvent::SelfComposed {
-                event: Box::new(DpEvent::Skellam { mu, l1_sensitivity: 1.0, l2_sensitivity: 1.0 }),
+                event: Box::new(DpEvent::Skellam {
+                    mu,
+                    l1_sensitivity: 1.0,
+                    l2_sensitivity: 1.0,
+                }),
                 count: steps,
             };
             let mut pld = PldAccountant::new();
             pld.compose(&ev).unwrap();
             let mut rdp = crate::RdpAccountant::new();
             rdp.compose(&ev).unwrap();
-            let (a, b) = (pld.get_epsilon(1e-6).unwrap(), rdp.get_epsilon(1e-6).unwrap());
+            let (a, b) = (
+                pld.get_epsilon(1e-6).unwrap(),
+                rdp.get_epsilon(1e-6).unwrap(),
+            );
             assert!(a < b, "μ={mu}: PLD {a} ≥ RDP {b}");
         }
     }

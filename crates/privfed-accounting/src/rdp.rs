@@ -190,10 +190,10 @@ pub(crate) fn rdp_curve(event: &DpEvent, orders: &[f64]) -> Result<Vec<f64>> {
             // §2.2 holds at integer orders; RDP is non-decreasing in α, so ε(⌈α⌉) bounds ε(α).
             .map(|&a| skellam_rdp_bound(*mu, *l1_sensitivity, *l2_sensitivity, a.ceil().max(2.0)))
             .collect(),
-        DpEvent::RdpCurve { orders: o, epsilons } => orders
-            .iter()
-            .map(|&a| curve_at(o, epsilons, a))
-            .collect(),
+        DpEvent::RdpCurve {
+            orders: o,
+            epsilons,
+        } => orders.iter().map(|&a| curve_at(o, epsilons, a)).collect(),
         DpEvent::Composed { events } => {
             let mut total = vec![0.0; orders.len()];
             for e in events {
@@ -208,7 +208,10 @@ pub(crate) fn rdp_curve(event: &DpEvent, orders: &[f64]) -> Result<Vec<f64>> {
                 vec![0.0; orders.len()]
             } else {
                 let c = *count as f64;
-                rdp_curve(event, orders)?.into_iter().map(|v| v * c).collect()
+                rdp_curve(event, orders)?
+                    .into_iter()
+                    .map(|v| v * c)
+                    .collect()
             }
         }
         DpEvent::PoissonSampled { rate, event } => {
@@ -304,7 +307,7 @@ fn check_curve(orders: &[f64], rdp: &[f64]) -> Result<()> {
             rdp.len()
         )));
     }
-    if orders.iter().any(|&a| !(a > 1.0)) || rdp.iter().any(|r| r.is_nan() || *r < 0.0) {
+    if orders.iter().any(|&a| a.is_nan() || a <= 1.0) || rdp.iter().any(|r| r.is_nan() || *r < 0.0) {
         return Err(AccountingError::InvalidCurve(
             "orders must be > 1 and values non-negative".into(),
         ));
@@ -429,7 +432,15 @@ mod tests {
     #[test]
     fn quadrature_matches_binomial_sum_at_integer_orders() {
         // Two independent computations of ln A_α: the binomial sum and the quadrature.
-        for &(q, z) in &[(0.01, 0.5), (0.1, 1.1), (0.1, 0.7), (0.5, 2.0), (0.001, 5.0), (0.2, 0.3), (1e-4, 20.0)] {
+        for &(q, z) in &[
+            (0.01, 0.5),
+            (0.1, 1.1),
+            (0.1, 0.7),
+            (0.5, 2.0),
+            (0.001, 5.0),
+            (0.2, 0.3),
+            (1e-4, 20.0),
+        ] {
             for alpha in [2u64, 3, 5, 8, 12, 32] {
                 let exact = log_a_int(q, z, alpha);
                 let quad = log_a_quad(q, z, alpha as f64).unwrap();
@@ -451,7 +462,10 @@ mod tests {
             for k in 1..=200 {
                 let a = 1.0 + k as f64 / 20.0;
                 let v = poisson_gaussian_rdp(0.1, z, a);
-                assert!(v.is_finite() && v >= last - 1e-12, "z={z} α={a}: {v} < {last}");
+                assert!(
+                    v.is_finite() && v >= last - 1e-12,
+                    "z={z} α={a}: {v} < {last}"
+                );
                 last = v;
             }
         }
@@ -463,10 +477,16 @@ mod tests {
         for &(q, z) in &[(0.01, 1.0), (0.1, 2.0), (0.05, 0.8)] {
             let orders: Vec<f64> = (2..=64).map(|k| k as f64).collect();
             let exact = rdp_curve(&DpEvent::poisson_gaussian(q, z, 1), &orders).unwrap();
-            let base: Vec<f64> = (0..=64).map(|k| gaussian_rdp(z, (k as f64).max(2.0))).collect();
+            let base: Vec<f64> = (0..=64)
+                .map(|k| gaussian_rdp(z, (k as f64).max(2.0)))
+                .collect();
             for (i, &a) in orders.iter().enumerate() {
                 let zw = zhu_wang_bound(q, a as u64, &base).min(gaussian_rdp(z, a));
-                assert!(zw >= exact[i] * (1.0 - 1e-12), "q={q} z={z} α={a}: {zw} < {}", exact[i]);
+                assert!(
+                    zw >= exact[i] * (1.0 - 1e-12),
+                    "q={q} z={z} α={a}: {zw} < {}",
+                    exact[i]
+                );
             }
         }
     }

@@ -66,7 +66,11 @@ pub fn skellam_exact_rdp_1d(mu: f64, sensitivity: u64, alpha: f64) -> Result<f64
         ));
     }
     if !(alpha > 1.0 && alpha.is_finite()) {
-        return Err(AccountingError::invalid("alpha", alpha, "must be finite and > 1"));
+        return Err(AccountingError::invalid(
+            "alpha",
+            alpha,
+            "must be finite and > 1",
+        ));
     }
     let d = sensitivity as f64;
     let kmax = (alpha * d + 40.0 * mu.sqrt() + 60.0 + d).ceil() as usize;
@@ -102,7 +106,11 @@ mod tests {
     #[test]
     fn exact_rdp_fixtures_and_bound() {
         // ALGORITHMS.md §2.2 checked values.
-        let cases = [(2.0, 2.0, 0.475421, 1.0625), (10.0, 4.0, 0.195408, 0.2325), (100.0, 16.0, 0.079540, 0.080925)];
+        let cases = [
+            (2.0, 2.0, 0.475421, 1.0625),
+            (10.0, 4.0, 0.195408, 0.2325),
+            (100.0, 16.0, 0.079540, 0.080925),
+        ];
         for (mu, a, exact, bound) in cases {
             let e = skellam_exact_rdp_1d(mu, 1, a).unwrap();
             assert!((e - exact).abs() < 2e-6, "μ={mu} α={a}: {e}");
@@ -122,7 +130,10 @@ mod tests {
                     let df = d as f64;
                     let exact = skellam_exact_rdp_1d(mu, d, a as f64).unwrap();
                     let bound = skellam_rdp_bound(mu, df, df, a as f64);
-                    assert!(bound >= exact, "μ={mu} Δ={d} α={a}: bound {bound} < exact {exact}");
+                    assert!(
+                        bound >= exact,
+                        "μ={mu} Δ={d} α={a}: bound {bound} < exact {exact}"
+                    );
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The `privfed` command line: describe mechanisms, run distributed mean estimation,
 //! account for privacy. Thin glue over the library crates.
 
+mod account;
 mod bench;
 mod build;
 mod describe;
@@ -28,6 +29,49 @@ enum Command {
     /// Measure privatize time per vector of PrivUnit2 and PrivUnitG against the cost of drawing
     /// d standard normals (the floor).
     Bench(bench::BenchArgs),
+    /// What a deployment guarantees: ε for δ (or δ for ε) after composition and sampling,
+    /// under the RDP or PLD accountant.
+    Account(AccountCmd),
+    /// The noise (multiplier, Laplace scale, Skellam variance) that meets a target (ε, δ).
+    Calibrate(CalibrateCmd),
+    /// Deployment analyses: Draw-and-Discard adversaries, reconstruction protection.
+    Analyze(AnalyzeCmd),
+}
+
+/// `privfed account` with its output flag.
+#[derive(Debug, clap::Args)]
+struct AccountCmd {
+    #[command(flatten)]
+    args: account::AccountArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `privfed calibrate` with its output flag.
+#[derive(Debug, clap::Args)]
+struct CalibrateCmd {
+    #[command(flatten)]
+    args: account::CalibrateArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `privfed analyze` with its output flag.
+#[derive(Debug, clap::Args)]
+struct AnalyzeCmd {
+    #[command(subcommand)]
+    cmd: account::AnalyzeCommand,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+/// Prints a JSON report returned by a library-level command.
+fn report(v: anyhow::Result<serde_json::Value>, json: bool) -> anyhow::Result<()> {
+    output::print_report(&v?, json);
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -36,6 +80,9 @@ fn main() -> ExitCode {
         Command::Describe(args) => describe::run(&args),
         Command::Dme(args) => dme::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Account(c) => report(account::run_account(&c.args), c.json),
+        Command::Calibrate(c) => report(account::run_calibrate(&c.args), c.json),
+        Command::Analyze(c) => report(account::run_analyze(&c.cmd), c.json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

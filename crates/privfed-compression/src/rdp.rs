@@ -1,0 +1,1 @@
+//! RDP of MVU (paper 004 §4.3).

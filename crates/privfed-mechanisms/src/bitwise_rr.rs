@@ -55,7 +55,16 @@ impl BitwiseRr {
         }
         check_range(lo, hi)?;
         let e1 = epsilon / f64::from(bits);
-        let q = 1.0 / (1.0 + e1.exp());
+        let mut q = 1.0 / (1.0 + e1.exp());
+        // Round q up (a few ulps at most) so that the realized ε = b·ln((1−q)/q) does not exceed
+        // the requested one.
+        let bf = f64::from(bits);
+        for _ in 0..64 {
+            if q.is_nan() || bf * (libm::log1p(-q) - q.ln()) <= epsilon {
+                break;
+            }
+            q = q.next_up();
+        }
         if q.is_nan() || q < f64::MIN_POSITIVE {
             return Err(MechanismError::invalid(
                 "epsilon",
@@ -249,6 +258,7 @@ mod tests {
     fn pmf_ratio_is_exactly_e_epsilon() {
         for m in cases() {
             let eps = m.guarantee().epsilon();
+            assert!(eps <= m.requested_epsilon());
             assert!((eps - m.requested_epsilon()).abs() < 1e-12 * eps.max(1.0));
             let b = 1usize << m.bits();
             let rows: Vec<Vec<f64>> = (0..b).map(|k| m.row(k)).collect();

@@ -5,6 +5,7 @@ mod bench;
 mod build;
 mod describe;
 mod dme;
+mod mvu;
 mod output;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,9 @@ enum Command {
     /// Measure privatize time per vector of PrivUnit2 and PrivUnitG against the cost of drawing
     /// d standard normals (the floor).
     Bench(bench::BenchArgs),
+    /// Privacy-aware compression (paper 004): design MVU mechanisms, run its experiments.
+    #[command(subcommand)]
+    Mvu(mvu::MvuCommand),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
         Command::Describe(args) => describe::run(&args),
         Command::Dme(args) => dme::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Mvu(cmd) => mvu::run(&cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,9 +7,11 @@
 //! * **the P-step**, a linear program in `P` for a fixed alphabet: minimize `Σ_ij P_ij a_j²` under
 //!   (1a), (1b), (1d) and the privacy constraint, solved with Clarabel (interior point). ε-LDP is
 //!   written with one auxiliary variable per column, `l_j ≤ P_ij ≤ e^ε l_j` (equivalent to all
-//!   pairwise ratios `≤ e^ε`); metric DP with `dist = |i − i'|^p/(B_in−1)^p`, `p ≥ 1`, needs only
-//!   adjacent inputs (`P_ij ≤ e^{ε/(B_in−1)^p} P_{i±1,j}`), because chaining `k` adjacent steps
-//!   gives `ε·k/(B_in−1)^p ≤ ε·k^p/(B_in−1)^p`;
+//!   pairwise ratios `≤ e^ε`); metric DP with `dist = |i − i'|^p/(B_in−1)^p`, `p ≥ 1`, is
+//!   equivalent to its adjacent-pair constraints (`P_ij ≤ e^{ε/(B_in−1)^p} P_{i±1,j}`): they are
+//!   among the pairwise constraints, and chaining `k` adjacent steps gives
+//!   `ε·k/(B_in−1)^p ≤ ε·k^p/(B_in−1)^p`. (So for `p = 2` the extreme inputs are at most
+//!   `e^{ε/(B_in−1)}` apart: `|·|²` on a fine grid is a very strict constraint.)
 //! * **the a-step**, an equality-constrained quadratic program in `a` for a fixed `P`: minimize
 //!   `Σ_j w_j a_j²` (`w_j = Σ_i P_ij`) subject to `P a = x`, solved in closed form through its KKT
 //!   system `a = W⁻¹Pᵀμ`, `(P W⁻¹ Pᵀ) μ = x` (dense elimination with full pivoting, so a
@@ -584,6 +586,20 @@ mod tests {
                 r.violations
             );
             assert!(r.epsilon <= eps);
+            // The privacy constraint is active at the optimum: the design uses its budget (a
+            // too-strict formulation, e.g. chaining adjacent pairs for p = 2, would not).
+            assert!(
+                r.epsilon > 0.99 * eps,
+                "{bi},{bo},{eps},{c:?}: ε used {}",
+                r.epsilon
+            );
+            if let DpConstraint::Metric { power } = c {
+                // Chaining the adjacent constraints caps the extreme pair's log ratio at
+                // ε·(n−1)/(n−1)^p (module docs).
+                let n = (1u32 << bi) as f64 - 1.0;
+                let cap = eps * n / n.powi(power as i32);
+                assert!(r.design.ldp_epsilon() <= cap * (1.0 + 1e-9));
+            }
             assert!(r.variance <= r.grr_variance);
             assert_eq!(r.design.p().len(), 1 << bi);
             assert_eq!(r.design.alphabet().len(), 1 << bo);

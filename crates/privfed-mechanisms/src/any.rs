@@ -1,9 +1,11 @@
 //! [`AnyRandomizer`]: one value for "a randomizer chosen at run time" (by the CLI, the
 //! simulator or a server), dispatching to the concrete types.
 
+use crate::bitwise_rr::BitwiseRr;
 use crate::gaussian::Gaussian;
 use crate::grid_rr::GridRr;
 use crate::laplace::Laplace;
+use crate::mvu::Mvu;
 use crate::privunit_inf::PrivUnitInf;
 use crate::privunit2::PrivUnit2;
 use crate::privunitg::PrivUnitG;
@@ -30,6 +32,10 @@ pub enum AnyRandomizer {
     Laplace(Laplace),
     /// [`Gaussian`].
     Gaussian(Gaussian),
+    /// [`BitwiseRr`] (unbiased bitwise RR, paper 004).
+    BitwiseRr(BitwiseRr),
+    /// [`Mvu`] (the MVU mechanism with a design, paper 004).
+    Mvu(Mvu),
 }
 
 macro_rules! dispatch {
@@ -42,6 +48,8 @@ macro_rules! dispatch {
             AnyRandomizer::Separated($m) => $e,
             AnyRandomizer::Laplace($m) => $e,
             AnyRandomizer::Gaussian($m) => $e,
+            AnyRandomizer::BitwiseRr($m) => $e,
+            AnyRandomizer::Mvu($m) => $e,
         }
     };
 }
@@ -88,5 +96,7 @@ from_impl!(
     GridRr,
     Separated,
     Laplace,
-    Gaussian
+    Gaussian,
+    BitwiseRr,
+    Mvu
 );

@@ -131,7 +131,7 @@ pub struct GridRr {
 }
 
 /// Maximum over `λ ∈ [0,1]` of `f(λ) = (1−λ)v0 + λv1 + λ(1−λ)h²` (concave): returns `(λ*, f(λ*))`.
-fn interval_max(v0: f64, v1: f64, h: f64) -> (f64, f64) {
+pub(crate) fn interval_max(v0: f64, v1: f64, h: f64) -> (f64, f64) {
     let h2 = h * h;
     let lam = if h2 > 0.0 {
         (0.5 + (v1 - v0) / (2.0 * h2)).clamp(0.0, 1.0)

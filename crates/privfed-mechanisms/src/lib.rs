@@ -10,6 +10,9 @@
 //! | PrivUnitInf (paper 000) | [`privunit_inf`] | `[-1,1]^d` | ε-LDP, unbiased |
 //! | ScalarDP, ScalarRelDP, unbiased generalized RR (papers 000, 004) | [`grid_rr`] | interval | ε-LDP, unbiased |
 //! | Separated direction × magnitude (paper 000) | [`separated`] | ℓ2 ball | ε-LDP, unbiased |
+//! | Dithering to a b-bit grid (paper 004) | [`dither`] | interval / vectors | unbiased (conditional: biased) |
+//! | Unbiased bitwise RR (paper 004) | [`bitwise_rr`] | interval | ε-LDP, unbiased |
+//! | MVU mechanism, metric DP, vectors (paper 004) | [`mvu`] | interval / ℓp ball | ε-LDP / metric DP, unbiased |
 //! | Laplace, Gaussian baselines | [`laplace`], [`gaussian`] | balls | ε-DP / (ε,δ)-DP |
 //! | Central projection + Gaussian noise (paper 000) | [`central`] | any | (aggregate) |
 //!
@@ -38,12 +41,15 @@
 //! ```
 
 pub mod any;
+pub mod bitwise_rr;
 pub mod central;
+pub mod dither;
 pub mod domain;
 pub mod error;
 pub mod gaussian;
 pub mod grid_rr;
 pub mod laplace;
+pub mod mvu;
 pub mod privunit2;
 pub mod privunit_inf;
 pub mod privunitg;

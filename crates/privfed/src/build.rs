@@ -32,6 +32,11 @@ pub enum MechanismName {
     Laplace,
     /// Gaussian noise, analytic calibration to (ε, δ) on the l2 diameter of the domain.
     Gaussian,
+    /// Unbiased bitwise randomized response on --bits bits over [lo, hi] (paper 004).
+    BitwiseRr,
+    /// The MVU mechanism over [lo, hi] (paper 004): designed for --input-bits/--output-bits
+    /// (default --bits) and --epsilon, or loaded from --design FILE.
+    Mvu,
 }
 
 /// How PrivUnit2 / PrivUnitG parameters are chosen.
@@ -106,6 +111,16 @@ pub struct MechanismArgs {
     /// Upper end of the grr input range.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub hi: f64,
+    /// MVU: input bits b_in (default: --bits).
+    #[arg(long)]
+    pub input_bits: Option<u32>,
+    /// MVU: output bits b_out (default: --bits).
+    #[arg(long)]
+    pub output_bits: Option<u32>,
+    /// MVU: load the design from this JSON file (written by `privfed mvu design --out`)
+    /// instead of designing; its exact ε must not exceed --epsilon.
+    #[arg(long)]
+    pub design: Option<std::path::PathBuf>,
     /// Magnitude budget ε₂ of `separated` (the direction gets ε − ε₂); default ε/10 capped at 1.
     #[arg(long, allow_negative_numbers = true)]
     pub magnitude_epsilon: Option<f64>,
@@ -193,6 +208,14 @@ pub fn build(args: &MechanismArgs) -> Result<AnyRandomizer> {
                 bail!("--magnitude-epsilon must lie in (0, --epsilon) = (0, {eps}); got {e2}");
             }
             Separated::new(eps - e2, e2, d, args.r_max)?.into()
+        }
+        N::BitwiseRr => {
+            args.scalar_dim()?;
+            privfed_mechanisms::bitwise_rr::BitwiseRr::new(eps, args.bits, args.lo, args.hi)?.into()
+        }
+        N::Mvu => {
+            args.scalar_dim()?;
+            crate::mvu::build_mvu(args)?.into()
         }
         N::Laplace => Laplace::new(eps, args.baseline_domain()?)?.into(),
         N::Gaussian => {

@@ -6,6 +6,7 @@ mod bench;
 mod build;
 mod describe;
 mod dme;
+mod mvu;
 mod output;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +37,9 @@ enum Command {
     Calibrate(CalibrateCmd),
     /// Deployment analyses: Draw-and-Discard adversaries, reconstruction protection.
     Analyze(AnalyzeCmd),
+    /// Privacy-aware compression (paper 004): design MVU mechanisms, run its experiments.
+    #[command(subcommand)]
+    Mvu(mvu::MvuCommand),
 }
 
 /// `privfed account` with its output flag.
@@ -83,6 +87,7 @@ fn main() -> ExitCode {
         Command::Account(c) => report(account::run_account(&c.args), c.json),
         Command::Calibrate(c) => report(account::run_calibrate(&c.args), c.json),
         Command::Analyze(c) => report(account::run_analyze(&c.cmd), c.json),
+        Command::Mvu(cmd) => mvu::run(&cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,650 @@
+//! The MVU designer (paper 004 §3.4; `ALGORITHMS.md` §3.3).
+//!
+//! Minimize the objective (2), `(1/B_in)·Σ_i Σ_j P_ij (x_i − a_j)²` with `x_i = i/(B_in − 1)`,
+//! subject to (1a)–(1d) (or the metric-DP constraint (3) instead of (1c)). Given (1d) the objective
+//! equals `(1/B_in)(Σ_ij P_ij a_j² − Σ_i x_i²)`, so the problem alternates between
+//!
+//! * **the P-step**, a linear program in `P` for a fixed alphabet: minimize `Σ_ij P_ij a_j²` under
+//!   (1a), (1b), (1d) and the privacy constraint, solved with Clarabel (interior point). ε-LDP is
+//!   written with one auxiliary variable per column, `l_j ≤ P_ij ≤ e^ε l_j` (equivalent to all
+//!   pairwise ratios `≤ e^ε`); metric DP with `dist = |i − i'|^p/(B_in−1)^p`, `p ≥ 1`, is
+//!   equivalent to its adjacent-pair constraints (`P_ij ≤ e^{ε/(B_in−1)^p} P_{i±1,j}`): they are
+//!   among the pairwise constraints, and chaining `k` adjacent steps gives
+//!   `ε·k/(B_in−1)^p ≤ ε·k^p/(B_in−1)^p`. (So for `p = 2` the extreme inputs are at most
+//!   `e^{ε/(B_in−1)}` apart: `|·|²` on a fine grid is a very strict constraint.)
+//! * **the a-step**, an equality-constrained quadratic program in `a` for a fixed `P`: minimize
+//!   `Σ_j w_j a_j²` (`w_j = Σ_i P_ij`) subject to `P a = x`, solved in closed form through its KKT
+//!   system `a = W⁻¹Pᵀμ`, `(P W⁻¹ Pᵀ) μ = x` (dense elimination with full pivoting, so a
+//!   rank-deficient but consistent system, e.g. `B_out < B_in`, is handled), plus two rounds of
+//!   iterative refinement.
+//!
+//! **Feasibility is enforced, then verified.** After every P-step the interior-point solution is
+//! *polished*: negative entries are clipped to 0, rows renormalized, and the matrix is mixed with
+//! the uniform row, `P ← (1−θ)P + θ/B_out`, with the smallest `θ` (doubling from `10⁻¹⁵`) that
+//! makes every log ratio at most `ε·dist − 10⁻¹⁰` (mixing with a constant row only shrinks
+//! ratios); the alphabet is then re-solved for the polished `P`, so (1d) holds to rounding. A
+//! candidate is accepted only if [`privfed_mechanisms::mvu::MvuDesign::new`] validates it; the
+//! best accepted candidate over all iterations and all starts is returned, with its measured
+//! maximum violation.
+//!
+//! **Starts** (all exactly feasible): unbiased generalized RR on `B_out` points composed with
+//! dithering from the input grid (`P_i = ` the gRR pmf at `x_i`, which is exactly gRR when
+//! `b_in = b_out`; it reuses [`GridRr::unbiased_grr`]), unbiased bitwise RR composed the same
+//! way, and — for metric DP — both at the LDP budget `ε·(1/(B_in−1))^p`, which is
+//! metric-feasible. Since the result is the best feasible iterate, its variance is never worse
+//! than that of the gRR start: the designer is at least as good as unbiased gRR with the same
+//! bits by construction (and tests check it).
+//!
+//! Designs are deterministic (Clarabel is deterministic; no randomness is used).
+
+use crate::linalg::solve_consistent;
+use clarabel::algebra::CscMatrix;
+use clarabel::solver::{
+    DefaultSettingsBuilder, DefaultSolver, IPSolver, NonnegativeConeT, SolverStatus,
+    SupportedConeT, ZeroConeT,
+};
+use privfed_mechanisms::bitwise_rr::BitwiseRr;
+use privfed_mechanisms::grid_rr::GridRr;
+use privfed_mechanisms::mvu::{DpConstraint, MvuDesign, Violations};
+use privfed_mechanisms::{MechanismError, Result};
+use serde::Serialize;
+
+/// Largest input/output bits the designer accepts (`2^6 = 64` levels: an LP with 4096
+/// probabilities).
+pub const MAX_DESIGNER_BITS: u32 = 6;
+
+/// Margin (in log units) kept below the privacy constraint after polishing.
+pub const DP_MARGIN: f64 = 1e-10;
+
+/// Options of [`design_mvu`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DesignOptions {
+    /// Most LP/QP alternations per start.
+    pub max_iterations: usize,
+    /// Stop a start when an alternation improves the variance by less than this fraction.
+    pub relative_tolerance: f64,
+    /// Number of linear-alphabet starts (module docs).
+    pub scaled_starts: usize,
+}
+
+impl Default for DesignOptions {
+    fn default() -> Self {
+        DesignOptions {
+            max_iterations: 200,
+            relative_tolerance: 1e-7,
+            scaled_starts: 12,
+        }
+    }
+}
+
+/// What the designer returns: the design and how it was found.
+#[derive(Debug, Clone, Serialize)]
+pub struct DesignReport {
+    /// The validated design.
+    pub design: MvuDesign,
+    /// The objective (2) per input: the average over the input grid of `E[(a_J − x_i)²]`.
+    pub variance: f64,
+    /// The exact worst case over continuous inputs in `[0, 1]` (with dithering).
+    pub worst_case_variance: f64,
+    /// The exact ε of the constraint (largest scaled log ratio), at most the budget.
+    pub epsilon: f64,
+    /// The measured violations of (1a)–(1d) (the DP entry is the excess over `ε·dist`, ≤ 0
+    /// clipped to 0).
+    pub violations: Violations,
+    /// The same objective for unbiased generalized RR with `b_out` bits (composed with dithering
+    /// from the input grid when `b_in ≠ b_out`) at the same budget.
+    pub grr_variance: f64,
+    /// Which start produced the result.
+    pub start: String,
+    /// Total LP solves.
+    pub lp_solves: usize,
+}
+
+/// The objective (2) divided by `B_in`.
+fn objective(p: &[Vec<f64>], a: &[f64]) -> f64 {
+    let n = p.len();
+    p.iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let x = i as f64 / (n - 1) as f64;
+            row.iter()
+                .zip(a)
+                .map(|(pij, aj)| pij * (aj - x) * (aj - x))
+                .sum::<f64>()
+        })
+        .sum::<f64>()
+        / n as f64
+}
+
+/// Largest `ln(P_ij/P_i'j) − ε·dist(i,i')` (∞ if a column mixes zeros and non-zeros).
+fn dp_excess(p: &[Vec<f64>], eps: f64, c: DpConstraint) -> f64 {
+    let n = p.len();
+    let m = p[0].len();
+    let mut worst = f64::NEG_INFINITY;
+    for j in 0..m {
+        if p.iter().all(|r| r[j] == 0.0) {
+            continue;
+        }
+        if p.iter().any(|r| r[j] <= 0.0) {
+            return f64::INFINITY;
+        }
+        match c {
+            DpConstraint::Ldp => {
+                let (mut mx, mut mn) = (0.0f64, f64::INFINITY);
+                for r in p {
+                    mx = mx.max(r[j]);
+                    mn = mn.min(r[j]);
+                }
+                worst = worst.max(mx.ln() - mn.ln() - eps);
+            }
+            DpConstraint::Metric { .. } => {
+                for i in 0..n {
+                    for i2 in 0..n {
+                        if i != i2 {
+                            worst =
+                                worst.max(p[i][j].ln() - p[i2][j].ln() - eps * c.dist(i, i2, n));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    worst
+}
+
+/// The a-step: the minimum of `Σ_j w_j a_j²` subject to `P a = x` (module docs). Columns with
+/// `w_j = 0` keep `fallback[j]`. `None` if the system is inconsistent or not finite.
+fn alphabet_step(p: &[Vec<f64>], fallback: &[f64]) -> Option<Vec<f64>> {
+    let n = p.len();
+    let m = p[0].len();
+    let w: Vec<f64> = (0..m).map(|j| p.iter().map(|r| r[j]).sum()).collect();
+    let active: Vec<usize> = (0..m).filter(|&j| w[j] > 0.0).collect();
+    let x: Vec<f64> = (0..n).map(|i| i as f64 / (n - 1) as f64).collect();
+    // M = P W⁻¹ Pᵀ over the active columns.
+    let mut mm = vec![0.0; n * n];
+    for i in 0..n {
+        for k in i..n {
+            let s: f64 = active.iter().map(|&j| p[i][j] * p[k][j] / w[j]).sum();
+            mm[i * n + k] = s;
+            mm[k * n + i] = s;
+        }
+    }
+    let mut a = fallback.to_vec();
+    for &j in &active {
+        a[j] = 0.0;
+    }
+    let mut rhs = x.clone();
+    for _round in 0..3 {
+        let mu = solve_consistent(&mm, &rhs, n, 1e-13)?;
+        for &j in &active {
+            a[j] += (0..n).map(|i| p[i][j] * mu[i]).sum::<f64>() / w[j];
+        }
+        // Residual of P a = x for refinement (inactive columns contribute 0).
+        for i in 0..n {
+            rhs[i] = x[i] - active.iter().map(|&j| p[i][j] * a[j]).sum::<f64>();
+        }
+    }
+    a.iter().all(|v| v.is_finite()).then_some(a)
+}
+
+/// Polishing (module docs): clip, renormalize, mix with the uniform row until the privacy
+/// constraint holds with margin [`DP_MARGIN`].
+fn polish(mut p: Vec<Vec<f64>>, eps: f64, c: DpConstraint) -> Option<Vec<Vec<f64>>> {
+    let m = p[0].len() as f64;
+    for row in &mut p {
+        for v in row.iter_mut() {
+            if v.is_nan() || *v <= 0.0 {
+                *v = 0.0;
+            }
+        }
+        let s: f64 = row.iter().sum();
+        if !(s > 0.0 && s.is_finite()) {
+            return None;
+        }
+        row.iter_mut().for_each(|v| *v /= s);
+    }
+    if dp_excess(&p, eps, c) <= -DP_MARGIN {
+        return Some(p);
+    }
+    let mut theta = 1e-15;
+    while theta <= 1.0 {
+        let q: Vec<Vec<f64>> = p
+            .iter()
+            .map(|r| r.iter().map(|v| (1.0 - theta) * v + theta / m).collect())
+            .collect();
+        if dp_excess(&q, eps, c) <= -DP_MARGIN {
+            return Some(q);
+        }
+        theta *= 2.0;
+    }
+    None
+}
+
+/// The P-step LP (module docs), solved with Clarabel. `None` unless the solver reports
+/// `Solved` or `AlmostSolved`.
+fn lp_step(a: &[f64], n: usize, eps: f64, c: DpConstraint) -> Option<Vec<Vec<f64>>> {
+    let m = a.len();
+    let np = n * m;
+    let ldp = matches!(c, DpConstraint::Ldp);
+    let nvar = if ldp { np + m } else { np };
+    let (mut ri, mut ci, mut vv) = (Vec::new(), Vec::new(), Vec::new());
+    let mut b = Vec::new();
+    let mut row = 0;
+    // Equalities: row sums and unbiasedness.
+    for i in 0..n {
+        for j in 0..m {
+            ri.push(row);
+            ci.push(i * m + j);
+            vv.push(1.0);
+        }
+        b.push(1.0);
+        row += 1;
+    }
+    for i in 0..n {
+        for (j, &aj) in a.iter().enumerate() {
+            if aj != 0.0 {
+                ri.push(row);
+                ci.push(i * m + j);
+                vv.push(aj);
+            }
+        }
+        b.push(i as f64 / (n - 1) as f64);
+        row += 1;
+    }
+    let n_eq = row;
+    // −P ≤ 0.
+    for k in 0..np {
+        ri.push(row);
+        ci.push(k);
+        vv.push(-1.0);
+        b.push(0.0);
+        row += 1;
+    }
+    match c {
+        DpConstraint::Ldp => {
+            let e = eps.exp();
+            for i in 0..n {
+                for j in 0..m {
+                    // l_j − P_ij ≤ 0
+                    ri.extend([row, row]);
+                    ci.extend([np + j, i * m + j]);
+                    vv.extend([1.0, -1.0]);
+                    b.push(0.0);
+                    row += 1;
+                    // P_ij − e^ε l_j ≤ 0
+                    ri.extend([row, row]);
+                    ci.extend([i * m + j, np + j]);
+                    vv.extend([1.0, -e]);
+                    b.push(0.0);
+                    row += 1;
+                }
+            }
+        }
+        DpConstraint::Metric { .. } => {
+            let e = (eps * c.dist(0, 1, n)).exp();
+            for i in 0..n - 1 {
+                for j in 0..m {
+                    for (u, v) in [(i, i + 1), (i + 1, i)] {
+                        ri.extend([row, row]);
+                        ci.extend([u * m + j, v * m + j]);
+                        vv.extend([1.0, -e]);
+                        b.push(0.0);
+                        row += 1;
+                    }
+                }
+            }
+        }
+    }
+    let n_ineq = row - n_eq;
+    let amat = CscMatrix::new_from_triplets(row, nvar, ri, ci, vv);
+    let pmat = CscMatrix::<f64>::zeros((nvar, nvar));
+    let mut q = vec![0.0; nvar];
+    for i in 0..n {
+        for (j, &aj) in a.iter().enumerate() {
+            q[i * m + j] = aj * aj / n as f64;
+        }
+    }
+    let cones: [SupportedConeT<f64>; 2] = [ZeroConeT(n_eq), NonnegativeConeT(n_ineq)];
+    let settings = DefaultSettingsBuilder::default()
+        .verbose(false)
+        .max_iter(400)
+        .tol_gap_abs(1e-11)
+        .tol_gap_rel(1e-11)
+        .tol_feas(1e-11)
+        .build()
+        .ok()?;
+    let mut solver = DefaultSolver::new(&pmat, &q, &amat, &b, &cones, settings).ok()?;
+    solver.solve();
+    match solver.solution.status {
+        SolverStatus::Solved | SolverStatus::AlmostSolved => {}
+        _ => return None,
+    }
+    let x = &solver.solution.x;
+    Some((0..n).map(|i| x[i * m..(i + 1) * m].to_vec()).collect())
+}
+
+/// A start: `P_i` = the pmf of a `B_out`-point unbiased mechanism at `x_i` (dithering composed
+/// with the mechanism), and its alphabet.
+fn start_from_pmfs(
+    n: usize,
+    pmf: impl Fn(f64) -> Result<Vec<f64>>,
+    alphabet: Vec<f64>,
+) -> Result<(Vec<Vec<f64>>, Vec<f64>)> {
+    let p = (0..n)
+        .map(|i| pmf(i as f64 / (n - 1) as f64))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((p, alphabet))
+}
+
+fn check_bits(name: &'static str, b: u32) -> Result<()> {
+    if (1..=MAX_DESIGNER_BITS).contains(&b) {
+        Ok(())
+    } else {
+        Err(MechanismError::invalid(
+            name,
+            f64::from(b),
+            format!(
+                "must be in 1..={MAX_DESIGNER_BITS} (an unbiased report of more than one input \
+                 needs at least 1 output bit; the LP grows as 4^bits)"
+            ),
+        ))
+    }
+}
+
+/// The budget at which an ε-LDP start is feasible for the constraint.
+fn ldp_budget_for(eps: f64, c: DpConstraint, n: usize) -> f64 {
+    match c {
+        DpConstraint::Ldp => eps,
+        DpConstraint::Metric { .. } => eps * c.dist(0, 1, n),
+    }
+}
+
+/// Validates a candidate and returns the design with its objective.
+fn accept(
+    input_bits: u32,
+    output_bits: u32,
+    eps: f64,
+    c: DpConstraint,
+    p: Vec<Vec<f64>>,
+    a: Vec<f64>,
+) -> Option<(MvuDesign, f64)> {
+    let v = objective(&p, &a);
+    let d = MvuDesign::new(input_bits, output_bits, eps, c, p, a).ok()?;
+    v.is_finite().then_some((d, v))
+}
+
+/// The unbiased-gRR start (dithered onto `B_out` points when `b_in ≠ b_out`) as a validated
+/// design: the reference the designer must not be worse than.
+pub fn grr_design(
+    input_bits: u32,
+    output_bits: u32,
+    epsilon: f64,
+    constraint: DpConstraint,
+) -> Result<MvuDesign> {
+    check_bits("input_bits", input_bits)?;
+    check_bits("output_bits", output_bits)?;
+    let n = 1usize << input_bits;
+    let e0 = ldp_budget_for(epsilon, constraint, n);
+    let g = GridRr::unbiased_grr(e0, output_bits, 0.0, 1.0)?;
+    let (p, a) = start_from_pmfs(n, |x| g.pmf(x), g.alphabet().to_vec())?;
+    // Re-solve the alphabet for exact unbiasedness of the composed rows (the same alphabet in
+    // exact arithmetic).
+    let a = alphabet_step(&p, &a).unwrap_or(a);
+    MvuDesign::new(input_bits, output_bits, epsilon, constraint, p, a)
+}
+
+/// Designs the MVU mechanism with `input_bits` / `output_bits` at budget `epsilon` under
+/// `constraint` (module docs). Errors on invalid parameters (bits outside
+/// `1..=MAX_DESIGNER_BITS`, ε not finite and positive or so small that gRR's alphabet
+/// overflows), or with [`MechanismError::Numerical`] if no start could be validated.
+pub fn design_mvu(
+    input_bits: u32,
+    output_bits: u32,
+    epsilon: f64,
+    constraint: DpConstraint,
+    options: &DesignOptions,
+) -> Result<DesignReport> {
+    check_bits("input_bits", input_bits)?;
+    check_bits("output_bits", output_bits)?;
+    if !(epsilon.is_finite() && epsilon > 0.0) {
+        return Err(MechanismError::invalid(
+            "epsilon",
+            epsilon,
+            "must be finite and > 0",
+        ));
+    }
+    if let DpConstraint::Metric { power } = constraint
+        && !(power == 1 || power == 2)
+    {
+        return Err(MechanismError::invalid(
+            "power",
+            f64::from(power),
+            "the metric power must be 1 or 2",
+        ));
+    }
+    let n = 1usize << input_bits;
+    let e0 = ldp_budget_for(epsilon, constraint, n);
+    let grr = grr_design(input_bits, output_bits, epsilon, constraint)?;
+    let grr_variance = objective(grr.p(), grr.alphabet());
+
+    let mut starts: Vec<(String, Vec<Vec<f64>>, Vec<f64>)> =
+        vec![("grr".to_owned(), grr.p().to_vec(), grr.alphabet().to_vec())];
+    if let Ok(brr) = BitwiseRr::new(e0, output_bits, 0.0, 1.0)
+        && let Ok((p, a)) = start_from_pmfs(n, |x| brr.pmf(x), brr.alphabet())
+    {
+        starts.push(("bitwise-rr".to_owned(), p, a));
+    }
+
+    // Alphabet-only starts: symmetric linear alphabets `a_j = 1/2 + s(j/(B_out−1) − 1/2)` with
+    // spreads `s` on a geometric grid between 1 and twice gRR's spread; the first P-step decides
+    // whether each is feasible (an infeasible LP just skips the start).
+    let m = 1usize << output_bits;
+    let grr_spread = {
+        let a = grr.alphabet();
+        (a[m - 1] - a[0]).max(1.0 + 1e-9)
+    };
+    let n_scaled = options.scaled_starts;
+    for k in 0..n_scaled {
+        let t = (k as f64 + 1.0) / n_scaled as f64;
+        let s = (2.0 * grr_spread).powf(t);
+        let a: Vec<f64> = (0..m)
+            .map(|j| 0.5 + s * (j as f64 / (m - 1) as f64 - 0.5))
+            .collect();
+        starts.push((format!("linear-alphabet(spread={s:.4})"), Vec::new(), a));
+    }
+
+    let mut best: Option<(MvuDesign, f64, String)> =
+        Some((grr.clone(), grr_variance, "grr".to_owned()));
+    let mut lp_solves = 0;
+    for (name, p0, a0) in starts {
+        let mut a;
+        let mut current;
+        if p0.is_empty() {
+            a = a0;
+            current = f64::INFINITY;
+        } else {
+            let Some(a1) = alphabet_step(&p0, &a0) else {
+                continue;
+            };
+            a = a1;
+            current = objective(&p0, &a);
+            if let Some((d, v)) =
+                accept(input_bits, output_bits, epsilon, constraint, p0, a.clone())
+                && v < best.as_ref().map_or(f64::INFINITY, |b| b.1)
+            {
+                best = Some((d, v, name.clone()));
+            }
+        }
+        for _ in 0..options.max_iterations {
+            lp_solves += 1;
+            let Some(p_lp) = lp_step(&a, n, epsilon, constraint) else {
+                break;
+            };
+            let Some(p_pol) = polish(p_lp, epsilon, constraint) else {
+                break;
+            };
+            let Some(a_new) = alphabet_step(&p_pol, &a) else {
+                break;
+            };
+            let v = objective(&p_pol, &a_new);
+            if let Some((d, v)) = accept(
+                input_bits,
+                output_bits,
+                epsilon,
+                constraint,
+                p_pol,
+                a_new.clone(),
+            ) && v < best.as_ref().map_or(f64::INFINITY, |b| b.1)
+            {
+                best = Some((d, v, name.clone()));
+            }
+            let improved = current - v;
+            a = a_new;
+            if current.is_finite()
+                && (improved.is_nan() || improved <= options.relative_tolerance * current.abs())
+            {
+                break;
+            }
+            current = v;
+        }
+    }
+    let (design, variance, start) = best.ok_or_else(|| {
+        MechanismError::Numerical("no start of the MVU designer could be validated".into())
+    })?;
+    let mut violations = design.violations();
+    violations.dp = violations.dp.max(0.0);
+    Ok(DesignReport {
+        variance,
+        worst_case_variance: design.worst_case_variance(),
+        epsilon: design.exact_epsilon(),
+        violations,
+        grr_variance,
+        start,
+        lp_solves,
+        design,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alphabet_step_recovers_grr() {
+        let g = GridRr::unbiased_grr(2.0, 3, 0.0, 1.0).unwrap();
+        let (p, a) = start_from_pmfs(8, |x| g.pmf(x), g.alphabet().to_vec()).unwrap();
+        let a2 = alphabet_step(&p, &[0.0; 8]).unwrap();
+        for (x, y) in a.iter().zip(&a2) {
+            assert!((x - y).abs() < 1e-12, "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn designs_are_feasible_and_beat_grr() {
+        for eps in [1.0, 3.0, 5.0, 10.0] {
+            let r = design_mvu(3, 3, eps, DpConstraint::Ldp, &DesignOptions::default()).unwrap();
+            assert!(r.violations.max() <= 1e-9, "eps={eps}: {:?}", r.violations);
+            assert!(r.epsilon <= eps, "eps={eps}: exact {}", r.epsilon);
+            assert!(r.variance <= r.grr_variance, "eps={eps}");
+            // At ε = 1 and 3 the designer improves on gRR by a wide margin (measured 0.30 and
+            // 0.65 of gRR's variance); require a clear improvement there.
+            if eps <= 3.0 {
+                assert!(r.variance < 0.7 * r.grr_variance, "eps={eps}");
+            }
+            // The reported numbers are those of the returned design.
+            let d = &r.design;
+            assert_eq!(r.variance, objective(d.p(), d.alphabet()));
+            assert_eq!(r.worst_case_variance, d.worst_case_variance());
+        }
+    }
+
+    #[test]
+    fn grr_design_is_grid_rr() {
+        let d = grr_design(3, 3, 2.0, DpConstraint::Ldp).unwrap();
+        let g = GridRr::unbiased_grr(2.0, 3, 0.0, 1.0).unwrap();
+        for (x, y) in d.alphabet().iter().zip(g.alphabet()) {
+            assert!((x - y).abs() < 1e-12);
+        }
+        assert!((d.p()[0][0] - g.keep_probability()).abs() < 1e-15);
+        assert!((d.exact_epsilon() - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn unequal_bits_and_metric_designs_are_feasible() {
+        let opts = DesignOptions::default();
+        for (bi, bo, eps, c) in [
+            (3, 1, 2.0, DpConstraint::Ldp),
+            (3, 2, 1.0, DpConstraint::Ldp),
+            (2, 3, 4.0, DpConstraint::Ldp),
+            (3, 3, 4.0, DpConstraint::Metric { power: 1 }),
+            (3, 2, 8.0, DpConstraint::Metric { power: 2 }),
+        ] {
+            let r = design_mvu(bi, bo, eps, c, &opts).unwrap();
+            assert!(
+                r.violations.max() <= 1e-9,
+                "{bi},{bo},{eps},{c:?}: {:?}",
+                r.violations
+            );
+            assert!(r.epsilon <= eps);
+            // The privacy constraint is active at the optimum: the design uses its budget (a
+            // too-strict formulation, e.g. chaining adjacent pairs for p = 2, would not).
+            assert!(
+                r.epsilon > 0.99 * eps,
+                "{bi},{bo},{eps},{c:?}: ε used {}",
+                r.epsilon
+            );
+            if let DpConstraint::Metric { power } = c {
+                // Chaining the adjacent constraints caps the extreme pair's log ratio at
+                // ε·(n−1)/(n−1)^p (module docs).
+                let n = (1u32 << bi) as f64 - 1.0;
+                let cap = eps * n / n.powi(power as i32);
+                assert!(r.design.ldp_epsilon() <= cap * (1.0 + 1e-9));
+            }
+            assert!(r.variance <= r.grr_variance);
+            assert_eq!(r.design.p().len(), 1 << bi);
+            assert_eq!(r.design.alphabet().len(), 1 << bo);
+        }
+    }
+
+    #[test]
+    fn one_output_bit_is_the_two_point_mechanism() {
+        // With b_out = 1 the unbiased ε-LDP mechanism with two letters has rows
+        // P_i1 = q + x_i(1 − 2q)·… ; its minimum-variance form (CLDP, paper 004 §5.1) has
+        // letters a_{0,1} = 1/2 ∓ (e^ε+1)/(2(e^ε−1)) and P(1|x) = 1/(e^ε+1) + x(e^ε−1)/(e^ε+1),
+        // whose variance at x is (e^ε+1)²/(4(e^ε−1)²) − (x − 1/2)².
+        let eps: f64 = 2.0;
+        let r = design_mvu(3, 1, eps, DpConstraint::Ldp, &DesignOptions::default()).unwrap();
+        let e = eps.exp();
+        let expected: f64 = (0..8)
+            .map(|i| {
+                let x = i as f64 / 7.0;
+                (e + 1.0).powi(2) / (4.0 * (e - 1.0).powi(2)) - (x - 0.5).powi(2)
+            })
+            .sum::<f64>()
+            / 8.0;
+        assert!(
+            (r.variance - expected).abs() < 1e-8 * expected,
+            "{} vs {expected}",
+            r.variance
+        );
+    }
+
+    #[test]
+    fn deterministic() {
+        let o = DesignOptions::default();
+        let a = design_mvu(3, 3, 2.0, DpConstraint::Ldp, &o).unwrap();
+        let b = design_mvu(3, 3, 2.0, DpConstraint::Ldp, &o).unwrap();
+        assert_eq!(a.design, b.design);
+    }
+
+    #[test]
+    fn invalid_requests_are_errors() {
+        let o = DesignOptions::default();
+        assert!(design_mvu(0, 3, 1.0, DpConstraint::Ldp, &o).is_err());
+        assert!(design_mvu(3, 0, 1.0, DpConstraint::Ldp, &o).is_err());
+        assert!(design_mvu(3, 7, 1.0, DpConstraint::Ldp, &o).is_err());
+        assert!(design_mvu(3, 3, 0.0, DpConstraint::Ldp, &o).is_err());
+        assert!(design_mvu(3, 3, f64::NAN, DpConstraint::Ldp, &o).is_err());
+        assert!(design_mvu(3, 3, 1.0, DpConstraint::Metric { power: 3 }, &o).is_err());
+    }
+}

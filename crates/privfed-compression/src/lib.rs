@@ -1,0 +1,21 @@
+//! # privfed-compression
+//!
+//! Privacy-aware compression (paper 004): the **MVU designer** ([`designer`]) and the
+//! **Rényi DP of MVU** ([`rdp`]). The device-side mechanisms (dithering, unbiased bitwise RR,
+//! the MVU mechanism that uses a design) live in `privfed-mechanisms`
+//! ([`privfed_mechanisms::mvu`], [`privfed_mechanisms::bitwise_rr`], [`privfed_mechanisms::dither`]);
+//! this crate only produces and analyses designs. Pure: no I/O, no clock, no randomness.
+//!
+//! ## Example
+//! ```
+//! use privfed_compression::designer::{design_mvu, DesignOptions};
+//! use privfed_mechanisms::mvu::DpConstraint;
+//!
+//! let r = design_mvu(2, 2, 2.0, DpConstraint::Ldp, &DesignOptions::default()).unwrap();
+//! assert!(r.violations.max() <= 1e-9);
+//! assert!(r.variance <= r.grr_variance);
+//! ```
+
+pub mod designer;
+mod linalg;
+pub mod rdp;

@@ -1,0 +1,494 @@
+//! `privfed mvu ...`: privacy-aware compression (paper 004). Design MVU mechanisms, compute
+//! their Rényi DP, and run the paper's distributed-mean-estimation experiments.
+
+use crate::build::MechanismArgs;
+use crate::output::print_report;
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use privfed_compression::designer::{DesignOptions, DesignReport, design_mvu};
+use privfed_compression::rdp::{mvu_rdp_curve, vector_rdp_greedy, vector_rdp_lp};
+use privfed_mechanisms::bitwise_rr::BitwiseRr;
+use privfed_mechanisms::gaussian::Gaussian;
+use privfed_mechanisms::grid_rr::GridRr;
+use privfed_mechanisms::laplace::Laplace;
+use privfed_mechanisms::mvu::{DpConstraint, Mvu, MvuDesign, MvuVector};
+use privfed_mechanisms::rng::seeded_rng_for_experiments;
+use privfed_mechanisms::{AnyRandomizer, Domain, LocalRandomizer};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// `privfed mvu` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum MvuCommand {
+    /// Design the minimum-variance unbiased mechanism (paper 004 §3.4): prints P (rows =
+    /// inputs), the alphabet, the variance, the worst-case variance, the exact ε and the time.
+    Design(DesignArgs),
+    /// Rényi DP of a design (paper 004 §4.3): the scalar curve, and for vectors the greedy
+    /// (Lemma 7) and LP-relaxation bounds.
+    Rdp(RdpArgs),
+    /// Paper 004 §5.1 experiments (scalar and vector distributed mean estimation): writes CSV
+    /// and prints a markdown table.
+    Experiment(ExperimentArgs),
+}
+
+/// The metric of `--metric-dp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MetricArg {
+    /// dist(x, x') = |x − x'|.
+    L1,
+    /// dist(x, x') = |x − x'|².
+    L2,
+}
+
+impl MetricArg {
+    fn constraint(self) -> DpConstraint {
+        match self {
+            MetricArg::L1 => DpConstraint::Metric { power: 1 },
+            MetricArg::L2 => DpConstraint::Metric { power: 2 },
+        }
+    }
+}
+
+/// Arguments of `privfed mvu design`.
+#[derive(Debug, Args)]
+pub struct DesignArgs {
+    /// Input bits b_in (2^b_in input levels).
+    #[arg(long)]
+    input_bits: u32,
+    /// Output bits b_out (the report size).
+    #[arg(long)]
+    output_bits: u32,
+    /// ε (natural log): ε-LDP, or the metric-DP ε with --metric-dp.
+    #[arg(long, allow_negative_numbers = true)]
+    epsilon: f64,
+    /// Metric DP with this metric on [0, 1] instead of ε-LDP (paper 004 §4.1).
+    #[arg(long, value_enum)]
+    metric_dp: Option<MetricArg>,
+    /// Most LP/QP alternations per start.
+    #[arg(long, default_value_t = 200)]
+    max_iterations: usize,
+    /// Write the design (JSON, loadable with --design) to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `privfed mvu rdp`.
+#[derive(Debug, Args)]
+pub struct RdpArgs {
+    /// The design file (from `privfed mvu design --out`).
+    #[arg(long)]
+    design: PathBuf,
+    /// Rényi orders α > 1 (comma separated).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])]
+    orders: Vec<f64>,
+    /// Vector bounds: the dimension d (with --sensitivity).
+    #[arg(long)]
+    dim: Option<usize>,
+    /// Vector bounds: the ℓp distance Δ between neighbouring rescaled inputs (p from the
+    /// design's metric; 1 for an LDP design).
+    #[arg(long)]
+    sensitivity: Option<f64>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Which experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Experiment {
+    /// Scalar DME: n clients all holding the same x ∈ [−1, 1] (paper 004 Fig. 2).
+    Scalar,
+    /// Vector DME: d = 128, ℓ1-normalized and positive-orthant ℓ2 data (paper 004 Fig. 3).
+    Vector,
+}
+
+/// Arguments of `privfed mvu experiment`.
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// Which experiment.
+    #[arg(value_enum)]
+    which: Experiment,
+    /// Clients n (default: 100000 scalar, 10000 vector).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Scalar: number of evenly spaced x in [−1, 1].
+    #[arg(long, default_value_t = 21)]
+    points: usize,
+    /// Vector: dimension.
+    #[arg(long, default_value_t = 128)]
+    dim: usize,
+    /// Vector: trials.
+    #[arg(long, default_value_t = 10)]
+    trials: usize,
+    /// Privacy budgets (comma separated).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 3.0, 5.0])]
+    epsilons: Vec<f64>,
+    /// Seed (ChaCha20; experiments only).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the CSV here.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+/// Runs `privfed mvu ...`.
+pub fn run(cmd: &MvuCommand) -> Result<()> {
+    match cmd {
+        MvuCommand::Design(a) => run_design(a),
+        MvuCommand::Rdp(a) => run_rdp(a),
+        MvuCommand::Experiment(a) => match a.which {
+            Experiment::Scalar => run_scalar_experiment(a),
+            Experiment::Vector => run_vector_experiment(a),
+        },
+    }
+}
+
+fn design_with_time(
+    input_bits: u32,
+    output_bits: u32,
+    epsilon: f64,
+    constraint: DpConstraint,
+    options: &DesignOptions,
+) -> Result<(DesignReport, f64)> {
+    if output_bits == 0 {
+        bail!(
+            "infeasible: an unbiased mechanism needs at least 1 output bit (2 letters) to \
+             distinguish the inputs; got --output-bits 0"
+        );
+    }
+    let t = Instant::now();
+    let r = design_mvu(input_bits, output_bits, epsilon, constraint, options)
+        .context("designing the MVU mechanism")?;
+    Ok((r, t.elapsed().as_secs_f64()))
+}
+
+fn run_design(a: &DesignArgs) -> Result<()> {
+    let constraint = a.metric_dp.map_or(DpConstraint::Ldp, MetricArg::constraint);
+    let options = DesignOptions {
+        max_iterations: a.max_iterations,
+        ..DesignOptions::default()
+    };
+    let (r, seconds) =
+        design_with_time(a.input_bits, a.output_bits, a.epsilon, constraint, &options)?;
+    if let Some(path) = &a.out {
+        let s = serde_json::to_string_pretty(&r.design)?;
+        std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let report = json!({
+        "input_bits": a.input_bits,
+        "output_bits": a.output_bits,
+        "constraint": constraint,
+        "epsilon": r.epsilon,
+        "epsilon_budget": a.epsilon,
+        "ldp_epsilon": r.design.ldp_epsilon(),
+        "variance": r.variance,
+        "worst_case_variance": r.worst_case_variance,
+        "grr_variance": r.grr_variance,
+        "variance_over_grr": r.variance / r.grr_variance,
+        "max_violation": r.violations.max(),
+        "violations": r.violations,
+        "start": r.start,
+        "lp_solves": r.lp_solves,
+        "seconds": seconds,
+        "P": r.design.p(),
+        "alphabet": r.design.alphabet(),
+    });
+    print_report(&report, a.json);
+    Ok(())
+}
+
+/// Loads and validates a design file.
+pub fn load_design(path: &Path) -> Result<MvuDesign> {
+    let s = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&s).with_context(|| format!("invalid MVU design in {}", path.display()))
+}
+
+/// Builds the scalar MVU mechanism for `describe` / `dme`: from `--design FILE` (its exact ε
+/// must not exceed `--epsilon`) or by designing with `--input-bits`/`--output-bits` (default
+/// `--bits`) at `--epsilon`, on `[--lo, --hi]`.
+pub fn build_mvu(args: &MechanismArgs) -> Result<Mvu> {
+    let design = match &args.design {
+        Some(path) => {
+            let d = load_design(path)?;
+            let e = d.ldp_epsilon();
+            if e.is_nan() || e > args.epsilon {
+                bail!(
+                    "the design in {} is {e}-LDP, more than --epsilon {}",
+                    path.display(),
+                    args.epsilon
+                );
+            }
+            d
+        }
+        None => {
+            let bi = args.input_bits.unwrap_or(args.bits);
+            let bo = args.output_bits.unwrap_or(args.bits);
+            design_with_time(
+                bi,
+                bo,
+                args.epsilon,
+                DpConstraint::Ldp,
+                &DesignOptions::default(),
+            )?
+            .0
+            .design
+        }
+    };
+    Ok(Mvu::new(design, args.lo, args.hi)?)
+}
+
+fn run_rdp(a: &RdpArgs) -> Result<()> {
+    let d = load_design(&a.design)?;
+    if let Some(&bad) = a.orders.iter().find(|&&o| !(o > 1.0 && o.is_finite())) {
+        bail!("Rényi orders must be finite and > 1 (got {bad})");
+    }
+    let scalar = mvu_rdp_curve(&d, &a.orders)?;
+    let mut report = json!({
+        "orders": a.orders,
+        "scalar_rdp": scalar,
+        "ldp_epsilon": d.ldp_epsilon(),
+    });
+    if let (Some(dim), Some(sens)) = (a.dim, a.sensitivity) {
+        let p = match d.constraint() {
+            DpConstraint::Metric { power } => power,
+            DpConstraint::Ldp => 1,
+        };
+        let greedy = a
+            .orders
+            .iter()
+            .map(|&o| vector_rdp_greedy(&d, o, p, sens))
+            .collect::<Result<Vec<_>, _>>()?;
+        let lp = a
+            .orders
+            .iter()
+            .map(|&o| vector_rdp_lp(&d, o, p, sens, dim))
+            .collect::<Result<Vec<_>, _>>()?;
+        report["vector"] =
+            json!({"dim": dim, "sensitivity": sens, "p": p, "greedy": greedy, "lp_relaxation": lp});
+    }
+    print_report(&report, a.json);
+    Ok(())
+}
+
+fn write_csv(path: &Option<PathBuf>, csv: &str) -> Result<()> {
+    if let Some(p) = path {
+        std::fs::write(p, csv).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn run_scalar_experiment(a: &ExperimentArgs) -> Result<()> {
+    let n = a.clients.unwrap_or(100_000);
+    if n < 2 || a.points < 2 {
+        bail!("--clients and --points must be at least 2");
+    }
+    let mut csv = String::from(
+        "epsilon,mechanism,bits,x,n,estimate_sq_error,empirical_variance,exact_variance\n",
+    );
+    let mut table = String::new();
+    let xs: Vec<f64> = (0..a.points)
+        .map(|k| (-1.0 + 2.0 * k as f64 / (a.points - 1) as f64).clamp(-1.0, 1.0))
+        .collect();
+    let mut rng = seeded_rng_for_experiments(a.seed);
+    for &eps in &a.epsilons {
+        let mut mechs: Vec<(String, u32, AnyRandomizer)> = Vec::new();
+        for b in [1u32, 3] {
+            let (r, _) = design_with_time(b, b, eps, DpConstraint::Ldp, &DesignOptions::default())?;
+            mechs.push((
+                format!("mvu-b{b}"),
+                b,
+                Mvu::new(r.design, -1.0, 1.0)?.into(),
+            ));
+        }
+        mechs.push((
+            "bitwise-rr".into(),
+            3,
+            BitwiseRr::new(eps, 3, -1.0, 1.0)?.into(),
+        ));
+        mechs.push((
+            "grr".into(),
+            3,
+            GridRr::unbiased_grr(eps, 3, -1.0, 1.0)?.into(),
+        ));
+        mechs.push((
+            "laplace".into(),
+            64,
+            Laplace::new(eps, Domain::Interval { lo: -1.0, hi: 1.0 })?.into(),
+        ));
+        let _ = writeln!(
+            table,
+            "\n**ε = {eps}** (n = {n}; empirical variance of the n reports, exact variance in parentheses)\n"
+        );
+        let _ = write!(table, "| x |");
+        for (name, _, _) in &mechs {
+            let _ = write!(table, " {name} |");
+        }
+        let _ = write!(table, "\n|---|");
+        for _ in &mechs {
+            let _ = write!(table, "---|");
+        }
+        table.push('\n');
+        for &x in &xs {
+            let _ = write!(table, "| {x:.1} |");
+            for (name, bits, m) in &mechs {
+                let mut out = [0.0];
+                let (mut s, mut s2) = (0.0, 0.0);
+                for _ in 0..n {
+                    m.privatize_into(&[x], &mut out, &mut rng)?;
+                    let d = out[0] - x;
+                    s += d;
+                    s2 += d * d;
+                }
+                let nf = n as f64;
+                let mean_err = s / nf;
+                let emp = (s2 - nf * mean_err * mean_err) / (nf - 1.0);
+                let exact = m.variance_at(&[x])?;
+                let _ = writeln!(
+                    csv,
+                    "{eps},{name},{bits},{x},{n},{},{emp},{exact}",
+                    mean_err * mean_err
+                );
+                let _ = write!(table, " {emp:.4} ({exact:.4}) |");
+            }
+            table.push('\n');
+        }
+    }
+    write_csv(&a.csv, &csv)?;
+    println!("{table}");
+    Ok(())
+}
+
+/// The data of paper 004 Fig. 3.
+fn vector_data(kind: u32, dim: usize, rng: &mut impl rand::Rng) -> Vec<f64> {
+    use rand::RngExt;
+    let mut v: Vec<f64> = match kind {
+        // Uniform on [0,1]^d, normalized to ℓ1 norm 1.
+        1 => (0..dim).map(|_| rng.random::<f64>()).collect(),
+        // Uniform on the sphere ∩ positive orthant: |N(0, I)| normalized.
+        _ => (0..dim)
+            .map(|_| {
+                let z: f64 = rng.sample(rand_distr::StandardNormal);
+                z.abs()
+            })
+            .collect(),
+    };
+    let norm = if kind == 1 {
+        v.iter().sum::<f64>()
+    } else {
+        v.iter().map(|x| x * x).sum::<f64>().sqrt()
+    };
+    v.iter_mut().for_each(|x| *x /= norm);
+    v
+}
+
+fn run_vector_experiment(a: &ExperimentArgs) -> Result<()> {
+    let n = a.clients.unwrap_or(10_000);
+    let d = a.dim;
+    if n < 1 || d < 1 || a.trials < 1 {
+        bail!("--clients, --dim and --trials must be at least 1");
+    }
+    // MVU on [-1, 1] per coordinate: b_in = 5 input bits, b_out = 3 output bits, metric DP with
+    // the setting's power; conditional dithering to ‖·‖_p ≤ R where R is the mean dithered norm
+    // bound E‖Dither(x)‖ plus a margin (privacy holds for any R; R only sets the rejection rate
+    // and the bias). ε_metric is set so that the Lemma 6 bound ε_metric·(R/r)^p equals ε.
+    let (b_in, b_out) = (5u32, 3u32);
+    let h = 2.0 / f64::from((1u32 << b_in) - 1);
+    let mut csv = String::from("data,epsilon,mechanism,trial,mse,predicted_note\n");
+    let mut table = String::from(
+        "| data | ε | MVU (b_in=5, b_out=3) MSE | R (dither bound) | Laplace / Gaussian MSE |\n|---|---|---|---|---|\n",
+    );
+    let mut rng = seeded_rng_for_experiments(a.seed);
+    for kind in [1u32, 2] {
+        let p = kind;
+        let label = if kind == 1 { "l1" } else { "l2+" };
+        // Dither bound: ℓ1: r + d·h/2 (worst-case expected growth) ; ℓ2: sqrt(r² + d h²/2).
+        let bound = if p == 1 {
+            1.0 + d as f64 * h / 2.0
+        } else {
+            (1.0 + d as f64 * h * h / 2.0).sqrt()
+        };
+        let datasets: Vec<Vec<Vec<f64>>> = (0..a.trials)
+            .map(|_| (0..n).map(|_| vector_data(kind, d, &mut rng)).collect())
+            .collect();
+        for &eps in &a.epsilons {
+            let eps_metric = eps / bound.powi(p as i32);
+            let (r, _) = design_with_time(
+                b_in,
+                b_out,
+                eps_metric,
+                DpConstraint::Metric { power: p },
+                &DesignOptions::default(),
+            )?;
+            let mech = MvuVector::new(r.design, d, 1.0, bound, 100_000)?;
+            let eps_vec = mech.epsilon();
+            if eps_vec > eps * (1.0 + 1e-9) {
+                bail!("internal: vector ε {eps_vec} exceeds {eps}");
+            }
+            let baseline: AnyRandomizer = if p == 1 {
+                Laplace::new(
+                    eps,
+                    Domain::L1Ball {
+                        dim: d,
+                        radius: 1.0,
+                    },
+                )?
+                .into()
+            } else {
+                Gaussian::new(
+                    eps,
+                    1.0 / (n as f64 + 1.0),
+                    Domain::L2Ball {
+                        dim: d,
+                        radius: 1.0,
+                    },
+                )?
+                .into()
+            };
+            let (mut mse_m, mut mse_b) = (0.0, 0.0);
+            for (t, data) in datasets.iter().enumerate() {
+                let mut sum_x = vec![0.0; d];
+                let mut sum_m = vec![0.0; d];
+                let mut sum_b = vec![0.0; d];
+                let mut out = vec![0.0; d];
+                for x in data {
+                    sum_x.iter_mut().zip(x).for_each(|(s, v)| *s += v);
+                    mech.privatize_into(x, &mut out, &mut rng)?;
+                    sum_m.iter_mut().zip(&out).for_each(|(s, v)| *s += v);
+                    baseline.privatize_into(x, &mut out, &mut rng)?;
+                    sum_b.iter_mut().zip(&out).for_each(|(s, v)| *s += v);
+                }
+                let nf = n as f64;
+                let e_m: f64 = sum_x
+                    .iter()
+                    .zip(&sum_m)
+                    .map(|(a, b)| ((a - b) / nf).powi(2))
+                    .sum();
+                let e_b: f64 = sum_x
+                    .iter()
+                    .zip(&sum_b)
+                    .map(|(a, b)| ((a - b) / nf).powi(2))
+                    .sum();
+                let _ = writeln!(csv, "{label},{eps},mvu,{t},{e_m},eps_vec={eps_vec}");
+                let _ = writeln!(csv, "{label},{eps},{},{t},{e_b},", baseline.name());
+                mse_m += e_m;
+                mse_b += e_b;
+            }
+            let tf = a.trials as f64;
+            let _ = writeln!(
+                table,
+                "| {label} | {eps} | {:.4e} | {bound:.3} | {:.4e} ({}) |",
+                mse_m / tf,
+                mse_b / tf,
+                baseline.name()
+            );
+        }
+    }
+    write_csv(&a.csv, &csv)?;
+    println!("{table}");
+    Ok(())
+}

@@ -183,11 +183,13 @@ impl Client {
 
     /// `GET /v1/models/{name}/draw` in JSON.
     pub async fn draw_json(&self, name: &str) -> Result<Vec<f32>, ClientError> {
-        let resp = self
-            .http
-            .get(self.url(&format!("/v1/models/{name}/draw")))
-            .send()
-            .await?;
+        self.draw_json_path(&format!("/v1/models/{name}/draw"))
+            .await
+    }
+
+    /// `GET` of a draw-like path in JSON.
+    pub async fn draw_json_path(&self, path: &str) -> Result<Vec<f32>, ClientError> {
+        let resp = self.http.get(self.url(path)).send().await?;
         if resp.status().as_u16() != 200 {
             return Err(api_error(resp).await);
         }
@@ -214,9 +216,19 @@ impl Client {
 
     /// `POST /v1/models/{name}/updates` in JSON.
     pub async fn submit_json(&self, name: &str, weights: &[f32]) -> Result<Submitted, ClientError> {
+        self.submit_json_path(&format!("/v1/models/{name}/updates"), weights)
+            .await
+    }
+
+    /// `POST` of an update to a path in JSON.
+    pub async fn submit_json_path(
+        &self,
+        path: &str,
+        weights: &[f32],
+    ) -> Result<Submitted, ClientError> {
         let resp = self
             .http
-            .post(self.url(&format!("/v1/models/{name}/updates")))
+            .post(self.url(path))
             .json(&serde_json::json!({ "weights": weights }))
             .send()
             .await?;

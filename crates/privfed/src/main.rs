@@ -5,7 +5,9 @@ mod bench;
 mod build;
 mod describe;
 mod dme;
+mod loadgen;
 mod output;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,6 +30,10 @@ enum Command {
     /// Measure privatize time per vector of PrivUnit2 and PrivUnitG against the cost of drawing
     /// d standard normals (the floor).
     Bench(bench::BenchArgs),
+    /// Serve Draw-and-Discard models over HTTP (paper 003).
+    Serve(serve::ServeArgs),
+    /// Load a Draw-and-Discard server with simulated devices; report updates/s and latency.
+    Loadgen(loadgen::LoadgenArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +42,8 @@ fn main() -> ExitCode {
         Command::Describe(args) => describe::run(&args),
         Command::Dme(args) => dme::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Serve(args) => serve::run(&args),
+        Command::Loadgen(args) => loadgen::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,7 +7,9 @@ mod build;
 mod describe;
 mod dme;
 mod mvu;
+mod loadgen;
 mod output;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -40,6 +42,10 @@ enum Command {
     /// Privacy-aware compression (paper 004): design MVU mechanisms, run its experiments.
     #[command(subcommand)]
     Mvu(mvu::MvuCommand),
+    /// Serve Draw-and-Discard models over HTTP (paper 003).
+    Serve(serve::ServeArgs),
+    /// Load a Draw-and-Discard server with simulated devices; report updates/s and latency.
+    Loadgen(loadgen::LoadgenArgs),
 }
 
 /// `privfed account` with its output flag.
@@ -88,6 +94,8 @@ fn main() -> ExitCode {
         Command::Calibrate(c) => report(account::run_calibrate(&c.args), c.json),
         Command::Analyze(c) => report(account::run_analyze(&c.cmd), c.json),
         Command::Mvu(cmd) => mvu::run(&cmd),
+        Command::Serve(args) => serve::run(&args),
+        Command::Loadgen(args) => loadgen::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

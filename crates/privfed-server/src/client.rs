@@ -1,0 +1,275 @@
+//! A Rust client of the server (reqwest), used by the load generator, the simulator's `--server`
+//! mode and the tests.
+
+use crate::model::{CreateModel, decode_f32, encode_f32};
+use serde::Deserialize;
+
+/// A client failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// Transport failure (connection refused, timeout, …).
+    #[error("HTTP transport: {0}")]
+    Http(#[from] reqwest::Error),
+    /// The server answered with an error status and a JSON error body.
+    #[error("server answered {status} {code}: {message}")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// The body's `error` code.
+        code: String,
+        /// The body's `message`.
+        message: String,
+    },
+    /// The server's answer could not be decoded.
+    #[error("could not decode the answer: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    /// The HTTP status, if the server answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// Result of a submitted update.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submitted {
+    /// 202: stored.
+    Accepted,
+    /// 422: rejected by the spam filter, with the server's reason.
+    Rejected(String),
+}
+
+/// `GET /v1/models/{name}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ModelInfo {
+    /// Name.
+    pub name: String,
+    /// Weights.
+    pub dim: usize,
+    /// Instances.
+    pub k: usize,
+    /// Initialization std.
+    pub init_std: f64,
+    /// Spam band, if any.
+    pub spam_sigmas: Option<f64>,
+    /// Accepted updates.
+    pub updates_accepted: u64,
+    /// Rejected updates.
+    pub updates_rejected: u64,
+    /// Average of the instances.
+    pub mean: Vec<f64>,
+    /// Sample variance across instances, averaged over weights.
+    pub intra_model_variance: f64,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: String,
+    message: String,
+}
+
+#[derive(Deserialize)]
+struct WeightsBody {
+    weights: Vec<f32>,
+}
+
+/// A client of one server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    admin_token: Option<String>,
+}
+
+async fn api_error(resp: reqwest::Response) -> ClientError {
+    let status = resp.status().as_u16();
+    match resp.json::<ErrorBody>().await {
+        Ok(b) => ClientError::Api {
+            status,
+            code: b.error,
+            message: b.message,
+        },
+        Err(_) => ClientError::Api {
+            status,
+            code: "unknown".into(),
+            message: "non-JSON error body".into(),
+        },
+    }
+}
+
+impl Client {
+    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:8080`).
+    pub fn new(base_url: &str) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(usize::MAX)
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(Self {
+            http,
+            base: base_url.trim_end_matches('/').to_string(),
+            admin_token: None,
+        })
+    }
+
+    /// Uses `token` as the admin bearer token.
+    pub fn with_admin_token(mut self, token: &str) -> Self {
+        self.admin_token = Some(token.to_string());
+        self
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    fn admin(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.admin_token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        }
+    }
+
+    /// `POST /v1/models`.
+    pub async fn create_model(&self, req: &CreateModel) -> Result<(), ClientError> {
+        let resp = self
+            .admin(self.http.post(self.url("/v1/models")))
+            .json(req)
+            .send()
+            .await?;
+        if resp.status().as_u16() == 201 {
+            Ok(())
+        } else {
+            Err(api_error(resp).await)
+        }
+    }
+
+    /// `DELETE /v1/models/{name}`.
+    pub async fn delete_model(&self, name: &str) -> Result<(), ClientError> {
+        let resp = self
+            .admin(self.http.delete(self.url(&format!("/v1/models/{name}"))))
+            .send()
+            .await?;
+        if resp.status().as_u16() == 204 {
+            Ok(())
+        } else {
+            Err(api_error(resp).await)
+        }
+    }
+
+    /// `GET /v1/models/{name}/draw` in the binary format.
+    pub async fn draw(&self, name: &str) -> Result<Vec<f32>, ClientError> {
+        self.draw_path(&format!("/v1/models/{name}/draw")).await
+    }
+
+    /// `GET` of a draw-like path (binary); used for the benchmark ceiling too.
+    pub async fn draw_path(&self, path: &str) -> Result<Vec<f32>, ClientError> {
+        let resp = self
+            .http
+            .get(self.url(path))
+            .header("accept", "application/octet-stream")
+            .send()
+            .await?;
+        if resp.status().as_u16() != 200 {
+            return Err(api_error(resp).await);
+        }
+        let b = resp.bytes().await?;
+        decode_f32(&b).ok_or_else(|| ClientError::Decode("length not a multiple of 4".into()))
+    }
+
+    /// `GET /v1/models/{name}/draw` in JSON.
+    pub async fn draw_json(&self, name: &str) -> Result<Vec<f32>, ClientError> {
+        self.draw_json_path(&format!("/v1/models/{name}/draw"))
+            .await
+    }
+
+    /// `GET` of a draw-like path in JSON.
+    pub async fn draw_json_path(&self, path: &str) -> Result<Vec<f32>, ClientError> {
+        let resp = self.http.get(self.url(path)).send().await?;
+        if resp.status().as_u16() != 200 {
+            return Err(api_error(resp).await);
+        }
+        Ok(resp.json::<WeightsBody>().await?.weights)
+    }
+
+    /// `POST /v1/models/{name}/updates` in the binary format.
+    pub async fn submit(&self, name: &str, weights: &[f32]) -> Result<Submitted, ClientError> {
+        self.submit_path(&format!("/v1/models/{name}/updates"), weights)
+            .await
+    }
+
+    /// `POST` of an update to a path (binary); used for the benchmark ceiling too.
+    pub async fn submit_path(&self, path: &str, weights: &[f32]) -> Result<Submitted, ClientError> {
+        let resp = self
+            .http
+            .post(self.url(path))
+            .header("content-type", "application/octet-stream")
+            .body(encode_f32(weights))
+            .send()
+            .await?;
+        Self::submitted(resp).await
+    }
+
+    /// `POST /v1/models/{name}/updates` in JSON.
+    pub async fn submit_json(&self, name: &str, weights: &[f32]) -> Result<Submitted, ClientError> {
+        self.submit_json_path(&format!("/v1/models/{name}/updates"), weights)
+            .await
+    }
+
+    /// `POST` of an update to a path in JSON.
+    pub async fn submit_json_path(
+        &self,
+        path: &str,
+        weights: &[f32],
+    ) -> Result<Submitted, ClientError> {
+        let resp = self
+            .http
+            .post(self.url(path))
+            .json(&serde_json::json!({ "weights": weights }))
+            .send()
+            .await?;
+        Self::submitted(resp).await
+    }
+
+    async fn submitted(resp: reqwest::Response) -> Result<Submitted, ClientError> {
+        match resp.status().as_u16() {
+            202 => Ok(Submitted::Accepted),
+            422 => match api_error(resp).await {
+                ClientError::Api { message, .. } => Ok(Submitted::Rejected(message)),
+                e => Err(e),
+            },
+            _ => Err(api_error(resp).await),
+        }
+    }
+
+    /// `GET /v1/models/{name}`.
+    pub async fn model(&self, name: &str) -> Result<ModelInfo, ClientError> {
+        let resp = self
+            .http
+            .get(self.url(&format!("/v1/models/{name}")))
+            .send()
+            .await?;
+        if resp.status().as_u16() != 200 {
+            return Err(api_error(resp).await);
+        }
+        resp.json::<ModelInfo>()
+            .await
+            .map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// `GET /healthz` answered 200.
+    pub async fn healthy(&self) -> Result<bool, ClientError> {
+        Ok(self
+            .http
+            .get(self.url("/healthz"))
+            .send()
+            .await?
+            .status()
+            .as_u16()
+            == 200)
+    }
+}

@@ -1,0 +1,118 @@
+//! Errors of the server, and the one place where they become HTTP responses.
+//!
+//! Every error reaches the client as a JSON body `{"error": CODE, "message": TEXT}` with the
+//! status below. Internal failures (store I/O, Redis) are logged with their detail and reach the
+//! client only as `{"error": "internal", "message": "internal error"}`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use privfed_learn::ddml::SpamRejection;
+
+/// A store failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// No model of that name.
+    #[error("no model named `{0}`")]
+    NotFound(String),
+    /// A model of that name exists already.
+    #[error("a model named `{0}` exists already")]
+    Conflict(String),
+    /// The backend failed (I/O, database, network); the detail is for logs only.
+    #[error("store backend: {0}")]
+    Backend(String),
+}
+
+/// An error answered to an HTTP client.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// 401: no `Authorization: Bearer` header on an admin route.
+    #[error("missing bearer token")]
+    Unauthorized,
+    /// 403: wrong admin token.
+    #[error("invalid admin token")]
+    Forbidden,
+    /// 404: unknown model (or route).
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: the model exists.
+    #[error("{0}")]
+    Conflict(String),
+    /// 400: malformed request (bad JSON, wrong length, non-finite weight, bad parameter).
+    #[error("{0}")]
+    BadRequest(String),
+    /// 413: body larger than the limit (bytes).
+    #[error("request body exceeds {0} bytes")]
+    PayloadTooLarge(usize),
+    /// 415: unsupported content type.
+    #[error("unsupported content type `{0}`: use application/json or application/octet-stream")]
+    UnsupportedMediaType(String),
+    /// 422: the spam filter rejected the update.
+    #[error("{0}")]
+    Rejected(SpamRejection),
+    /// 500: an internal failure (detail logged, never sent).
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Rejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable machine-readable code in the body's `error` field.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden => "forbidden",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::Rejected(_) => "rejected_by_spam_filter",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(n) => ApiError::NotFound(format!("no model named `{n}`")),
+            StoreError::Conflict(n) => ApiError::Conflict(format!("a model named `{n}` exists")),
+            StoreError::Backend(d) => ApiError::Internal(d),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(detail) = &self {
+            tracing::error!(%detail, "internal error");
+        }
+        let status = self.status();
+        let mut body = serde_json::json!({"error": self.code(), "message": self.to_string()});
+        if let ApiError::Rejected(r) = &self {
+            body["rejection"] = serde_json::to_value(r).unwrap_or_default();
+        }
+        let mut resp = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}

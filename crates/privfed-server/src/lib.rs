@@ -1,0 +1,50 @@
+//! # privfed-server
+//!
+//! The Draw-and-Discard model server of paper 003 (`ALGORITHMS.md` §4.2): each model has `k`
+//! instances; a client draws a uniformly random one, takes a noisy local step
+//! (`privfed_learn::client`) and posts the result, which overwrites a uniformly random instance
+//! chosen independently of the draw. The logic comes from `privfed_learn::ddml`; this crate owns
+//! HTTP and storage.
+//!
+//! ## Routes
+//! | route | who | answers |
+//! |---|---|---|
+//! | `POST /v1/models` `{"name","dim","k","init_std"?,"spam_sigmas"?,"spam_max_outside_fraction"?}` | admin | 201, 400, 401, 403, 409 |
+//! | `DELETE /v1/models/{name}` | admin | 204, 401, 403, 404 |
+//! | `GET /v1/models/{name}/draw` (JSON, or raw LE `f32` with `Accept: application/octet-stream`) | anyone | 200, 404 |
+//! | `POST /v1/models/{name}/updates` (JSON `{"weights"}` or raw LE `f32`) | anyone | 202, 400, 404, 413, 415, 422 |
+//! | `GET /v1/models/{name}` | anyone | 200 (counters, mean, intra-model variance), 404 |
+//! | `GET /healthz`, `GET /metrics`, `GET /openapi.json` | anyone | 200 |
+//!
+//! Admin routes need `Authorization: Bearer TOKEN` (401 without it, 403 with a wrong one).
+//! Errors are JSON `{"error", "message"}` ([`error`]). Weights are stored as `f32`.
+//!
+//! ## Stores
+//! [`store::embedded::EmbeddedStore`] (redb, group commit, crash consistent) and
+//! [`store::redis::RedisStore`] (shared by several processes).
+
+pub mod api;
+pub mod client;
+pub mod error;
+pub mod loadgen;
+pub mod metrics;
+pub mod model;
+pub mod openapi;
+pub mod store;
+
+pub use api::{AppState, router};
+pub use error::{ApiError, StoreError};
+pub use store::{Store, embedded::EmbeddedStore, redis::RedisStore};
+
+use std::sync::Arc;
+
+/// Serves `state` on `listener` until `shutdown` resolves (then finishes in-flight requests).
+pub async fn serve<S: Store>(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState<S>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

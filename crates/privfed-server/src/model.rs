@@ -1,0 +1,191 @@
+//! Model specifications, request validation and the binary weight format.
+
+use crate::error::ApiError;
+use privfed_learn::ddml::SpamFilter;
+use serde::{Deserialize, Serialize};
+
+/// Largest number of weights a model may have.
+pub const MAX_DIM: usize = 1 << 22;
+/// Largest number of instances.
+pub const MAX_K: usize = 1000;
+/// Largest `dim × k` (floats held per model).
+pub const MAX_FLOATS: usize = 1 << 25;
+
+/// A model as the server stores it. Weights are stored as `f32`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    /// Name: 1–64 characters from `[A-Za-z0-9_.-]`.
+    pub name: String,
+    /// Number of weights `p`.
+    pub dim: usize,
+    /// Number of instances `k`.
+    pub k: usize,
+    /// Standard deviation of the initialization `N(0, init_std²)`; paper 003 asks for
+    /// `√((k/2)·σ²)` with `σ²` the clients' noise variance.
+    pub init_std: f64,
+    /// The spam filter, if enabled.
+    pub spam: Option<SpamFilter>,
+    /// A random identifier of this incarnation of the model (a deleted and re-created model has
+    /// a new one), used by stores shared between processes.
+    pub generation: u64,
+}
+
+/// The body of `POST /v1/models`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateModel {
+    /// Model name.
+    pub name: String,
+    /// Number of weights.
+    pub dim: usize,
+    /// Number of instances.
+    pub k: usize,
+    /// Initialization standard deviation (default 0).
+    #[serde(default)]
+    pub init_std: Option<f64>,
+    /// Spam filter band in standard deviations (default: no filter).
+    #[serde(default)]
+    pub spam_sigmas: Option<f64>,
+    /// Fraction of weights allowed outside the band (default 0).
+    #[serde(default)]
+    pub spam_max_outside_fraction: Option<f64>,
+}
+
+/// Checks a model name.
+pub fn validate_name(name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest(
+            "model name must be 1-64 characters from [A-Za-z0-9_.-]".into(),
+        ))
+    }
+}
+
+impl CreateModel {
+    /// Validates the request and builds the spec (with the given generation).
+    pub fn into_spec(self, generation: u64) -> Result<ModelSpec, ApiError> {
+        validate_name(&self.name)?;
+        if self.dim == 0 || self.dim > MAX_DIM {
+            return Err(ApiError::BadRequest(format!(
+                "dim must lie in 1..={MAX_DIM}"
+            )));
+        }
+        if self.k == 0 || self.k > MAX_K {
+            return Err(ApiError::BadRequest(format!("k must lie in 1..={MAX_K}")));
+        }
+        if self.dim * self.k > MAX_FLOATS {
+            return Err(ApiError::BadRequest(format!(
+                "dim × k must be at most {MAX_FLOATS}"
+            )));
+        }
+        let init_std = self.init_std.unwrap_or(0.0);
+        if !(init_std.is_finite() && (0.0..=1e6).contains(&init_std)) {
+            return Err(ApiError::BadRequest(
+                "init_std must be finite and in [0, 1e6]".into(),
+            ));
+        }
+        let spam = match self.spam_sigmas {
+            None => {
+                if self.spam_max_outside_fraction.is_some() {
+                    return Err(ApiError::BadRequest(
+                        "spam_max_outside_fraction needs spam_sigmas".into(),
+                    ));
+                }
+                None
+            }
+            Some(t) => {
+                let f = SpamFilter::new(t, self.spam_max_outside_fraction.unwrap_or(0.0))
+                    .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+                if self.k < 2 || init_std == 0.0 {
+                    return Err(ApiError::BadRequest(
+                        "the spam filter needs k ≥ 2 and init_std > 0 (a spread across instances)"
+                            .into(),
+                    ));
+                }
+                Some(f)
+            }
+        };
+        Ok(ModelSpec {
+            name: self.name,
+            dim: self.dim,
+            k: self.k,
+            init_std,
+            spam,
+            generation,
+        })
+    }
+}
+
+impl ModelSpec {
+    /// Largest accepted JSON body for an update: 64 bytes plus 32 per weight (the shortest
+    /// round-trip form of an `f32` has at most 15 characters).
+    pub fn json_body_limit(&self) -> usize {
+        64 + 32 * self.dim
+    }
+
+    /// Largest accepted binary body: `4·dim` bytes plus slack, so near misses are reported as a
+    /// wrong length (400) and only gross excess as 413.
+    pub fn binary_body_limit(&self) -> usize {
+        4 * self.dim + 1024
+    }
+}
+
+/// Weights as little-endian `f32` bytes.
+pub fn encode_f32(w: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 * w.len());
+    for x in w {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+/// Little-endian `f32` bytes to weights; `None` if the length is not a multiple of 4.
+pub fn decode_f32(b: &[u8]) -> Option<Vec<f32>> {
+    if !b.len().is_multiple_of(4) {
+        return None;
+    }
+    Some(
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
+
+/// Checks an update's length and that every weight is finite.
+pub fn validate_weights(w: &[f32], dim: usize) -> Result<(), ApiError> {
+    if w.len() != dim {
+        return Err(ApiError::BadRequest(format!(
+            "update has {} weights, the model has {dim}",
+            w.len()
+        )));
+    }
+    if let Some(i) = w.iter().position(|x| !x.is_finite()) {
+        return Err(ApiError::BadRequest(format!(
+            "weight {i} is not finite (or overflows f32)"
+        )));
+    }
+    Ok(())
+}
+
+/// Converts JSON numbers to `f32`, rejecting values that overflow it.
+pub fn f64_to_f32_weights(w: &[f64]) -> Result<Vec<f32>, ApiError> {
+    w.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            let y = x as f32;
+            if y.is_finite() {
+                Ok(y)
+            } else {
+                Err(ApiError::BadRequest(format!(
+                    "weight {i} is not finite (or overflows f32)"
+                )))
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,70 @@
+//! The OpenAPI 3.1 description served at `GET /openapi.json` (written by hand; the tests check
+//! that every route of the router appears in it).
+
+use serde_json::{Value, json};
+
+fn err(desc: &str) -> Value {
+    json!({"description": desc, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+}
+
+/// The document.
+pub fn document() -> Value {
+    let weights = json!({"type": "object", "required": ["weights"],
+        "properties": {"weights": {"type": "array", "items": {"type": "number"}}}});
+    json!({
+      "openapi": "3.1.0",
+      "info": {"title": "privfed Draw-and-Discard server", "version": env!("CARGO_PKG_VERSION"),
+               "description": "Paper 003 (Draw and Discard): k instances per model; clients draw a uniformly random instance, take a noisy local step, and post the result, which overwrites a uniformly random instance. Weights are stored as f32."},
+      "components": {
+        "securitySchemes": {"admin": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+          "Error": {"type": "object", "required": ["error", "message"],
+                    "properties": {"error": {"type": "string"}, "message": {"type": "string"}}},
+          "Weights": weights,
+          "CreateModel": {"type": "object", "required": ["name", "dim", "k"], "properties": {
+              "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+              "dim": {"type": "integer", "minimum": 1}, "k": {"type": "integer", "minimum": 1},
+              "init_std": {"type": "number", "minimum": 0},
+              "spam_sigmas": {"type": "number", "exclusiveMinimum": 0},
+              "spam_max_outside_fraction": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
+          "Model": {"type": "object", "properties": {
+              "name": {"type": "string"}, "dim": {"type": "integer"}, "k": {"type": "integer"},
+              "init_std": {"type": "number"}, "spam_sigmas": {"type": ["number", "null"]},
+              "spam_max_outside_fraction": {"type": ["number", "null"]},
+              "updates_accepted": {"type": "integer"}, "updates_rejected": {"type": "integer"},
+              "mean": {"type": "array", "items": {"type": "number"}},
+              "intra_model_variance": {"type": "number"}}}
+        }
+      },
+      "paths": {
+        "/v1/models": {"post": {"summary": "Create a model (admin)", "security": [{"admin": []}],
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateModel"}}}},
+            "responses": {"201": {"description": "created"}, "400": err("invalid parameters"),
+                          "401": err("no bearer token"), "403": err("wrong token"), "409": err("exists")}}},
+        "/v1/models/{name}": {
+          "get": {"summary": "Counters, mean model and intra-model variance",
+            "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "the model", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Model"}}}}, "404": err("unknown model")}},
+          "delete": {"summary": "Delete a model (admin)", "security": [{"admin": []}],
+            "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"204": {"description": "deleted"}, "401": err("no bearer token"), "403": err("wrong token"), "404": err("unknown model")}}},
+        "/v1/models/{name}/draw": {"get": {"summary": "A uniformly random instance",
+            "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "weights", "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/Weights"}},
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary", "description": "dim little-endian f32"}}}},
+              "404": err("unknown model")}}},
+        "/v1/models/{name}/updates": {"post": {"summary": "Submit an updated model; it overwrites a uniformly random instance",
+            "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "requestBody": {"required": true, "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/Weights"}},
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+            "responses": {"202": {"description": "accepted and durable"}, "400": err("malformed: wrong length, non-finite"),
+                          "404": err("unknown model"), "413": err("body too large"), "415": err("unsupported content type"),
+                          "422": err("rejected by the spam filter")}}},
+        "/healthz": {"get": {"summary": "Liveness and store health", "responses": {"200": {"description": "ok"}, "503": {"description": "store unavailable"}}}},
+        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition format"}}}},
+        "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
+      }
+    })
+}

@@ -1,0 +1,77 @@
+//! `privfed serve`: the Draw-and-Discard model server (paper 003) over HTTP.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use privfed_server::{AppState, EmbeddedStore, RedisStore, Store};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Arguments of `privfed serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on, HOST:PORT.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Directory of the embedded database (the default store).
+    #[arg(long, default_value = "privfed-data")]
+    pub data_dir: PathBuf,
+    /// Bearer token required by the model-management routes.
+    #[arg(long)]
+    pub admin_token: String,
+    /// Keep the instances in Redis instead (redis://HOST:PORT[/DB]); several servers may share it.
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Also mount the benchmark ceiling routes /bench/{dim} (answer and read a payload, no store).
+    #[arg(long)]
+    pub bench_routes: bool,
+    /// Tokio worker threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+async fn run_with<S: Store>(args: &ServeArgs, store: S) -> anyhow::Result<()> {
+    let mut state = AppState::new(store, args.admin_token.clone());
+    state.bench_routes = args.bench_routes;
+    let listener = tokio::net::TcpListener::bind(&args.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.addr))?;
+    eprintln!(
+        "privfed serve: listening on http://{}",
+        listener.local_addr()?
+    );
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    privfed_server::serve(listener, Arc::new(state), shutdown).await?;
+    Ok(())
+}
+
+/// Runs the server until Ctrl-C.
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.admin_token.trim().is_empty() {
+        bail!("--admin-token must not be empty");
+    }
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if let Some(t) = args.threads {
+        rt.worker_threads(t.max(1));
+    }
+    let rt = rt.build()?;
+    rt.block_on(async {
+        match &args.store {
+            None => {
+                let store = EmbeddedStore::open(&args.data_dir).with_context(|| {
+                    format!("cannot open the store in {}", args.data_dir.display())
+                })?;
+                run_with(args, store).await
+            }
+            Some(url) if url.starts_with("redis://") => {
+                let store = RedisStore::connect(url)
+                    .await
+                    .with_context(|| format!("cannot connect to {url}"))?;
+                run_with(args, store).await
+            }
+            Some(other) => bail!("unsupported --store `{other}` (expected redis://HOST:PORT)"),
+        }
+    })
+}

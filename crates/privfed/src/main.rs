@@ -3,6 +3,7 @@
 
 mod bench;
 mod build;
+mod ddml;
 mod describe;
 mod dme;
 mod output;
@@ -28,6 +29,8 @@ enum Command {
     /// Measure privatize time per vector of PrivUnit2 and PrivUnitG against the cost of drawing
     /// d standard normals (the floor).
     Bench(bench::BenchArgs),
+    /// Draw-and-Discard (paper 003): simulate training, regenerate the experiments.
+    Ddml(ddml::DdmlArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         Command::Describe(args) => describe::run(&args),
         Command::Dme(args) => dme::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Ddml(args) => ddml::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -48,6 +48,14 @@ pub enum LearnError {
     /// An error from the mechanisms crate (noise calibration).
     #[error(transparent)]
     Mechanism(#[from] privfed_mechanisms::MechanismError),
+    /// A dataset file is missing, unreadable or malformed (see [`crate::data`]).
+    #[error("dataset file {path}: {reason}")]
+    Data {
+        /// The file (or directory) concerned.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl LearnError {

@@ -4,7 +4,9 @@
 //! Draw-and-Discard ([`client`], paper 003 Alg. 1, `ALGORITHMS.md` §4.1) and the store-agnostic
 //! Draw-and-Discard server logic ([`ddml`], paper 003 Alg. 2, `ALGORITHMS.md` §4.2).
 //!
-//! Like the mechanisms crate this is pure: no I/O, no clock, no global RNG. Randomness comes in as
+//! Dataset loading ([`data`]) and the in-process simulation of paper 003's experiments
+//! ([`simulate`]) build on them. Apart from the file loaders in [`data`] this is pure: no I/O, no
+//! clock, no global RNG. Randomness comes in as
 //! `rng: &mut R` with `R: Rng + CryptoRng`.
 //!
 //! ## Example: one Draw-and-Discard round trip in memory
@@ -29,8 +31,10 @@
 //! ```
 
 pub mod client;
+pub mod data;
 pub mod ddml;
 pub mod error;
 pub mod glm;
+pub mod simulate;
 
 pub use error::{LearnError, Result};

@@ -4,6 +4,7 @@
 mod account;
 mod bench;
 mod build;
+mod ddml;
 mod describe;
 mod dme;
 mod mvu;
@@ -46,6 +47,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Load a Draw-and-Discard server with simulated devices; report updates/s and latency.
     Loadgen(loadgen::LoadgenArgs),
+    /// Draw-and-Discard (paper 003): simulate training, regenerate the experiments.
+    Ddml(ddml::DdmlArgs),
 }
 
 /// `privfed account` with its output flag.
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Mvu(cmd) => mvu::run(&cmd),
         Command::Serve(args) => serve::run(&args),
         Command::Loadgen(args) => loadgen::run(&args),
+        Command::Ddml(args) => ddml::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

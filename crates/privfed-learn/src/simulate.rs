@@ -1,0 +1,750 @@
+//! In-process Draw-and-Discard training over simulated clients (paper 003 §V, `ALGORITHMS.md`
+//! §4.4).
+//!
+//! Each pass shuffles the training rows and deals them to clients, `N_c` consecutive rows per
+//! client (the last client of a pass may get fewer); every client draws an instance from the
+//! server, runs the noisy client step of Alg. 1 ([`ClientStep`]) on its rows and submits the
+//! result. The server side is behind the small [`ModelServer`] trait so that the same loop can
+//! drive the in-memory [`InProcessServer`] (a [`DrawAndDiscard`] engine) or, later, a live HTTP
+//! server.
+//!
+//! The instances start at `N(0, (k/2)·σ²)` (paper 003 §V-A), where `σ²` is the client's
+//! per-weight noise variance; without client noise the paper initializes "with ε = 1 in the
+//! client-side noise calculation", i.e. `σ² = 2·(2γ/1)² = 8γ²` (Laplace), and so does
+//! [`initial_noise_variance`].
+//!
+//! The report ([`SimReport`]) gives the held-out accuracy and loss of the average of the `k`
+//! instances, the training loss, the update counters, the intra-model variance against its
+//! Thm. 1 prediction `(k/2)·σ²` (exact in expectation only for pure-noise updates: with learning,
+//! the instances also differ by their different gradient histories), the three-adversary privacy
+//! report ([`adversary_report`]) and, when the dataset has known weights,
+//! `weights_max_abs_error = max_j |b̄_j − w_j|`.
+
+use crate::client::{ClientNoise, ClientStep, PrivacyUnit};
+use crate::data::Dataset;
+use crate::ddml::{
+    AdversaryReport, DdmlStats, DrawAndDiscard, Outcome, SpamFilter, Strategy, adversary_report,
+    initialize_with_std, predicted_intra_model_variance,
+};
+use crate::error::{LearnError, Result, check_positive};
+use crate::glm::{Example, Glm};
+use privfed_mechanisms::laplace::sample_laplace;
+use privfed_mechanisms::rng::ExperimentRng;
+use rand::seq::SliceRandom;
+use serde::Serialize;
+
+/// A model instance handed to a client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drawn {
+    /// Which instance (used only by [`Strategy::ReplaceDrawn`]; a server that does not track
+    /// draws may put 0 here).
+    pub index: usize,
+    /// Its weights.
+    pub weights: Vec<f64>,
+}
+
+/// The server side of a Draw-and-Discard simulation: the operations the simulated clients and
+/// the evaluation need. [`InProcessServer`] implements it in memory; an HTTP client of a live
+/// server can implement it too (draw = `GET /draw`, submit = `POST /updates`).
+pub trait ModelServer {
+    /// Number of instances `k`.
+    fn k(&self) -> usize;
+    /// Number of weights.
+    fn dim(&self) -> usize;
+    /// Serves an instance.
+    fn draw(&mut self, rng: &mut ExperimentRng) -> Result<Drawn>;
+    /// Folds in an update computed from `drawn`.
+    fn submit(&mut self, drawn: &Drawn, update: &[f64], rng: &mut ExperimentRng)
+    -> Result<Outcome>;
+    /// The average of the instances (the prediction model).
+    fn mean_model(&mut self) -> Result<Vec<f64>>;
+    /// The intra-model variance (sample variance across instances, averaged over weights).
+    fn intra_model_variance(&mut self) -> Result<f64>;
+    /// The counters.
+    fn stats(&mut self) -> Result<DdmlStats>;
+}
+
+/// The in-memory [`ModelServer`]: a [`DrawAndDiscard`] engine.
+#[derive(Debug, Clone)]
+pub struct InProcessServer {
+    engine: DrawAndDiscard,
+}
+
+impl InProcessServer {
+    /// Wraps an engine.
+    pub fn new(engine: DrawAndDiscard) -> Self {
+        Self { engine }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &DrawAndDiscard {
+        &self.engine
+    }
+}
+
+impl ModelServer for InProcessServer {
+    fn k(&self) -> usize {
+        self.engine.k()
+    }
+    fn dim(&self) -> usize {
+        self.engine.dim()
+    }
+    fn draw(&mut self, rng: &mut ExperimentRng) -> Result<Drawn> {
+        let index = self.engine.draw(rng);
+        Ok(Drawn {
+            index,
+            weights: self.engine.instance(index).to_vec(),
+        })
+    }
+    fn submit(
+        &mut self,
+        drawn: &Drawn,
+        update: &[f64],
+        rng: &mut ExperimentRng,
+    ) -> Result<Outcome> {
+        self.engine.submit(drawn.index, update, rng)
+    }
+    fn mean_model(&mut self) -> Result<Vec<f64>> {
+        Ok(self.engine.mean_model())
+    }
+    fn intra_model_variance(&mut self) -> Result<f64> {
+        Ok(self.engine.intra_model_variance())
+    }
+    fn stats(&mut self) -> Result<DdmlStats> {
+        Ok(self.engine.stats())
+    }
+}
+
+/// Parameters of a simulation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimConfig {
+    /// Number of instances `k` the server keeps.
+    pub k: usize,
+    /// How the server folds updates in.
+    pub strategy: Strategy,
+    /// Client noise.
+    pub noise: ClientNoise,
+    /// What the client guarantee protects.
+    pub unit: PrivacyUnit,
+    /// Learning rate γ.
+    pub learning_rate: f64,
+    /// Passes over the training data.
+    pub passes: usize,
+    /// Examples per client `N_c`.
+    pub examples_per_client: usize,
+    /// Spam filter band in standard deviations (none if `None`).
+    pub spam_sigmas: Option<f64>,
+    /// Evaluate on the held-out set after every pass (the learning curve).
+    pub evaluate_every_pass: bool,
+    /// `δ_T` of the adversary-III report.
+    pub delta_t: f64,
+}
+
+impl SimConfig {
+    /// Paper 003 §V-A defaults for `k` instances: draw-and-discard, no noise, γ = 0.001,
+    /// 20 passes, `N_c = 10`, no spam filter, per-pass evaluation, `δ_T = 10⁻⁸`.
+    pub fn paper_defaults(k: usize) -> Self {
+        Self {
+            k,
+            strategy: Strategy::DrawAndDiscard,
+            noise: ClientNoise::None,
+            unit: PrivacyUnit::Feature,
+            learning_rate: 0.001,
+            passes: 20,
+            examples_per_client: 10,
+            spam_sigmas: None,
+            evaluate_every_pass: true,
+            delta_t: 1e-8,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.k == 0 {
+            return Err(LearnError::invalid("k", 0.0, "must be ≥ 1"));
+        }
+        if self.passes == 0 {
+            return Err(LearnError::invalid("passes", 0.0, "must be ≥ 1"));
+        }
+        if self.examples_per_client == 0 {
+            return Err(LearnError::invalid(
+                "examples_per_client",
+                0.0,
+                "must be ≥ 1",
+            ));
+        }
+        check_positive("learning_rate", self.learning_rate)?;
+        if !(self.delta_t > 0.0 && self.delta_t < 0.5) {
+            return Err(LearnError::invalid(
+                "delta_t",
+                self.delta_t,
+                "must lie in (0, 1/2)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The per-weight variance `σ²` used for the initialization `N(0, (k/2)·σ²)`: the client's noise
+/// variance, or, without client noise, the Laplace variance at ε = 1, `8γ²` (paper 003 §V-A).
+pub fn initial_noise_variance(step: &ClientStep) -> f64 {
+    match step.noise() {
+        ClientNoise::None => 8.0 * step.learning_rate() * step.learning_rate(),
+        _ => step.noise_variance(),
+    }
+}
+
+/// Progress of a running simulation, passed to the callback.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Clients processed so far (over all passes).
+    pub clients_done: u64,
+    /// Clients in the whole run.
+    pub clients_total: u64,
+    /// The pass in progress (1-based).
+    pub pass: usize,
+    /// Held-out accuracy after the last finished pass, if evaluated.
+    pub accuracy: Option<f64>,
+}
+
+/// One point of the learning curve (after a pass).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CurvePoint {
+    /// Passes done.
+    pub pass: usize,
+    /// Training examples ingested so far (the paper's "sample size").
+    pub examples_seen: u64,
+    /// Held-out accuracy of the average model.
+    pub accuracy: f64,
+    /// Held-out loss of the average model.
+    pub loss: f64,
+    /// Intra-model variance.
+    pub intra_model_variance: f64,
+}
+
+/// The result of a simulation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimReport {
+    /// Dataset name.
+    pub dataset: &'static str,
+    /// Number of weights.
+    pub num_weights: usize,
+    /// The configuration.
+    pub config: SimConfig,
+    /// Training rows.
+    pub train_examples: usize,
+    /// Held-out rows.
+    pub test_examples: usize,
+    /// Clients per pass, `⌈rows/N_c⌉`.
+    pub clients_per_pass: usize,
+    /// Updates submitted (clients over all passes).
+    pub updates: u64,
+    /// The server's counters.
+    pub server: DdmlStats,
+    /// Held-out accuracy of the average of the `k` instances.
+    pub accuracy: f64,
+    /// Held-out mean loss of the average model.
+    pub loss: f64,
+    /// Training mean loss of the average model.
+    pub train_loss: f64,
+    /// Measured intra-model variance at the end.
+    pub intra_model_variance: f64,
+    /// `(k/2)·σ²` for the client noise variance σ² (paper 003 Thm. 1; 0 without noise).
+    pub predicted_intra_model_variance: f64,
+    /// Client per-weight noise variance σ².
+    pub noise_variance: f64,
+    /// The initialization variance `(k/2)·σ²_init` (see [`initial_noise_variance`]).
+    pub init_variance: f64,
+    /// Privacy against adversaries I/II/III (Laplace noise only; `T` = overwrites per instance).
+    pub privacy: Option<AdversaryReport>,
+    /// `max_j |b̄_j − w_j|` against the known weights, if the dataset has them.
+    pub weights_max_abs_error: Option<f64>,
+    /// The average model's weights (the estimate).
+    pub mean_weights: Vec<f64>,
+    /// Learning curve (one point per pass when `evaluate_every_pass`).
+    pub curve: Vec<CurvePoint>,
+}
+
+/// Mean loss and accuracy of `weights` over all rows of `table`, in chunks (no full copy).
+pub fn evaluate(glm: &Glm, weights: &[f64], table: &crate::data::Table) -> Result<(f64, f64)> {
+    if table.is_empty() {
+        return Err(LearnError::Empty("evaluation set"));
+    }
+    let (mut loss, mut acc) = (0.0, 0.0);
+    let chunk = 2048;
+    let mut start = 0;
+    while start < table.len() {
+        let end = (start + chunk).min(table.len());
+        let ex: Vec<Example> = (start..end).map(|i| table.example(i)).collect();
+        let n = ex.len() as f64;
+        loss += glm.loss(weights, &ex)? * n;
+        acc += glm.accuracy(weights, &ex)? * n;
+        start = end;
+    }
+    let n = table.len() as f64;
+    Ok((acc / n, loss / n))
+}
+
+/// Builds the initial instances and the in-process server for `config` over `dataset`.
+pub fn in_process_server(
+    dataset: &Dataset,
+    config: &SimConfig,
+    rng: &mut ExperimentRng,
+) -> Result<InProcessServer> {
+    config.validate()?;
+    let step = client_step(dataset, config)?;
+    let p = dataset.glm.num_weights();
+    let init_std = (predicted_intra_model_variance(config.k, initial_noise_variance(&step))).sqrt();
+    let instances = initialize_with_std(&vec![0.0; p], config.k, init_std, rng)?;
+    let filter = config
+        .spam_sigmas
+        .map(|s| SpamFilter::new(s, 0.0))
+        .transpose()?;
+    Ok(InProcessServer::new(DrawAndDiscard::new(
+        config.strategy,
+        instances,
+        filter,
+    )?))
+}
+
+fn client_step(dataset: &Dataset, config: &SimConfig) -> Result<ClientStep> {
+    ClientStep::new(
+        config.learning_rate,
+        config.noise,
+        config.unit,
+        dataset.glm.num_weights(),
+    )
+}
+
+/// Runs the simulation against `server`, calling `progress` every few clients and after every
+/// pass. Errors on an invalid configuration, an empty dataset, a server of the wrong dimension,
+/// or any error the server returns.
+pub fn simulate<S: ModelServer, F: FnMut(&Progress)>(
+    dataset: &Dataset,
+    config: &SimConfig,
+    server: &mut S,
+    rng: &mut ExperimentRng,
+    mut progress: F,
+) -> Result<SimReport> {
+    config.validate()?;
+    if dataset.train.is_empty() {
+        return Err(LearnError::Empty("training set"));
+    }
+    let glm = &dataset.glm;
+    let p = glm.num_weights();
+    if server.dim() != p {
+        return Err(LearnError::DimensionMismatch {
+            what: "server model",
+            expected: p,
+            got: server.dim(),
+        });
+    }
+    let step = client_step(dataset, config)?;
+    let n = dataset.train.len();
+    let nc = config.examples_per_client;
+    let clients_per_pass = n.div_ceil(nc);
+    let clients_total = (clients_per_pass * config.passes) as u64;
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut curve = Vec::new();
+    let mut done = 0u64;
+    let mut last_acc = None;
+    for pass in 1..=config.passes {
+        order.shuffle(rng);
+        for chunk in order.chunks(nc) {
+            let examples = dataset.train.examples(chunk);
+            let drawn = server.draw(rng)?;
+            let update = step.apply(glm, &drawn.weights, &examples, rng)?;
+            server.submit(&drawn, &update, rng)?;
+            done += 1;
+            if done.is_multiple_of(64) {
+                progress(&Progress {
+                    clients_done: done,
+                    clients_total,
+                    pass,
+                    accuracy: last_acc,
+                });
+            }
+        }
+        if config.evaluate_every_pass || pass == config.passes {
+            let mean = server.mean_model()?;
+            let (accuracy, loss) = evaluate(glm, &mean, &dataset.test)?;
+            last_acc = Some(accuracy);
+            curve.push(CurvePoint {
+                pass,
+                examples_seen: (pass * n) as u64,
+                accuracy,
+                loss,
+                intra_model_variance: server.intra_model_variance()?,
+            });
+        }
+        progress(&Progress {
+            clients_done: done,
+            clients_total,
+            pass,
+            accuracy: last_acc,
+        });
+    }
+    let mean = server.mean_model()?;
+    let (accuracy, loss) = evaluate(glm, &mean, &dataset.test)?;
+    let (_, train_loss) = evaluate(glm, &mean, &dataset.train)?;
+    let stats = server.stats()?;
+    let k = server.k();
+    let privacy = match config.noise {
+        ClientNoise::Laplace { epsilon } => Some(adversary_report(
+            epsilon,
+            k,
+            (stats.overwrites / k as u64).max(1),
+            config.delta_t,
+        )?),
+        _ => None,
+    };
+    let weights_max_abs_error = dataset.true_weights.as_ref().map(|w| {
+        mean.iter()
+            .zip(w)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max)
+    });
+    Ok(SimReport {
+        dataset: dataset.kind.name(),
+        num_weights: p,
+        config: config.clone(),
+        train_examples: n,
+        test_examples: dataset.test.len(),
+        clients_per_pass,
+        updates: done,
+        server: stats,
+        accuracy,
+        loss,
+        train_loss,
+        intra_model_variance: server.intra_model_variance()?,
+        predicted_intra_model_variance: predicted_intra_model_variance(k, step.noise_variance()),
+        noise_variance: step.noise_variance(),
+        init_variance: predicted_intra_model_variance(config.k, initial_noise_variance(&step)),
+        privacy,
+        weights_max_abs_error,
+        mean_weights: mean,
+        curve,
+    })
+}
+
+/// [`simulate`] against a fresh [`InProcessServer`] built by [`in_process_server`], all
+/// randomness from `rng`.
+pub fn simulate_in_process<F: FnMut(&Progress)>(
+    dataset: &Dataset,
+    config: &SimConfig,
+    rng: &mut ExperimentRng,
+    progress: F,
+) -> Result<SimReport> {
+    let mut server = in_process_server(dataset, config, rng)?;
+    simulate(dataset, config, &mut server, rng, progress)
+}
+
+/// One point of a variance-stabilization trace.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct VariancePoint {
+    /// Updates (overwrites) done.
+    pub step: usize,
+    /// Mean over runs of the intra-model variance.
+    pub mean: f64,
+    /// Its standard error (sample standard deviation over runs / √runs).
+    pub std_error: f64,
+}
+
+/// Pure-noise Draw-and-Discard (paper 003 Thm. 1): `runs` independent servers with `k` instances
+/// of `p` weights, stabilized initialization `N(0, (k/2)σ²)` with `σ² = 2b²`, and `steps`
+/// updates each of the form "drawn instance + Laplace(b) per weight". Returns the mean and
+/// standard error over runs of the intra-model variance every `every` steps (and at step 0);
+/// Thm. 1 predicts `(k/2)·2b²` throughout. Errors unless `k ≥ 2`, `p, runs, every ≥ 1` and
+/// `b > 0`.
+#[allow(clippy::too_many_arguments)]
+pub fn variance_stabilization_trace(
+    k: usize,
+    p: usize,
+    laplace_scale: f64,
+    steps: usize,
+    every: usize,
+    runs: usize,
+    strategy: Strategy,
+    rng: &mut ExperimentRng,
+) -> Result<Vec<VariancePoint>> {
+    if k < 2 {
+        return Err(LearnError::invalid("k", k as f64, "must be ≥ 2"));
+    }
+    if p == 0 || runs == 0 || every == 0 {
+        return Err(LearnError::invalid("p, runs, every", 0.0, "must be ≥ 1"));
+    }
+    check_positive("laplace_scale", laplace_scale)?;
+    let s2 = 2.0 * laplace_scale * laplace_scale;
+    let points = steps / every + 1;
+    let mut sum = vec![0.0; points];
+    let mut sumsq = vec![0.0; points];
+    let mut upd = vec![0.0; p];
+    for _ in 0..runs {
+        let init = initialize_with_std(
+            &vec![0.0; p],
+            k,
+            predicted_intra_model_variance(k, s2).sqrt(),
+            rng,
+        )?;
+        let mut s = DrawAndDiscard::new(strategy, init, None)?;
+        let mut record = |i: usize, v: f64| {
+            sum[i] += v;
+            sumsq[i] += v * v;
+        };
+        record(0, s.intra_model_variance());
+        for t in 1..=steps {
+            let d = s.draw(rng);
+            for (u, &w) in upd.iter_mut().zip(s.instance(d)) {
+                *u = w + sample_laplace(rng, laplace_scale);
+            }
+            s.submit(d, &upd, rng)?;
+            if t % every == 0 {
+                record(t / every, s.intra_model_variance());
+            }
+        }
+    }
+    let r = runs as f64;
+    Ok((0..points)
+        .map(|i| {
+            let mean = sum[i] / r;
+            let var = if runs > 1 {
+                ((sumsq[i] - r * mean * mean) / (r - 1.0)).max(0.0)
+            } else {
+                0.0
+            };
+            VariancePoint {
+                step: i * every,
+                mean,
+                std_error: (var / r).sqrt(),
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{DatasetKind, SYNTHETIC_TRUE_WEIGHTS, Table, synthetic_production};
+    use privfed_mechanisms::rng::seeded_rng_for_experiments;
+
+    /// Thm. 1 by simulation: 300 runs, k = 10, p = 20, Laplace b = 0.5 (σ² = 0.5, prediction
+    /// 2.5), 400 steps. At every recorded step (0, 100, …, 400) the mean over runs is within 5
+    /// standard errors of 2.5: each a 5-sigma z-test (FPR ≈ 6e-7 each, ≈ 3e-6 for the 5 points
+    /// by the union bound; CLT approximation over 300 runs). Negative control: the same trace
+    /// with "replace the drawn instance" ends far above the prediction.
+    #[test]
+    fn variance_is_stabilized_at_k_over_two_sigma2() {
+        let mut rng = seeded_rng_for_experiments(31);
+        let pred = predicted_intra_model_variance(10, 0.5);
+        assert_eq!(pred, 2.5);
+        let tr = variance_stabilization_trace(
+            10,
+            20,
+            0.5,
+            400,
+            100,
+            300,
+            Strategy::DrawAndDiscard,
+            &mut rng,
+        )
+        .unwrap();
+        assert_eq!(tr.len(), 5);
+        for pt in &tr {
+            assert!(
+                (pt.mean - pred).abs() < 5.0 * pt.std_error,
+                "step {}: {} ± {} vs {pred}",
+                pt.step,
+                pt.mean,
+                pt.std_error
+            );
+        }
+        let ctrl = variance_stabilization_trace(
+            10,
+            20,
+            0.5,
+            400,
+            400,
+            30,
+            Strategy::ReplaceDrawn,
+            &mut rng,
+        )
+        .unwrap();
+        assert!(ctrl[1].mean > 2.0 * pred, "replace-drawn {:?}", ctrl[1]);
+        assert!(
+            variance_stabilization_trace(1, 2, 0.5, 1, 1, 1, Strategy::DrawAndDiscard, &mut rng)
+                .is_err()
+        );
+    }
+
+    /// Without noise, D&D recovers the 33 true weights of paper 003 §V-C: 200,000 synthetic
+    /// rows, k = 10, γ = 0.2, N_c = 10, 10 passes (200,000 updates). Tolerances: largest
+    /// absolute error < 0.5 and mean absolute error < 0.15 (the weights range to ±1.72; the
+    /// all-zero model has errors 1.72 and 0.99). This is a deterministic check of one seeded run,
+    /// not a calibrated statistical test; measured over seeds 1, 2, 3 of this set-up: max
+    /// 0.22 / 0.34 / 0.21, mean 0.083 / 0.098 / 0.090. The paper's own setting (k = 30,
+    /// γ = 0.005) needs far more updates than a unit test can afford (the paper used 983
+    /// million; see EXPERIMENTS.md): the slowest directions of the logistic loss (sparse crosses
+    /// such as `I·E2x`) have small curvature, so each instance needs many multiples of
+    /// 1/(γ·curvature) updates; with 100,000 updates, k = 10 and γ = 0.05 the max error is 0.89.
+    #[test]
+    fn synthetic_weights_are_recovered_without_noise() {
+        let mut rng = seeded_rng_for_experiments(32);
+        let d = synthetic_production(200_000, 20_000, &mut rng).unwrap();
+        let mut cfg = SimConfig::paper_defaults(10);
+        cfg.learning_rate = 0.2;
+        cfg.passes = 10;
+        cfg.evaluate_every_pass = false;
+        let r = simulate_in_process(&d, &cfg, &mut rng, |_| {}).unwrap();
+        let err = r.weights_max_abs_error.unwrap();
+        eprintln!("max abs weight error {err}, accuracy {}", r.accuracy);
+        let mae = r
+            .mean_weights
+            .iter()
+            .zip(SYNTHETIC_TRUE_WEIGHTS)
+            .map(|(a, b)| (a - b).abs())
+            .sum::<f64>()
+            / 33.0;
+        assert!(err < 0.5, "max abs error {err}: {:?}", r.mean_weights);
+        assert!(mae < 0.15, "mean abs error {mae}");
+        // The Bayes accuracy of the true model on this distribution is ≈ 0.77.
+        assert!(r.accuracy > 0.74, "accuracy {}", r.accuracy);
+        assert_eq!(r.updates, 10 * 20_000);
+        assert_eq!(r.server.overwrites, r.updates);
+        assert_eq!(r.mean_weights.len(), SYNTHETIC_TRUE_WEIGHTS.len());
+        assert!(r.privacy.is_none());
+    }
+
+    fn small_dataset() -> Dataset {
+        let mut rng = seeded_rng_for_experiments(33);
+        synthetic_production(2000, 500, &mut rng).unwrap()
+    }
+
+    #[test]
+    fn same_seed_same_report_and_noise_report() {
+        let d = small_dataset();
+        let mut cfg = SimConfig::paper_defaults(5);
+        cfg.noise = ClientNoise::Laplace { epsilon: 2.0 };
+        cfg.passes = 2;
+        let run = |seed| {
+            let mut rng = seeded_rng_for_experiments(seed);
+            simulate_in_process(&d, &cfg, &mut rng, |_| {}).unwrap()
+        };
+        let (a, b, c) = (run(7), run(7), run(8));
+        assert_eq!(a, b);
+        assert_ne!(a.mean_weights, c.mean_weights);
+        let pr = a.privacy.unwrap();
+        assert_eq!(pr.channel_listener_epsilon, 2.0);
+        assert!((pr.internal_expected_epsilon - 0.8 * 1.0).abs() < 1e-12);
+        assert_eq!(pr.further_updates, 400 / 5);
+        // σ² = 2(2γ/ε)² = 2e-6; prediction (k/2)σ² = 5e-6.
+        assert!((a.noise_variance - 2e-6).abs() < 1e-18);
+        assert!((a.predicted_intra_model_variance - 5e-6).abs() < 1e-18);
+        assert_eq!(a.curve.len(), 2);
+        assert_eq!(a.curve[1].examples_seen, 4000);
+    }
+
+    #[test]
+    fn progress_and_validation() {
+        let d = small_dataset();
+        let mut cfg = SimConfig::paper_defaults(2);
+        cfg.passes = 1;
+        cfg.examples_per_client = 3;
+        let mut rng = seeded_rng_for_experiments(34);
+        let mut last = None;
+        let r = simulate_in_process(&d, &cfg, &mut rng, |p| last = Some(*p)).unwrap();
+        // 2000 rows in chunks of 3: 667 clients (the last has 2 rows).
+        assert_eq!(r.clients_per_pass, 667);
+        let last = last.unwrap();
+        assert_eq!((last.clients_done, last.clients_total), (667, 667));
+        assert!(last.accuracy.is_some());
+        for bad in [
+            SimConfig {
+                k: 0,
+                ..cfg.clone()
+            },
+            SimConfig {
+                passes: 0,
+                ..cfg.clone()
+            },
+            SimConfig {
+                examples_per_client: 0,
+                ..cfg.clone()
+            },
+            SimConfig {
+                learning_rate: f64::NAN,
+                ..cfg.clone()
+            },
+            SimConfig {
+                delta_t: 0.7,
+                ..cfg.clone()
+            },
+        ] {
+            assert!(simulate_in_process(&d, &bad, &mut rng, |_| {}).is_err());
+        }
+        // A server of the wrong dimension.
+        let other = Dataset {
+            kind: DatasetKind::Adult,
+            glm: Glm::logistic(2).unwrap(),
+            train: Table::new(2, vec![0.0; 4], vec![0.0, 1.0]).unwrap(),
+            test: Table::new(2, vec![0.0; 2], vec![0.0]).unwrap(),
+            true_weights: None,
+        };
+        let mut srv = in_process_server(&other, &cfg, &mut rng).unwrap();
+        assert!(matches!(
+            simulate(&d, &cfg, &mut srv, &mut rng, |_| {}),
+            Err(LearnError::DimensionMismatch { .. })
+        ));
+    }
+
+    /// A short no-noise MNIST run learns: k = 10, γ = 0.05 (larger than the paper's 0.001 so
+    /// that one pass suffices), N_c = 10, one pass over the first 20,000 training rows: held-out
+    /// accuracy well above the 10% of chance (measured ≈ 0.85; asserted > 0.6).
+    #[test]
+    fn mnist_short_run_learns() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+        if !dir.join("mnist").is_dir() {
+            assert!(std::env::var_os("CI").is_none(), "MNIST missing under CI");
+            eprintln!("SKIPPED: {} not found", dir.display());
+            return;
+        }
+        let full = crate::data::load_mnist(&dir).unwrap();
+        let idx: Vec<usize> = (0..20_000).collect();
+        let rows: Vec<f32> = idx
+            .iter()
+            .flat_map(|&i| full.train.row(i).to_vec())
+            .collect();
+        let labels = idx.iter().map(|&i| full.train.label(i)).collect();
+        let d = Dataset {
+            train: Table::new(784, rows, labels).unwrap(),
+            ..full
+        };
+        let mut cfg = SimConfig::paper_defaults(10);
+        cfg.learning_rate = 0.05;
+        cfg.passes = 1;
+        let mut rng = seeded_rng_for_experiments(35);
+        let r = simulate_in_process(&d, &cfg, &mut rng, |_| {}).unwrap();
+        eprintln!("MNIST short run accuracy {}", r.accuracy);
+        assert!(r.accuracy > 0.6, "accuracy {}", r.accuracy);
+    }
+
+    /// A short no-noise Adult run learns: k = 10, γ = 0.05, N_c = 10, 2 passes. The majority
+    /// class has 76.4% of the test rows; asserted > 0.80 (measured ≈ 0.83).
+    #[test]
+    fn adult_short_run_learns() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+        if !dir.join("adult").is_dir() {
+            assert!(std::env::var_os("CI").is_none(), "Adult missing under CI");
+            eprintln!("SKIPPED: {} not found", dir.display());
+            return;
+        }
+        let d = crate::data::load_adult(&dir).unwrap();
+        let mut cfg = SimConfig::paper_defaults(10);
+        cfg.learning_rate = 0.05;
+        cfg.passes = 2;
+        let mut rng = seeded_rng_for_experiments(36);
+        let r = simulate_in_process(&d, &cfg, &mut rng, |_| {}).unwrap();
+        eprintln!("Adult short run accuracy {}", r.accuracy);
+        assert!(r.accuracy > 0.80, "accuracy {}", r.accuracy);
+    }
+
+    use std::path::Path;
+}

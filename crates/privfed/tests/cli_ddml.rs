@@ -1,0 +1,306 @@
+//! `privfed ddml` through the real binary.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn privfed(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_privfed"))
+        .args(args)
+        .output()
+        .expect("run privfed")
+}
+
+fn json_ok(args: &[&str]) -> Value {
+    let out = privfed(args);
+    assert!(
+        out.status.success(),
+        "privfed {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = privfed(args);
+    assert!(!out.status.success(), "privfed {args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "privfed {args:?}: stderr {err:?} lacks {needle:?}"
+    );
+    assert!(
+        !err.contains("panicked"),
+        "privfed {args:?} panicked: {err}"
+    );
+}
+
+/// `/work/shared/data` (the shared copies), or `None` with a message when absent outside CI.
+fn shared_data() -> Option<String> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    if p.join("mnist").is_dir() && p.join("adult").is_dir() {
+        Some(p.to_string_lossy().into_owned())
+    } else if std::env::var_os("CI").is_some() {
+        panic!("shared data not found at {} (CI is set)", p.display());
+    } else {
+        eprintln!("SKIPPED: shared data not found at {}", p.display());
+        None
+    }
+}
+
+/// `ddml simulate` on synthetic-production (k = 10, γ = 0.2, seed 5) with `train` rows and
+/// `passes` passes, plus `extra`.
+fn synth<'a>(train: &'a str, passes: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "ddml",
+        "simulate",
+        "--dataset",
+        "synthetic-production",
+        "--synthetic-train",
+        train,
+        "--synthetic-test",
+        "10000",
+        "--k",
+        "10",
+        "--learning-rate",
+        "0.2",
+        "--passes",
+        passes,
+        "--seed",
+        "5",
+        "--json",
+        "--quiet",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+/// No noise, k = 10, γ = 0.2, 10 passes over 200,000 synthetic rows (200,000 updates): the
+/// estimated weights approach the paper's (max error < 0.5; the library test of the same set-up
+/// measured 0.21–0.34 over three seeds; the all-zero model is off by 1.72) and the held-out
+/// accuracy approaches the Bayes accuracy ≈ 0.77 (asserted > 0.74). With 20,000 updates on
+/// 50,000 rows the error is still ≈ 1.8: the sparse crosses converge slowly.
+#[test]
+fn synthetic_production_learns_the_known_weights() {
+    let v = json_ok(&synth("200000", "10", &["--no-noise"]));
+    assert_eq!(v["dataset"], "synthetic-production");
+    assert_eq!(v["num_weights"], 33);
+    assert_eq!(v["updates"], 200_000);
+    assert_eq!(v["overwrites"], 200_000);
+    assert!(v["privacy"].is_null());
+    let err = v["weights_max_abs_error"].as_f64().unwrap();
+    eprintln!("weights_max_abs_error {err}");
+    assert!(err < 0.5, "weights_max_abs_error {err}");
+    let acc = v["accuracy"].as_f64().unwrap();
+    assert!(acc > 0.74, "accuracy {acc}");
+    assert_eq!(v["true_weights"].as_array().unwrap().len(), 33);
+    assert_eq!(v["curve"].as_array().unwrap().len(), 10);
+    assert!(v["loss"].as_f64().unwrap() > 0.0);
+}
+
+/// Same seed, same numbers (except the wall-clock time).
+#[test]
+fn seeded_runs_are_deterministic() {
+    let args = synth("50000", "4", &["--epsilon", "3"]);
+    let mut a = json_ok(&args);
+    let mut b = json_ok(&args);
+    a["seconds"] = Value::Null;
+    b["seconds"] = Value::Null;
+    assert_eq!(a, b);
+    // With noise: the privacy report and (k/2)σ² with σ² = 2(2γ/ε)².
+    let s2 = 2.0 * (2.0 * 0.2 / 3.0f64).powi(2);
+    let pred = a["predicted_intra_model_variance"].as_f64().unwrap();
+    assert!((pred - 5.0 * s2).abs() < 1e-12 * pred, "{pred}");
+    let p = &a["privacy"];
+    assert_eq!(p["channel_listener_epsilon"], 3.0);
+    assert!((p["internal_expected_epsilon"].as_f64().unwrap() - 0.9 * 1.5).abs() < 1e-12);
+    assert_eq!(p["further_updates"], 2000);
+    assert!(p["opportunistic_epsilon"].as_f64().unwrap() < 3.0);
+}
+
+#[test]
+fn strategies_and_batching() {
+    let v = json_ok(&synth(
+        "50000",
+        "4",
+        &["--no-noise", "--strategy", "accept-one-in"],
+    ));
+    // One instance accepting one update in 10.
+    assert_eq!(v["k"], 1);
+    let ow = v["overwrites"].as_u64().unwrap();
+    assert_eq!(ow + v["updates_discarded"].as_u64().unwrap(), 20_000);
+    assert!((1500..2500).contains(&ow), "overwrites {ow}");
+    let v = json_ok(&synth(
+        "50000",
+        "4",
+        &["--no-noise", "--server-batch", "100"],
+    ));
+    assert_eq!(v["overwrites"], 200);
+    assert_eq!(v["strategy"]["kind"], "server_batch");
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let base = [
+        "ddml",
+        "simulate",
+        "--dataset",
+        "synthetic-production",
+        "--learning-rate",
+        "0.1",
+    ];
+    let with = |extra: &[&'static str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        a
+    };
+    fails_with(&with(&["--k", "5"]), "--epsilon");
+    fails_with(
+        &with(&["--k", "5", "--epsilon", "1", "--no-noise"]),
+        "cannot be used",
+    );
+    fails_with(&with(&["--k", "0", "--no-noise"]), "--k must be at least 1");
+    fails_with(
+        &with(&[
+            "--k",
+            "5",
+            "--no-noise",
+            "--strategy",
+            "replace-drawn",
+            "--server-batch",
+            "3",
+        ]),
+        "--server-batch goes with --strategy server-batch",
+    );
+    fails_with(
+        &with(&["--k", "5", "--no-noise", "--strategy", "server-batch"]),
+        "needs --server-batch",
+    );
+    fails_with(&with(&["--k", "5", "--epsilon", "-1"]), "epsilon");
+    fails_with(
+        &with(&["--k", "5", "--no-noise", "--passes", "0"]),
+        "passes",
+    );
+    fails_with(
+        &[
+            "ddml",
+            "simulate",
+            "--dataset",
+            "mnist",
+            "--data-dir",
+            "/nonexistent/privfed",
+            "--k",
+            "5",
+            "--no-noise",
+            "--learning-rate",
+            "0.1",
+        ],
+        "train-images-idx3-ubyte.gz: cannot open",
+    );
+}
+
+/// One pass of MNIST, no noise, k = 10, γ = 0.05: accuracy far above the 10% of chance
+/// (measured ≈ 0.85; asserted > 0.6).
+#[test]
+fn mnist_short_run_learns() {
+    let Some(dir) = shared_data() else { return };
+    let v = json_ok(&[
+        "ddml",
+        "simulate",
+        "--dataset",
+        "mnist",
+        "--data-dir",
+        &dir,
+        "--k",
+        "10",
+        "--no-noise",
+        "--learning-rate",
+        "0.05",
+        "--passes",
+        "1",
+        "--seed",
+        "1",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(v["updates"], 6000);
+    assert_eq!(v["num_weights"], 7840);
+    assert!(v["accuracy"].as_f64().unwrap() > 0.6, "{}", v["accuracy"]);
+}
+
+/// Two passes of Adult with ε = ln 32 noise, k = 10, γ = 0.05: accuracy above the 76.4% of the
+/// majority class (asserted > 0.78).
+#[test]
+fn adult_short_run_learns() {
+    let Some(dir) = shared_data() else { return };
+    let v = json_ok(&[
+        "ddml",
+        "simulate",
+        "--dataset",
+        "adult",
+        "--data-dir",
+        &dir,
+        "--k",
+        "10",
+        "--epsilon",
+        "3.4657",
+        "--learning-rate",
+        "0.05",
+        "--passes",
+        "2",
+        "--seed",
+        "1",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(v["train_examples"], 32_561);
+    assert_eq!(v["test_examples"], 16_281);
+    assert!(v["accuracy"].as_f64().unwrap() > 0.78, "{}", v["accuracy"]);
+}
+
+/// The variance experiment writes its CSV; the last point of every k is within 5 standard
+/// errors of (k/2)σ² (5 points, 5-sigma z-tests on means over 300 runs: FPR ≈ 3e-6 together
+/// under the normal approximation; the across-run distribution of the sample variance is
+/// right-skewed, which makes the approximation rougher than for a symmetric statistic).
+#[test]
+fn experiments_variance_writes_csv() {
+    let out = std::env::temp_dir().join(format!("privfed-ddml-exp-{}", std::process::id()));
+    let o = out.to_string_lossy().into_owned();
+    let r = privfed(&[
+        "ddml",
+        "experiments",
+        "--only",
+        "variance",
+        "--out",
+        &o,
+        "--quiet",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let csv = std::fs::read_to_string(out.join("ddml_variance_stabilization.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("k,step,measured_mean,std_error,predicted")
+    );
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|f| f.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 5 * 11);
+    for row in rows.chunks(11) {
+        let last = &row[10];
+        assert_eq!(last[4], last[0]);
+        assert!(
+            (last[2] - last[4]).abs() < 5.0 * last[3],
+            "k {}: {} ± {} vs {}",
+            last[0],
+            last[2],
+            last[3],
+            last[4]
+        );
+    }
+    fails_with(
+        &["ddml", "experiments", "--only", "nope", "--out", &o],
+        "unknown experiment",
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}

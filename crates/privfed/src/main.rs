@@ -7,8 +7,8 @@ mod build;
 mod ddml;
 mod describe;
 mod dme;
-mod mvu;
 mod loadgen;
+mod mvu;
 mod output;
 mod serve;
 

@@ -87,6 +87,10 @@ fn solve(a: f64, b: f64, tail: Tail, target: f64) -> Option<Point> {
         }
     }
     let (mut w, mut f, mut df) = best?;
+    // The point with the smallest residual so far (a bisection step can move away from a
+    // converged Newton iterate, so the last point is not necessarily the best).
+    let mut best_w = w;
+    let mut best_r = (f - target).abs();
     for _ in 0..MAX_ITER {
         // Update the bracket: below the root iff F is on the "before" side of the target.
         if (f < target) == increasing {
@@ -94,12 +98,12 @@ fn solve(a: f64, b: f64, tail: Tail, target: f64) -> Option<Point> {
         } else {
             hi = w;
         }
-        if f == target {
+        if f == target || hi - lo <= 4.0 * f64::EPSILON * w.abs().max(1.0) {
             break;
         }
-        let step = -(f - target) / df;
-        let mut next = w + step;
-        if !next.is_finite() || next <= lo || next >= hi {
+        let mut next = w - (f - target) / df;
+        let newton = next.is_finite() && next > lo && next < hi;
+        if !newton {
             next = 0.5 * (lo + hi);
         }
         let moved = (next - w).abs();
@@ -110,11 +114,15 @@ fn solve(a: f64, b: f64, tail: Tail, target: f64) -> Option<Point> {
         }
         f = nf;
         df = ndf;
-        if moved <= W_TOL || hi - lo <= W_TOL {
-            return Some(point_at(w));
+        if (f - target).abs() <= best_r {
+            best_r = (f - target).abs();
+            best_w = w;
+        }
+        if newton && moved <= W_TOL {
+            break;
         }
     }
-    Some(point_at(w))
+    Some(point_at(best_w))
 }
 
 /// Validates and dispatches an inversion of `tail` at `ln_target`; returns `(x, 1 − x)`.

@@ -109,11 +109,15 @@ impl Builder {
 
     /// The cell `(i·h, (i+1)·h]` with P-mass `p` and Q-mass `q`.
     fn cell(&mut self, i: i64, p: f64, q: f64) {
+        self.cell_with(i, p, q, ((i + 1) as f64 * self.h).exp());
+    }
+
+    /// [`Self::cell`] given `exp_up = e^{(i+1)h}`.
+    fn cell_with(&mut self, i: i64, p: f64, q: f64, exp_up: f64) {
         if p <= 0.0 {
             return;
         }
-        let up = (i + 1) as f64 * self.h;
-        let a = ((q * up.exp() - p) / self.expm1_h).clamp(0.0, p);
+        let a = ((q * exp_up - p) / self.expm1_h).clamp(0.0, p);
         let k = (i - self.lo) as usize;
         self.pmf[k] += a;
         self.pmf[k + 1] += p - a;
@@ -145,10 +149,18 @@ fn from_cells<E>(
     let mut b = Builder::new(h, lo, hi);
     let mut prev = point(lo as f64 * h);
     b.pmf[0] += cell_mass(&point(f64::NEG_INFINITY), &prev).0;
+    // e^{(i+1)h} by multiplication, re-anchored every 256 cells (drift ≤ 256 ulp).
+    let step = h.exp();
+    let mut exp_up = 0.0;
     for i in lo..hi {
         let next = point((i + 1) as f64 * h);
         let (p, q) = cell_mass(&prev, &next);
-        b.cell(i, p, q);
+        exp_up = if (i - lo) % 256 == 0 {
+            ((i + 1) as f64 * h).exp()
+        } else {
+            exp_up * step
+        };
+        b.cell_with(i, p, q, exp_up);
         prev = next;
     }
     b.inf_mass += cell_mass(&prev, &point(f64::INFINITY)).0;
@@ -451,20 +463,27 @@ impl DiscretePld {
         } else {
             1.0
         };
-        let guesses = [-2i32, -1, 0, 1, 2].map(|j| t_star * 2f64.powf(j as f64 / 2.0));
+        let guesses = [-1i32, 0, 1].map(|j| t_star * 2f64.powf(j as f64 / 2.0));
         let fallback = [2f64.powi(-8), 2f64.powi(-4), 1.0, 16.0];
-        for t in guesses.into_iter().chain(fallback) {
-            if !(t > 0.0 && t.is_finite()) {
-                continue;
+        let mut bound = |ts: &[f64], hi: &mut f64, lo: &mut f64| {
+            for &t in ts {
+                if !(t > 0.0 && t.is_finite()) {
+                    continue;
+                }
+                let kp = k(t);
+                if kp.is_finite() {
+                    *hi = hi.min((kp - lt) / t);
+                }
+                let km = k(-t);
+                if km.is_finite() {
+                    *lo = lo.max((lt - km) / t);
+                }
             }
-            let kp = k(t);
-            if kp.is_finite() {
-                hi = hi.min((kp - lt) / t);
-            }
-            let km = k(-t);
-            if km.is_finite() {
-                lo = lo.max((lt - km) / t);
-            }
+        };
+        bound(&guesses, &mut hi, &mut lo);
+        // The coarse grid only if the guesses found nothing (e.g. a degenerate variance).
+        if hi == max_sum || lo == min_sum {
+            bound(&fallback, &mut hi, &mut lo);
         }
         (lo.min(hi), hi)
     }
@@ -504,8 +523,7 @@ impl DiscretePld {
         }
         let len = fft_len(width.max(2));
         let shift = self.offset * n as i64; // absolute index of Σ j = 0
-        let spec = forward(&fold(&self.pmf, len));
-        let spec: Vec<Complex<f64>> = spec.into_iter().map(|c| cpow(c, n)).collect();
+        let spec = cpow_all(forward(&fold(&self.pmf, len)), n);
         let cyc = inverse(spec, len);
         let mut upper = 0.0;
         // Upper-tail mass beyond x_hi is at most `tail` by construction of the window (unless
@@ -668,17 +686,18 @@ fn inverse(mut spec: Vec<Complex<f64>>, len: usize) -> Vec<f64> {
     out
 }
 
-/// `c^n` by binary exponentiation (about `2·log₂ n` complex products; relative error of order
-/// `n·2⁻⁵³`, the same as the polar form, and `|c| ≤ 1` here so nothing overflows).
-fn cpow(mut c: Complex<f64>, mut n: u64) -> Complex<f64> {
-    let mut acc = Complex::new(1.0, 0.0);
+/// `c^n` for every bin by binary exponentiation (about `2·log₂ n` complex products per bin;
+/// relative error of order `n·2⁻⁵³`, like the polar form, and `|c| ≤ 1` so nothing overflows).
+/// The loop over bits is outside the loop over bins so that the inner loops vectorize.
+fn cpow_all(mut c: Vec<Complex<f64>>, mut n: u64) -> Vec<Complex<f64>> {
+    let mut acc = vec![Complex::new(1.0, 0.0); c.len()];
     while n > 0 {
         if n & 1 == 1 {
-            acc *= c;
+            acc.iter_mut().zip(&c).for_each(|(a, b)| *a *= *b);
         }
         n >>= 1;
         if n > 0 {
-            c *= c;
+            c.iter_mut().for_each(|b| *b = *b * *b);
         }
     }
     acc

@@ -43,7 +43,7 @@ pub const DEFAULT_TAIL_MASS: f64 = 1e-15;
 /// to `+∞`).
 pub const TRIM_MASS: f64 = 1e-30;
 /// Largest pmf (and FFT) length; beyond it the grid is coarsened.
-pub const MAX_PMF_LEN: usize = 1 << 23;
+pub const MAX_PMF_LEN: usize = 1 << 21;
 
 /// A discrete, pessimistic privacy-loss distribution: P-mass `pmf[j]` at loss
 /// `(offset + j)·h`, plus `inf_mass` at `+∞`.
@@ -117,7 +117,15 @@ impl Builder {
         if p <= 0.0 {
             return;
         }
-        let a = ((q * exp_up - p) / self.expm1_h).clamp(0.0, p);
+        // q·e^{(i+1)h}, in log space when e^{(i+1)h} overflows (losses above ~709).
+        let qe = if exp_up.is_finite() {
+            q * exp_up
+        } else if q > 0.0 {
+            (q.ln() + (i + 1) as f64 * self.h).exp()
+        } else {
+            0.0
+        };
+        let a = ((qe - p) / self.expm1_h).clamp(0.0, p);
         let k = (i - self.lo) as usize;
         self.pmf[k] += a;
         self.pmf[k + 1] += p - a;
@@ -138,12 +146,13 @@ impl Builder {
 /// covering `[loss_lo, loss_hi]`: `point(e)` precomputes whatever describes the loss value `e`
 /// (once per grid point, and at `±∞`), and `cell_mass(a, c) = (P(a < L ≤ c), Q(a < L ≤ c))`.
 fn from_cells<E>(
-    h: f64,
+    h0: f64,
     loss_lo: f64,
     loss_hi: f64,
     point: impl Fn(f64) -> E,
     cell_mass: impl Fn(&E, &E) -> (f64, f64),
 ) -> DiscretePld {
+    let h = fit_h(h0, loss_lo, loss_hi);
     let lo = (loss_lo / h).floor() as i64;
     let hi = ((loss_hi / h).ceil() as i64).max(lo + 1);
     let mut b = Builder::new(h, lo, hi);
@@ -168,8 +177,14 @@ fn from_cells<E>(
 }
 
 /// Builds the PLD of a discrete loss from its atoms `(loss, P-mass)`.
-fn from_atoms(h: f64, atoms: &[(f64, f64)], inf_mass: f64) -> DiscretePld {
+fn from_atoms(h0: f64, atoms: &[(f64, f64)], inf_mass: f64) -> DiscretePld {
     let finite = atoms.iter().filter(|a| a.0.is_finite() && a.1 > 0.0);
+    let min = finite.clone().map(|a| a.0).fold(f64::INFINITY, f64::min);
+    let max = finite
+        .clone()
+        .map(|a| a.0)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let h = if min <= max { fit_h(h0, min, max) } else { h0 };
     let lo = finite
         .clone()
         .map(|a| (a.0 / h).floor() as i64)
@@ -197,6 +212,13 @@ impl DiscretePld {
             pmf: vec![1.0],
             inf_mass: 0.0,
         }
+    }
+
+    /// All masses finite and non-negative.
+    fn is_valid(&self) -> bool {
+        self.inf_mass.is_finite()
+            && self.inf_mass >= 0.0
+            && self.pmf.iter().all(|p| p.is_finite() && *p >= 0.0)
     }
 
     /// Whether this is the PLD of a mechanism that reveals nothing.
@@ -247,8 +269,9 @@ impl DiscretePld {
     /// Laplace mechanism, sensitivity 1, scale `b`: P = Lap(0, b), Q = Lap(1, b),
     /// `L(x) = (|x−1| − |x|)/b`: an atom `1/b` (P-mass ½), an atom `−1/b` (P-mass ½e^{−1/b}) and
     /// a continuous part `(1−2x)/b` for `x ∈ (0, 1)`.
-    pub fn laplace(b: f64, h: f64) -> Self {
+    pub fn laplace(b: f64, h0: f64) -> Self {
         let e = 1.0 / b;
+        let h = fit_h(h0, -e, e);
         let lo = (-e / h).floor() as i64;
         let hi = ((e / h).ceil() as i64).max(lo + 1);
         let mut bld = Builder::new(h, lo, hi);
@@ -271,8 +294,9 @@ impl DiscretePld {
     /// Any pure ε-DP randomizer, via binary randomized response (the dominating pair for ε-DP):
     /// loss `ε` with P-mass `e^ε/(1+e^ε)`, loss `−ε` with P-mass `1/(1+e^ε)`.
     pub fn pure_dp(epsilon: f64, h: f64) -> Self {
-        let p = 1.0 / (1.0 + (-epsilon).exp());
-        from_atoms(h, &[(epsilon, p), (-epsilon, 1.0 - p)], 0.0)
+        let small = (-epsilon).exp();
+        let p_low = small / (1.0 + small); // 1/(1+e^ε) without cancellation
+        from_atoms(h, &[(epsilon, 1.0 / (1.0 + small)), (-epsilon, p_low)], 0.0)
     }
 
     /// Exact one-dimensional Skellam mechanism with integer sensitivity `Δ`:
@@ -641,6 +665,16 @@ impl DiscretePld {
     }
 }
 
+/// The grid width `h0·2^k` (smallest `k ≥ 0`) whose grid over `[lo, hi]` has at most
+/// [`MAX_PMF_LEN`] points: bounded memory for very large losses.
+fn fit_h(h0: f64, lo: f64, hi: f64) -> f64 {
+    let mut h = h0;
+    while (hi - lo) / h + 2.0 > MAX_PMF_LEN as f64 {
+        h *= 2.0;
+    }
+    h
+}
+
 /// Smallest `2^a` or `3·2^a` at least `n`.
 fn fft_len(n: usize) -> usize {
     let p = n.next_power_of_two();
@@ -791,7 +825,19 @@ impl PldAccountant {
         }
     }
 
-    fn add_pair(&mut self, remove: DiscretePld, add: Option<DiscretePld>, count: u64) {
+    fn add_pair(
+        &mut self,
+        remove: DiscretePld,
+        add: Option<DiscretePld>,
+        count: u64,
+    ) -> Result<()> {
+        for p in std::iter::once(&remove).chain(add.as_ref()) {
+            if !p.is_valid() {
+                return Err(AccountingError::Numerical(
+                    "non-finite or negative mass in a discretized PLD".into(),
+                ));
+            }
+        }
         let r = remove.self_composed(count, self.tail);
         let symmetric_so_far = self.remove == self.add;
         match add {
@@ -809,6 +855,7 @@ impl PldAccountant {
                 self.add = self.add.composed(&r, self.tail);
             }
         }
+        Ok(())
     }
 
     fn compose_inner(&mut self, event: &DpEvent, count: u64) -> Result<()> {
@@ -821,10 +868,10 @@ impl PldAccountant {
                 self.gaussian_mu += count as f64 / (2.0 * noise_multiplier * noise_multiplier);
             }
             DpEvent::Laplace { scale } => {
-                self.add_pair(DiscretePld::laplace(*scale, h), None, count)
+                self.add_pair(DiscretePld::laplace(*scale, h), None, count)?
             }
             DpEvent::PureDp { epsilon } => {
-                self.add_pair(DiscretePld::pure_dp(*epsilon, h), None, count)
+                self.add_pair(DiscretePld::pure_dp(*epsilon, h), None, count)?
             }
             DpEvent::Skellam {
                 mu,
@@ -839,7 +886,7 @@ impl PldAccountant {
                     ));
                 }
                 // Symmetric: Sk(μ) vs Δ+Sk(μ) and the reverse have the same PLD.
-                self.add_pair(DiscretePld::skellam(*mu, d as u64, h)?, None, count)
+                self.add_pair(DiscretePld::skellam(*mu, d as u64, h)?, None, count)?
             }
             DpEvent::PoissonSampled { rate, event: inner } => {
                 if *rate >= 1.0 {
@@ -855,7 +902,7 @@ impl PldAccountant {
                             h,
                         )),
                         count,
-                    ),
+                    )?,
                     _ => {
                         return Err(Self::unsupported(
                             event,
@@ -1155,5 +1202,34 @@ mod tests {
             );
             assert!(a < b, "μ={mu}: PLD {a} ≥ RDP {b}");
         }
+    }
+
+    #[test]
+    fn huge_single_losses_use_a_coarser_grid() {
+        // ε = 500 randomized response (atoms at ±500) and a Laplace scale of 1e-3 (losses in
+        // ±1000) would need 1e7 and 2e7 points at h = 1e-4: the grid is coarsened instead.
+        let p = DiscretePld::pure_dp(500.0, 1e-4);
+        assert!(p.h() > 1e-4, "{}", p.h());
+        // δ(ε') = P(L = 500)(1 − e^{ε'−500}) for ε' < 500; ε at tiny δ is 500 (pessimistic).
+        assert!(p.get_epsilon(1e-12) >= 500.0 - 1e-9);
+        let l = DiscretePld::laplace(1e-3, 1e-4);
+        assert!(
+            l.h() > 1e-4 && l.get_epsilon(1e-12) >= 1000.0 - 1e-9,
+            "{} {} {}",
+            l.h(),
+            l.get_epsilon(1e-12),
+            l.inf_mass()
+        );
+        // Mixed with a fine-grid Gaussian in the accountant (μ = 5e5: analytic part discretized).
+        let mut acc = PldAccountant::new();
+        acc.compose(&DpEvent::PureDp { epsilon: 500.0 }).unwrap();
+        acc.compose(&DpEvent::Gaussian {
+            noise_multiplier: 0.001,
+        })
+        .unwrap();
+        let e = acc.get_epsilon(1e-5).unwrap();
+        // Gaussian alone: ε ≈ μ + s·Φ⁻¹(1−δ)-ish ≈ 5e5 + 4.3e3; plus 500.
+        let g = gaussian_epsilon(5e5, 1e-5);
+        assert!(e.is_finite() && e >= g + 500.0 - 1.0, "{e} vs {g}");
     }
 }

@@ -307,7 +307,8 @@ fn check_curve(orders: &[f64], rdp: &[f64]) -> Result<()> {
             rdp.len()
         )));
     }
-    if orders.iter().any(|&a| a.is_nan() || a <= 1.0) || rdp.iter().any(|r| r.is_nan() || *r < 0.0) {
+    if orders.iter().any(|&a| a.is_nan() || a <= 1.0) || rdp.iter().any(|r| r.is_nan() || *r < 0.0)
+    {
         return Err(AccountingError::InvalidCurve(
             "orders must be > 1 and values non-negative".into(),
         ));

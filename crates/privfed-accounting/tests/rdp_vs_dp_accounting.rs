@@ -11,7 +11,9 @@ fn cases() -> Vec<(DpEvent, Vec<(u64, f64)>)> {
     let mut v = Vec::new();
     for z in [0.5, 1.0, 2.0, 5.0] {
         v.push((
-            DpEvent::Gaussian { noise_multiplier: z },
+            DpEvent::Gaussian {
+                noise_multiplier: z,
+            },
             vec![(1, 1e-5), (1, 1e-8), (100, 1e-5), (100, 1e-8)],
         ));
     }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use realfft::RealFftPlanner;
 use realfft::num_complex::Complex;
 
-use crate::error::{AccountingError, Result, check_delta, check_nonnegative};
+use crate::error::{AccountingError, Result, check_delta, check_nonnegative, check_positive};
 use crate::event::DpEvent;
 use crate::numerics::{NormPoint, ln_norm_cdf};
 use crate::skellam::skellam_ln_pmf;
@@ -255,21 +255,25 @@ impl DiscretePld {
     }
 
     /// Gaussian mechanism with `μ = Δ²/(2σ²)`: `L ~ N(μ, 2μ)` under P and `N(−μ, 2μ)` under Q.
-    pub fn gaussian(mu: f64, h: f64) -> Self {
+    pub fn gaussian(mu: f64, h: f64) -> Result<Self> {
+        check_positive("mu", mu)?;
+        check_positive("value_discretization_interval", h)?;
         let s = (2.0 * mu).sqrt();
-        from_cells(
+        Ok(from_cells(
             h,
             mu - 12.0 * s,
             mu + 12.0 * s,
             |e| (NormPoint::new((e - mu) / s), NormPoint::new((e + mu) / s)),
             |a, c| (a.0.diff_to(&c.0), a.1.diff_to(&c.1)),
-        )
+        ))
     }
 
     /// Laplace mechanism, sensitivity 1, scale `b`: P = Lap(0, b), Q = Lap(1, b),
     /// `L(x) = (|x−1| − |x|)/b`: an atom `1/b` (P-mass ½), an atom `−1/b` (P-mass ½e^{−1/b}) and
     /// a continuous part `(1−2x)/b` for `x ∈ (0, 1)`.
-    pub fn laplace(b: f64, h0: f64) -> Self {
+    pub fn laplace(b: f64, h0: f64) -> Result<Self> {
+        check_positive("scale", b)?;
+        check_positive("value_discretization_interval", h0)?;
         let e = 1.0 / b;
         let h = fit_h(h0, -e, e);
         let lo = (-e / h).floor() as i64;
@@ -288,21 +292,35 @@ impl DiscretePld {
                 bld.cell(i, p_int(x1, x2), q_int(x1, x2));
             }
         }
-        bld.finish()
+        Ok(bld.finish())
     }
 
     /// Any pure ε-DP randomizer, via binary randomized response (the dominating pair for ε-DP):
     /// loss `ε` with P-mass `e^ε/(1+e^ε)`, loss `−ε` with P-mass `1/(1+e^ε)`.
-    pub fn pure_dp(epsilon: f64, h: f64) -> Self {
+    pub fn pure_dp(epsilon: f64, h: f64) -> Result<Self> {
+        check_positive("epsilon", epsilon)?;
+        check_positive("value_discretization_interval", h)?;
         let small = (-epsilon).exp();
         let p_low = small / (1.0 + small); // 1/(1+e^ε) without cancellation
-        from_atoms(h, &[(epsilon, 1.0 / (1.0 + small)), (-epsilon, p_low)], 0.0)
+        Ok(from_atoms(
+            h,
+            &[(epsilon, 1.0 / (1.0 + small)), (-epsilon, p_low)],
+            0.0,
+        ))
     }
 
     /// Exact one-dimensional Skellam mechanism with integer sensitivity `Δ`:
     /// P = Δ + Sk(μ), Q = Sk(μ), atoms `L(k) = ln pmf(k−Δ) − ln pmf(k)` with P-mass
     /// `pmf(k−Δ)`; the pmf beyond ±(Δ + 40√μ + 60) (mass below 1e-300) goes to `+∞`.
     pub fn skellam(mu: f64, sensitivity: u64, h: f64) -> Result<Self> {
+        check_positive("value_discretization_interval", h)?;
+        if sensitivity == 0 {
+            return Err(AccountingError::invalid(
+                "sensitivity",
+                0.0,
+                "must be at least 1",
+            ));
+        }
         let d = sensitivity as i64;
         let kmax = (40.0 * mu.sqrt() + 60.0) as i64 + d;
         let lp = skellam_ln_pmf(mu, kmax as usize)?;
@@ -324,7 +342,13 @@ impl DiscretePld {
     /// `L(x) = ln(1 − q + q·e^{(2x−1)/(2z²)})`, increasing in x, `L > ln(1−q)`.
     /// `remove == false` (add): P = N(0,z²), Q = the mixture, `L(x) = −ln(…)`, decreasing,
     /// `L < −ln(1−q)`. Cell masses from exact normal CDF differences of the x-intervals.
-    pub fn poisson_gaussian(q: f64, z: f64, remove: bool, h: f64) -> Self {
+    pub fn poisson_gaussian(q: f64, z: f64, remove: bool, h: f64) -> Result<Self> {
+        crate::error::check_rate(q)?;
+        check_positive("noise_multiplier", z)?;
+        check_positive("value_discretization_interval", h)?;
+        if q == 1.0 {
+            return Self::gaussian(1.0 / (2.0 * z * z), h);
+        }
         let z2 = z * z;
         // x(L) solves e^{±L} = 1 − q + q·e^{(2x−1)/(2z²)}.
         let x_of = |l: f64| -> f64 {
@@ -352,7 +376,7 @@ impl DiscretePld {
         if remove {
             let lo = loss(-10.0 * z);
             let hi = loss(1.0 + 10.0 * z);
-            from_cells(
+            Ok(from_cells(
                 h,
                 lo,
                 hi,
@@ -361,12 +385,18 @@ impl DiscretePld {
                     let (n, m) = masses(a, c);
                     (m, n)
                 },
-            )
+            ))
         } else {
             let lo = -loss(10.0 * z + 1.0);
             let hi = -libm::log1p(-q);
             // L ∈ (a, c] ⟺ x ∈ [x(−c), x(−a)): the x-order is reversed.
-            from_cells(h, lo, hi, |e| point(x_of(-e)), |a, c| masses(c, a))
+            Ok(from_cells(
+                h,
+                lo,
+                hi,
+                |e| point(x_of(-e)),
+                |a, c| masses(c, a),
+            ))
         }
     }
 
@@ -489,7 +519,7 @@ impl DiscretePld {
         };
         let guesses = [-1i32, 0, 1].map(|j| t_star * 2f64.powf(j as f64 / 2.0));
         let fallback = [2f64.powi(-8), 2f64.powi(-4), 1.0, 16.0];
-        let mut bound = |ts: &[f64], hi: &mut f64, lo: &mut f64| {
+        let bound = |ts: &[f64], hi: &mut f64, lo: &mut f64| {
             for &t in ts {
                 if !(t > 0.0 && t.is_finite()) {
                     continue;
@@ -868,10 +898,10 @@ impl PldAccountant {
                 self.gaussian_mu += count as f64 / (2.0 * noise_multiplier * noise_multiplier);
             }
             DpEvent::Laplace { scale } => {
-                self.add_pair(DiscretePld::laplace(*scale, h), None, count)?
+                self.add_pair(DiscretePld::laplace(*scale, h)?, None, count)?
             }
             DpEvent::PureDp { epsilon } => {
-                self.add_pair(DiscretePld::pure_dp(*epsilon, h), None, count)?
+                self.add_pair(DiscretePld::pure_dp(*epsilon, h)?, None, count)?
             }
             DpEvent::Skellam {
                 mu,
@@ -894,13 +924,13 @@ impl PldAccountant {
                 }
                 match **inner {
                     DpEvent::Gaussian { noise_multiplier } => self.add_pair(
-                        DiscretePld::poisson_gaussian(*rate, noise_multiplier, true, h),
+                        DiscretePld::poisson_gaussian(*rate, noise_multiplier, true, h)?,
                         Some(DiscretePld::poisson_gaussian(
                             *rate,
                             noise_multiplier,
                             false,
                             h,
-                        )),
+                        )?),
                         count,
                     )?,
                     _ => {
@@ -938,18 +968,18 @@ impl PldAccountant {
 
     /// The final PLDs (remove, add), with the Gaussian part folded in; `None` if only
     /// Gaussians were composed (answered exactly by [`gaussian_delta`]).
-    fn finals(&self) -> Option<(DiscretePld, DiscretePld)> {
+    fn finals(&self) -> Result<Option<(DiscretePld, DiscretePld)>> {
         if self.remove.is_identity() && self.add.is_identity() {
-            return None;
+            return Ok(None);
         }
         if self.gaussian_mu > 0.0 {
-            let g = DiscretePld::gaussian(self.gaussian_mu, self.h);
-            Some((
+            let g = DiscretePld::gaussian(self.gaussian_mu, self.h)?;
+            Ok(Some((
                 self.remove.composed(&g, self.tail),
                 self.add.composed(&g, self.tail),
-            ))
+            )))
         } else {
-            Some((self.remove.clone(), self.add.clone()))
+            Ok(Some((self.remove.clone(), self.add.clone())))
         }
     }
 
@@ -957,7 +987,10 @@ impl PldAccountant {
     /// exceeds δ).
     pub fn get_epsilon(&self, delta: f64) -> Result<f64> {
         check_delta(delta)?;
-        Ok(match self.finals() {
+        if !self.gaussian_mu.is_finite() {
+            return Ok(f64::INFINITY); // a Gaussian with (numerically) no noise
+        }
+        Ok(match self.finals()? {
             None if self.gaussian_mu == 0.0 => 0.0,
             None => gaussian_epsilon(self.gaussian_mu, delta),
             Some((r, a)) => r.get_epsilon(delta).max(a.get_epsilon(delta)),
@@ -967,7 +1000,10 @@ impl PldAccountant {
     /// δ at `epsilon` ≥ 0: the larger of the two directions.
     pub fn get_delta(&self, epsilon: f64) -> Result<f64> {
         check_nonnegative("epsilon", epsilon)?;
-        Ok(match self.finals() {
+        if !self.gaussian_mu.is_finite() {
+            return Ok(1.0);
+        }
+        Ok(match self.finals()? {
             None if self.gaussian_mu == 0.0 => 0.0,
             None => gaussian_delta(self.gaussian_mu, epsilon),
             Some((r, a)) => r.get_delta(epsilon).max(a.get_delta(epsilon)),
@@ -992,11 +1028,11 @@ mod tests {
     fn discretization_preserves_both_masses() {
         let h = 1e-3;
         for p in [
-            DiscretePld::gaussian(0.5, h),
-            DiscretePld::laplace(1.3, h),
-            DiscretePld::pure_dp(1.234_567, h),
-            DiscretePld::poisson_gaussian(0.1, 1.0, true, h),
-            DiscretePld::poisson_gaussian(0.1, 1.0, false, h),
+            DiscretePld::gaussian(0.5, h).unwrap(),
+            DiscretePld::laplace(1.3, h).unwrap(),
+            DiscretePld::pure_dp(1.234_567, h).unwrap(),
+            DiscretePld::poisson_gaussian(0.1, 1.0, true, h).unwrap(),
+            DiscretePld::poisson_gaussian(0.1, 1.0, false, h).unwrap(),
             DiscretePld::skellam(5.0, 2, h).unwrap(),
         ] {
             assert!((total(&p) - 1.0).abs() < 1e-10, "P mass {}", total(&p));
@@ -1010,7 +1046,9 @@ mod tests {
     fn gaussian_pld_matches_closed_form_and_is_pessimistic() {
         // Single Gaussian and 100-fold composition: discrete δ ≥ exact δ, and close.
         for (mu, n) in [(0.5, 1u64), (0.005, 100), (2.0, 1)] {
-            let p = DiscretePld::gaussian(mu, 1e-4).self_composed(n, DEFAULT_TAIL_MASS);
+            let p = DiscretePld::gaussian(mu, 1e-4)
+                .unwrap()
+                .self_composed(n, DEFAULT_TAIL_MASS);
             for eps in [0.0, 0.5, 1.0, 2.0, 4.0] {
                 let exact = gaussian_delta(mu * n as f64, eps);
                 let disc = p.get_delta(eps);
@@ -1029,6 +1067,7 @@ mod tests {
     #[test]
     fn epsilon_and_delta_are_inverse() {
         let p = DiscretePld::poisson_gaussian(0.05, 1.0, true, 1e-4)
+            .unwrap()
             .self_composed(500, DEFAULT_TAIL_MASS);
         for delta in [1e-3, 1e-5, 1e-8] {
             let e = p.get_epsilon(delta);
@@ -1041,7 +1080,7 @@ mod tests {
     fn pure_dp_single_use_is_exact() {
         // One ε-DP randomized response: δ(ε') = (e^ε − e^{ε'})/(1+e^ε) for ε' < ε, ε at δ→0 is ε.
         let eps = 1.0;
-        let p = DiscretePld::pure_dp(eps, 1e-4);
+        let p = DiscretePld::pure_dp(eps, 1e-4).unwrap();
         let want = (eps.exp() - 0.5f64.exp()) / (1.0 + eps.exp());
         assert!(
             (p.get_delta(0.5) / want - 1.0).abs() < 1e-3,
@@ -1054,7 +1093,9 @@ mod tests {
 
     #[test]
     fn coarsening_is_pessimistic() {
-        let p = DiscretePld::laplace(1.0, 1e-3).self_composed(10, DEFAULT_TAIL_MASS);
+        let p = DiscretePld::laplace(1.0, 1e-3)
+            .unwrap()
+            .self_composed(10, DEFAULT_TAIL_MASS);
         let c = p.coarsened().coarsened();
         for eps in [0.5, 1.0, 3.0] {
             assert!(c.get_delta(eps) >= p.get_delta(eps) * (1.0 - 1e-12));
@@ -1208,11 +1249,11 @@ mod tests {
     fn huge_single_losses_use_a_coarser_grid() {
         // ε = 500 randomized response (atoms at ±500) and a Laplace scale of 1e-3 (losses in
         // ±1000) would need 1e7 and 2e7 points at h = 1e-4: the grid is coarsened instead.
-        let p = DiscretePld::pure_dp(500.0, 1e-4);
+        let p = DiscretePld::pure_dp(500.0, 1e-4).unwrap();
         assert!(p.h() > 1e-4, "{}", p.h());
         // δ(ε') = P(L = 500)(1 − e^{ε'−500}) for ε' < 500; ε at tiny δ is 500 (pessimistic).
         assert!(p.get_epsilon(1e-12) >= 500.0 - 1e-9);
-        let l = DiscretePld::laplace(1e-3, 1e-4);
+        let l = DiscretePld::laplace(1e-3, 1e-4).unwrap();
         assert!(
             l.h() > 1e-4 && l.get_epsilon(1e-12) >= 1000.0 - 1e-9,
             "{} {} {}",
@@ -1231,5 +1272,23 @@ mod tests {
         // Gaussian alone: ε ≈ μ + s·Φ⁻¹(1−δ)-ish ≈ 5e5 + 4.3e3; plus 500.
         let g = gaussian_epsilon(5e5, 1e-5);
         assert!(e.is_finite() && e >= g + 500.0 - 1.0, "{e} vs {g}");
+    }
+
+    #[test]
+    fn constructors_validate_and_degenerate_noise_is_infinite() {
+        assert!(DiscretePld::gaussian(0.0, 1e-4).is_err());
+        assert!(DiscretePld::gaussian(1.0, 0.0).is_err());
+        assert!(DiscretePld::laplace(f64::NAN, 1e-4).is_err());
+        assert!(DiscretePld::pure_dp(-1.0, 1e-4).is_err());
+        assert!(DiscretePld::poisson_gaussian(1.5, 1.0, true, 1e-4).is_err());
+        assert!(DiscretePld::poisson_gaussian(0.5, 0.0, true, 1e-4).is_err());
+        assert!(DiscretePld::skellam(1.0, 0, 1e-4).is_err());
+        let mut acc = PldAccountant::new();
+        acc.compose(&DpEvent::Gaussian {
+            noise_multiplier: 1e-200,
+        })
+        .unwrap();
+        assert_eq!(acc.get_epsilon(1e-5).unwrap(), f64::INFINITY);
+        assert_eq!(acc.get_delta(10.0).unwrap(), 1.0);
     }
 }

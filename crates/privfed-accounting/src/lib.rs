@@ -15,6 +15,7 @@
 //! | `PureDp` | tight RR form | randomized response (dominating pair) |
 //! | `Skellam` | §2.2 bound (integer orders, `⌈α⌉`) | exact 1-D pmf (`l1 == l2`, integer) |
 //! | `PoissonSampled(Gaussian)` | exact, integer and fractional orders | add and remove directions |
+//! | `PoissonSampled(Laplace)` | Zhu & Wang 2019 bound | add and remove directions |
 //! | `PoissonSampled(other)` | Zhu & Wang 2019 bound | rejected (`UnsupportedEvent`) |
 //! | `RdpCurve` | as given (monotone extension) | rejected (`UnsupportedEvent`) |
 //!

@@ -337,6 +337,65 @@ impl DiscretePld {
         Ok(from_atoms(h, &atoms, (1.0 - kept).max(0.0)))
     }
 
+    /// The Poisson-subsampled Laplace mechanism (rate `q`, scale `b`, sensitivity 1), with
+    /// `ℓ(x) = (|x| − |x−1|)/b` the base loss of Lap(1,b) against Lap(0,b).
+    /// `remove == true`: P = (1−q)Lap(0,b) + qLap(1,b), Q = Lap(0,b), `L = ln(1−q+q·e^{ℓ(x)})`;
+    /// `remove == false` (add): P = Lap(0,b), Q = the mixture, `L = −ln(1−q+q·e^{ℓ(x)})`.
+    /// Two atoms (`x ≤ 0`, `x ≥ 1`) and a continuous part on `x ∈ (0, 1)` whose cell masses
+    /// come from the exact Laplace CDFs.
+    pub fn poisson_laplace(q: f64, b: f64, remove: bool, h0: f64) -> Result<Self> {
+        crate::error::check_rate(q)?;
+        check_positive("scale", b)?;
+        check_positive("value_discretization_interval", h0)?;
+        if q == 1.0 {
+            return Self::laplace(b, h0);
+        }
+        let g = |l: f64| crate::numerics::log_add(libm::log1p(-q), q.ln() + l); // ln(1−q+q e^ℓ)
+        let sign = if remove { 1.0 } else { -1.0 };
+        let (l_left, l_right) = (sign * g(-1.0 / b), sign * g(1.0 / b)); // x ≤ 0, x ≥ 1
+        let (lo_l, hi_l) = (l_left.min(l_right), l_left.max(l_right));
+        let h = fit_h(h0, lo_l, hi_l);
+        let lo = (lo_l / h).floor() as i64;
+        let hi = ((hi_l / h).ceil() as i64).max(lo + 1);
+        let mut bld = Builder::new(h, lo, hi);
+        // Masses of x-intervals under Lap(0,b) and Lap(1,b), inside (0, 1).
+        let p0 = |x1: f64, x2: f64| 0.5 * ((-x1 / b).exp() - (-x2 / b).exp());
+        let p1 = |x1: f64, x2: f64| 0.5 * (((x2 - 1.0) / b).exp() - ((x1 - 1.0) / b).exp());
+        let em = (-1.0 / b).exp();
+        let (left0, left1, right0, right1) = (0.5, 0.5 * em, 0.5 * em, 0.5);
+        let mix = |m0: f64, m1: f64| (1.0 - q) * m0 + q * m1;
+        if remove {
+            bld.atom(l_left, mix(left0, left1));
+            bld.atom(l_right, mix(right0, right1));
+        } else {
+            bld.atom(l_left, left0);
+            bld.atom(l_right, right0);
+        }
+        // x of a base loss ℓ ∈ [−1/b, 1/b]: x = (bℓ + 1)/2; ℓ of a loss L: ln((expm1(±L)+q)/q).
+        let x_of = |l: f64| -> f64 {
+            let v = libm::expm1(sign * l) + q;
+            if v <= 0.0 {
+                0.0
+            } else {
+                ((b * (v / q).ln() + 1.0) / 2.0).clamp(0.0, 1.0)
+            }
+        };
+        for i in lo..hi {
+            let (a, c) = (i as f64 * h, (i + 1) as f64 * h);
+            let (xa, xc) = (x_of(a), x_of(c));
+            let (x1, x2) = if remove { (xa, xc) } else { (xc, xa) };
+            if x2 > x1 {
+                let (m0, m1) = (p0(x1, x2), p1(x1, x2));
+                if remove {
+                    bld.cell(i, mix(m0, m1), m0);
+                } else {
+                    bld.cell(i, m0, mix(m0, m1));
+                }
+            }
+        }
+        Ok(bld.finish())
+    }
+
     /// The Poisson-subsampled Gaussian (rate `q`, noise multiplier `z`, sensitivity 1).
     /// `remove == true`: P = (1−q)N(0,z²) + qN(1,z²), Q = N(0,z²),
     /// `L(x) = ln(1 − q + q·e^{(2x−1)/(2z²)})`, increasing in x, `L > ln(1−q)`.
@@ -506,6 +565,7 @@ impl DiscretePld {
         min_sum: f64,
         max_sum: f64,
         var: f64,
+        refine_above: f64,
     ) -> (f64, f64) {
         let lt = tail.ln();
         let mut hi = max_sum;
@@ -539,6 +599,46 @@ impl DiscretePld {
         if hi == max_sum || lo == min_sum {
             bound(&fallback, &mut hi, &mut lo);
         }
+        // Wide window (heavy tails, e.g. the remove direction at small z): minimize each bound
+        // over ln t by golden-section search (each is unimodal in t: the derivative of
+        // (nK(t) − ln tail)/t has the sign of t·nK'(t) − nK(t) + ln tail, increasing in t).
+        if hi - lo > refine_above {
+            let golden = |f: &dyn Fn(f64) -> f64| -> f64 {
+                let (mut a, mut b) = (t_star.ln() - 12.0, t_star.ln() + 6.0);
+                let r = 0.618_033_988_749_895;
+                let mut best = f64::INFINITY;
+                // 16 steps shrink the 18-wide bracket in ln t to 0.008: ample for a window.
+                for _ in 0..16 {
+                    let (c, d) = (b - r * (b - a), a + r * (b - a));
+                    let (fc, fd) = (f(c.exp()), f(d.exp()));
+                    best = best.min(fc).min(fd);
+                    if fc <= fd {
+                        b = d;
+                    } else {
+                        a = c;
+                    }
+                }
+                best
+            };
+            let f_hi = |t: f64| {
+                let v = k(t);
+                if v.is_finite() {
+                    (v - lt) / t
+                } else {
+                    f64::INFINITY
+                }
+            };
+            let f_lo = |t: f64| {
+                let v = k(-t);
+                if v.is_finite() {
+                    -(lt - v) / t
+                } else {
+                    f64::INFINITY
+                }
+            };
+            hi = hi.min(golden(&f_hi));
+            lo = lo.max(-golden(&f_lo));
+        }
         (lo.min(hi), hi)
     }
 
@@ -568,6 +668,7 @@ impl DiscretePld {
             nf * self.min_loss(),
             nf * self.max_loss(),
             nf * self.variance(),
+            (MAX_PMF_LEN / 4) as f64 * self.h,
         );
         let w_lo = (x_lo / self.h).floor() as i64;
         let w_hi = (x_hi / self.h).ceil() as i64;
@@ -606,6 +707,7 @@ impl DiscretePld {
             a.min_loss() + b.min_loss(),
             a.max_loss() + b.max_loss(),
             a.variance() + b.variance(),
+            (MAX_PMF_LEN / 4) as f64 * h,
         );
         let w_lo = (x_lo / h).floor() as i64;
         let w_hi = (x_hi / h).ceil() as i64;
@@ -797,7 +899,7 @@ pub fn gaussian_epsilon(mu: f64, delta: f64) -> f64 {
 /// so they are discretized once, at query time). Reports the worse of the two directions.
 ///
 /// Supports Gaussian, Laplace, pure ε-DP (as randomized response), one-dimensional Skellam
-/// (`l1_sensitivity == l2_sensitivity`, an integer), Poisson-sampled Gaussian, compositions.
+/// (`l1_sensitivity == l2_sensitivity`, an integer), Poisson-sampled Gaussian and Laplace, compositions.
 /// Rejects Poisson sampling of anything else and user RDP curves with
 /// [`AccountingError::UnsupportedEvent`].
 #[derive(Debug, Clone)]
@@ -933,10 +1035,15 @@ impl PldAccountant {
                         )?),
                         count,
                     )?,
+                    DpEvent::Laplace { scale } => self.add_pair(
+                        DiscretePld::poisson_laplace(*rate, scale, true, h)?,
+                        Some(DiscretePld::poisson_laplace(*rate, scale, false, h)?),
+                        count,
+                    )?,
                     _ => {
                         return Err(Self::unsupported(
                             event,
-                            "Poisson sampling is supported for the Gaussian only (use the RDP accountant)",
+                            "Poisson sampling is supported for the Gaussian and the Laplace only (use the RDP accountant)",
                         ));
                     }
                 }
@@ -1033,6 +1140,8 @@ mod tests {
             DiscretePld::pure_dp(1.234_567, h).unwrap(),
             DiscretePld::poisson_gaussian(0.1, 1.0, true, h).unwrap(),
             DiscretePld::poisson_gaussian(0.1, 1.0, false, h).unwrap(),
+            DiscretePld::poisson_laplace(0.1, 1.5, true, h).unwrap(),
+            DiscretePld::poisson_laplace(0.1, 1.5, false, h).unwrap(),
             DiscretePld::skellam(5.0, 2, h).unwrap(),
         ] {
             assert!((total(&p) - 1.0).abs() < 1e-10, "P mass {}", total(&p));
@@ -1107,14 +1216,14 @@ mod tests {
         let mut acc = PldAccountant::new();
         let e = DpEvent::PoissonSampled {
             rate: 0.1,
-            event: Box::new(DpEvent::Laplace { scale: 1.0 }),
+            event: Box::new(DpEvent::PureDp { epsilon: 1.0 }),
         };
         match acc.compose(&e) {
             Err(AccountingError::UnsupportedEvent {
                 accountant, event, ..
             }) => {
                 assert_eq!(accountant, "pld");
-                assert_eq!(event, "PoissonSampled(Laplace)");
+                assert_eq!(event, "PoissonSampled(PureDp)");
             }
             other => panic!("{other:?}"),
         }
@@ -1261,16 +1370,18 @@ mod tests {
             l.get_epsilon(1e-12),
             l.inf_mass()
         );
-        // Mixed with a fine-grid Gaussian in the accountant (μ = 5e5: analytic part discretized).
+        // Mixed with a fine-grid Gaussian in the accountant (μ = 200, discretized at query time
+        // on the coarser grid).
         let mut acc = PldAccountant::new();
         acc.compose(&DpEvent::PureDp { epsilon: 500.0 }).unwrap();
         acc.compose(&DpEvent::Gaussian {
-            noise_multiplier: 0.001,
+            noise_multiplier: 0.05,
         })
         .unwrap();
         let e = acc.get_epsilon(1e-5).unwrap();
-        // Gaussian alone: ε ≈ μ + s·Φ⁻¹(1−δ)-ish ≈ 5e5 + 4.3e3; plus 500.
-        let g = gaussian_epsilon(5e5, 1e-5);
+        // ε of the Gaussian alone plus the 500 of the randomized response (its loss is 500 with
+        // probability 1 − 7e-218), up to the coarse grid.
+        let g = gaussian_epsilon(200.0, 1e-5);
         assert!(e.is_finite() && e >= g + 500.0 - 1.0, "{e} vs {g}");
     }
 

@@ -8,6 +8,22 @@
 //!
 //! Pure: no I/O, no clock, no global state.
 //!
+//! | event | [`RdpAccountant`] | [`PldAccountant`] |
+//! |---|---|---|
+//! | `Gaussian` | `α/(2z²)` | exact (`N(μ, 2μ)`, composed analytically) |
+//! | `Laplace` | Mironov 2017 | pessimistic discretization |
+//! | `PureDp` | tight RR form | randomized response (dominating pair) |
+//! | `Skellam` | §2.2 bound (integer orders, `⌈α⌉`) | exact 1-D pmf (`l1 == l2`, integer) |
+//! | `PoissonSampled(Gaussian)` | exact, integer and fractional orders | add and remove directions |
+//! | `PoissonSampled(Laplace)` | Zhu & Wang 2019 bound | add and remove directions |
+//! | `PoissonSampled(other)` | Zhu & Wang 2019 bound | rejected (`UnsupportedEvent`) |
+//! | `RdpCurve` | as given (monotone extension) | rejected (`UnsupportedEvent`) |
+//!
+//! Numerics written here for now (`numerics` module: `ln_norm_cdf`, normal-tail differences,
+//! `ln_beta_inc` with a log-space prefactor, `ln_beta` with a Stirling difference for large
+//! arguments) can later be replaced by `privfed_mechanisms::special::{norm_cdf, ln_norm_cdf,
+//! ln_beta_inc}` once that module lands, keeping the tests against mpmath.
+//!
 //! ```
 //! use privfed_accounting::{DpEvent, RdpAccountant};
 //! let mut acc = RdpAccountant::new();

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use realfft::RealFftPlanner;
 use realfft::num_complex::Complex;
 
-use crate::error::{AccountingError, Result, check_delta, check_nonnegative};
+use crate::error::{AccountingError, Result, check_delta, check_nonnegative, check_positive};
 use crate::event::DpEvent;
 use crate::numerics::{NormPoint, ln_norm_cdf};
 use crate::skellam::skellam_ln_pmf;
@@ -43,7 +43,7 @@ pub const DEFAULT_TAIL_MASS: f64 = 1e-15;
 /// to `+∞`).
 pub const TRIM_MASS: f64 = 1e-30;
 /// Largest pmf (and FFT) length; beyond it the grid is coarsened.
-pub const MAX_PMF_LEN: usize = 1 << 23;
+pub const MAX_PMF_LEN: usize = 1 << 21;
 
 /// A discrete, pessimistic privacy-loss distribution: P-mass `pmf[j]` at loss
 /// `(offset + j)·h`, plus `inf_mass` at `+∞`.
@@ -109,11 +109,23 @@ impl Builder {
 
     /// The cell `(i·h, (i+1)·h]` with P-mass `p` and Q-mass `q`.
     fn cell(&mut self, i: i64, p: f64, q: f64) {
+        self.cell_with(i, p, q, ((i + 1) as f64 * self.h).exp());
+    }
+
+    /// [`Self::cell`] given `exp_up = e^{(i+1)h}`.
+    fn cell_with(&mut self, i: i64, p: f64, q: f64, exp_up: f64) {
         if p <= 0.0 {
             return;
         }
-        let up = (i + 1) as f64 * self.h;
-        let a = ((q * up.exp() - p) / self.expm1_h).clamp(0.0, p);
+        // q·e^{(i+1)h}, in log space when e^{(i+1)h} overflows (losses above ~709).
+        let qe = if exp_up.is_finite() {
+            q * exp_up
+        } else if q > 0.0 {
+            (q.ln() + (i + 1) as f64 * self.h).exp()
+        } else {
+            0.0
+        };
+        let a = ((qe - p) / self.expm1_h).clamp(0.0, p);
         let k = (i - self.lo) as usize;
         self.pmf[k] += a;
         self.pmf[k + 1] += p - a;
@@ -134,21 +146,30 @@ impl Builder {
 /// covering `[loss_lo, loss_hi]`: `point(e)` precomputes whatever describes the loss value `e`
 /// (once per grid point, and at `±∞`), and `cell_mass(a, c) = (P(a < L ≤ c), Q(a < L ≤ c))`.
 fn from_cells<E>(
-    h: f64,
+    h0: f64,
     loss_lo: f64,
     loss_hi: f64,
     point: impl Fn(f64) -> E,
     cell_mass: impl Fn(&E, &E) -> (f64, f64),
 ) -> DiscretePld {
+    let h = fit_h(h0, loss_lo, loss_hi);
     let lo = (loss_lo / h).floor() as i64;
     let hi = ((loss_hi / h).ceil() as i64).max(lo + 1);
     let mut b = Builder::new(h, lo, hi);
     let mut prev = point(lo as f64 * h);
     b.pmf[0] += cell_mass(&point(f64::NEG_INFINITY), &prev).0;
+    // e^{(i+1)h} by multiplication, re-anchored every 256 cells (drift ≤ 256 ulp).
+    let step = h.exp();
+    let mut exp_up = 0.0;
     for i in lo..hi {
         let next = point((i + 1) as f64 * h);
         let (p, q) = cell_mass(&prev, &next);
-        b.cell(i, p, q);
+        exp_up = if (i - lo) % 256 == 0 {
+            ((i + 1) as f64 * h).exp()
+        } else {
+            exp_up * step
+        };
+        b.cell_with(i, p, q, exp_up);
         prev = next;
     }
     b.inf_mass += cell_mass(&prev, &point(f64::INFINITY)).0;
@@ -156,8 +177,14 @@ fn from_cells<E>(
 }
 
 /// Builds the PLD of a discrete loss from its atoms `(loss, P-mass)`.
-fn from_atoms(h: f64, atoms: &[(f64, f64)], inf_mass: f64) -> DiscretePld {
+fn from_atoms(h0: f64, atoms: &[(f64, f64)], inf_mass: f64) -> DiscretePld {
     let finite = atoms.iter().filter(|a| a.0.is_finite() && a.1 > 0.0);
+    let min = finite.clone().map(|a| a.0).fold(f64::INFINITY, f64::min);
+    let max = finite
+        .clone()
+        .map(|a| a.0)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let h = if min <= max { fit_h(h0, min, max) } else { h0 };
     let lo = finite
         .clone()
         .map(|a| (a.0 / h).floor() as i64)
@@ -185,6 +212,13 @@ impl DiscretePld {
             pmf: vec![1.0],
             inf_mass: 0.0,
         }
+    }
+
+    /// All masses finite and non-negative.
+    fn is_valid(&self) -> bool {
+        self.inf_mass.is_finite()
+            && self.inf_mass >= 0.0
+            && self.pmf.iter().all(|p| p.is_finite() && *p >= 0.0)
     }
 
     /// Whether this is the PLD of a mechanism that reveals nothing.
@@ -221,22 +255,27 @@ impl DiscretePld {
     }
 
     /// Gaussian mechanism with `μ = Δ²/(2σ²)`: `L ~ N(μ, 2μ)` under P and `N(−μ, 2μ)` under Q.
-    pub fn gaussian(mu: f64, h: f64) -> Self {
+    pub fn gaussian(mu: f64, h: f64) -> Result<Self> {
+        check_positive("mu", mu)?;
+        check_positive("value_discretization_interval", h)?;
         let s = (2.0 * mu).sqrt();
-        from_cells(
+        Ok(from_cells(
             h,
             mu - 12.0 * s,
             mu + 12.0 * s,
             |e| (NormPoint::new((e - mu) / s), NormPoint::new((e + mu) / s)),
             |a, c| (a.0.diff_to(&c.0), a.1.diff_to(&c.1)),
-        )
+        ))
     }
 
     /// Laplace mechanism, sensitivity 1, scale `b`: P = Lap(0, b), Q = Lap(1, b),
     /// `L(x) = (|x−1| − |x|)/b`: an atom `1/b` (P-mass ½), an atom `−1/b` (P-mass ½e^{−1/b}) and
     /// a continuous part `(1−2x)/b` for `x ∈ (0, 1)`.
-    pub fn laplace(b: f64, h: f64) -> Self {
+    pub fn laplace(b: f64, h0: f64) -> Result<Self> {
+        check_positive("scale", b)?;
+        check_positive("value_discretization_interval", h0)?;
         let e = 1.0 / b;
+        let h = fit_h(h0, -e, e);
         let lo = (-e / h).floor() as i64;
         let hi = ((e / h).ceil() as i64).max(lo + 1);
         let mut bld = Builder::new(h, lo, hi);
@@ -253,20 +292,35 @@ impl DiscretePld {
                 bld.cell(i, p_int(x1, x2), q_int(x1, x2));
             }
         }
-        bld.finish()
+        Ok(bld.finish())
     }
 
     /// Any pure ε-DP randomizer, via binary randomized response (the dominating pair for ε-DP):
     /// loss `ε` with P-mass `e^ε/(1+e^ε)`, loss `−ε` with P-mass `1/(1+e^ε)`.
-    pub fn pure_dp(epsilon: f64, h: f64) -> Self {
-        let p = 1.0 / (1.0 + (-epsilon).exp());
-        from_atoms(h, &[(epsilon, p), (-epsilon, 1.0 - p)], 0.0)
+    pub fn pure_dp(epsilon: f64, h: f64) -> Result<Self> {
+        check_positive("epsilon", epsilon)?;
+        check_positive("value_discretization_interval", h)?;
+        let small = (-epsilon).exp();
+        let p_low = small / (1.0 + small); // 1/(1+e^ε) without cancellation
+        Ok(from_atoms(
+            h,
+            &[(epsilon, 1.0 / (1.0 + small)), (-epsilon, p_low)],
+            0.0,
+        ))
     }
 
     /// Exact one-dimensional Skellam mechanism with integer sensitivity `Δ`:
     /// P = Δ + Sk(μ), Q = Sk(μ), atoms `L(k) = ln pmf(k−Δ) − ln pmf(k)` with P-mass
     /// `pmf(k−Δ)`; the pmf beyond ±(Δ + 40√μ + 60) (mass below 1e-300) goes to `+∞`.
     pub fn skellam(mu: f64, sensitivity: u64, h: f64) -> Result<Self> {
+        check_positive("value_discretization_interval", h)?;
+        if sensitivity == 0 {
+            return Err(AccountingError::invalid(
+                "sensitivity",
+                0.0,
+                "must be at least 1",
+            ));
+        }
         let d = sensitivity as i64;
         let kmax = (40.0 * mu.sqrt() + 60.0) as i64 + d;
         let lp = skellam_ln_pmf(mu, kmax as usize)?;
@@ -283,12 +337,77 @@ impl DiscretePld {
         Ok(from_atoms(h, &atoms, (1.0 - kept).max(0.0)))
     }
 
+    /// The Poisson-subsampled Laplace mechanism (rate `q`, scale `b`, sensitivity 1), with
+    /// `ℓ(x) = (|x| − |x−1|)/b` the base loss of Lap(1,b) against Lap(0,b).
+    /// `remove == true`: P = (1−q)Lap(0,b) + qLap(1,b), Q = Lap(0,b), `L = ln(1−q+q·e^{ℓ(x)})`;
+    /// `remove == false` (add): P = Lap(0,b), Q = the mixture, `L = −ln(1−q+q·e^{ℓ(x)})`.
+    /// Two atoms (`x ≤ 0`, `x ≥ 1`) and a continuous part on `x ∈ (0, 1)` whose cell masses
+    /// come from the exact Laplace CDFs.
+    pub fn poisson_laplace(q: f64, b: f64, remove: bool, h0: f64) -> Result<Self> {
+        crate::error::check_rate(q)?;
+        check_positive("scale", b)?;
+        check_positive("value_discretization_interval", h0)?;
+        if q == 1.0 {
+            return Self::laplace(b, h0);
+        }
+        let g = |l: f64| crate::numerics::log_add(libm::log1p(-q), q.ln() + l); // ln(1−q+q e^ℓ)
+        let sign = if remove { 1.0 } else { -1.0 };
+        let (l_left, l_right) = (sign * g(-1.0 / b), sign * g(1.0 / b)); // x ≤ 0, x ≥ 1
+        let (lo_l, hi_l) = (l_left.min(l_right), l_left.max(l_right));
+        let h = fit_h(h0, lo_l, hi_l);
+        let lo = (lo_l / h).floor() as i64;
+        let hi = ((hi_l / h).ceil() as i64).max(lo + 1);
+        let mut bld = Builder::new(h, lo, hi);
+        // Masses of x-intervals under Lap(0,b) and Lap(1,b), inside (0, 1).
+        let p0 = |x1: f64, x2: f64| 0.5 * ((-x1 / b).exp() - (-x2 / b).exp());
+        let p1 = |x1: f64, x2: f64| 0.5 * (((x2 - 1.0) / b).exp() - ((x1 - 1.0) / b).exp());
+        let em = (-1.0 / b).exp();
+        let (left0, left1, right0, right1) = (0.5, 0.5 * em, 0.5 * em, 0.5);
+        let mix = |m0: f64, m1: f64| (1.0 - q) * m0 + q * m1;
+        if remove {
+            bld.atom(l_left, mix(left0, left1));
+            bld.atom(l_right, mix(right0, right1));
+        } else {
+            bld.atom(l_left, left0);
+            bld.atom(l_right, right0);
+        }
+        // x of a base loss ℓ ∈ [−1/b, 1/b]: x = (bℓ + 1)/2; ℓ of a loss L: ln((expm1(±L)+q)/q).
+        let x_of = |l: f64| -> f64 {
+            let v = libm::expm1(sign * l) + q;
+            if v <= 0.0 {
+                0.0
+            } else {
+                ((b * (v / q).ln() + 1.0) / 2.0).clamp(0.0, 1.0)
+            }
+        };
+        for i in lo..hi {
+            let (a, c) = (i as f64 * h, (i + 1) as f64 * h);
+            let (xa, xc) = (x_of(a), x_of(c));
+            let (x1, x2) = if remove { (xa, xc) } else { (xc, xa) };
+            if x2 > x1 {
+                let (m0, m1) = (p0(x1, x2), p1(x1, x2));
+                if remove {
+                    bld.cell(i, mix(m0, m1), m0);
+                } else {
+                    bld.cell(i, m0, mix(m0, m1));
+                }
+            }
+        }
+        Ok(bld.finish())
+    }
+
     /// The Poisson-subsampled Gaussian (rate `q`, noise multiplier `z`, sensitivity 1).
     /// `remove == true`: P = (1−q)N(0,z²) + qN(1,z²), Q = N(0,z²),
     /// `L(x) = ln(1 − q + q·e^{(2x−1)/(2z²)})`, increasing in x, `L > ln(1−q)`.
     /// `remove == false` (add): P = N(0,z²), Q = the mixture, `L(x) = −ln(…)`, decreasing,
     /// `L < −ln(1−q)`. Cell masses from exact normal CDF differences of the x-intervals.
-    pub fn poisson_gaussian(q: f64, z: f64, remove: bool, h: f64) -> Self {
+    pub fn poisson_gaussian(q: f64, z: f64, remove: bool, h: f64) -> Result<Self> {
+        crate::error::check_rate(q)?;
+        check_positive("noise_multiplier", z)?;
+        check_positive("value_discretization_interval", h)?;
+        if q == 1.0 {
+            return Self::gaussian(1.0 / (2.0 * z * z), h);
+        }
         let z2 = z * z;
         // x(L) solves e^{±L} = 1 − q + q·e^{(2x−1)/(2z²)}.
         let x_of = |l: f64| -> f64 {
@@ -316,7 +435,7 @@ impl DiscretePld {
         if remove {
             let lo = loss(-10.0 * z);
             let hi = loss(1.0 + 10.0 * z);
-            from_cells(
+            Ok(from_cells(
                 h,
                 lo,
                 hi,
@@ -325,12 +444,18 @@ impl DiscretePld {
                     let (n, m) = masses(a, c);
                     (m, n)
                 },
-            )
+            ))
         } else {
             let lo = -loss(10.0 * z + 1.0);
             let hi = -libm::log1p(-q);
             // L ∈ (a, c] ⟺ x ∈ [x(−c), x(−a)): the x-order is reversed.
-            from_cells(h, lo, hi, |e| point(x_of(-e)), |a, c| masses(c, a))
+            Ok(from_cells(
+                h,
+                lo,
+                hi,
+                |e| point(x_of(-e)),
+                |a, c| masses(c, a),
+            ))
         }
     }
 
@@ -440,6 +565,7 @@ impl DiscretePld {
         min_sum: f64,
         max_sum: f64,
         var: f64,
+        refine_above: f64,
     ) -> (f64, f64) {
         let lt = tail.ln();
         let mut hi = max_sum;
@@ -451,20 +577,67 @@ impl DiscretePld {
         } else {
             1.0
         };
-        let guesses = [-2i32, -1, 0, 1, 2].map(|j| t_star * 2f64.powf(j as f64 / 2.0));
+        let guesses = [-1i32, 0, 1].map(|j| t_star * 2f64.powf(j as f64 / 2.0));
         let fallback = [2f64.powi(-8), 2f64.powi(-4), 1.0, 16.0];
-        for t in guesses.into_iter().chain(fallback) {
-            if !(t > 0.0 && t.is_finite()) {
-                continue;
+        let bound = |ts: &[f64], hi: &mut f64, lo: &mut f64| {
+            for &t in ts {
+                if !(t > 0.0 && t.is_finite()) {
+                    continue;
+                }
+                let kp = k(t);
+                if kp.is_finite() {
+                    *hi = hi.min((kp - lt) / t);
+                }
+                let km = k(-t);
+                if km.is_finite() {
+                    *lo = lo.max((lt - km) / t);
+                }
             }
-            let kp = k(t);
-            if kp.is_finite() {
-                hi = hi.min((kp - lt) / t);
-            }
-            let km = k(-t);
-            if km.is_finite() {
-                lo = lo.max((lt - km) / t);
-            }
+        };
+        bound(&guesses, &mut hi, &mut lo);
+        // The coarse grid only if the guesses found nothing (e.g. a degenerate variance).
+        if hi == max_sum || lo == min_sum {
+            bound(&fallback, &mut hi, &mut lo);
+        }
+        // Wide window (heavy tails, e.g. the remove direction at small z): minimize each bound
+        // over ln t by golden-section search (each is unimodal in t: the derivative of
+        // (nK(t) − ln tail)/t has the sign of t·nK'(t) − nK(t) + ln tail, increasing in t).
+        if hi - lo > refine_above {
+            let golden = |f: &dyn Fn(f64) -> f64| -> f64 {
+                let (mut a, mut b) = (t_star.ln() - 12.0, t_star.ln() + 6.0);
+                let r = 0.618_033_988_749_895;
+                let mut best = f64::INFINITY;
+                // 16 steps shrink the 18-wide bracket in ln t to 0.008: ample for a window.
+                for _ in 0..16 {
+                    let (c, d) = (b - r * (b - a), a + r * (b - a));
+                    let (fc, fd) = (f(c.exp()), f(d.exp()));
+                    best = best.min(fc).min(fd);
+                    if fc <= fd {
+                        b = d;
+                    } else {
+                        a = c;
+                    }
+                }
+                best
+            };
+            let f_hi = |t: f64| {
+                let v = k(t);
+                if v.is_finite() {
+                    (v - lt) / t
+                } else {
+                    f64::INFINITY
+                }
+            };
+            let f_lo = |t: f64| {
+                let v = k(-t);
+                if v.is_finite() {
+                    -(lt - v) / t
+                } else {
+                    f64::INFINITY
+                }
+            };
+            hi = hi.min(golden(&f_hi));
+            lo = lo.max(-golden(&f_lo));
         }
         (lo.min(hi), hi)
     }
@@ -495,6 +668,7 @@ impl DiscretePld {
             nf * self.min_loss(),
             nf * self.max_loss(),
             nf * self.variance(),
+            (MAX_PMF_LEN / 4) as f64 * self.h,
         );
         let w_lo = (x_lo / self.h).floor() as i64;
         let w_hi = (x_hi / self.h).ceil() as i64;
@@ -504,8 +678,7 @@ impl DiscretePld {
         }
         let len = fft_len(width.max(2));
         let shift = self.offset * n as i64; // absolute index of Σ j = 0
-        let spec = forward(&fold(&self.pmf, len));
-        let spec: Vec<Complex<f64>> = spec.into_iter().map(|c| cpow(c, n)).collect();
+        let spec = cpow_all(forward(&fold(&self.pmf, len)), n);
         let cyc = inverse(spec, len);
         let mut upper = 0.0;
         // Upper-tail mass beyond x_hi is at most `tail` by construction of the window (unless
@@ -534,6 +707,7 @@ impl DiscretePld {
             a.min_loss() + b.min_loss(),
             a.max_loss() + b.max_loss(),
             a.variance() + b.variance(),
+            (MAX_PMF_LEN / 4) as f64 * h,
         );
         let w_lo = (x_lo / h).floor() as i64;
         let w_hi = (x_hi / h).ceil() as i64;
@@ -623,6 +797,16 @@ impl DiscretePld {
     }
 }
 
+/// The grid width `h0·2^k` (smallest `k ≥ 0`) whose grid over `[lo, hi]` has at most
+/// [`MAX_PMF_LEN`] points: bounded memory for very large losses.
+fn fit_h(h0: f64, lo: f64, hi: f64) -> f64 {
+    let mut h = h0;
+    while (hi - lo) / h + 2.0 > MAX_PMF_LEN as f64 {
+        h *= 2.0;
+    }
+    h
+}
+
 /// Smallest `2^a` or `3·2^a` at least `n`.
 fn fft_len(n: usize) -> usize {
     let p = n.next_power_of_two();
@@ -668,17 +852,18 @@ fn inverse(mut spec: Vec<Complex<f64>>, len: usize) -> Vec<f64> {
     out
 }
 
-/// `c^n` by binary exponentiation (about `2·log₂ n` complex products; relative error of order
-/// `n·2⁻⁵³`, the same as the polar form, and `|c| ≤ 1` here so nothing overflows).
-fn cpow(mut c: Complex<f64>, mut n: u64) -> Complex<f64> {
-    let mut acc = Complex::new(1.0, 0.0);
+/// `c^n` for every bin by binary exponentiation (about `2·log₂ n` complex products per bin;
+/// relative error of order `n·2⁻⁵³`, like the polar form, and `|c| ≤ 1` so nothing overflows).
+/// The loop over bits is outside the loop over bins so that the inner loops vectorize.
+fn cpow_all(mut c: Vec<Complex<f64>>, mut n: u64) -> Vec<Complex<f64>> {
+    let mut acc = vec![Complex::new(1.0, 0.0); c.len()];
     while n > 0 {
         if n & 1 == 1 {
-            acc *= c;
+            acc.iter_mut().zip(&c).for_each(|(a, b)| *a *= *b);
         }
         n >>= 1;
         if n > 0 {
-            c *= c;
+            c.iter_mut().for_each(|b| *b = *b * *b);
         }
     }
     acc
@@ -714,7 +899,7 @@ pub fn gaussian_epsilon(mu: f64, delta: f64) -> f64 {
 /// so they are discretized once, at query time). Reports the worse of the two directions.
 ///
 /// Supports Gaussian, Laplace, pure ε-DP (as randomized response), one-dimensional Skellam
-/// (`l1_sensitivity == l2_sensitivity`, an integer), Poisson-sampled Gaussian, compositions.
+/// (`l1_sensitivity == l2_sensitivity`, an integer), Poisson-sampled Gaussian and Laplace, compositions.
 /// Rejects Poisson sampling of anything else and user RDP curves with
 /// [`AccountingError::UnsupportedEvent`].
 #[derive(Debug, Clone)]
@@ -772,7 +957,19 @@ impl PldAccountant {
         }
     }
 
-    fn add_pair(&mut self, remove: DiscretePld, add: Option<DiscretePld>, count: u64) {
+    fn add_pair(
+        &mut self,
+        remove: DiscretePld,
+        add: Option<DiscretePld>,
+        count: u64,
+    ) -> Result<()> {
+        for p in std::iter::once(&remove).chain(add.as_ref()) {
+            if !p.is_valid() {
+                return Err(AccountingError::Numerical(
+                    "non-finite or negative mass in a discretized PLD".into(),
+                ));
+            }
+        }
         let r = remove.self_composed(count, self.tail);
         let symmetric_so_far = self.remove == self.add;
         match add {
@@ -790,6 +987,7 @@ impl PldAccountant {
                 self.add = self.add.composed(&r, self.tail);
             }
         }
+        Ok(())
     }
 
     fn compose_inner(&mut self, event: &DpEvent, count: u64) -> Result<()> {
@@ -802,10 +1000,10 @@ impl PldAccountant {
                 self.gaussian_mu += count as f64 / (2.0 * noise_multiplier * noise_multiplier);
             }
             DpEvent::Laplace { scale } => {
-                self.add_pair(DiscretePld::laplace(*scale, h), None, count)
+                self.add_pair(DiscretePld::laplace(*scale, h)?, None, count)?
             }
             DpEvent::PureDp { epsilon } => {
-                self.add_pair(DiscretePld::pure_dp(*epsilon, h), None, count)
+                self.add_pair(DiscretePld::pure_dp(*epsilon, h)?, None, count)?
             }
             DpEvent::Skellam {
                 mu,
@@ -820,7 +1018,7 @@ impl PldAccountant {
                     ));
                 }
                 // Symmetric: Sk(μ) vs Δ+Sk(μ) and the reverse have the same PLD.
-                self.add_pair(DiscretePld::skellam(*mu, d as u64, h)?, None, count)
+                self.add_pair(DiscretePld::skellam(*mu, d as u64, h)?, None, count)?
             }
             DpEvent::PoissonSampled { rate, event: inner } => {
                 if *rate >= 1.0 {
@@ -828,19 +1026,24 @@ impl PldAccountant {
                 }
                 match **inner {
                     DpEvent::Gaussian { noise_multiplier } => self.add_pair(
-                        DiscretePld::poisson_gaussian(*rate, noise_multiplier, true, h),
+                        DiscretePld::poisson_gaussian(*rate, noise_multiplier, true, h)?,
                         Some(DiscretePld::poisson_gaussian(
                             *rate,
                             noise_multiplier,
                             false,
                             h,
-                        )),
+                        )?),
                         count,
-                    ),
+                    )?,
+                    DpEvent::Laplace { scale } => self.add_pair(
+                        DiscretePld::poisson_laplace(*rate, scale, true, h)?,
+                        Some(DiscretePld::poisson_laplace(*rate, scale, false, h)?),
+                        count,
+                    )?,
                     _ => {
                         return Err(Self::unsupported(
                             event,
-                            "Poisson sampling is supported for the Gaussian only (use the RDP accountant)",
+                            "Poisson sampling is supported for the Gaussian and the Laplace only (use the RDP accountant)",
                         ));
                     }
                 }
@@ -872,18 +1075,18 @@ impl PldAccountant {
 
     /// The final PLDs (remove, add), with the Gaussian part folded in; `None` if only
     /// Gaussians were composed (answered exactly by [`gaussian_delta`]).
-    fn finals(&self) -> Option<(DiscretePld, DiscretePld)> {
+    fn finals(&self) -> Result<Option<(DiscretePld, DiscretePld)>> {
         if self.remove.is_identity() && self.add.is_identity() {
-            return None;
+            return Ok(None);
         }
         if self.gaussian_mu > 0.0 {
-            let g = DiscretePld::gaussian(self.gaussian_mu, self.h);
-            Some((
+            let g = DiscretePld::gaussian(self.gaussian_mu, self.h)?;
+            Ok(Some((
                 self.remove.composed(&g, self.tail),
                 self.add.composed(&g, self.tail),
-            ))
+            )))
         } else {
-            Some((self.remove.clone(), self.add.clone()))
+            Ok(Some((self.remove.clone(), self.add.clone())))
         }
     }
 
@@ -891,7 +1094,10 @@ impl PldAccountant {
     /// exceeds δ).
     pub fn get_epsilon(&self, delta: f64) -> Result<f64> {
         check_delta(delta)?;
-        Ok(match self.finals() {
+        if !self.gaussian_mu.is_finite() {
+            return Ok(f64::INFINITY); // a Gaussian with (numerically) no noise
+        }
+        Ok(match self.finals()? {
             None if self.gaussian_mu == 0.0 => 0.0,
             None => gaussian_epsilon(self.gaussian_mu, delta),
             Some((r, a)) => r.get_epsilon(delta).max(a.get_epsilon(delta)),
@@ -901,7 +1107,10 @@ impl PldAccountant {
     /// δ at `epsilon` ≥ 0: the larger of the two directions.
     pub fn get_delta(&self, epsilon: f64) -> Result<f64> {
         check_nonnegative("epsilon", epsilon)?;
-        Ok(match self.finals() {
+        if !self.gaussian_mu.is_finite() {
+            return Ok(1.0);
+        }
+        Ok(match self.finals()? {
             None if self.gaussian_mu == 0.0 => 0.0,
             None => gaussian_delta(self.gaussian_mu, epsilon),
             Some((r, a)) => r.get_delta(epsilon).max(a.get_delta(epsilon)),
@@ -926,11 +1135,13 @@ mod tests {
     fn discretization_preserves_both_masses() {
         let h = 1e-3;
         for p in [
-            DiscretePld::gaussian(0.5, h),
-            DiscretePld::laplace(1.3, h),
-            DiscretePld::pure_dp(1.234_567, h),
-            DiscretePld::poisson_gaussian(0.1, 1.0, true, h),
-            DiscretePld::poisson_gaussian(0.1, 1.0, false, h),
+            DiscretePld::gaussian(0.5, h).unwrap(),
+            DiscretePld::laplace(1.3, h).unwrap(),
+            DiscretePld::pure_dp(1.234_567, h).unwrap(),
+            DiscretePld::poisson_gaussian(0.1, 1.0, true, h).unwrap(),
+            DiscretePld::poisson_gaussian(0.1, 1.0, false, h).unwrap(),
+            DiscretePld::poisson_laplace(0.1, 1.5, true, h).unwrap(),
+            DiscretePld::poisson_laplace(0.1, 1.5, false, h).unwrap(),
             DiscretePld::skellam(5.0, 2, h).unwrap(),
         ] {
             assert!((total(&p) - 1.0).abs() < 1e-10, "P mass {}", total(&p));
@@ -944,7 +1155,9 @@ mod tests {
     fn gaussian_pld_matches_closed_form_and_is_pessimistic() {
         // Single Gaussian and 100-fold composition: discrete δ ≥ exact δ, and close.
         for (mu, n) in [(0.5, 1u64), (0.005, 100), (2.0, 1)] {
-            let p = DiscretePld::gaussian(mu, 1e-4).self_composed(n, DEFAULT_TAIL_MASS);
+            let p = DiscretePld::gaussian(mu, 1e-4)
+                .unwrap()
+                .self_composed(n, DEFAULT_TAIL_MASS);
             for eps in [0.0, 0.5, 1.0, 2.0, 4.0] {
                 let exact = gaussian_delta(mu * n as f64, eps);
                 let disc = p.get_delta(eps);
@@ -963,6 +1176,7 @@ mod tests {
     #[test]
     fn epsilon_and_delta_are_inverse() {
         let p = DiscretePld::poisson_gaussian(0.05, 1.0, true, 1e-4)
+            .unwrap()
             .self_composed(500, DEFAULT_TAIL_MASS);
         for delta in [1e-3, 1e-5, 1e-8] {
             let e = p.get_epsilon(delta);
@@ -975,7 +1189,7 @@ mod tests {
     fn pure_dp_single_use_is_exact() {
         // One ε-DP randomized response: δ(ε') = (e^ε − e^{ε'})/(1+e^ε) for ε' < ε, ε at δ→0 is ε.
         let eps = 1.0;
-        let p = DiscretePld::pure_dp(eps, 1e-4);
+        let p = DiscretePld::pure_dp(eps, 1e-4).unwrap();
         let want = (eps.exp() - 0.5f64.exp()) / (1.0 + eps.exp());
         assert!(
             (p.get_delta(0.5) / want - 1.0).abs() < 1e-3,
@@ -988,7 +1202,9 @@ mod tests {
 
     #[test]
     fn coarsening_is_pessimistic() {
-        let p = DiscretePld::laplace(1.0, 1e-3).self_composed(10, DEFAULT_TAIL_MASS);
+        let p = DiscretePld::laplace(1.0, 1e-3)
+            .unwrap()
+            .self_composed(10, DEFAULT_TAIL_MASS);
         let c = p.coarsened().coarsened();
         for eps in [0.5, 1.0, 3.0] {
             assert!(c.get_delta(eps) >= p.get_delta(eps) * (1.0 - 1e-12));
@@ -1000,14 +1216,14 @@ mod tests {
         let mut acc = PldAccountant::new();
         let e = DpEvent::PoissonSampled {
             rate: 0.1,
-            event: Box::new(DpEvent::Laplace { scale: 1.0 }),
+            event: Box::new(DpEvent::PureDp { epsilon: 1.0 }),
         };
         match acc.compose(&e) {
             Err(AccountingError::UnsupportedEvent {
                 accountant, event, ..
             }) => {
                 assert_eq!(accountant, "pld");
-                assert_eq!(event, "PoissonSampled(Laplace)");
+                assert_eq!(event, "PoissonSampled(PureDp)");
             }
             other => panic!("{other:?}"),
         }
@@ -1136,5 +1352,54 @@ mod tests {
             );
             assert!(a < b, "μ={mu}: PLD {a} ≥ RDP {b}");
         }
+    }
+
+    #[test]
+    fn huge_single_losses_use_a_coarser_grid() {
+        // ε = 500 randomized response (atoms at ±500) and a Laplace scale of 1e-3 (losses in
+        // ±1000) would need 1e7 and 2e7 points at h = 1e-4: the grid is coarsened instead.
+        let p = DiscretePld::pure_dp(500.0, 1e-4).unwrap();
+        assert!(p.h() > 1e-4, "{}", p.h());
+        // δ(ε') = P(L = 500)(1 − e^{ε'−500}) for ε' < 500; ε at tiny δ is 500 (pessimistic).
+        assert!(p.get_epsilon(1e-12) >= 500.0 - 1e-9);
+        let l = DiscretePld::laplace(1e-3, 1e-4).unwrap();
+        assert!(
+            l.h() > 1e-4 && l.get_epsilon(1e-12) >= 1000.0 - 1e-9,
+            "{} {} {}",
+            l.h(),
+            l.get_epsilon(1e-12),
+            l.inf_mass()
+        );
+        // Mixed with a fine-grid Gaussian in the accountant (μ = 200, discretized at query time
+        // on the coarser grid).
+        let mut acc = PldAccountant::new();
+        acc.compose(&DpEvent::PureDp { epsilon: 500.0 }).unwrap();
+        acc.compose(&DpEvent::Gaussian {
+            noise_multiplier: 0.05,
+        })
+        .unwrap();
+        let e = acc.get_epsilon(1e-5).unwrap();
+        // ε of the Gaussian alone plus the 500 of the randomized response (its loss is 500 with
+        // probability 1 − 7e-218), up to the coarse grid.
+        let g = gaussian_epsilon(200.0, 1e-5);
+        assert!(e.is_finite() && e >= g + 500.0 - 1.0, "{e} vs {g}");
+    }
+
+    #[test]
+    fn constructors_validate_and_degenerate_noise_is_infinite() {
+        assert!(DiscretePld::gaussian(0.0, 1e-4).is_err());
+        assert!(DiscretePld::gaussian(1.0, 0.0).is_err());
+        assert!(DiscretePld::laplace(f64::NAN, 1e-4).is_err());
+        assert!(DiscretePld::pure_dp(-1.0, 1e-4).is_err());
+        assert!(DiscretePld::poisson_gaussian(1.5, 1.0, true, 1e-4).is_err());
+        assert!(DiscretePld::poisson_gaussian(0.5, 0.0, true, 1e-4).is_err());
+        assert!(DiscretePld::skellam(1.0, 0, 1e-4).is_err());
+        let mut acc = PldAccountant::new();
+        acc.compose(&DpEvent::Gaussian {
+            noise_multiplier: 1e-200,
+        })
+        .unwrap();
+        assert_eq!(acc.get_epsilon(1e-5).unwrap(), f64::INFINITY);
+        assert_eq!(acc.get_delta(10.0).unwrap(), 1.0);
     }
 }

@@ -31,6 +31,18 @@ fn cases() -> Vec<(DpEvent, f64)> {
             1e-5,
         ));
     }
+    for (q, b, steps) in [(0.01, 1.0, 1000), (0.2, 3.0, 50)] {
+        v.push((
+            DpEvent::SelfComposed {
+                event: Box::new(DpEvent::PoissonSampled {
+                    rate: q,
+                    event: Box::new(DpEvent::Laplace { scale: b }),
+                }),
+                count: steps,
+            },
+            1e-6,
+        ));
+    }
     // A heterogeneous composition: Gaussian part folded in at query time.
     v.push((
         DpEvent::Composed {

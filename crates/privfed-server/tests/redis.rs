@@ -72,9 +72,9 @@ async fn two_servers_share_one_model_in_redis() {
                 assert!(w.iter().all(|x| *x == w[0]), "torn draw");
                 let v = (t * 1000 + s + 1) as f32;
                 let r = if s % 2 == 0 {
-                    c.submit("m", &vec![v; 50]).await.unwrap()
+                    c.submit("m", &[v; 50]).await.unwrap()
                 } else {
-                    c.submit_json("m", &vec![v; 50]).await.unwrap()
+                    c.submit_json("m", &[v; 50]).await.unwrap()
                 };
                 assert_eq!(r, Submitted::Accepted);
                 sent.push(v.to_bits());

@@ -80,7 +80,7 @@ async fn concurrent_clients_cannot_tear_instances_and_state_survives_restart() {
         tasks.push(tokio::spawn(async move {
             let mut acked = Vec::new();
             for s in 0..60u32 {
-                let drawn = c.draw(&"m".to_string()).await.unwrap();
+                let drawn = c.draw("m").await.unwrap();
                 assert_eq!(drawn.len(), 387);
                 assert!(drawn.iter().all(|w| *w == drawn[0]), "torn draw");
                 let v = (t * 1000 + s + 1) as f32;

@@ -175,7 +175,8 @@ async fn kill_9_under_load_loses_nothing_acknowledged() {
     let after = c.model("m").await.unwrap();
     assert_eq!(after.updates_accepted, acked1, "acknowledged updates lost");
     assert_eq!(after.mean, before.mean, "instances changed across kill -9");
-    check_instances(&c, &sent.lock().unwrap()).await;
+    let snapshot = sent.lock().unwrap().clone();
+    check_instances(&c, &snapshot).await;
 
     // Phase 2: kill -9 in the middle of the load.
     let tasks: Vec<_> = (0..16)
@@ -200,7 +201,8 @@ async fn kill_9_under_load_loses_nothing_acknowledged() {
         info.updates_accepted
     );
     assert_eq!(info.updates_rejected, 0);
-    check_instances(&c, &sent.lock().unwrap()).await;
+    let snapshot = sent.lock().unwrap().clone();
+    check_instances(&c, &snapshot).await;
     // And the server keeps working.
     assert_eq!(
         c.submit("m", &vec![7.0; 387]).await.unwrap(),

@@ -550,3 +550,40 @@ async fn draws_are_uniform_over_instances() {
     let chi: f64 = counts.values().map(|&o| (o as f64 - e).powi(2) / e).sum();
     assert!(chi < 33.38, "chi-square {chi}");
 }
+
+/// Extractor failures are JSON errors too (not axum's plain-text rejections).
+#[tokio::test]
+async fn path_errors_are_json() {
+    let app = app();
+    let (s, v) = call_json(
+        &app,
+        Request::get("/v1/models/%FF%FE/draw")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"], "bad_request");
+    let (s, v) = call_json(
+        &app,
+        Request::get("/bench/abc").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    let (s, _) = call_json(&app, Request::get("/bench/0").body(Body::empty()).unwrap()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, v) = call_json(
+        &app,
+        Request::post("/v1/models/m/draw")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (StatusCode::METHOD_NOT_ALLOWED, Some("method_not_allowed"))
+    );
+}

@@ -7,7 +7,8 @@ use crate::model::{
 };
 use crate::store::{Store, SubmitOutcome};
 use axum::body::Body;
-use axum::extract::{MatchedPath, Path, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -87,9 +88,40 @@ async fn not_found() -> ApiError {
     ApiError::NotFound("no such route".into())
 }
 
-async fn method_not_allowed() -> Response {
-    let body = serde_json::json!({"error": "method_not_allowed", "message": "method not allowed on this route"});
-    (StatusCode::METHOD_NOT_ALLOWED, Json(body)).into_response()
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// A `{name}` path segment, validated; extraction failures become JSON errors like any other.
+struct ModelName(String);
+
+impl<St: Send + Sync> FromRequestParts<St> for ModelName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &St) -> Result<Self, ApiError> {
+        let Path(name) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::BadRequest(format!("invalid path: {}", e.body_text())))?;
+        validate_name(&name)?;
+        Ok(ModelName(name))
+    }
+}
+
+/// A `{dim}` path segment of the ceiling routes.
+struct Dim(usize);
+
+impl<St: Send + Sync> FromRequestParts<St> for Dim {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &St) -> Result<Self, ApiError> {
+        let Path(dim) = Path::<usize>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::BadRequest(format!("invalid path: {}", e.body_text())))?;
+        if dim == 0 || dim > crate::model::MAX_DIM {
+            return Err(ApiError::BadRequest("bad dim".into()));
+        }
+        Ok(Dim(dim))
+    }
 }
 
 /// Constant-time comparison of the presented token with the configured one.
@@ -265,20 +297,18 @@ fn model_view(spec: &ModelSpec) -> serde_json::Value {
 
 async fn delete_model<S: Store>(
     State(st): State<Arc<AppState<S>>>,
-    Path(name): Path<String>,
+    ModelName(name): ModelName,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     check_admin(&headers, &st.admin_token)?;
-    validate_name(&name)?;
     st.store.delete_model(&name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn get_model<S: Store>(
     State(st): State<Arc<AppState<S>>>,
-    Path(name): Path<String>,
+    ModelName(name): ModelName,
 ) -> Result<Response, ApiError> {
-    validate_name(&name)?;
     let snap = st.store.snapshot(&name).await?;
     let stats = InstanceStats::from_instances(&snap.instances)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -292,21 +322,19 @@ async fn get_model<S: Store>(
 
 async fn draw<S: Store>(
     State(st): State<Arc<AppState<S>>>,
-    Path(name): Path<String>,
+    ModelName(name): ModelName,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    validate_name(&name)?;
     let w = st.store.draw(&name).await?;
     weights_response(&headers, &w)
 }
 
 async fn post_update<S: Store>(
     State(st): State<Arc<AppState<S>>>,
-    Path(name): Path<String>,
+    ModelName(name): ModelName,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    validate_name(&name)?;
     let spec = st.store.spec(&name).await?;
     let weights = read_weights(
         &headers,
@@ -357,27 +385,14 @@ async fn openapi() -> Json<serde_json::Value> {
     Json(crate::openapi::document())
 }
 
-fn bench_dim(dim: usize) -> Result<usize, ApiError> {
-    if dim == 0 || dim > crate::model::MAX_DIM {
-        Err(ApiError::BadRequest("bad dim".into()))
-    } else {
-        Ok(dim)
-    }
-}
-
 /// Ceiling: answers `dim` zeros in the draw format, touching no store.
-async fn bench_draw(Path(dim): Path<usize>, headers: HeaderMap) -> Result<Response, ApiError> {
-    let w = vec![0.0f32; bench_dim(dim)?];
+async fn bench_draw(Dim(dim): Dim, headers: HeaderMap) -> Result<Response, ApiError> {
+    let w = vec![0.0f32; dim];
     weights_response(&headers, &w)
 }
 
 /// Ceiling: reads and validates an update exactly like the real route, stores nothing.
-async fn bench_update(
-    Path(dim): Path<usize>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let dim = bench_dim(dim)?;
+async fn bench_update(Dim(dim): Dim, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     read_weights(&headers, body, dim, 64 + 32 * dim, 4 * dim + 1024).await?;
     Ok((
         StatusCode::ACCEPTED,

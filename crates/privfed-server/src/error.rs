@@ -36,6 +36,9 @@ pub enum ApiError {
     /// 404: unknown model (or route).
     #[error("{0}")]
     NotFound(String),
+    /// 405: the route exists but not with this method.
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
     /// 409: the model exists.
     #[error("{0}")]
     Conflict(String),
@@ -63,6 +66,7 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -78,6 +82,7 @@ impl ApiError {
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden => "forbidden",
             ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::BadRequest(_) => "bad_request",
             ApiError::PayloadTooLarge(_) => "payload_too_large",

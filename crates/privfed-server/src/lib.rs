@@ -44,6 +44,11 @@ pub async fn serve<S: Store>(
     state: Arc<AppState<S>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // Answers are small and latency matters: no Nagle delay on accepted connections.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await

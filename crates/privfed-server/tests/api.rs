@@ -517,3 +517,73 @@ async fn bench_ceiling_routes() {
         .unwrap();
     assert_eq!(call(&app, req).await.0, StatusCode::BAD_REQUEST);
 }
+
+/// The server draws uniformly: k = 5 distinct instances (init_std = 1), 5000 draws through the
+/// router; chi-square with 4 df against uniform, critical value 33.38 at FPR 1e-6 (mpmath).
+#[tokio::test]
+async fn draws_are_uniform_over_instances() {
+    let app = app();
+    call_json(
+        &app,
+        create_req(
+            json!({"name": "u", "dim": 2, "k": 5, "init_std": 1.0}),
+            Some(TOKEN),
+        ),
+    )
+    .await;
+    let mut counts: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+    let n = 5000u64;
+    for _ in 0..n {
+        let (s, b, _) = call(
+            &app,
+            Request::get("/v1/models/u/draw")
+                .header("accept", "application/octet-stream")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        *counts.entry(b).or_default() += 1;
+    }
+    assert_eq!(counts.len(), 5, "expected 5 distinct instances");
+    let e = n as f64 / 5.0;
+    let chi: f64 = counts.values().map(|&o| (o as f64 - e).powi(2) / e).sum();
+    assert!(chi < 33.38, "chi-square {chi}");
+}
+
+/// Extractor failures are JSON errors too (not axum's plain-text rejections).
+#[tokio::test]
+async fn path_errors_are_json() {
+    let app = app();
+    let (s, v) = call_json(
+        &app,
+        Request::get("/v1/models/%FF%FE/draw")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"], "bad_request");
+    let (s, v) = call_json(
+        &app,
+        Request::get("/bench/abc").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    let (s, _) = call_json(&app, Request::get("/bench/0").body(Body::empty()).unwrap()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, v) = call_json(
+        &app,
+        Request::post("/v1/models/m/draw")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (StatusCode::METHOD_NOT_ALLOWED, Some("method_not_allowed"))
+    );
+}

@@ -39,14 +39,34 @@ async fn run_with<S: Store>(args: &ServeArgs, store: S) -> anyhow::Result<()> {
         "privfed serve: listening on http://{}",
         listener.local_addr()?
     );
+    // Finish in-flight requests on Ctrl-C or SIGTERM (what service managers send).
     let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            match signal(SignalKind::terminate()) {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        eprintln!("privfed serve: shutting down");
     };
     privfed_server::serve(listener, Arc::new(state), shutdown).await?;
     Ok(())
 }
 
-/// Runs the server until Ctrl-C.
+/// Runs the server until Ctrl-C or SIGTERM.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     if args.admin_token.trim().is_empty() {
         bail!("--admin-token must not be empty");

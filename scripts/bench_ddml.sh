@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Draw-and-Discard server benchmark (BENCHMARKS.md, "Draw-and-Discard server"): release build,
+# loopback only (127.0.0.1), k = 20; embedded (redb) store, Redis store, and the ceiling
+# (/bench/{dim}: a handler that reads and answers the same payload, no store) in the same run.
+# Prints one JSON report per line, prefixed by its label, plus CPU seconds used by the server and
+# the load generator and the 1-minute load average (the machine is shared).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${PRIVFED_BIN:-target/release/privfed}
+DUR=${DUR:-5}
+CONC=${CONC:-32}
+WORK=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+start_server() { # $1 = extra args; sets SPID and URL
+  local port; port=$(free_port)
+  $B serve --addr 127.0.0.1:$port --data-dir "$WORK/data-$port" --admin-token bench --bench-routes $1 \
+    2>"$WORK/serve-$port.log" &
+  SPID=$!
+  URL=http://127.0.0.1:$port
+  for _ in $(seq 100); do curl -sf "$URL/healthz" >/dev/null && return; sleep 0.1; done
+  echo "server did not start" >&2; exit 1
+}
+create() { # name dim
+  curl -sf -X POST -H 'Authorization: Bearer bench' -H 'content-type: application/json' \
+    -d "{\"name\":\"$1\",\"dim\":$2,\"k\":20,\"init_std\":0.01}" "$URL/v1/models" >/dev/null
+}
+cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
+measure() { # label, loadgen args...
+  local label=$1; shift
+  local s0; s0=$(cpu $SPID)
+  local out
+  out=$( { /usr/bin/time -f '%U %S' $B loadgen --server "$URL" --duration "$DUR" --json "$@" | tr -d '\n '; } 2>"$WORK/time" )
+  local s1; s1=$(cpu $SPID)
+  local lg; lg=$(tail -1 "$WORK/time" | awk '{print $1+$2}')
+  echo "$label $out server_cpu_s=$(echo "$s1 - $s0" | bc) loadgen_cpu_s=$lg load=$(cut -d' ' -f1 /proc/loadavg)"
+}
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, C=$CONC"
+start_server ""
+create p387 387
+create p50k 50000
+measure embedded-387 --model p387 --concurrency "$CONC"
+measure ceiling-387 --ceiling 387 --concurrency "$CONC"
+measure embedded-387-json --model p387 --concurrency "$CONC" --json-wire
+measure ceiling-387-json --ceiling 387 --concurrency "$CONC" --json-wire
+measure embedded-50k --model p50k --concurrency 8
+measure ceiling-50k --ceiling 50000 --concurrency 8
+kill $SPID; wait $SPID 2>/dev/null || true
+
+if command -v redis-server >/dev/null; then
+  RPORT=$(free_port)
+  redis-server --bind 127.0.0.1 --port "$RPORT" --save '' --appendonly no --dir "$WORK" >/dev/null &
+  sleep 0.5
+  start_server "--store redis://127.0.0.1:$RPORT/"
+  create p387 387
+  create p50k 50000
+  measure redis-387 --model p387 --concurrency "$CONC"
+  measure ceiling-387 --ceiling 387 --concurrency "$CONC"
+  measure redis-50k --model p50k --concurrency 8
+  kill $SPID; wait $SPID 2>/dev/null || true
+else
+  echo "# redis-server not installed: Redis rows skipped"
+fi

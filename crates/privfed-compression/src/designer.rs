@@ -65,6 +65,9 @@ pub struct DesignOptions {
     pub relative_tolerance: f64,
     /// Number of linear-alphabet starts (module docs).
     pub scaled_starts: usize,
+    /// Exponents γ of curved-alphabet starts tried at every spread (none by default: measured
+    /// with `[0.5, 2.0]` they improved the 4-bit ε = 1 design by 0.1% at 2.5× the time).
+    pub curvatures: &'static [f64],
 }
 
 impl Default for DesignOptions {
@@ -73,6 +76,7 @@ impl Default for DesignOptions {
             max_iterations: 200,
             relative_tolerance: 1e-7,
             scaled_starts: 12,
+            curvatures: &[],
         }
     }
 }
@@ -451,6 +455,20 @@ pub fn design_mvu(
             .map(|j| 0.5 + s * (j as f64 / (m - 1) as f64 - 0.5))
             .collect();
         starts.push((format!("linear-alphabet(spread={s:.4})"), Vec::new(), a));
+        // Curved alphabets with the same spread: `1/2 + (s/2)·sign(t)|2t|^γ`, t = j/(B−1) − 1/2.
+        for &gamma in options.curvatures {
+            let a: Vec<f64> = (0..m)
+                .map(|j| {
+                    let t = 2.0 * (j as f64 / (m - 1) as f64 - 0.5);
+                    0.5 + 0.5 * s * t.signum() * t.abs().powf(gamma)
+                })
+                .collect();
+            starts.push((
+                format!("curved-alphabet(spread={s:.4}, gamma={gamma})"),
+                Vec::new(),
+                a,
+            ));
+        }
     }
 
     let mut best: Option<(MvuDesign, f64, String)> =

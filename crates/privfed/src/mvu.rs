@@ -69,6 +69,10 @@ pub struct DesignArgs {
     /// Most LP/QP alternations per start.
     #[arg(long, default_value_t = 200)]
     max_iterations: usize,
+    /// Pseudo-random alphabet starts (default: automatic by size; more starts, better designs,
+    /// longer runs).
+    #[arg(long)]
+    random_starts: Option<usize>,
     /// Write the design (JSON, loadable with --design) to this file.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -171,6 +175,7 @@ fn run_design(a: &DesignArgs) -> Result<()> {
     let constraint = a.metric_dp.map_or(DpConstraint::Ldp, MetricArg::constraint);
     let options = DesignOptions {
         max_iterations: a.max_iterations,
+        random_starts: a.random_starts.or(DesignOptions::default().random_starts),
         ..DesignOptions::default()
     };
     let (r, seconds) =

@@ -90,7 +90,7 @@ def design(b, eps):
     ]
     t = time.time()
     res = minimize(obj, z0, jac=grad, method="trust-constr", constraints=cons,
-                   bounds=Bounds(lb, ub), options={"maxiter": 3000, "verbose": 0})
+                   bounds=Bounds(lb, ub), options={"maxiter": 1000, "verbose": 0})
     secs = time.time() - t
     z = res.x
     P = z[:npv].reshape(n, m)

@@ -6,6 +6,13 @@
 //! ([`privfed_mechanisms::mvu`], [`privfed_mechanisms::bitwise_rr`], [`privfed_mechanisms::dither`]);
 //! this crate only produces and analyses designs. Pure: no I/O, no clock, no randomness.
 //!
+//! ## Accounting
+//! [`rdp::mvu_rdp_curve`] returns `ε(α)` of one use of the scalar mechanism at the given orders
+//! (exact over continuous inputs); for the vector mechanism use [`rdp::vector_rdp_lp`] (or the
+//! cheaper [`rdp::vector_rdp_greedy`]) per order. Either curve is a user-supplied RDP curve for the
+//! accountant (an event such as `DpEvent::RdpCurve { orders, epsilons }`, composed by adding per
+//! order and converted to (ε, δ) there).
+//!
 //! ## Example
 //! ```
 //! use privfed_compression::designer::{design_mvu, DesignOptions};

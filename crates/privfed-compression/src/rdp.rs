@@ -206,7 +206,17 @@ mod tests {
     #[test]
     fn rdp_is_below_the_pure_dp_bound_and_increasing() {
         for eps in [1.0, 3.0] {
-            let r = design_mvu(3, 3, eps, DpConstraint::Ldp, &DesignOptions::default()).unwrap();
+            let r = design_mvu(
+                3,
+                3,
+                eps,
+                DpConstraint::Ldp,
+                &DesignOptions {
+                    random_starts: Some(0),
+                    ..DesignOptions::default()
+                },
+            )
+            .unwrap();
             let orders = [1.5, 2.0, 4.0, 8.0, 32.0, 256.0];
             let c = mvu_rdp_curve(&r.design, &orders).unwrap();
             let e = r.design.ldp_epsilon();
@@ -294,7 +304,10 @@ mod tests {
             2,
             2.0,
             DpConstraint::Metric { power: 1 },
-            &DesignOptions::default(),
+            &DesignOptions {
+                random_starts: Some(0),
+                ..DesignOptions::default()
+            },
         )
         .unwrap();
         let r2 = design_mvu(
@@ -302,7 +315,10 @@ mod tests {
             3,
             6.0,
             DpConstraint::Metric { power: 2 },
-            &DesignOptions::default(),
+            &DesignOptions {
+                random_starts: Some(0),
+                ..DesignOptions::default()
+            },
         )
         .unwrap();
         for (design, p) in [(&r.design, 1u32), (&r2.design, 2u32)] {

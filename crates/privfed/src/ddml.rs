@@ -111,7 +111,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 20_000)]
     synthetic_test: usize,
     /// Seed for a reproducible run (ChaCha20; for experiments only). Without it the run is
-    /// seeded from the operating system.
+    /// seeded from the operating system (the synthetic data then uses seed 0).
     #[arg(long)]
     seed: Option<u64>,
     /// Print JSON.

@@ -489,12 +489,17 @@ fn run_experiments(a: &ExperimentsArgs) -> Result<()> {
                 report.intra_model_variance,
                 report.predicted_intra_model_variance
             )?;
-        }
-        for (exp, body) in &curves {
-            write(&a.out, &format!("ddml_mnist_{exp}_curves.csv"), body)?;
-        }
-        for (exp, body) in &finals {
-            write(&a.out, &format!("ddml_mnist_{exp}.csv"), body)?;
+            // Written after every run, so an interrupted grid keeps what it finished.
+            write(
+                &a.out,
+                &format!("ddml_mnist_{}_curves.csv", run.experiment),
+                &curves[run.experiment],
+            )?;
+            write(
+                &a.out,
+                &format!("ddml_mnist_{}.csv", run.experiment),
+                &finals[run.experiment],
+            )?;
         }
     }
     if want("synthetic") {

@@ -49,7 +49,7 @@ for exp, title in [("k", "MNIST: accuracy against k (no noise)"),
         continue
     print(f"### {title}\n")
     passes = sorted({int(r["pass"]) for r in c})
-    show = [p for p in passes if p in (1, 2, passes[-1])]
+    show = [p for p in passes if p in (1, 2, 5, 10, passes[-1])]
     body = []
     for r in f:
         acc = {int(x["pass"]): float(x["accuracy"]) for x in c if x["config"] == r["config"]}

@@ -19,7 +19,7 @@
 //!
 //! ## UCI Adult (`DIR/adult/adult.data`, `DIR/adult/adult.test`)
 //! 15 comma-separated fields per row; the test file starts with `|1x3 Cross validator` and its
-//! labels end in a dot. Encoding (109 features, all in `[0, 1]`, so every per-example gradient
+//! labels end in a dot. Encoding (105 features, all in `[0, 1]`, so every per-example gradient
 //! coordinate `(ŷ − y)·x_j` already lies in `[−1, 1]` and the client's clipping only bounds the
 //! sensitivity):
 //! * a constant 1 (intercept);
@@ -637,7 +637,10 @@ mod tests {
         // Test file: 12,435 `<=50K.` and 3,846 `>50K.` rows (counted with grep on the file).
         let high_t = d.test.labels().iter().filter(|&&y| y == 1.0).count();
         assert_eq!(high_t, 3_846);
-        // 1 + 5 numerics + one-hot levels; every feature in [0, 1].
+        // 1 + 5 numerics + 99 one-hot levels (8 workclass, 16 education, 7 marital status,
+        // 14 occupation, 6 relationship, 5 race, 2 sex, 41 native country: counted in the file
+        // without `?`); every feature in [0, 1].
+        assert_eq!(d.train.features(), 105);
         assert_eq!(d.train.features(), d.glm.num_weights());
         for t in [&d.train, &d.test] {
             for i in 0..t.len() {

@@ -76,7 +76,7 @@ fn synth<'a>(train: &'a str, passes: &'a str, extra: &[&'a str]) -> Vec<&'a str>
 }
 
 /// No noise, k = 10, γ = 0.2, 10 passes over 200,000 synthetic rows (200,000 updates): the
-/// estimated weights approach the paper's (max error < 0.5; the library test of the same set-up
+/// estimated weights approach the paper's (max error < 0.5, measured 0.22; the library test of the same set-up
 /// measured 0.21–0.34 over three seeds; the all-zero model is off by 1.72) and the held-out
 /// accuracy approaches the Bayes accuracy ≈ 0.77 (asserted > 0.74). With 20,000 updates on
 /// 50,000 rows the error is still ≈ 1.8: the sparse crosses converge slowly.
@@ -200,7 +200,7 @@ fn bad_arguments_are_clear_errors() {
 }
 
 /// One pass of MNIST, no noise, k = 10, γ = 0.05: accuracy far above the 10% of chance
-/// (measured ≈ 0.85; asserted > 0.6).
+/// (measured 0.82; asserted > 0.6).
 #[test]
 fn mnist_short_run_learns() {
     let Some(dir) = shared_data() else { return };
@@ -229,7 +229,7 @@ fn mnist_short_run_learns() {
 }
 
 /// Two passes of Adult with ε = ln 32 noise, k = 10, γ = 0.05: accuracy above the 76.4% of the
-/// majority class (asserted > 0.78).
+/// majority class (measured 0.799; asserted > 0.78).
 #[test]
 fn adult_short_run_learns() {
     let Some(dir) = shared_data() else { return };

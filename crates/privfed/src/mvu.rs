@@ -391,16 +391,6 @@ fn vector_data(kind: u32, dim: usize, rng: &mut impl rand::Rng) -> Vec<f64> {
     v
 }
 
-/// `ε = min_α [ε_RDP(α) + ln((α−1)/α) − (ln δ + ln α)/(α−1)]` (ALGORITHMS.md §5.2; Canonne,
-/// Kamath, Steinke 2020). Local to the experiment until the accounting crate's conversion lands.
-fn rdp_to_epsilon(orders: &[f64], rdp: &[f64], delta: f64) -> f64 {
-    orders
-        .iter()
-        .zip(rdp)
-        .map(|(&a, &r)| r + ((a - 1.0) / a).ln() - (delta.ln() + a.ln()) / (a - 1.0))
-        .fold(f64::INFINITY, f64::min)
-}
-
 fn rdp_orders() -> Vec<f64> {
     let mut o: Vec<f64> = (5..=40).map(|k| f64::from(k) * 0.25).collect();
     o.extend([
@@ -439,7 +429,9 @@ fn vector_mvu_for(
             .iter()
             .map(|&o| vector_rdp_lp(m.scalar().design(), o, p, bound, dim))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(rdp_to_epsilon(&orders, &rdp, delta).min(m.epsilon()))
+        // The accountant's RDP → (ε, δ) conversion (ALGORITHMS.md §5.2), over the MVU curve.
+        let (eps, _order) = privfed_accounting::rdp::rdp_to_epsilon(&orders, &rdp, delta)?;
+        Ok(eps.min(m.epsilon()))
     };
     let mut best = make(pure_em)?;
     let mut best_eps = accounted(&best)?;

@@ -1,38 +1,7 @@
 //! The CLI through the real binary.
 
-use serde_json::Value;
-use std::process::{Command, Output};
-
-fn privfed(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_privfed"))
-        .args(args)
-        .output()
-        .expect("run privfed")
-}
-
-fn json_ok(args: &[&str]) -> Value {
-    let out = privfed(args);
-    assert!(
-        out.status.success(),
-        "privfed {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let out = privfed(args);
-    assert!(!out.status.success(), "privfed {args:?} should fail");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(needle),
-        "privfed {args:?}: stderr {err:?} lacks {needle:?}"
-    );
-    assert!(
-        !err.contains("panicked"),
-        "privfed {args:?} panicked: {err}"
-    );
-}
+mod common;
+use common::{fails_with, json_ok, privfed};
 
 #[test]
 fn describe_privunit2_reports_the_optimum() {

@@ -1,39 +1,10 @@
 //! `privfed ddml` through the real binary.
 
+mod common;
+use common::{fails_with, json_ok, privfed};
+
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn privfed(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_privfed"))
-        .args(args)
-        .output()
-        .expect("run privfed")
-}
-
-fn json_ok(args: &[&str]) -> Value {
-    let out = privfed(args);
-    assert!(
-        out.status.success(),
-        "privfed {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let out = privfed(args);
-    assert!(!out.status.success(), "privfed {args:?} should fail");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(needle),
-        "privfed {args:?}: stderr {err:?} lacks {needle:?}"
-    );
-    assert!(
-        !err.contains("panicked"),
-        "privfed {args:?} panicked: {err}"
-    );
-}
 
 /// `/work/shared/data` (the shared copies), or `None` with a message when absent outside CI.
 fn shared_data() -> Option<String> {

@@ -1,0 +1,39 @@
+//! Helpers shared by the CLI integration tests: run the real `privfed` binary.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+/// Runs `privfed` with `args`.
+pub fn privfed(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_privfed"))
+        .args(args)
+        .output()
+        .expect("run privfed")
+}
+
+/// Runs `privfed`, asserts success, and parses stdout as JSON.
+pub fn json_ok(args: &[&str]) -> Value {
+    let out = privfed(args);
+    assert!(
+        out.status.success(),
+        "privfed {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+}
+
+/// Runs `privfed`, asserts a non-zero exit with `needle` in stderr and no panic.
+pub fn fails_with(args: &[&str], needle: &str) {
+    let out = privfed(args);
+    assert!(!out.status.success(), "privfed {args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "privfed {args:?}: stderr {err:?} lacks {needle:?}"
+    );
+    assert!(
+        !err.contains("panicked"),
+        "privfed {args:?} panicked: {err}"
+    );
+}

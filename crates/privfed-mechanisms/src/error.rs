@@ -83,3 +83,29 @@ pub(crate) fn check_open_interval(name: &'static str, value: f64, lo: f64, hi: f
         ))
     }
 }
+
+/// Checks a pure-DP budget: finite, `> 0` and at most 700 (so that `e^ε` is finite).
+pub(crate) fn check_epsilon_budget(epsilon: f64) -> Result<f64> {
+    check_positive("epsilon", epsilon)?;
+    if epsilon > 700.0 {
+        return Err(MechanismError::invalid(
+            "epsilon",
+            epsilon,
+            "must be at most 700 (e^ε must be finite)",
+        ));
+    }
+    Ok(epsilon)
+}
+
+/// Checks that a sphere mechanism has dimension at least 2.
+pub(crate) fn check_sphere_dim(dim: usize, mechanism: &str) -> Result<()> {
+    if dim < 2 {
+        Err(MechanismError::invalid(
+            "dim",
+            dim as f64,
+            format!("{mechanism} needs dimension at least 2"),
+        ))
+    } else {
+        Ok(())
+    }
+}

@@ -20,9 +20,9 @@
 //! conditions 16a/16b of paper 000 Thm. 1, for reproducing that paper).
 
 use crate::domain::Domain;
-use crate::error::{MechanismError, Result, check_positive};
+use crate::error::{MechanismError, Result, check_epsilon_budget, check_sphere_dim};
 use crate::sampling::{SphereCapSampler, gaussian_with_dot};
-use crate::special;
+use crate::special::{self, ln_one_minus_exp as ln_1m_exp, logistic, softplus};
 use crate::{CryptoRng, Guarantee, LocalRandomizer, Rng, check_out_len};
 use rand::RngExt;
 use serde::Serialize;
@@ -83,56 +83,8 @@ fn exact_quantities(dim: usize, gamma: f64, p: f64) -> (f64, f64, f64) {
     (ln_q, ln_m, epsilon)
 }
 
-/// `ln(1 − e^x)` for `x < 0`, accurate for `x` near 0 and very negative.
-pub(crate) fn ln_1m_exp(x: f64) -> f64 {
-    if x > -std::f64::consts::LN_2 {
-        (-x.exp_m1()).ln()
-    } else {
-        (-x.exp()).ln_1p()
-    }
-}
-
-/// `ln(1 + e^x)` without overflow.
-pub(crate) fn softplus(x: f64) -> f64 {
-    if x > 0.0 {
-        x + (-x).exp().ln_1p()
-    } else {
-        x.exp().ln_1p()
-    }
-}
-
-/// The logistic function `1/(1 + e^{−x})`.
-pub(crate) fn logistic(x: f64) -> f64 {
-    if x >= 0.0 {
-        1.0 / (1.0 + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (1.0 + e)
-    }
-}
-
 fn check_dim(dim: usize) -> Result<()> {
-    if dim < 2 {
-        Err(MechanismError::invalid(
-            "dim",
-            dim as f64,
-            "PrivUnit2 needs dimension at least 2",
-        ))
-    } else {
-        Ok(())
-    }
-}
-
-fn check_epsilon(epsilon: f64) -> Result<f64> {
-    check_positive("epsilon", epsilon)?;
-    if epsilon > 700.0 {
-        return Err(MechanismError::invalid(
-            "epsilon",
-            epsilon,
-            "must be at most 700 (e^ε must be finite)",
-        ));
-    }
-    Ok(epsilon)
+    check_sphere_dim(dim, "PrivUnit2")
 }
 
 impl PrivUnit2 {
@@ -184,7 +136,7 @@ impl PrivUnit2 {
     /// so that `q = 1/(1+e^{ε−ε₀})`, i.e. the exact privacy is `ε`. The computed ε never exceeds
     /// the request (p is adjusted to the cap actually obtained).
     pub fn with_budget_split(epsilon: f64, epsilon0: f64, dim: usize) -> Result<Self> {
-        let epsilon = check_epsilon(epsilon)?;
+        let epsilon = check_epsilon_budget(epsilon)?;
         check_dim(dim)?;
         if !(epsilon0.is_finite() && epsilon0 > 0.0 && epsilon0 < epsilon) {
             return Err(MechanismError::invalid(
@@ -236,7 +188,7 @@ impl PrivUnit2 {
     /// the variance `1/m² − 1`, found by a grid over `ε₀ ∈ (0, ε)` refined by golden-section
     /// search. This is the optimal unbiased ε-LDP randomizer for unit vectors (paper 002).
     pub fn optimized(epsilon: f64, dim: usize) -> Result<Self> {
-        let epsilon = check_epsilon(epsilon)?;
+        let epsilon = check_epsilon_budget(epsilon)?;
         check_dim(dim)?;
         let var = |e0: f64| -> f64 {
             match Self::with_budget_split(epsilon, e0, dim) {
@@ -262,7 +214,7 @@ impl PrivUnit2 {
     /// The exact ε of the result is computed and is at most the requested ε (usually below it:
     /// these conditions are sufficient, not tight).
     pub fn paper000(epsilon: f64, epsilon0: f64, dim: usize) -> Result<Self> {
-        let epsilon = check_epsilon(epsilon)?;
+        let epsilon = check_epsilon_budget(epsilon)?;
         check_dim(dim)?;
         if !(epsilon0.is_finite() && epsilon0 > 0.0 && epsilon0 < epsilon) {
             return Err(MechanismError::invalid(

@@ -16,12 +16,12 @@
 //! ([`truncated_standard_normal_above`]).
 
 use crate::domain::Domain;
-use crate::error::{MechanismError, Result, check_positive};
-use crate::privunit2::{logistic, minimize_on_interval};
+use crate::error::{MechanismError, Result, check_epsilon_budget, check_sphere_dim};
+use crate::privunit2::minimize_on_interval;
 use crate::sampling::{
     gaussian_with_dot, truncated_standard_normal_above, truncated_standard_normal_below,
 };
-use crate::special;
+use crate::special::{self, logistic};
 use crate::{CryptoRng, Guarantee, LocalRandomizer, Rng, check_out_len};
 use rand::RngExt;
 use serde::Serialize;
@@ -99,27 +99,7 @@ impl Normalized {
 }
 
 fn check_dim(dim: usize) -> Result<()> {
-    if dim < 2 {
-        Err(MechanismError::invalid(
-            "dim",
-            dim as f64,
-            "PrivUnitG needs dimension at least 2",
-        ))
-    } else {
-        Ok(())
-    }
-}
-
-fn check_epsilon(epsilon: f64) -> Result<f64> {
-    check_positive("epsilon", epsilon)?;
-    if epsilon > 700.0 {
-        return Err(MechanismError::invalid(
-            "epsilon",
-            epsilon,
-            "must be at most 700",
-        ));
-    }
-    Ok(epsilon)
+    check_sphere_dim(dim, "PrivUnitG")
 }
 
 impl PrivUnitG {
@@ -181,7 +161,7 @@ impl PrivUnitG {
     /// exceeds it).
     pub fn with_threshold(epsilon: f64, z: f64, dim: usize) -> Result<Self> {
         Self::exhausting(
-            check_epsilon(epsilon)?,
+            check_epsilon_budget(epsilon)?,
             z,
             dim,
             PrivUnitGParameterization::Explicit,
@@ -209,12 +189,12 @@ impl PrivUnitG {
     /// Largest `z` with `p ≥ ½` at this ε: `Φ(z) = e^ε/(1+e^ε)`.
     fn z_max(epsilon: f64) -> f64 {
         // ln(1 − Φ(z)) = −ln(1 + e^ε)
-        special::norm_sf_inv_ln(-crate::privunit2::softplus(epsilon))
+        special::norm_sf_inv_ln(-special::softplus(epsilon))
     }
 
     /// **Optimized PrivUnitG**: exact privacy ε, threshold minimizing the exact variance at `d`.
     pub fn optimized(epsilon: f64, dim: usize) -> Result<Self> {
-        let epsilon = check_epsilon(epsilon)?;
+        let epsilon = check_epsilon_budget(epsilon)?;
         check_dim(dim)?;
         let zmax = Self::z_max(epsilon);
         let var = |z: f64| match Self::exhausting(
@@ -239,7 +219,7 @@ impl PrivUnitG {
 
     /// The dimension-free normalized threshold `z(ε) = argmax m/σ`.
     pub fn dimension_free_threshold(epsilon: f64) -> Result<f64> {
-        let epsilon = check_epsilon(epsilon)?;
+        let epsilon = check_epsilon_budget(epsilon)?;
         let zmax = Self::z_max(epsilon);
         let neg_m = |z: f64| {
             let n = Normalized::at(z);

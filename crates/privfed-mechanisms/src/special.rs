@@ -40,7 +40,10 @@ mod gamma;
 mod normal;
 mod temme;
 
-pub use beta::{beta_inc, beta_inc_complement, ln_beta_inc, ln_beta_inc_complement, ln_beta_pdf};
+pub use beta::{
+    beta_inc, beta_inc_complement, ln_beta_inc, ln_beta_inc_complement, ln_beta_pdf,
+    ln_one_minus_exp, logistic, softplus,
+};
 pub use beta_inv::{
     beta_inc_complement_inv_ln, beta_inc_complement_inv_ln_xy, beta_inc_inv_ln, beta_inc_inv_ln_xy,
 };

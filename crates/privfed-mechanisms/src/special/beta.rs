@@ -214,11 +214,30 @@ pub(crate) struct Tails {
 }
 
 /// `ln(1 − e^l)` for `l ≤ 0` (`ln(−expm1(l))` near 0, `log1p(−e^l)` below `−ln 2`).
-pub(crate) fn ln_one_minus_exp(l: f64) -> f64 {
+pub fn ln_one_minus_exp(l: f64) -> f64 {
     if l > -std::f64::consts::LN_2 {
         (-l.exp_m1()).ln()
     } else {
         (-l.exp()).ln_1p()
+    }
+}
+
+/// `ln(1 + e^x)` without overflow.
+pub fn softplus(x: f64) -> f64 {
+    if x > 0.0 {
+        x + (-x).exp().ln_1p()
+    } else {
+        x.exp().ln_1p()
+    }
+}
+
+/// The logistic function `1/(1 + e^{−x})`, without overflow.
+pub fn logistic(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
     }
 }
 

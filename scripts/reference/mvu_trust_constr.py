@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""An independent re-implementation of paper 004's reference approach to the MVU design problem:
+"""Session 1's independent re-implementation of paper 004's approach to the MVU design problem:
 scipy's trust-region interior-point solver (`trust-constr`) on the joint problem in (P, a)
 
     min (1/B_in) sum_ij P_ij (x_i - a_j)^2  s.t. (1a) row sums, (1b) P >= 0,
     (1c) P_ij <= e^eps P_i'j for all i != i', (1d) sum_j a_j P_ij = x_i,
 
-started from unbiased generalized RR (the paper's code is not available here; this follows its
-description in 004 §3.4). Prints JSON lines: bits, epsilon, seconds, the achieved objective, the
-objective of gRR, and the largest constraint violation of the returned point (trust-constr
-returns points that are only approximately feasible).
+started from unbiased generalized RR, written from the description in 004 §3.4 before the paper's
+own code was available. It is NOT the paper's code: that one (facebookresearch/dp_compression,
+`optimize_mvu.py --method tr`) starts from a uniform P with the alphabet j/(B_out-1), scales its
+objective by 1/B_in but not its gradient, and is what `paper004_mvu_compare.py` runs; its results
+are the comparison points of EXPERIMENTS.md and `experiments/paper004_reference_designs.csv`.
+This script is kept because its 2-bit results are pinned by a test in privfed-compression
+(`beats_the_trust_region_reference_at_two_bits`, data in crates/privfed-compression/tests/data/).
+Prints JSON lines: bits, epsilon, seconds, the achieved objective, the objective of gRR, and the
+largest constraint violation of the returned point (trust-constr returns points that are only
+approximately feasible).
 
 Usage: python3 scripts/reference/mvu_trust_constr.py [BITS] [EPS ...]
 """

@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod model;
 pub mod openapi;
 pub mod store;
+pub mod wire;
 
 pub use api::{AppState, router};
 pub use error::{ApiError, StoreError};

@@ -139,10 +139,16 @@ impl ModelSpec {
 /// Weights as little-endian `f32` bytes.
 pub fn encode_f32(w: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 * w.len());
+    encode_f32_into(w, &mut out);
+    out
+}
+
+/// Appends the little-endian bytes of `w` to `out`.
+pub fn encode_f32_into(w: &[f32], out: &mut Vec<u8>) {
+    out.reserve(4 * w.len());
     for x in w {
         out.extend_from_slice(&x.to_le_bytes());
     }
-    out
 }
 
 /// Little-endian `f32` bytes to weights; `None` if the length is not a multiple of 4.

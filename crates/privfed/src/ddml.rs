@@ -343,7 +343,8 @@ fn simulate_on_server(
     let report =
         result.with_context(|| format!("training model `{name}` on the server at {url}"))?;
     if let Err(e) = cleanup {
-        eprintln!("warning: could not delete model `{name}` from {url}: {e}");
+        let e = anyhow::Error::new(e);
+        eprintln!("warning: could not delete model `{name}` from {url}: {e:#}");
     }
     Ok((report, name))
 }

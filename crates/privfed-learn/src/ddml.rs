@@ -223,7 +223,10 @@ impl InstanceStats {
 }
 
 /// Why the spam filter rejected an update.
-#[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
+///
+/// It travels in the HTTP server's 422 answers; JSON has no infinity (serde_json writes an
+/// infinite `worst_sigmas` as `null`), so `null` reads back as infinity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error(
     "{outside} of {dim} weights lie outside mean ± {sigmas}·sd across instances (at most {allowed} allowed); worst is weight {worst_index} at {worst_sigmas:.3} sd"
 )]
@@ -239,7 +242,12 @@ pub struct SpamRejection {
     /// The weight furthest outside.
     pub worst_index: usize,
     /// Its distance from the mean in standard deviations (infinite when the spread is 0).
+    #[serde(deserialize_with = "null_as_infinity")]
     pub worst_sigmas: f64,
+}
+
+fn null_as_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
 }
 
 /// The spam filter of paper 003 §III-D4 (see the [module documentation](self)).
@@ -369,6 +377,9 @@ pub enum Outcome {
     },
     /// Rejected by the spam filter.
     Rejected(SpamRejection),
+    /// Accepted and stored by a server that overwrote an instance of its own choosing without
+    /// saying which (the HTTP server answers 202 and nothing more).
+    Accepted,
 }
 
 /// Counters of a Draw-and-Discard server.
@@ -382,6 +393,29 @@ pub struct DdmlStats {
     pub discarded: u64,
     /// Instance overwrites performed.
     pub overwrites: u64,
+}
+
+impl DdmlStats {
+    /// Counts one submitted update by its outcome: [`Outcome::Overwrote`] and
+    /// [`Outcome::Accepted`] are accepted and overwrote an instance, [`Outcome::Discarded`] is
+    /// accepted and discarded, [`Outcome::Buffered`] is accepted (the overwrite comes with the
+    /// update that completes the batch, an [`Outcome::Overwrote`]), [`Outcome::Rejected`] is
+    /// rejected. Tallying every outcome of a [`DrawAndDiscard`] gives its own
+    /// [`DrawAndDiscard::stats`].
+    pub fn record(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Overwrote { .. } | Outcome::Accepted => {
+                self.accepted += 1;
+                self.overwrites += 1;
+            }
+            Outcome::Discarded => {
+                self.accepted += 1;
+                self.discarded += 1;
+            }
+            Outcome::Buffered { .. } => self.accepted += 1,
+            Outcome::Rejected(_) => self.rejected += 1,
+        }
+    }
 }
 
 /// An in-memory Draw-and-Discard server with a choice of [`Strategy`], for simulation (the HTTP
@@ -780,6 +814,62 @@ mod tests {
         assert!(
             DrawAndDiscard::new(Strategy::DrawAndDiscard, vec![vec![0.0]], Some(filter)).is_err()
         );
+    }
+
+    /// A rejection survives the JSON trip of the HTTP server's 422 answer, including an
+    /// infinite distance (zero spread), which serde_json writes as `null`.
+    #[test]
+    fn spam_rejection_json_round_trip() {
+        let mut r = SpamRejection {
+            outside: 2,
+            allowed: 0,
+            dim: 5,
+            sigmas: 3.0,
+            worst_index: 4,
+            worst_sigmas: 7.25,
+        };
+        let back: SpamRejection =
+            serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        r.worst_sigmas = f64::INFINITY;
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v["worst_sigmas"].is_null());
+        assert_eq!(serde_json::from_value::<SpamRejection>(v).unwrap(), r);
+    }
+
+    /// Tallying the outcomes reproduces the engine's own counters, for every strategy (a
+    /// spam filter on, so rejections occur too).
+    #[test]
+    fn recorded_outcomes_match_the_engine_counters() {
+        let mut rng = seeded_rng_for_experiments(15);
+        for strategy in [
+            Strategy::DrawAndDiscard,
+            Strategy::AcceptOneIn { k: 3 },
+            Strategy::ReplaceDrawn,
+            Strategy::AverageBeforeOverwrite,
+            Strategy::ServerBatch { batch: 4 },
+        ] {
+            let inst = initialize_instances(&[0.0; 4], 5, 1.0, &mut rng).unwrap();
+            let filter = SpamFilter::new(2.0, 0.0).unwrap();
+            let mut s = DrawAndDiscard::new(strategy, inst, Some(filter)).unwrap();
+            let mut tally = DdmlStats::default();
+            for _ in 0..500 {
+                let d = s.draw(&mut rng);
+                let u: Vec<f64> = s
+                    .instance(d)
+                    .iter()
+                    .map(|w| w + rng.random_range(-1.0..1.0))
+                    .collect();
+                tally.record(&s.submit(d, &u, &mut rng).unwrap());
+            }
+            let st = s.stats();
+            assert_eq!(tally, st, "{strategy:?}");
+            assert_eq!(st.accepted + st.rejected, 500);
+            assert!(st.rejected > 0 && st.accepted > 0, "{strategy:?}: {st:?}");
+        }
+        let mut t = DdmlStats::default();
+        t.record(&Outcome::Accepted);
+        assert_eq!((t.accepted, t.overwrites), (1, 1));
     }
 
     /// Honest noisy updates pass a 10-sd filter: k = 20, p = 100, Laplace noise, stabilized

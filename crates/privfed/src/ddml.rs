@@ -1,9 +1,22 @@
 //! `privfed ddml`: Draw-and-Discard simulation and paper 003's experiments (`ALGORITHMS.md` §4.4).
 //!
-//! * `privfed ddml simulate`: one in-process training run over simulated clients
+//! * `privfed ddml simulate`: one training run over simulated clients
 //!   ([`privfed_learn::simulate`]), reporting held-out accuracy and loss, update counters, the
 //!   intra-model variance against (k/2)σ², the adversary I/II/III privacy report and, for the
-//!   synthetic production model, the largest weight error.
+//!   synthetic production model, the largest weight error. In process by default; with
+//!   `--server URL` against a live `privfed serve` ([`privfed_server::simulate::HttpModelServer`]):
+//!   the command creates a model `--model NAME` (default `ddml-sim-SEED`, or a random suffix
+//!   without `--seed`) with the simulation's `k`, dimension, initialization std
+//!   `√((k/2)·σ²_init)` and `--spam-sigmas`, using the admin token (`--admin-token` or
+//!   `PRIVFED_ADMIN_TOKEN`); it fails if a model of that name exists (there is no way to reuse
+//!   one: a simulation starts from a fresh initialization). The clients draw and post over HTTP,
+//!   one at a time; the evaluation (accuracy, loss, intra-model variance, weight error) uses the
+//!   server's mean and variance (`GET /v1/models/{name}`, computed from its `f32` instances).
+//!   The model is deleted afterwards, also after a failed run, unless `--keep-model`. Only
+//!   `--strategy draw-and-discard` runs against a server (it overwrites a uniformly random
+//!   instance and does not batch). The server draws its own random instances, so a seeded run
+//!   against a server is not reproducible (the data, the client order and the client noise
+//!   are). The JSON report has the in-process keys plus `server` (the URL) and `model`.
 //! * `privfed ddml experiments`: regenerates the CSV files behind `EXPERIMENTS.md`.
 
 use crate::output::print_report;
@@ -17,9 +30,14 @@ use privfed_learn::data::{
 };
 use privfed_learn::ddml::{Strategy, predicted_intra_model_variance};
 use privfed_learn::simulate::{
-    Progress, SimConfig, SimReport, simulate_in_process, variance_stabilization_trace,
+    Progress, SimConfig, SimReport, initial_std, simulate, simulate_in_process,
+    variance_stabilization_trace,
 };
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
+use privfed_server::client::Client;
+use privfed_server::model::CreateModel;
+use privfed_server::simulate::HttpModelServer;
+use rand::Rng;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -34,7 +52,8 @@ pub struct DdmlArgs {
 
 #[derive(Debug, Subcommand)]
 enum DdmlCommand {
-    /// Train a GLM by Draw-and-Discard over simulated clients, in process.
+    /// Train a GLM by Draw-and-Discard over simulated clients, in process or against a live
+    /// server (--server).
     Simulate(SimulateArgs),
     /// Regenerate the CSV files of paper 003's experiments (EXPERIMENTS.md).
     Experiments(ExperimentsArgs),
@@ -95,10 +114,10 @@ pub struct SimulateArgs {
     /// Examples per client N_c.
     #[arg(long, default_value_t = 10)]
     examples_per_client: usize,
-    /// Server strategy.
+    /// Server strategy (only draw-and-discard with --server).
     #[arg(long, value_enum, default_value_t = StrategyArg::DrawAndDiscard)]
     strategy: StrategyArg,
-    /// Server-side batch size N_s (implies --strategy server-batch).
+    /// Server-side batch size N_s (implies --strategy server-batch; not with --server).
     #[arg(long)]
     server_batch: Option<usize>,
     /// Spam filter: reject updates with a weight beyond this many standard deviations.
@@ -114,6 +133,27 @@ pub struct SimulateArgs {
     /// seeded from the operating system (the synthetic data then uses seed 0).
     #[arg(long)]
     seed: Option<u64>,
+    /// Train against a live Draw-and-Discard server (`privfed serve`) at this URL instead of in
+    /// process: create the model there (needs the admin token), draw and post over HTTP,
+    /// evaluate the server's mean, delete the model. Draw-and-discard only; the server's own
+    /// randomness makes such runs not reproducible.
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+    /// Admin token of the server, to create and delete the model (with --server).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "PRIVFED_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    admin_token: Option<String>,
+    /// Name of the model to create on the server; it must not exist yet (default: ddml-sim-SEED,
+    /// or a random suffix without --seed).
+    #[arg(long, value_name = "NAME", requires = "server")]
+    model: Option<String>,
+    /// Keep the model on the server after the run (default: delete it).
+    #[arg(long, requires = "server")]
+    keep_model: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -219,7 +259,101 @@ fn report_json(r: &SimReport, dataset: &Dataset, seed: Option<u64>, seconds: f64
     v
 }
 
+/// With `--server`: the strategy must be draw-and-discard, and there must be an admin token.
+fn check_server_args(a: &SimulateArgs) -> Result<Option<(&str, &str)>> {
+    let Some(url) = a.server.as_deref() else {
+        return Ok(None);
+    };
+    if a.server_batch.is_some() || a.strategy == StrategyArg::ServerBatch {
+        bail!(
+            "--server-batch and --strategy server-batch run in process only (the server does not batch): drop --server"
+        );
+    }
+    if a.strategy != StrategyArg::DrawAndDiscard {
+        let name = a
+            .strategy
+            .to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        bail!(
+            "--server supports only --strategy draw-and-discard (the server overwrites a uniformly random instance), not {name}: drop --server to simulate it in process"
+        );
+    }
+    let token = a
+        .admin_token
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+        .context(
+            "--server needs --admin-token TOKEN (or PRIVFED_ADMIN_TOKEN) to create the model",
+        )?;
+    Ok(Some((url, token)))
+}
+
+/// Fails fast, before loading the data, when the server does not answer `GET /healthz`.
+fn check_reachable(url: &str) -> Result<()> {
+    let client =
+        Client::new(url).with_context(|| format!("cannot build an HTTP client for {url}"))?;
+    let healthy = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(client.healthy())
+        .with_context(|| format!("cannot reach the server at {url}"))?;
+    if !healthy {
+        bail!("GET {url}/healthz did not answer 200: is it a healthy privfed server?");
+    }
+    Ok(())
+}
+
+/// Creates the model on the server, runs the simulation against it and (unless `--keep-model`)
+/// deletes it, also when the run failed. Returns the report and the model's name.
+#[allow(clippy::too_many_arguments)]
+fn simulate_on_server(
+    a: &SimulateArgs,
+    url: &str,
+    token: &str,
+    dataset: &Dataset,
+    config: &SimConfig,
+    rng: &mut ExperimentRng,
+    pb: &ProgressBar,
+) -> Result<(SimReport, String)> {
+    let name = match (&a.model, a.seed) {
+        (Some(n), _) => n.clone(),
+        (None, Some(s)) => format!("ddml-sim-{s}"),
+        (None, None) => format!("ddml-sim-{:016x}", rng.next_u64()),
+    };
+    let req = CreateModel {
+        name: name.clone(),
+        dim: dataset.glm.num_weights(),
+        k: config.k,
+        init_std: Some(initial_std(dataset, config)?),
+        spam_sigmas: config.spam_sigmas,
+        spam_max_outside_fraction: None,
+    };
+    let client = Client::new(url)
+        .with_context(|| format!("cannot build an HTTP client for {url}"))?
+        .with_admin_token(token);
+    let mut server = HttpModelServer::create(client, &req)
+        .with_context(|| format!("cannot create model `{name}` on the server at {url}"))?;
+    let result = simulate(dataset, config, &mut server, rng, |p| update_bar(pb, p));
+    let cleanup = if a.keep_model {
+        Ok(())
+    } else {
+        server.delete()
+    };
+    let report =
+        result.with_context(|| format!("training model `{name}` on the server at {url}"))?;
+    if let Err(e) = cleanup {
+        let e = anyhow::Error::new(e);
+        eprintln!("warning: could not delete model `{name}` from {url}: {e:#}");
+    }
+    Ok((report, name))
+}
+
 fn run_simulate(a: &SimulateArgs) -> Result<()> {
+    let server = check_server_args(a)?;
+    if let Some((url, _)) = server {
+        check_reachable(url)?;
+    }
     let (strat, k) = strategy(a.strategy, a.k, a.server_batch)?;
     let noise = match (a.epsilon, a.no_noise) {
         (Some(e), false) => ClientNoise::Laplace { epsilon: e },
@@ -253,12 +387,23 @@ fn run_simulate(a: &SimulateArgs) -> Result<()> {
     .with_context(|| format!("loading {:?} from {}", a.dataset, dir.display()))?;
     let start = Instant::now();
     let pb = progress_bar(0, a.quiet);
-    let report = simulate_in_process(&dataset, &config, &mut rng, |p| update_bar(&pb, p))?;
+    let (report, model) = match server {
+        None => (
+            simulate_in_process(&dataset, &config, &mut rng, |p| update_bar(&pb, p))?,
+            None,
+        ),
+        Some((url, token)) => {
+            let (r, name) = simulate_on_server(a, url, token, &dataset, &config, &mut rng, &pb)?;
+            (r, Some(name))
+        }
+    };
     pb.finish_and_clear();
-    print_report(
-        &report_json(&report, &dataset, a.seed, start.elapsed().as_secs_f64()),
-        a.json,
-    );
+    let mut v = report_json(&report, &dataset, a.seed, start.elapsed().as_secs_f64());
+    if let (Some((url, _)), Some(name), Value::Object(m)) = (server, model, &mut v) {
+        m.insert("server".into(), json!(url));
+        m.insert("model".into(), json!(name));
+    }
+    print_report(&v, a.json);
     Ok(())
 }
 

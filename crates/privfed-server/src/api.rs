@@ -382,7 +382,10 @@ async fn post_update<S: Store>(
 fn accepted_response() -> Response {
     (
         StatusCode::ACCEPTED,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         r#"{"status":"accepted"}"#,
     )
         .into_response()

@@ -171,7 +171,9 @@ fn host_port(url: &str) -> Result<String, LoadgenError> {
     })?;
     let host = rest.split('/').next().unwrap_or("");
     if host.is_empty() {
-        return Err(LoadgenError::Config(format!("server URL `{url}` has no host")));
+        return Err(LoadgenError::Config(format!(
+            "server URL `{url}` has no host"
+        )));
     }
     Ok(if host.contains(':') {
         host.to_string()
@@ -225,8 +227,13 @@ async fn submit(
             .await?
     } else {
         encode_f32_into(w, body);
-        c.request("POST", path, &["Content-Type: application/octet-stream"], body)
-            .await?
+        c.request(
+            "POST",
+            path,
+            &["Content-Type: application/octet-stream"],
+            body,
+        )
+        .await?
     };
     match a.status {
         202 => Ok(true),

@@ -85,7 +85,9 @@ impl Conn {
         body: &[u8],
     ) -> Result<Answer, WireError> {
         if self.closed {
-            return Err(WireError::Protocol("connection closed by the server".into()));
+            return Err(WireError::Protocol(
+                "connection closed by the server".into(),
+            ));
         }
         self.out.clear();
         self.out.extend_from_slice(method.as_bytes());
@@ -138,9 +140,7 @@ impl Conn {
                             let v = std::str::from_utf8(h.value)
                                 .ok()
                                 .and_then(|v| v.trim().parse::<usize>().ok())
-                                .ok_or_else(|| {
-                                    WireError::Protocol("bad Content-Length".into())
-                                })?;
+                                .ok_or_else(|| WireError::Protocol("bad Content-Length".into()))?;
                             len = Some(v);
                         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                             return Err(WireError::Protocol(
@@ -152,8 +152,7 @@ impl Conn {
                             self.closed = true;
                         }
                     }
-                    let len = len
-                        .ok_or_else(|| WireError::Protocol("no Content-Length".into()))?;
+                    let len = len.ok_or_else(|| WireError::Protocol("no Content-Length".into()))?;
                     break (n, status, len);
                 }
                 Ok(httparse::Status::Partial) => {
@@ -219,23 +218,48 @@ mod tests {
         .await;
         let mut c = Conn::connect(&addr, 1024).await.unwrap();
         let a = c.request("GET", "/x", &[], &[]).await.unwrap();
-        assert_eq!(a, Answer { status: 200, body: b"hello".to_vec() });
-        let a = c.request("POST", "/y", &["Content-Type: a/b"], b"123").await.unwrap();
-        assert_eq!(a, Answer { status: 202, body: b"{}".to_vec() });
+        assert_eq!(
+            a,
+            Answer {
+                status: 200,
+                body: b"hello".to_vec()
+            }
+        );
+        let a = c
+            .request("POST", "/y", &["Content-Type: a/b"], b"123")
+            .await
+            .unwrap();
+        assert_eq!(
+            a,
+            Answer {
+                status: 202,
+                body: b"{}".to_vec()
+            }
+        );
         assert!(!c.is_closed());
     }
 
     #[tokio::test]
     async fn refuses_chunked_missing_length_oversized_and_eof() {
         for (answer, want) in [
-            (&b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"[..], "chunked"),
+            (
+                &b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"[..],
+                "chunked",
+            ),
             (&b"HTTP/1.1 200 OK\r\nx: y\r\n\r\n"[..], "no Content-Length"),
-            (&b"HTTP/1.1 200 OK\r\ncontent-length: 99999\r\n\r\n"[..], "exceeds"),
+            (
+                &b"HTTP/1.1 200 OK\r\ncontent-length: 99999\r\n\r\n"[..],
+                "exceeds",
+            ),
             (&b"garbage\r\n\r\n"[..], "bad answer"),
         ] {
             let addr = scripted(vec![answer.to_vec()]).await;
             let mut c = Conn::connect(&addr, 1024).await.unwrap();
-            let e = c.request("GET", "/", &[], &[]).await.unwrap_err().to_string();
+            let e = c
+                .request("GET", "/", &[], &[])
+                .await
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{e} should mention {want}");
         }
         // The server closes without answering.

@@ -14,9 +14,9 @@
 use super::{ModelSnapshot, Store, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
+use bytes::Bytes;
 use privfed_learn::ddml::{InstanceStats, replacement_index};
 use rand::SeedableRng;
-use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -257,7 +257,12 @@ impl Store for EmbeddedStore {
 
     async fn snapshot(&self, name: &str) -> Result<ModelSnapshot, StoreError> {
         let m = self.get(name)?;
-        let instances = m.instances.read().map_err(|_| lock_poisoned())?.weights.clone();
+        let instances = m
+            .instances
+            .read()
+            .map_err(|_| lock_poisoned())?
+            .weights
+            .clone();
         Ok(ModelSnapshot {
             spec: m.spec.clone(),
             accepted: m.accepted.load(Ordering::Acquire),

@@ -12,10 +12,10 @@
 //! lock-free design of paper 003 allows anyway). An acknowledged update is as durable as the
 //! Redis deployment makes it (its AOF/RDB and replication settings).
 
-use bytes::Bytes;
 use super::{ModelSnapshot, Store, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
+use bytes::Bytes;
 use privfed_learn::ddml::{InstanceStats, replacement_index};
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;

@@ -152,7 +152,9 @@ pub struct SimConfig {
     pub passes: usize,
     /// Examples per client `N_c`.
     pub examples_per_client: usize,
-    /// Spam filter band in standard deviations (none if `None`).
+    /// Spam filter band in standard deviations (none if `None`, the default); at least
+    /// [`crate::ddml::RECOMMENDED_SPAM_SIGMAS`] if used, since narrower bands reject many honest
+    /// updates.
     pub spam_sigmas: Option<f64>,
     /// Evaluate on the held-out set after every pass (the learning curve).
     pub evaluate_every_pass: bool,
@@ -482,6 +484,145 @@ pub fn simulate_in_process<F: FnMut(&Progress)>(
     simulate(dataset, config, &mut server, rng, progress)
 }
 
+/// The mean of one quantity over repeated runs and its standard error.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MeanStdError {
+    /// Number of runs `R`.
+    pub runs: usize,
+    /// Mean over the runs.
+    pub mean: f64,
+    /// Standard error of the mean: sample standard deviation (divisor `R − 1`) over `√R`; `None`
+    /// for a single run.
+    pub std_error: Option<f64>,
+}
+
+impl MeanStdError {
+    /// Mean and standard error of `values`. Errors if `values` is empty or holds a non-finite
+    /// value.
+    pub fn of(values: &[f64]) -> Result<Self> {
+        if values.is_empty() {
+            return Err(LearnError::Empty("values"));
+        }
+        if let Some((index, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(LearnError::NonFinite {
+                what: "values",
+                index,
+                value,
+            });
+        }
+        let r = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / r;
+        let std_error = (values.len() > 1).then(|| {
+            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (r - 1.0);
+            (var / r).sqrt()
+        });
+        Ok(Self {
+            runs: values.len(),
+            mean,
+            std_error,
+        })
+    }
+}
+
+/// One point of the learning curve summarized over repeated runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CurveSummary {
+    /// Passes done.
+    pub pass: usize,
+    /// Training examples ingested so far.
+    pub examples_seen: u64,
+    /// Held-out accuracy of the average model.
+    pub accuracy: MeanStdError,
+    /// Held-out loss of the average model.
+    pub loss: MeanStdError,
+    /// Intra-model variance.
+    pub intra_model_variance: MeanStdError,
+}
+
+/// Repeated runs of one configuration (different seeds) summarized: mean and standard error of
+/// every reported quantity ([`summarize_repeats`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatSummary {
+    /// Number of runs `R`.
+    pub runs: usize,
+    /// Updates submitted per run (the same in every run).
+    pub updates: u64,
+    /// Overwrites (varies between runs for the accept-one-in strategy).
+    pub overwrites: MeanStdError,
+    /// Held-out accuracy.
+    pub accuracy: MeanStdError,
+    /// Held-out loss.
+    pub loss: MeanStdError,
+    /// Training loss.
+    pub train_loss: MeanStdError,
+    /// Final intra-model variance.
+    pub intra_model_variance: MeanStdError,
+    /// `(k/2)·σ²` (the same in every run).
+    pub predicted_intra_model_variance: f64,
+    /// `max_j |b̄_j − w_j|`, if the dataset has known weights.
+    pub weights_max_abs_error: Option<MeanStdError>,
+    /// Per weight, the average model's weight over the runs.
+    pub mean_weights: Vec<MeanStdError>,
+    /// The learning curve, pass by pass.
+    pub curve: Vec<CurveSummary>,
+}
+
+/// Summarizes repeated runs of one configuration. Errors if `reports` is empty, if the reports
+/// differ in configuration, dataset or number of weights (they are then not repeats), or if a
+/// reported quantity is not finite.
+pub fn summarize_repeats(reports: &[SimReport]) -> Result<RepeatSummary> {
+    let first = reports.first().ok_or(LearnError::Empty("reports"))?;
+    for (i, r) in reports.iter().enumerate() {
+        if r.config != first.config
+            || r.dataset != first.dataset
+            || r.num_weights != first.num_weights
+            || r.updates != first.updates
+            || r.curve.len() != first.curve.len()
+            || r.weights_max_abs_error.is_some() != first.weights_max_abs_error.is_some()
+        {
+            return Err(LearnError::invalid(
+                "reports",
+                i as f64,
+                "is not a repeat of the first report (configuration, dataset or shape differ)",
+            ));
+        }
+    }
+    let of = |f: &dyn Fn(&SimReport) -> f64| {
+        MeanStdError::of(&reports.iter().map(f).collect::<Vec<_>>())
+    };
+    let curve = (0..first.curve.len())
+        .map(|i| {
+            let at = |f: &dyn Fn(&CurvePoint) -> f64| of(&|r: &SimReport| f(&r.curve[i]));
+            Ok(CurveSummary {
+                pass: first.curve[i].pass,
+                examples_seen: first.curve[i].examples_seen,
+                accuracy: at(&|c| c.accuracy)?,
+                loss: at(&|c| c.loss)?,
+                intra_model_variance: at(&|c| c.intra_model_variance)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mean_weights = (0..first.mean_weights.len())
+        .map(|j| of(&|r: &SimReport| r.mean_weights[j]))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RepeatSummary {
+        runs: reports.len(),
+        updates: first.updates,
+        overwrites: of(&|r| r.server.overwrites as f64)?,
+        accuracy: of(&|r| r.accuracy)?,
+        loss: of(&|r| r.loss)?,
+        train_loss: of(&|r| r.train_loss)?,
+        intra_model_variance: of(&|r| r.intra_model_variance)?,
+        predicted_intra_model_variance: first.predicted_intra_model_variance,
+        weights_max_abs_error: match first.weights_max_abs_error {
+            Some(_) => Some(of(&|r| r.weights_max_abs_error.unwrap_or(f64::NAN))?),
+            None => None,
+        },
+        mean_weights,
+        curve,
+    })
+}
+
 /// One point of a variance-stabilization trace.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct VariancePoint {
@@ -684,6 +825,85 @@ mod tests {
         assert!((a.predicted_intra_model_variance - 5e-6).abs() < 1e-18);
         assert_eq!(a.curve.len(), 2);
         assert_eq!(a.curve[1].examples_seen, 4000);
+    }
+
+    #[test]
+    fn mean_and_standard_error() {
+        let m = MeanStdError::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        // Sample variance (divisor 3) is 5/3; s.e. = √(5/3 / 4).
+        assert_eq!((m.runs, m.mean), (4, 2.5));
+        assert!((m.std_error.unwrap() - (5.0f64 / 12.0).sqrt()).abs() < 1e-15);
+        let one = MeanStdError::of(&[0.7]).unwrap();
+        assert_eq!((one.runs, one.mean, one.std_error), (1, 0.7, None));
+        assert_eq!(MeanStdError::of(&[2.0, 2.0]).unwrap().std_error, Some(0.0));
+        assert!(MeanStdError::of(&[]).is_err());
+        assert!(MeanStdError::of(&[1.0, f64::NAN]).is_err());
+    }
+
+    /// Three seeded runs of one configuration: every summarized quantity is the mean of the
+    /// runs' values with the sample standard error; the curve is summarized pass by pass; runs of
+    /// different configurations are refused.
+    #[test]
+    fn repeats_are_summarized() {
+        let d = small_dataset();
+        let mut cfg = SimConfig::paper_defaults(5);
+        cfg.noise = ClientNoise::Laplace { epsilon: 2.0 };
+        cfg.learning_rate = 0.05;
+        cfg.passes = 3;
+        let run = |cfg: &SimConfig, seed| {
+            let mut rng = seeded_rng_for_experiments(seed);
+            simulate_in_process(&d, cfg, &mut rng, |_| {}).unwrap()
+        };
+        let reports: Vec<SimReport> = (40..43).map(|s| run(&cfg, s)).collect();
+        let s = summarize_repeats(&reports).unwrap();
+        let check = |m: &MeanStdError, v: Vec<f64>| {
+            let mean = v.iter().sum::<f64>() / 3.0;
+            let se = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0 / 3.0).sqrt();
+            assert_eq!(m.runs, 3);
+            assert!((m.mean - mean).abs() < 1e-12, "{m:?} vs {v:?}");
+            assert!((m.std_error.unwrap() - se).abs() < 1e-12, "{m:?} vs {v:?}");
+        };
+        check(&s.accuracy, reports.iter().map(|r| r.accuracy).collect());
+        check(&s.loss, reports.iter().map(|r| r.loss).collect());
+        check(
+            &s.train_loss,
+            reports.iter().map(|r| r.train_loss).collect(),
+        );
+        check(
+            &s.intra_model_variance,
+            reports.iter().map(|r| r.intra_model_variance).collect(),
+        );
+        check(
+            s.weights_max_abs_error.as_ref().unwrap(),
+            reports
+                .iter()
+                .map(|r| r.weights_max_abs_error.unwrap())
+                .collect(),
+        );
+        check(
+            &s.mean_weights[4],
+            reports.iter().map(|r| r.mean_weights[4]).collect(),
+        );
+        assert_eq!(s.curve.len(), 3);
+        for (i, c) in s.curve.iter().enumerate() {
+            assert_eq!(c.pass, i + 1);
+            assert_eq!(c.examples_seen, 2000 * (i as u64 + 1));
+            check(
+                &c.accuracy,
+                reports.iter().map(|r| r.curve[i].accuracy).collect(),
+            );
+            check(&c.loss, reports.iter().map(|r| r.curve[i].loss).collect());
+        }
+        // The seeds differ, so the runs do.
+        assert!(s.accuracy.std_error.unwrap() > 0.0 || s.loss.std_error.unwrap() > 0.0);
+        assert_eq!(s.updates, 3 * 200);
+        assert_eq!(s.overwrites.mean, 600.0);
+        assert!((s.predicted_intra_model_variance - 2.5 * 2.0 * 0.05f64.powi(2)).abs() < 1e-15);
+        assert!(summarize_repeats(&[]).is_err());
+        let mut other = cfg.clone();
+        other.k = 4;
+        let mixed = vec![reports[0].clone(), run(&other, 43)];
+        assert!(summarize_repeats(&mixed).is_err());
     }
 
     #[test]

@@ -43,7 +43,10 @@ pub struct CreateModel {
     /// Initialization standard deviation (default 0).
     #[serde(default)]
     pub init_std: Option<f64>,
-    /// Spam filter band in standard deviations (default: no filter).
+    /// Spam filter band in standard deviations (default: no filter). Use at least
+    /// [`privfed_learn::ddml::RECOMMENDED_SPAM_SIGMAS`] (8): the instances share ancestry, so
+    /// narrower bands reject many honest updates (measured with `k = 20` and 387 weights: 53% at
+    /// 4σ, 6% at 5σ, 0.085% at 8σ).
     #[serde(default)]
     pub spam_sigmas: Option<f64>,
     /// Fraction of weights allowed outside the band (default 0).

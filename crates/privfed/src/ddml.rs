@@ -33,8 +33,7 @@ use privfed_learn::data::{
 use privfed_learn::ddml::{Strategy, predicted_intra_model_variance};
 use privfed_learn::simulate::{
     MeanStdError, Progress, SimConfig, SimReport, initial_std, simulate, simulate_in_process,
-    summarize_repeats,
-    variance_stabilization_trace,
+    summarize_repeats, variance_stabilization_trace,
 };
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
 use privfed_server::client::Client;

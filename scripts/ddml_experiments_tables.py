@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Prints the markdown tables of EXPERIMENTS.md (paper 003 section) from the CSV files written by
-`privfed ddml experiments`. Usage: scripts/ddml_experiments_tables.py [experiments]"""
+`privfed ddml experiments`. Usage: scripts/ddml_experiments_tables.py [experiments]
+
+With `--repeats R` the CSV files hold the mean and standard error over R runs of every
+configuration; the tables then show `mean ± s.e.` and the number of runs. CSV files written by
+earlier versions (one run per configuration, columns without `_mean`/`_se`) are shown as single
+runs."""
 import csv
-import math
 import os
 import sys
 
@@ -23,6 +27,22 @@ def table(header, body):
     for r in body:
         print("| " + " | ".join(str(c) for c in r) + " |")
     print()
+
+
+def stat(r, name):
+    """(mean, s.e. or None) of column `name`, from `name_mean`/`name_se` or a single-run `name`."""
+    if name + "_mean" in r:
+        se = r[name + "_se"]
+        return float(r[name + "_mean"]), (float(se) if se != "" else None)
+    return float(r[name]), None
+
+
+def fmt(m, se, spec):
+    return f"{m:{spec}}" if se is None else f"{m:{spec}} ± {se:{spec}}"
+
+
+def runs_of(r):
+    return int(r.get("runs", 1))
 
 
 v = rows("ddml_variance_stabilization.csv")
@@ -47,24 +67,39 @@ for exp, title in [("k", "MNIST: accuracy against k (no noise)"),
     c = rows(f"ddml_mnist_{exp}_curves.csv")
     if not f:
         continue
-    print(f"### {title}\n")
+    runs = sorted({runs_of(r) for r in f})
+    note = f"mean ± s.e. over {runs[0]} runs" if runs == [runs[0]] and runs[0] > 1 else \
+        ("single runs" if runs == [1] else f"runs per configuration: {runs}")
+    print(f"### {title}: {note}\n")
     passes = sorted({int(r["pass"]) for r in c})
     show = [p for p in passes if p in (1, 2, 5, 10, passes[-1])]
     body = []
     for r in f:
-        acc = {int(x["pass"]): float(x["accuracy"]) for x in c if x["config"] == r["config"]}
-        body.append([r["config"], r["overwrites"]] + [f"{acc[p]:.4f}" for p in show] +
-                    [f'{float(r["loss"]):.4f}', f'{float(r["train_loss"]):.4f}',
-                     f'{float(r["intra_model_variance"]):.3g}', f'{float(r["predicted_intra_model_variance"]):.3g}'])
+        acc = {int(x["pass"]): stat(x, "accuracy") for x in c if x["config"] == r["config"]}
+        ow, ow_se = stat(r, "overwrites")
+        body.append([r["config"], fmt(ow, ow_se if ow_se else None, ".0f")] +
+                    [fmt(*acc[p], ".4f") for p in show] +
+                    [fmt(*stat(r, "loss"), ".4f"), fmt(*stat(r, "train_loss"), ".4f"),
+                     f'{stat(r, "intra_model_variance")[0]:.3g}',
+                     f'{float(r["predicted_intra_model_variance"]):.3g}'])
     table(["config", "overwrites"] + [f"acc. pass {p}" for p in show] +
-          ["test loss", "train loss", "intra-model var.", "(k/2)σ²"], body)
+          ["test loss", "train loss", "intra-model var." + (" (mean)" if runs != [1] else ""), "(k/2)σ²"],
+          body)
 
 s = rows("ddml_synthetic.csv")
 w = rows("ddml_synthetic_weights.csv")
 if s:
-    print("### Known-weights model (§V-C)\n")
+    runs = sorted({runs_of(r) for r in s})
+    note = f"mean ± s.e. over {runs[0]} runs" if runs == [runs[0]] and runs[0] > 1 else "single runs"
+    print(f"### Known-weights model (§V-C): {note}\n")
     table(["config", "updates", "accuracy", "max abs error", "mean abs error"],
-          [[r["config"], r["updates"], f'{float(r["accuracy"]):.4f}', f'{float(r["weights_max_abs_error"]):.3f}',
-            f'{float(r["weights_mean_abs_error"]):.3f}'] for r in s])
-    cols = [k for k in w[0].keys() if k not in ("feature", "true")]
-    table(["feature", "true"] + cols, [[r["feature"], r["true"]] + [f"{float(r[c]):.2f}" for c in cols] for r in w])
+          [[r["config"], r["updates"], fmt(*stat(r, "accuracy"), ".4f"),
+            fmt(*stat(r, "weights_max_abs_error"), ".3f"), fmt(*stat(r, "weights_mean_abs_error"), ".3f")]
+           for r in s])
+    cols = [k for k in w[0].keys() if k not in ("feature", "true") and not k.endswith(" se")]
+
+    def weight(r, col):
+        se = r.get(col + " se", "")
+        return fmt(float(r[col]), float(se) if se != "" else None, ".2f")
+
+    table(["feature", "true"] + cols, [[r["feature"], r["true"]] + [weight(r, c) for c in cols] for r in w])

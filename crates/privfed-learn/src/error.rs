@@ -48,6 +48,10 @@ pub enum LearnError {
     /// An error from the mechanisms crate (noise calibration).
     #[error(transparent)]
     Mechanism(#[from] privfed_mechanisms::MechanismError),
+    /// A combination of components that cannot work together (e.g. a simulation configured for
+    /// one server strategy run against a server that uses another).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
     /// A dataset file is missing, unreadable or malformed (see [`crate::data`]).
     #[error("dataset file {path}: {reason}")]
     Data {

@@ -5,8 +5,11 @@
 //! client (the last client of a pass may get fewer); every client draws an instance from the
 //! server, runs the noisy client step of Alg. 1 ([`ClientStep`]) on its rows and submits the
 //! result. The server side is behind the small [`ModelServer`] trait so that the same loop can
-//! drive the in-memory [`InProcessServer`] (a [`DrawAndDiscard`] engine) or, later, a live HTTP
-//! server.
+//! drive the in-memory [`InProcessServer`] (a [`DrawAndDiscard`] engine) or a live HTTP server
+//! (`privfed_server::simulate::HttpModelServer`, which picks the instance to overwrite itself
+//! and does not say which: [`Outcome::Accepted`]). The update counters of the report are tallied
+//! from the outcomes the clients see ([`DdmlStats::record`]), so they mean the same against
+//! either server.
 //!
 //! The instances start at `N(0, (k/2)·σ²)` (paper 003 §V-A), where `σ²` is the client's
 //! per-weight noise variance; without client noise the paper initializes "with ε = 1 in the
@@ -36,32 +39,41 @@ use serde::Serialize;
 /// A model instance handed to a client.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Drawn {
-    /// Which instance (used only by [`Strategy::ReplaceDrawn`]; a server that does not track
-    /// draws may put 0 here).
-    pub index: usize,
+    /// Which instance, if the server says (the HTTP server does not: `None`). Only
+    /// [`Strategy::ReplaceDrawn`] uses it; the [`InProcessServer`] always sets it.
+    pub index: Option<usize>,
     /// Its weights.
     pub weights: Vec<f64>,
 }
 
 /// The server side of a Draw-and-Discard simulation: the operations the simulated clients and
-/// the evaluation need. [`InProcessServer`] implements it in memory; an HTTP client of a live
-/// server can implement it too (draw = `GET /draw`, submit = `POST /updates`).
+/// the evaluation need. [`InProcessServer`] implements it in memory;
+/// `privfed_server::simulate::HttpModelServer` over HTTP (draw = `GET /draw`, submit =
+/// `POST /updates`, mean and variance = `GET /v1/models/{name}`).
 pub trait ModelServer {
+    /// The server's error; the simulator's own errors (configuration, data) convert into it.
+    type Error: From<LearnError>;
     /// Number of instances `k`.
     fn k(&self) -> usize;
     /// Number of weights.
     fn dim(&self) -> usize;
-    /// Serves an instance.
-    fn draw(&mut self, rng: &mut ExperimentRng) -> Result<Drawn>;
-    /// Folds in an update computed from `drawn`.
-    fn submit(&mut self, drawn: &Drawn, update: &[f64], rng: &mut ExperimentRng)
-    -> Result<Outcome>;
+    /// How it folds updates in (a live server: always [`Strategy::DrawAndDiscard`]).
+    fn strategy(&self) -> Strategy;
+    /// Serves an instance. `rng` is the simulation's generator; a server with its own
+    /// randomness may ignore it.
+    fn draw(&mut self, rng: &mut ExperimentRng) -> Result<Drawn, Self::Error>;
+    /// Folds in an update computed from `drawn`; a spam rejection is an [`Outcome::Rejected`],
+    /// not an error.
+    fn submit(
+        &mut self,
+        drawn: &Drawn,
+        update: &[f64],
+        rng: &mut ExperimentRng,
+    ) -> Result<Outcome, Self::Error>;
     /// The average of the instances (the prediction model).
-    fn mean_model(&mut self) -> Result<Vec<f64>>;
+    fn mean_model(&mut self) -> Result<Vec<f64>, Self::Error>;
     /// The intra-model variance (sample variance across instances, averaged over weights).
-    fn intra_model_variance(&mut self) -> Result<f64>;
-    /// The counters.
-    fn stats(&mut self) -> Result<DdmlStats>;
+    fn intra_model_variance(&mut self) -> Result<f64, Self::Error>;
 }
 
 /// The in-memory [`ModelServer`]: a [`DrawAndDiscard`] engine.
@@ -83,16 +95,20 @@ impl InProcessServer {
 }
 
 impl ModelServer for InProcessServer {
+    type Error = LearnError;
     fn k(&self) -> usize {
         self.engine.k()
     }
     fn dim(&self) -> usize {
         self.engine.dim()
     }
+    fn strategy(&self) -> Strategy {
+        self.engine.strategy()
+    }
     fn draw(&mut self, rng: &mut ExperimentRng) -> Result<Drawn> {
         let index = self.engine.draw(rng);
         Ok(Drawn {
-            index,
+            index: Some(index),
             weights: self.engine.instance(index).to_vec(),
         })
     }
@@ -102,16 +118,20 @@ impl ModelServer for InProcessServer {
         update: &[f64],
         rng: &mut ExperimentRng,
     ) -> Result<Outcome> {
-        self.engine.submit(drawn.index, update, rng)
+        let index = drawn.index.ok_or_else(|| {
+            LearnError::invalid(
+                "drawn.index",
+                f64::NAN,
+                "the in-process server needs the index of the drawn instance",
+            )
+        })?;
+        self.engine.submit(index, update, rng)
     }
     fn mean_model(&mut self) -> Result<Vec<f64>> {
         Ok(self.engine.mean_model())
     }
     fn intra_model_variance(&mut self) -> Result<f64> {
         Ok(self.engine.intra_model_variance())
-    }
-    fn stats(&mut self) -> Result<DdmlStats> {
-        Ok(self.engine.stats())
     }
 }
 
@@ -132,7 +152,9 @@ pub struct SimConfig {
     pub passes: usize,
     /// Examples per client `N_c`.
     pub examples_per_client: usize,
-    /// Spam filter band in standard deviations (none if `None`).
+    /// Spam filter band in standard deviations (none if `None`, the default); at least
+    /// [`crate::ddml::RECOMMENDED_SPAM_SIGMAS`] if used, since narrower bands reject many honest
+    /// updates.
     pub spam_sigmas: Option<f64>,
     /// Evaluate on the held-out set after every pass (the learning curve).
     pub evaluate_every_pass: bool,
@@ -238,7 +260,7 @@ pub struct SimReport {
     pub clients_per_pass: usize,
     /// Updates submitted (clients over all passes).
     pub updates: u64,
-    /// The server's counters.
+    /// This run's updates by outcome, as the clients saw them ([`DdmlStats::record`]).
     pub server: DdmlStats,
     /// Held-out accuracy of the average of the `k` instances.
     pub accuracy: f64,
@@ -284,16 +306,23 @@ pub fn evaluate(glm: &Glm, weights: &[f64], table: &crate::data::Table) -> Resul
     Ok((acc / n, loss / n))
 }
 
+/// The standard deviation `√((k/2)·σ²_init)` of the initial instances for `config` over
+/// `dataset` (see [`initial_noise_variance`]); what a live server's model is created with.
+/// Errors on an invalid configuration.
+pub fn initial_std(dataset: &Dataset, config: &SimConfig) -> Result<f64> {
+    config.validate()?;
+    let step = client_step(dataset, config)?;
+    Ok(predicted_intra_model_variance(config.k, initial_noise_variance(&step)).sqrt())
+}
+
 /// Builds the initial instances and the in-process server for `config` over `dataset`.
 pub fn in_process_server(
     dataset: &Dataset,
     config: &SimConfig,
     rng: &mut ExperimentRng,
 ) -> Result<InProcessServer> {
-    config.validate()?;
-    let step = client_step(dataset, config)?;
+    let init_std = initial_std(dataset, config)?;
     let p = dataset.glm.num_weights();
-    let init_std = (predicted_intra_model_variance(config.k, initial_noise_variance(&step))).sqrt();
     let instances = initialize_with_std(&vec![0.0; p], config.k, init_std, rng)?;
     let filter = config
         .spam_sigmas
@@ -317,17 +346,17 @@ fn client_step(dataset: &Dataset, config: &SimConfig) -> Result<ClientStep> {
 
 /// Runs the simulation against `server`, calling `progress` every few clients and after every
 /// pass. Errors on an invalid configuration, an empty dataset, a server of the wrong dimension,
-/// or any error the server returns.
+/// number of instances or strategy, or any error the server returns.
 pub fn simulate<S: ModelServer, F: FnMut(&Progress)>(
     dataset: &Dataset,
     config: &SimConfig,
     server: &mut S,
     rng: &mut ExperimentRng,
     mut progress: F,
-) -> Result<SimReport> {
+) -> Result<SimReport, S::Error> {
     config.validate()?;
     if dataset.train.is_empty() {
-        return Err(LearnError::Empty("training set"));
+        return Err(LearnError::Empty("training set").into());
     }
     let glm = &dataset.glm;
     let p = glm.num_weights();
@@ -336,7 +365,24 @@ pub fn simulate<S: ModelServer, F: FnMut(&Progress)>(
             what: "server model",
             expected: p,
             got: server.dim(),
-        });
+        }
+        .into());
+    }
+    if server.k() != config.k {
+        return Err(LearnError::invalid(
+            "k",
+            config.k as f64,
+            format!("the server keeps {} instances", server.k()),
+        )
+        .into());
+    }
+    if server.strategy() != config.strategy {
+        return Err(LearnError::Unsupported(format!(
+            "the configuration asks for strategy {:?} but the server runs {:?}",
+            config.strategy,
+            server.strategy()
+        ))
+        .into());
     }
     let step = client_step(dataset, config)?;
     let n = dataset.train.len();
@@ -346,6 +392,7 @@ pub fn simulate<S: ModelServer, F: FnMut(&Progress)>(
     let mut order: Vec<usize> = (0..n).collect();
     let mut curve = Vec::new();
     let mut done = 0u64;
+    let mut stats = DdmlStats::default();
     let mut last_acc = None;
     for pass in 1..=config.passes {
         order.shuffle(rng);
@@ -353,7 +400,7 @@ pub fn simulate<S: ModelServer, F: FnMut(&Progress)>(
             let examples = dataset.train.examples(chunk);
             let drawn = server.draw(rng)?;
             let update = step.apply(glm, &drawn.weights, &examples, rng)?;
-            server.submit(&drawn, &update, rng)?;
+            stats.record(&server.submit(&drawn, &update, rng)?);
             done += 1;
             if done.is_multiple_of(64) {
                 progress(&Progress {
@@ -386,7 +433,6 @@ pub fn simulate<S: ModelServer, F: FnMut(&Progress)>(
     let mean = server.mean_model()?;
     let (accuracy, loss) = evaluate(glm, &mean, &dataset.test)?;
     let (_, train_loss) = evaluate(glm, &mean, &dataset.train)?;
-    let stats = server.stats()?;
     let k = server.k();
     let privacy = match config.noise {
         ClientNoise::Laplace { epsilon } => Some(adversary_report(
@@ -436,6 +482,145 @@ pub fn simulate_in_process<F: FnMut(&Progress)>(
 ) -> Result<SimReport> {
     let mut server = in_process_server(dataset, config, rng)?;
     simulate(dataset, config, &mut server, rng, progress)
+}
+
+/// The mean of one quantity over repeated runs and its standard error.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MeanStdError {
+    /// Number of runs `R`.
+    pub runs: usize,
+    /// Mean over the runs.
+    pub mean: f64,
+    /// Standard error of the mean: sample standard deviation (divisor `R − 1`) over `√R`; `None`
+    /// for a single run.
+    pub std_error: Option<f64>,
+}
+
+impl MeanStdError {
+    /// Mean and standard error of `values`. Errors if `values` is empty or holds a non-finite
+    /// value.
+    pub fn of(values: &[f64]) -> Result<Self> {
+        if values.is_empty() {
+            return Err(LearnError::Empty("values"));
+        }
+        if let Some((index, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(LearnError::NonFinite {
+                what: "values",
+                index,
+                value,
+            });
+        }
+        let r = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / r;
+        let std_error = (values.len() > 1).then(|| {
+            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (r - 1.0);
+            (var / r).sqrt()
+        });
+        Ok(Self {
+            runs: values.len(),
+            mean,
+            std_error,
+        })
+    }
+}
+
+/// One point of the learning curve summarized over repeated runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CurveSummary {
+    /// Passes done.
+    pub pass: usize,
+    /// Training examples ingested so far.
+    pub examples_seen: u64,
+    /// Held-out accuracy of the average model.
+    pub accuracy: MeanStdError,
+    /// Held-out loss of the average model.
+    pub loss: MeanStdError,
+    /// Intra-model variance.
+    pub intra_model_variance: MeanStdError,
+}
+
+/// Repeated runs of one configuration (different seeds) summarized: mean and standard error of
+/// every reported quantity ([`summarize_repeats`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RepeatSummary {
+    /// Number of runs `R`.
+    pub runs: usize,
+    /// Updates submitted per run (the same in every run).
+    pub updates: u64,
+    /// Overwrites (varies between runs for the accept-one-in strategy).
+    pub overwrites: MeanStdError,
+    /// Held-out accuracy.
+    pub accuracy: MeanStdError,
+    /// Held-out loss.
+    pub loss: MeanStdError,
+    /// Training loss.
+    pub train_loss: MeanStdError,
+    /// Final intra-model variance.
+    pub intra_model_variance: MeanStdError,
+    /// `(k/2)·σ²` (the same in every run).
+    pub predicted_intra_model_variance: f64,
+    /// `max_j |b̄_j − w_j|`, if the dataset has known weights.
+    pub weights_max_abs_error: Option<MeanStdError>,
+    /// Per weight, the average model's weight over the runs.
+    pub mean_weights: Vec<MeanStdError>,
+    /// The learning curve, pass by pass.
+    pub curve: Vec<CurveSummary>,
+}
+
+/// Summarizes repeated runs of one configuration. Errors if `reports` is empty, if the reports
+/// differ in configuration, dataset or number of weights (they are then not repeats), or if a
+/// reported quantity is not finite.
+pub fn summarize_repeats(reports: &[SimReport]) -> Result<RepeatSummary> {
+    let first = reports.first().ok_or(LearnError::Empty("reports"))?;
+    for (i, r) in reports.iter().enumerate() {
+        if r.config != first.config
+            || r.dataset != first.dataset
+            || r.num_weights != first.num_weights
+            || r.updates != first.updates
+            || r.curve.len() != first.curve.len()
+            || r.weights_max_abs_error.is_some() != first.weights_max_abs_error.is_some()
+        {
+            return Err(LearnError::invalid(
+                "reports",
+                i as f64,
+                "is not a repeat of the first report (configuration, dataset or shape differ)",
+            ));
+        }
+    }
+    let of = |f: &dyn Fn(&SimReport) -> f64| {
+        MeanStdError::of(&reports.iter().map(f).collect::<Vec<_>>())
+    };
+    let curve = (0..first.curve.len())
+        .map(|i| {
+            let at = |f: &dyn Fn(&CurvePoint) -> f64| of(&|r: &SimReport| f(&r.curve[i]));
+            Ok(CurveSummary {
+                pass: first.curve[i].pass,
+                examples_seen: first.curve[i].examples_seen,
+                accuracy: at(&|c| c.accuracy)?,
+                loss: at(&|c| c.loss)?,
+                intra_model_variance: at(&|c| c.intra_model_variance)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mean_weights = (0..first.mean_weights.len())
+        .map(|j| of(&|r: &SimReport| r.mean_weights[j]))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RepeatSummary {
+        runs: reports.len(),
+        updates: first.updates,
+        overwrites: of(&|r| r.server.overwrites as f64)?,
+        accuracy: of(&|r| r.accuracy)?,
+        loss: of(&|r| r.loss)?,
+        train_loss: of(&|r| r.train_loss)?,
+        intra_model_variance: of(&|r| r.intra_model_variance)?,
+        predicted_intra_model_variance: first.predicted_intra_model_variance,
+        weights_max_abs_error: match first.weights_max_abs_error {
+            Some(_) => Some(of(&|r| r.weights_max_abs_error.unwrap_or(f64::NAN))?),
+            None => None,
+        },
+        mean_weights,
+        curve,
+    })
 }
 
 /// One point of a variance-stabilization trace.
@@ -643,6 +828,85 @@ mod tests {
     }
 
     #[test]
+    fn mean_and_standard_error() {
+        let m = MeanStdError::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        // Sample variance (divisor 3) is 5/3; s.e. = √(5/3 / 4).
+        assert_eq!((m.runs, m.mean), (4, 2.5));
+        assert!((m.std_error.unwrap() - (5.0f64 / 12.0).sqrt()).abs() < 1e-15);
+        let one = MeanStdError::of(&[0.7]).unwrap();
+        assert_eq!((one.runs, one.mean, one.std_error), (1, 0.7, None));
+        assert_eq!(MeanStdError::of(&[2.0, 2.0]).unwrap().std_error, Some(0.0));
+        assert!(MeanStdError::of(&[]).is_err());
+        assert!(MeanStdError::of(&[1.0, f64::NAN]).is_err());
+    }
+
+    /// Three seeded runs of one configuration: every summarized quantity is the mean of the
+    /// runs' values with the sample standard error; the curve is summarized pass by pass; runs of
+    /// different configurations are refused.
+    #[test]
+    fn repeats_are_summarized() {
+        let d = small_dataset();
+        let mut cfg = SimConfig::paper_defaults(5);
+        cfg.noise = ClientNoise::Laplace { epsilon: 2.0 };
+        cfg.learning_rate = 0.05;
+        cfg.passes = 3;
+        let run = |cfg: &SimConfig, seed| {
+            let mut rng = seeded_rng_for_experiments(seed);
+            simulate_in_process(&d, cfg, &mut rng, |_| {}).unwrap()
+        };
+        let reports: Vec<SimReport> = (40..43).map(|s| run(&cfg, s)).collect();
+        let s = summarize_repeats(&reports).unwrap();
+        let check = |m: &MeanStdError, v: Vec<f64>| {
+            let mean = v.iter().sum::<f64>() / 3.0;
+            let se = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0 / 3.0).sqrt();
+            assert_eq!(m.runs, 3);
+            assert!((m.mean - mean).abs() < 1e-12, "{m:?} vs {v:?}");
+            assert!((m.std_error.unwrap() - se).abs() < 1e-12, "{m:?} vs {v:?}");
+        };
+        check(&s.accuracy, reports.iter().map(|r| r.accuracy).collect());
+        check(&s.loss, reports.iter().map(|r| r.loss).collect());
+        check(
+            &s.train_loss,
+            reports.iter().map(|r| r.train_loss).collect(),
+        );
+        check(
+            &s.intra_model_variance,
+            reports.iter().map(|r| r.intra_model_variance).collect(),
+        );
+        check(
+            s.weights_max_abs_error.as_ref().unwrap(),
+            reports
+                .iter()
+                .map(|r| r.weights_max_abs_error.unwrap())
+                .collect(),
+        );
+        check(
+            &s.mean_weights[4],
+            reports.iter().map(|r| r.mean_weights[4]).collect(),
+        );
+        assert_eq!(s.curve.len(), 3);
+        for (i, c) in s.curve.iter().enumerate() {
+            assert_eq!(c.pass, i + 1);
+            assert_eq!(c.examples_seen, 2000 * (i as u64 + 1));
+            check(
+                &c.accuracy,
+                reports.iter().map(|r| r.curve[i].accuracy).collect(),
+            );
+            check(&c.loss, reports.iter().map(|r| r.curve[i].loss).collect());
+        }
+        // The seeds differ, so the runs do.
+        assert!(s.accuracy.std_error.unwrap() > 0.0 || s.loss.std_error.unwrap() > 0.0);
+        assert_eq!(s.updates, 3 * 200);
+        assert_eq!(s.overwrites.mean, 600.0);
+        assert!((s.predicted_intra_model_variance - 2.5 * 2.0 * 0.05f64.powi(2)).abs() < 1e-15);
+        assert!(summarize_repeats(&[]).is_err());
+        let mut other = cfg.clone();
+        other.k = 4;
+        let mixed = vec![reports[0].clone(), run(&other, 43)];
+        assert!(summarize_repeats(&mixed).is_err());
+    }
+
+    #[test]
     fn progress_and_validation() {
         let d = small_dataset();
         let mut cfg = SimConfig::paper_defaults(2);
@@ -693,6 +957,55 @@ mod tests {
             simulate(&d, &cfg, &mut srv, &mut rng, |_| {}),
             Err(LearnError::DimensionMismatch { .. })
         ));
+        // A server with another number of instances.
+        let mut srv = in_process_server(
+            &d,
+            &SimConfig {
+                k: 3,
+                ..cfg.clone()
+            },
+            &mut rng,
+        )
+        .unwrap();
+        assert!(simulate(&d, &cfg, &mut srv, &mut rng, |_| {}).is_err());
+        // A server with another strategy.
+        let replace = SimConfig {
+            strategy: Strategy::ReplaceDrawn,
+            ..cfg.clone()
+        };
+        let mut other_srv = in_process_server(&d, &replace, &mut rng).unwrap();
+        assert!(matches!(
+            simulate(&d, &cfg, &mut other_srv, &mut rng, |_| {}),
+            Err(LearnError::Unsupported(_))
+        ));
+        // The in-process server needs to know which instance was drawn.
+        let mut drawn = srv.draw(&mut rng).unwrap();
+        let w = drawn.weights.clone();
+        drawn.index = None;
+        assert!(srv.submit(&drawn, &w, &mut rng).is_err());
+    }
+
+    /// The report's counters, tallied from the outcomes, equal the engine's own, for a strategy
+    /// that discards and one that buffers (spam filter on so that some updates are rejected).
+    #[test]
+    fn report_counters_match_the_engine() {
+        let d = small_dataset();
+        for (k, strategy) in [
+            (5, Strategy::DrawAndDiscard),
+            (1, Strategy::AcceptOneIn { k: 4 }),
+            (5, Strategy::ServerBatch { batch: 7 }),
+        ] {
+            let mut cfg = SimConfig::paper_defaults(k);
+            cfg.strategy = strategy;
+            cfg.passes = 1;
+            cfg.noise = ClientNoise::Laplace { epsilon: 1.0 };
+            cfg.spam_sigmas = (k > 1).then_some(2.0);
+            let mut rng = seeded_rng_for_experiments(37);
+            let mut srv = in_process_server(&d, &cfg, &mut rng).unwrap();
+            let r = simulate(&d, &cfg, &mut srv, &mut rng, |_| {}).unwrap();
+            assert_eq!(r.server, srv.engine().stats(), "{strategy:?}");
+            assert_eq!(r.server.accepted + r.server.rejected, r.updates);
+        }
     }
 
     /// A short no-noise MNIST run learns: k = 10, γ = 0.05 (larger than the paper's 0.001 so

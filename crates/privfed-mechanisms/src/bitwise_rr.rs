@@ -19,7 +19,7 @@
 //! and with the dithering `Var(x) = s²·(4^b − 1)/3·e^{ε'}/(e^{ε'} − 1)² + λ(1−λ)h²` with
 //! `s = (hi − lo)/(B − 1) = h`; the worst case adds `h²/4`.
 
-use crate::dither::{check_range, locate};
+use crate::dither::{check_range, check_report_bits, locate, mix_rows, round_index};
 use crate::error::{Result, check_positive};
 use crate::grid_rr::bernoulli_exact;
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, MechanismError, Rng, check_out_len};
@@ -46,13 +46,7 @@ impl BitwiseRr {
     /// underflows (ε/b > ~700) or the decoded values overflow (ε/b tiny).
     pub fn new(epsilon: f64, bits: u32, lo: f64, hi: f64) -> Result<BitwiseRr> {
         check_positive("epsilon", epsilon)?;
-        if !(1..=16).contains(&bits) {
-            return Err(MechanismError::invalid(
-                "bits",
-                f64::from(bits),
-                "must be in 1..=16",
-            ));
-        }
+        check_report_bits(bits)?;
         check_range(lo, hi)?;
         let e1 = epsilon / f64::from(bits);
         let mut q = 1.0 / (1.0 + e1.exp());
@@ -123,7 +117,7 @@ impl BitwiseRr {
     /// independently with probability `q`).
     pub fn encode<R: Rng + CryptoRng + ?Sized>(&self, x: f64, rng: &mut R) -> Result<usize> {
         let (i, lam) = locate(x, self.levels(), self.lo, self.hi)?;
-        let k = if bernoulli_exact(rng, lam) { i + 1 } else { i };
+        let k = round_index(i, lam, rng);
         let mut o = k;
         for t in 0..self.bits {
             if bernoulli_exact(rng, self.flip_probability) {
@@ -170,12 +164,7 @@ impl BitwiseRr {
     /// The exact distribution of [`encode`](Self::encode) at `x`: `(1−λ)·row(i) + λ·row(i+1)`.
     pub fn pmf(&self, x: f64) -> Result<Vec<f64>> {
         let (i, lam) = locate(x, self.levels(), self.lo, self.hi)?;
-        let (r0, r1) = (self.row(i), self.row(i + 1));
-        Ok(r0
-            .iter()
-            .zip(&r1)
-            .map(|(a, b)| (1.0 - lam) * a + lam * b)
-            .collect())
+        Ok(mix_rows(&self.row(i), &self.row(i + 1), lam))
     }
 
     /// `Var(k̂ | k)·h²`: the variance at every grid point, `h²(4^b−1)/3·e^{ε'}/(e^{ε'}−1)²`,

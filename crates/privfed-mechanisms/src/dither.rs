@@ -30,6 +30,61 @@ use rand::Rng;
 /// Largest number of bits accepted by the dithering functions (`B = 2^24` levels).
 pub const MAX_DITHER_BITS: u32 = 24;
 
+/// Validates the report size of the grid randomized-response mechanisms (unbiased bitwise and
+/// generalized RR): `bits ∈ 1..=16`.
+pub(crate) fn check_report_bits(bits: u32) -> Result<()> {
+    if (1..=16).contains(&bits) {
+        Ok(())
+    } else {
+        Err(MechanismError::invalid(
+            "bits",
+            f64::from(bits),
+            "must be in 1..=16",
+        ))
+    }
+}
+
+/// The randomized rounding step of dithering: from the cell `(i, λ)` of [`locate`], index
+/// `i + 1` with probability `λ` (exact Bernoulli), else `i`.
+pub(crate) fn round_index<R: Rng + ?Sized>(i: usize, lam: f64, rng: &mut R) -> usize {
+    if bernoulli_exact(rng, lam) { i + 1 } else { i }
+}
+
+/// The output law of a mechanism that dithers and then draws from the row of the rounded index:
+/// `(1−λ)·r0 + λ·r1` (rows of two adjacent grid points).
+pub(crate) fn mix_rows(r0: &[f64], r1: &[f64], lam: f64) -> Vec<f64> {
+    r0.iter()
+        .zip(r1)
+        .map(|(a, b)| (1.0 - lam) * a + lam * b)
+        .collect()
+}
+
+/// `(1−λ)v0 + λv1 + λ(1−λ)h²`: the variance at fraction `λ` of a grid interval of width `h` of an
+/// unbiased mechanism that dithers, when `v0, v1` are its variances at the two end points (law of
+/// total variance over the rounding).
+pub(crate) fn interval_value(v0: f64, v1: f64, h: f64, lam: f64) -> f64 {
+    (1.0 - lam) * v0 + lam * v1 + lam * (1.0 - lam) * h * h
+}
+
+/// Maximum over `λ ∈ [0,1]` of [`interval_value`] (concave in `λ`): returns `(λ*, f(λ*))`.
+pub(crate) fn interval_max(v0: f64, v1: f64, h: f64) -> (f64, f64) {
+    let h2 = h * h;
+    let lam = if h2 > 0.0 {
+        (0.5 + (v1 - v0) / (2.0 * h2)).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    (lam, interval_value(v0, v1, h, lam))
+}
+
+/// The exact worst case over `[g_0, g_{n−1}]` of [`interval_value`] on a uniform grid of spacing
+/// `h` with end-point variances `v` (the maximum of [`interval_max`] over the cells).
+pub(crate) fn uniform_grid_worst_case(v: &[f64], h: f64) -> f64 {
+    v.windows(2)
+        .map(|w| interval_max(w[0], w[1], h).1)
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
 /// Validates `bits ∈ 1..=MAX_DITHER_BITS` and returns `B = 2^bits`.
 pub(crate) fn levels(bits: u32) -> Result<usize> {
     if (1..=MAX_DITHER_BITS).contains(&bits) {
@@ -95,7 +150,7 @@ pub fn dither_index<R: Rng + ?Sized>(
     let b = levels(bits)?;
     check_range(lo, hi)?;
     let (i, lam) = locate(x, b, lo, hi)?;
-    Ok(if bernoulli_exact(rng, lam) { i + 1 } else { i })
+    Ok(round_index(i, lam, rng))
 }
 
 /// The value of grid point `i` of the `2^bits`-level grid on `[lo, hi]`:
@@ -158,7 +213,7 @@ pub fn dither_vector_indices<R: Rng + ?Sized>(
         cells.push(c);
     }
     for (o, (i, lam)) in out.iter_mut().zip(cells) {
-        *o = if bernoulli_exact(rng, lam) { i + 1 } else { i };
+        *o = round_index(i, lam, rng);
     }
     Ok(())
 }

@@ -50,6 +50,7 @@
 //! [`GridRr::pmf`] up to one rounding of each `f64` probability, and tiny probabilities `q`
 //! (large ε) are not distorted by the 53-bit resolution of `random::<f64>()`.
 
+use crate::dither::{check_report_bits, grid_point, interval_max, interval_value, round_index};
 use crate::error::{MechanismError, Result, check_positive};
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng, check_out_len};
 use rand::RngExt;
@@ -128,22 +129,6 @@ pub struct GridRr {
     worst_case: f64,
     #[serde(skip)]
     worst_case_x: f64,
-}
-
-/// Maximum over `λ ∈ [0,1]` of `f(λ) = (1−λ)v0 + λv1 + λ(1−λ)h²` (concave): returns `(λ*, f(λ*))`.
-pub(crate) fn interval_max(v0: f64, v1: f64, h: f64) -> (f64, f64) {
-    let h2 = h * h;
-    let lam = if h2 > 0.0 {
-        (0.5 + (v1 - v0) / (2.0 * h2)).clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    (lam, interval_value(v0, v1, h, lam))
-}
-
-/// `(1−λ)v0 + λv1 + λ(1−λ)h²`: the variance at fraction `λ` of a grid interval.
-fn interval_value(v0: f64, v1: f64, h: f64, lam: f64) -> f64 {
-    (1.0 - lam) * v0 + lam * v1 + lam * (1.0 - lam) * h * h
 }
 
 /// RR constants for `K` points at budget ε: `(t = e^{−ε}, 1 − t, 1 + (K−1)t)`.
@@ -353,13 +338,7 @@ impl GridRr {
     #[doc(alias = "generalized randomized response")]
     pub fn unbiased_grr(epsilon: f64, bits: u32, lo: f64, hi: f64) -> Result<GridRr> {
         check_positive("epsilon", epsilon)?;
-        if !(1..=16).contains(&bits) {
-            return Err(MechanismError::invalid(
-                "bits",
-                f64::from(bits),
-                "must be in 1..=16",
-            ));
-        }
+        check_report_bits(bits)?;
         if !lo.is_finite() {
             return Err(MechanismError::invalid("lo", lo, "must be finite"));
         }
@@ -371,12 +350,7 @@ impl GridRr {
             ));
         }
         let b = 1usize << bits;
-        let grid = (0..b)
-            .map(|i| {
-                let s = i as f64 / (b - 1) as f64;
-                lo * (1.0 - s) + hi * s
-            })
-            .collect::<Vec<_>>();
+        let grid = (0..b).map(|i| grid_point(i, b, lo, hi)).collect::<Vec<_>>();
         Self::build(grid, epsilon, GridFamily::UnbiasedGrr { bits, lo, hi })
     }
 
@@ -539,7 +513,7 @@ impl GridRr {
     /// Errors if `x` is NaN, infinite or outside `[g_0, g_{K−1}]`.
     pub fn encode<R: Rng + CryptoRng + ?Sized>(&self, x: f64, rng: &mut R) -> Result<usize> {
         let (i, lam) = self.locate(x)?;
-        let rounded = if bernoulli_exact(rng, lam) { i + 1 } else { i };
+        let rounded = round_index(i, lam, rng);
         if bernoulli_exact(rng, self.change_probability) {
             let r = rng.random_range(0..self.num_points - 1);
             Ok(if r >= rounded { r + 1 } else { r })

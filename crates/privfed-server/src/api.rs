@@ -72,15 +72,15 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
 }
 
 async fn track<S: Store>(State(st): State<Arc<AppState<S>>>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "other".into());
+    let route = crate::metrics::route_index(
+        req.extensions()
+            .get::<MatchedPath>()
+            .map_or("other", |p| p.as_str()),
+    );
     let t0 = Instant::now();
     let resp = next.run(req).await;
     st.metrics
-        .record(&route, resp.status().as_u16(), t0.elapsed().as_secs_f64());
+        .record_index(route, resp.status().as_u16(), t0.elapsed().as_secs_f64());
     resp
 }
 
@@ -145,7 +145,11 @@ fn check_admin(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
     }
 }
 
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<bytes::Bytes, ApiError> {
     if let Some(len) = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -155,7 +159,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<
         return Err(ApiError::PayloadTooLarge(limit));
     }
     match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes().to_vec()),
+        Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
             Err(ApiError::PayloadTooLarge(limit))
         }
@@ -234,6 +238,24 @@ async fn read_weights(
     };
     validate_weights(&weights, dim)?;
     Ok(weights)
+}
+
+/// [`weights_response`] for weights already in the binary format.
+fn encoded_weights_response(headers: &HeaderMap, le: bytes::Bytes) -> Result<Response, ApiError> {
+    if wants_binary(headers) {
+        Ok((
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            )],
+            le,
+        )
+            .into_response())
+    } else {
+        let w = crate::model::decode_f32(&le)
+            .ok_or_else(|| ApiError::Internal("stored instance has an odd length".into()))?;
+        weights_response(headers, &w)
+    }
 }
 
 fn weights_response(headers: &HeaderMap, w: &[f32]) -> Result<Response, ApiError> {
@@ -325,8 +347,8 @@ async fn draw<S: Store>(
     ModelName(name): ModelName,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let w = st.store.draw(&name).await?;
-    weights_response(&headers, &w)
+    let le = st.store.draw(&name).await?;
+    encoded_weights_response(&headers, le)
 }
 
 async fn post_update<S: Store>(
@@ -347,17 +369,26 @@ async fn post_update<S: Store>(
     match st.store.submit(&name, weights).await? {
         SubmitOutcome::Accepted => {
             st.metrics.accepted();
-            Ok((
-                StatusCode::ACCEPTED,
-                Json(serde_json::json!({"status": "accepted"})),
-            )
-                .into_response())
+            Ok(accepted_response())
         }
         SubmitOutcome::Rejected(r) => {
             st.metrics.rejected();
             Err(ApiError::Rejected(r))
         }
     }
+}
+
+/// `202 {"status":"accepted"}`, built without serializing (it is the hot path's answer).
+fn accepted_response() -> Response {
+    (
+        StatusCode::ACCEPTED,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        r#"{"status":"accepted"}"#,
+    )
+        .into_response()
 }
 
 async fn healthz<S: Store>(State(st): State<Arc<AppState<S>>>) -> Response {
@@ -394,9 +425,5 @@ async fn bench_draw(Dim(dim): Dim, headers: HeaderMap) -> Result<Response, ApiEr
 /// Ceiling: reads and validates an update exactly like the real route, stores nothing.
 async fn bench_update(Dim(dim): Dim, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     read_weights(&headers, body, dim, 64 + 32 * dim, 4 * dim + 1024).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(serde_json::json!({"status": "accepted"})),
-    )
-        .into_response())
+    Ok(accepted_response())
 }

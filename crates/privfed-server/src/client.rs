@@ -2,14 +2,16 @@
 //! mode and the tests.
 
 use crate::model::{CreateModel, decode_f32, encode_f32};
+use privfed_learn::ddml::SpamRejection;
 use serde::Deserialize;
 
 /// A client failure.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
-    /// Transport failure (connection refused, timeout, …).
-    #[error("HTTP transport: {0}")]
+    /// Transport failure (connection refused, timeout, …); the detail is the source (print
+    /// the error chain, e.g. `anyhow`'s `{:#}`).
+    #[error("HTTP request failed")]
     Http(#[from] reqwest::Error),
     /// The server answered with an error status and a JSON error body.
     #[error("server answered {status} {code}: {message}")]
@@ -42,7 +44,22 @@ pub enum Submitted {
     /// 202: stored.
     Accepted,
     /// 422: rejected by the spam filter, with the server's reason.
-    Rejected(String),
+    Rejected(Rejection),
+}
+
+/// The body of a 422 answer: why the spam filter rejected an update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// The server's message.
+    pub message: String,
+    /// The structured reason (the body's `rejection` field), if it was present and readable.
+    pub detail: Option<SpamRejection>,
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// `GET /v1/models/{name}`.
@@ -72,6 +89,9 @@ pub struct ModelInfo {
 struct ErrorBody {
     error: String,
     message: String,
+    /// Present on 422 answers; read leniently (a malformed one is dropped, not an error).
+    #[serde(default)]
+    rejection: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -101,6 +121,18 @@ async fn api_error(resp: reqwest::Response) -> ClientError {
             message: "non-JSON error body".into(),
         },
     }
+}
+
+/// Reads a 422 answer.
+async fn rejection(resp: reqwest::Response) -> Result<Rejection, ClientError> {
+    let b = resp
+        .json::<ErrorBody>()
+        .await
+        .map_err(|e| ClientError::Decode(format!("422 answer: {e}")))?;
+    Ok(Rejection {
+        message: b.message,
+        detail: b.rejection.and_then(|v| serde_json::from_value(v).ok()),
+    })
 }
 
 impl Client {
@@ -238,10 +270,7 @@ impl Client {
     async fn submitted(resp: reqwest::Response) -> Result<Submitted, ClientError> {
         match resp.status().as_u16() {
             202 => Ok(Submitted::Accepted),
-            422 => match api_error(resp).await {
-                ClientError::Api { message, .. } => Ok(Submitted::Rejected(message)),
-                e => Err(e),
-            },
+            422 => Ok(Submitted::Rejected(rejection(resp).await?)),
             _ => Err(api_error(resp).await),
         }
     }

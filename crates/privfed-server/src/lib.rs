@@ -19,6 +19,11 @@
 //! Admin routes need `Authorization: Bearer TOKEN` (401 without it, 403 with a wrong one).
 //! Errors are JSON `{"error", "message"}` ([`error`]). Weights are stored as `f32`.
 //!
+//! ## Clients
+//! [`client::Client`] (async, reqwest); [`simulate::HttpModelServer`], a blocking adapter that
+//! lets the Draw-and-Discard simulator of `privfed_learn::simulate` train against a live server;
+//! [`loadgen`], simulated devices under load.
+//!
 //! ## Stores
 //! [`store::embedded::EmbeddedStore`] (redb, group commit, crash consistent) and
 //! [`store::redis::RedisStore`] (shared by several processes).
@@ -30,7 +35,9 @@ pub mod loadgen;
 pub mod metrics;
 pub mod model;
 pub mod openapi;
+pub mod simulate;
 pub mod store;
+pub mod wire;
 
 pub use api::{AppState, router};
 pub use error::{ApiError, StoreError};

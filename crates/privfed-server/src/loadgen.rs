@@ -9,8 +9,13 @@
 //! * Latency of an update = time of its draw request + time of its post request (the local step
 //!   is not included). Updates that complete during the warm-up are not counted.
 //! * `errors` counts transport failures and answers other than 200/202/422; `rejected` counts 422.
+//! * Each device keeps one keep-alive connection ([`crate::wire::Conn`], a lean HTTP/1.1 client:
+//!   the general [`Client`] would cost as much CPU per request as the server) and reconnects
+//!   after an error.
 
-use crate::client::{Client, ClientError, Submitted};
+use crate::client::{Client, ClientError};
+use crate::model::{decode_f32, encode_f32_into};
+use crate::wire::{Conn, WireError};
 use privfed_learn::client::{ClientNoise, ClientStep, PrivacyUnit};
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
@@ -157,6 +162,86 @@ fn local_step(
     }
 }
 
+/// `HOST:PORT` of an `http://` base URL (port 80 if absent).
+fn host_port(url: &str) -> Result<String, LoadgenError> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        LoadgenError::Config(format!(
+            "server URL `{url}` must start with http:// (the load generator speaks plain HTTP/1.1)"
+        ))
+    })?;
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() {
+        return Err(LoadgenError::Config(format!(
+            "server URL `{url}` has no host"
+        )));
+    }
+    Ok(if host.contains(':') {
+        host.to_string()
+    } else {
+        format!("{host}:80")
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct WeightsBody {
+    weights: Vec<f32>,
+}
+
+/// One draw on `c`; an answer other than 200 with `dim` weights is an error.
+async fn draw(c: &mut Conn, path: &str, json: bool, dim: usize) -> Result<Vec<f32>, WireError> {
+    let a = if json {
+        c.request("GET", path, &[], &[]).await?
+    } else {
+        c.request("GET", path, &["Accept: application/octet-stream"], &[])
+            .await?
+    };
+    if a.status != 200 {
+        return Err(WireError::Protocol(format!("draw answered {}", a.status)));
+    }
+    let w = if json {
+        serde_json::from_slice::<WeightsBody>(&a.body)
+            .map_err(|e| WireError::Protocol(e.to_string()))?
+            .weights
+    } else {
+        decode_f32(&a.body).ok_or_else(|| WireError::Protocol("odd binary length".into()))?
+    };
+    if w.len() != dim {
+        return Err(WireError::Protocol(format!("draw has {} weights", w.len())));
+    }
+    Ok(w)
+}
+
+/// One update on `c`: `Ok(true)` for 202, `Ok(false)` for 422 (spam filter), else an error.
+async fn submit(
+    c: &mut Conn,
+    path: &str,
+    json: bool,
+    w: &[f32],
+    body: &mut Vec<u8>,
+) -> Result<bool, WireError> {
+    body.clear();
+    let a = if json {
+        serde_json::to_writer(&mut *body, &serde_json::json!({ "weights": w }))
+            .map_err(|e| WireError::Protocol(e.to_string()))?;
+        c.request("POST", path, &["Content-Type: application/json"], body)
+            .await?
+    } else {
+        encode_f32_into(w, body);
+        c.request(
+            "POST",
+            path,
+            &["Content-Type: application/octet-stream"],
+            body,
+        )
+        .await?
+    };
+    match a.status {
+        202 => Ok(true),
+        422 => Ok(false),
+        s => Err(WireError::Protocol(format!("update answered {s}"))),
+    }
+}
+
 /// Runs the load and reports (see the [module documentation](self)).
 pub async fn run(cfg: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> {
     if cfg.concurrency == 0 {
@@ -171,6 +256,8 @@ pub async fn run(cfg: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> {
         ));
     }
     let client = Client::new(&cfg.server)?;
+    // Fail early with a clear message on an unusable URL.
+    host_port(&cfg.server)?;
     let (dim, draw_path, post_path) = match cfg.ceiling_dim {
         Some(d) => (d, format!("/bench/{d}"), format!("/bench/{d}")),
         None => {
@@ -206,32 +293,45 @@ pub async fn run(cfg: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> {
         Arc::new(Pool { dim, x, y })
     };
     let step = Arc::new(step);
+    let addr = Arc::new(host_port(&cfg.server)?);
+    let (draw_path, post_path) = (Arc::new(draw_path), Arc::new(post_path));
+    let max_body = 64 + 32 * dim;
     let start = Instant::now();
     let measure_from = start + cfg.warmup;
     let end = measure_from + cfg.duration;
     let mut handles = Vec::with_capacity(cfg.concurrency);
     for _ in 0..cfg.concurrency {
-        let client = client.clone();
         let pool = pool.clone();
         let step = step.clone();
-        let (draw_path, post_path) = (draw_path.clone(), post_path.clone());
+        let (addr, draw_path, post_path) = (addr.clone(), draw_path.clone(), post_path.clone());
         let json_wire = cfg.json_wire;
         let skip = cfg.skip_local_step;
         let nc = cfg.examples_per_client;
         let mut rng = rand::rngs::ChaCha20Rng::seed_from_u64(seed_rng.random());
         handles.push(tokio::spawn(async move {
             let mut res = WorkerResult::default();
+            let mut conn: Option<Conn> = None;
+            let mut body = Vec::with_capacity(4 * dim);
             while Instant::now() < end {
+                if conn.as_ref().is_none_or(Conn::is_closed) {
+                    match Conn::connect(&addr, max_body).await {
+                        Ok(c) => conn = Some(c),
+                        Err(_) => {
+                            res.errors += 1;
+                            // Do not spin on a refused connection.
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
+                    }
+                }
+                let Some(c) = conn.as_mut() else { continue };
                 let t0 = Instant::now();
-                let drawn = if json_wire {
-                    client.draw_json_path(&draw_path).await
-                } else {
-                    client.draw_path(&draw_path).await
-                };
+                let drawn = draw(c, &draw_path, json_wire, dim).await;
                 let drawn = match drawn {
-                    Ok(w) if w.len() == dim => w,
-                    _ => {
+                    Ok(w) => w,
+                    Err(_) => {
                         res.errors += 1;
+                        conn = None;
                         continue;
                     }
                 };
@@ -242,29 +342,24 @@ pub async fn run(cfg: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> {
                     local_step(&step, &pool, nc, &drawn, &mut rng)
                 };
                 let t1 = Instant::now();
-                let sent = if json_wire {
-                    client.submit_json_path(&post_path, &update).await
-                } else {
-                    client.submit_path(&post_path, &update).await
-                };
+                let sent = submit(c, &post_path, json_wire, &update, &mut body).await;
                 let done = Instant::now();
                 let lat = t_draw + (done - t1);
                 let counted = done >= measure_from && done <= end;
                 match sent {
-                    Ok(Submitted::Accepted) => {
+                    Ok(accepted) => {
                         if counted {
                             res.latencies_us
                                 .push(lat.as_micros().min(u32::MAX as u128) as u32);
+                            if !accepted {
+                                res.rejected += 1;
+                            }
                         }
                     }
-                    Ok(Submitted::Rejected(_)) => {
-                        if counted {
-                            res.latencies_us
-                                .push(lat.as_micros().min(u32::MAX as u128) as u32);
-                            res.rejected += 1;
-                        }
+                    Err(_) => {
+                        res.errors += 1;
+                        conn = None;
                     }
-                    Err(_) => res.errors += 1,
                 }
             }
             res

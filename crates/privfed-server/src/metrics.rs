@@ -53,7 +53,8 @@ impl Default for Metrics {
     }
 }
 
-fn route_index(route: &str) -> usize {
+/// Index of `route` in [`ROUTES`] (`other` if absent).
+pub fn route_index(route: &str) -> usize {
     ROUTES
         .iter()
         .position(|r| *r == route)
@@ -63,7 +64,12 @@ fn route_index(route: &str) -> usize {
 impl Metrics {
     /// Records one request on `route` (a matched path pattern) with `status` and latency.
     pub fn record(&self, route: &str, status: u16, seconds: f64) {
-        let r = route_index(route);
+        self.record_index(route_index(route), status, seconds);
+    }
+
+    /// [`Metrics::record`] with the route given by its [`route_index`].
+    pub fn record_index(&self, r: usize, status: u16, seconds: f64) {
+        let r = r.min(ROUTES.len() - 1);
         let s = CODES
             .iter()
             .position(|c| *c == status)

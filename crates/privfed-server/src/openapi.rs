@@ -25,7 +25,8 @@ pub fn document() -> Value {
               "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},
               "dim": {"type": "integer", "minimum": 1}, "k": {"type": "integer", "minimum": 1},
               "init_std": {"type": "number", "minimum": 0},
-              "spam_sigmas": {"type": "number", "exclusiveMinimum": 0},
+              "spam_sigmas": {"type": "number", "exclusiveMinimum": 0,
+                  "description": "Spam filter band in standard deviations across the instances; no filter if absent. Use at least 8: the instances share ancestry, so narrower bands reject many honest updates (k = 20, 387 weights: 53% at 4, 6% at 5, 0.085% at 8)."},
               "spam_max_outside_fraction": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
           "Model": {"type": "object", "properties": {
               "name": {"type": "string"}, "dim": {"type": "integer"}, "k": {"type": "integer"},

@@ -150,7 +150,7 @@ async fn redis_spam_filter_and_recreation() {
     let mut bad = mean.clone();
     bad[1] += 1000.0;
     assert!(
-        matches!(c.submit("s", &bad).await.unwrap(), Submitted::Rejected(m) if m.contains("outside"))
+        matches!(c.submit("s", &bad).await.unwrap(), Submitted::Rejected(m) if m.message.contains("outside"))
     );
     let info = c.model("s").await.unwrap();
     assert_eq!((info.updates_accepted, info.updates_rejected), (1, 1));

@@ -13,6 +13,12 @@ mod output;
 mod serve;
 
 use clap::{Parser, Subcommand};
+
+/// mimalloc instead of the system allocator: the server and the load generator allocate per
+/// request (hyper buffers, bodies), and glibc's malloc/free took ~12% of the server's CPU
+/// (BENCHMARKS.md, "Draw-and-Discard server").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
 /// privfed: private federated learning and analytics.

@@ -129,6 +129,10 @@ pub struct ExperimentArgs {
     /// Vector: trials.
     #[arg(long, default_value_t = 10)]
     trials: usize,
+    /// Vector, ℓ1 data: input bits of the dithering grid (paper 004 App. B.3: 9; the design is
+    /// optimized on 5 bits and refined to this grid). 5 reproduces the earlier configuration.
+    #[arg(long, default_value_t = 9)]
+    l1_input_bits: u32,
     /// Privacy budgets (comma separated).
     #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 3.0, 5.0])]
     epsilons: Vec<f64>,
@@ -399,27 +403,95 @@ fn rdp_orders() -> Vec<f64> {
     o
 }
 
-/// The vector MVU mechanism for a target: `pure = true` → ε-LDP by Lemma 6 (ε_metric·(R/r)^p =
-/// ε); otherwise (ε, δ)-DP through the RDP LP-relaxation bound (§3.5) over all pairs of dithered
-/// inputs (rescaled ℓp distance ≤ R/r), with the largest ε_metric found by bisection whose
-/// converted ε is at most the target. Returns the mechanism and its accounted ε.
-fn vector_mvu_for(
-    eps: f64,
+/// One vector-MVU configuration of the experiment: coordinates on `[−1, 1]` (radius 1),
+/// conditionally dithered to a `grid_bits`-bit grid so that the dithered vector has `ℓp` norm at
+/// most `bound` (R), every coordinate through a `p`-metric design optimized on `design_bits`
+/// input bits and, if `grid_bits > design_bits`, refined to the grid ([`MvuDesign::refine`];
+/// only for `p = 1`, where refinement keeps the metric ε bounded).
+#[derive(Debug, Clone, Copy)]
+struct VectorSetup {
     p: u32,
-    b_in: u32,
-    b_out: u32,
+    design_bits: u32,
+    grid_bits: u32,
+    output_bits: u32,
     dim: usize,
     bound: f64,
+}
+
+impl VectorSetup {
+    /// Paper 004 §5.1 / App. B.3: `b_out = 3`; ℓ2: `b_in = 5`; ℓ1: `b_in = l1_grid_bits` (the
+    /// paper: 9), the design optimized on 5 bits and refined. `R` bounds the expected dithered
+    /// norm whatever the input in the unit ball: ℓ1: `1 + d·h/2` (the cell around 0 adds at most
+    /// h/2 per coordinate); ℓ2: `sqrt(1 + d·h²/2)` (twice the expected growth of ‖·‖²).
+    fn paper004(p: u32, dim: usize, l1_grid_bits: u32) -> Result<VectorSetup> {
+        let grid_bits = if p == 1 { l1_grid_bits } else { 5 };
+        if !(5..=privfed_mechanisms::mvu::MAX_DESIGN_BITS).contains(&grid_bits) {
+            bail!(
+                "--l1-input-bits must be in 5..={}",
+                privfed_mechanisms::mvu::MAX_DESIGN_BITS
+            );
+        }
+        let h = 2.0 / f64::from((1u32 << grid_bits) - 1);
+        let d = dim as f64;
+        let bound = if p == 1 {
+            1.0 + d * h / 2.0
+        } else {
+            (1.0 + d * h * h / 2.0).sqrt()
+        };
+        Ok(VectorSetup {
+            p,
+            design_bits: 5,
+            grid_bits,
+            output_bits: 3,
+            dim,
+            bound,
+        })
+    }
+
+    /// The mechanism whose design (on `design_bits`) has metric budget `em`.
+    fn make(&self, em: f64, options: &DesignOptions) -> Result<MvuVector> {
+        let c = DpConstraint::Metric { power: self.p };
+        let (r, _) = design_with_time(self.design_bits, self.output_bits, em, c, options)?;
+        let design = if self.grid_bits > self.design_bits {
+            if self.p != 1 {
+                bail!("internal: refining a p = {} design", self.p);
+            }
+            r.design.refine(self.grid_bits)?
+        } else {
+            r.design
+        };
+        Ok(MvuVector::new(design, self.dim, 1.0, self.bound, 100_000)?)
+    }
+
+    /// The design budget whose mechanism is at most `eps`-LDP by Lemma 6: the metric ε on the grid
+    /// must be at most `eps/R^p`; a refined ℓ1 design has metric ε at most
+    /// `n·(e^{em/n} − 1)` (`n = 2^design_bits − 1`, [`MvuDesign::refine`]), so `em = n·ln(1 +
+    /// eps/(R·n))`. The mechanism's ε is then recomputed from its rows.
+    fn pure_budget(&self, eps: f64) -> f64 {
+        let on_grid = eps / self.bound.powi(self.p as i32);
+        if self.grid_bits > self.design_bits {
+            let n = f64::from((1u32 << self.design_bits) - 1);
+            n * (on_grid / n).ln_1p()
+        } else {
+            on_grid
+        }
+    }
+}
+
+/// The vector MVU mechanism for a target ε: `delta = None` → ε-LDP by Lemma 6 (the design budget
+/// of [`VectorSetup::pure_budget`]; the returned ε is [`MvuVector::epsilon`], computed from the
+/// realized rows); otherwise (ε, δ)-DP through the RDP LP-relaxation bound (§3.5) over all pairs of
+/// dithered inputs (rescaled ℓp distance ≤ R), with the largest design budget found by bisection
+/// whose converted ε is at most the target. Returns the mechanism and its accounted ε.
+fn vector_mvu_for(
+    eps: f64,
+    setup: &VectorSetup,
     delta: Option<f64>,
+    options: &DesignOptions,
 ) -> Result<(MvuVector, f64)> {
-    let c = DpConstraint::Metric { power: p };
-    let make = |em: f64| -> Result<MvuVector> {
-        let (r, _) = design_with_time(b_in, b_out, em, c, &DesignOptions::default())?;
-        Ok(MvuVector::new(r.design, dim, 1.0, bound, 100_000)?)
-    };
-    let pure_em = eps / bound.powi(p as i32);
+    let pure_em = setup.pure_budget(eps);
     let Some(delta) = delta else {
-        let m = make(pure_em)?;
+        let m = setup.make(pure_em, options)?;
         let e = m.epsilon();
         return Ok((m, e));
     };
@@ -427,18 +499,18 @@ fn vector_mvu_for(
     let accounted = |m: &MvuVector| -> Result<f64> {
         let rdp = orders
             .iter()
-            .map(|&o| vector_rdp_lp(m.scalar().design(), o, p, bound, dim))
+            .map(|&o| vector_rdp_lp(m.scalar().design(), o, setup.p, setup.bound, setup.dim))
             .collect::<Result<Vec<_>, _>>()?;
         // The accountant's RDP → (ε, δ) conversion (ALGORITHMS.md §5.2), over the MVU curve.
         let (eps, _order) = privfed_accounting::rdp::rdp_to_epsilon(&orders, &rdp, delta)?;
         Ok(eps.min(m.epsilon()))
     };
-    let mut best = make(pure_em)?;
+    let mut best = setup.make(pure_em, options)?;
     let mut best_eps = accounted(&best)?;
     let (mut lo, mut hi) = (pure_em, pure_em * 400.0);
     for _ in 0..18 {
         let mid = (lo * hi).sqrt();
-        let m = make(mid)?;
+        let m = setup.make(mid, options)?;
         let e = accounted(&m)?;
         if e <= eps {
             lo = mid;
@@ -457,32 +529,29 @@ fn run_vector_experiment(a: &ExperimentArgs) -> Result<()> {
     if n < 1 || d < 1 || a.trials < 1 {
         bail!("--clients, --dim and --trials must be at least 1");
     }
-    // MVU on [-1, 1] per coordinate (b_in = 5, b_out = 3, metric DP with the setting's power),
-    // conditional dithering to ‖·‖_p ≤ R (privacy holds for any R; R sets the rejection rate and
-    // the bias): ℓ1: R = 1 + d·h/2 (the largest expected growth); ℓ2: R = sqrt(1 + d·h²/2) (twice
-    // the expected growth of ‖·‖²).
-    let (b_in, b_out) = (5u32, 3u32);
-    let h = 2.0 / f64::from((1u32 << b_in) - 1);
+    // MVU on [-1, 1] per coordinate, metric DP with the setting's power, conditional dithering
+    // to ‖·‖_p ≤ R (privacy holds for any R; R sets the rejection rate and the bias); see
+    // VectorSetup::paper004 for b_in and R.
     let delta = 1.0 / (n as f64 + 1.0);
-    let mut csv = String::from("data,epsilon,mechanism,accounted_epsilon,delta,trial,mse\n");
+    let options = DesignOptions::default();
+    let mut csv = String::from(
+        "data,epsilon,mechanism,input_bits,bound,accounted_epsilon,delta,trial,mse,rejected_draws\n",
+    );
     let mut table = String::from(
-        "| data | ε | MVU ε-LDP (Lemma 6) MSE | MVU (ε,δ) via RDP MSE | R | baseline MSE |\n|---|---|---|---|---|---|\n",
+        "| data | ε | b_in | R | MVU ε-LDP (Lemma 6) MSE [ε] | MVU (ε,δ) via RDP MSE [ε] | baseline MSE | MVU ε-LDP / baseline | MVU RDP / baseline | rejected draws |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut rng = seeded_rng_for_experiments(a.seed);
     for kind in [1u32, 2] {
         let p = kind;
         let label = if kind == 1 { "l1" } else { "l2+" };
-        let bound = if p == 1 {
-            1.0 + d as f64 * h / 2.0
-        } else {
-            (1.0 + d as f64 * h * h / 2.0).sqrt()
-        };
+        let setup = VectorSetup::paper004(p, d, a.l1_input_bits)?;
+        let bound = setup.bound;
         let datasets: Vec<Vec<Vec<f64>>> = (0..a.trials)
             .map(|_| (0..n).map(|_| vector_data(kind, d, &mut rng)).collect())
             .collect();
         for &eps in &a.epsilons {
-            let (pure, pure_eps) = vector_mvu_for(eps, p, b_in, b_out, d, bound, None)?;
-            let (rdp, rdp_eps) = vector_mvu_for(eps, p, b_in, b_out, d, bound, Some(delta))?;
+            let (pure, pure_eps) = vector_mvu_for(eps, &setup, None, &options)?;
+            let (rdp, rdp_eps) = vector_mvu_for(eps, &setup, Some(delta), &options)?;
             if pure_eps > eps * (1.0 + 1e-9) || rdp_eps > eps * (1.0 + 1e-9) {
                 bail!("internal: accounted ε above the target {eps}");
             }
@@ -507,15 +576,17 @@ fn run_vector_experiment(a: &ExperimentArgs) -> Result<()> {
                 .into()
             };
             let mut totals = [0.0f64; 3];
+            let mut rejected_total = 0usize;
             for (t, data) in datasets.iter().enumerate() {
                 let mut sum_x = vec![0.0; d];
                 let mut sums = vec![vec![0.0; d]; 3];
                 let mut out = vec![0.0; d];
+                let mut rejected = [0usize; 3];
                 for x in data {
                     sum_x.iter_mut().zip(x).for_each(|(s, v)| *s += v);
-                    pure.privatize_into(x, &mut out, &mut rng)?;
+                    rejected[0] += pure.privatize_into(x, &mut out, &mut rng)? - 1;
                     sums[0].iter_mut().zip(&out).for_each(|(s, v)| *s += v);
-                    rdp.privatize_into(x, &mut out, &mut rng)?;
+                    rejected[1] += rdp.privatize_into(x, &mut out, &mut rng)? - 1;
                     sums[1].iter_mut().zip(&out).for_each(|(s, v)| *s += v);
                     baseline.privatize_into(x, &mut out, &mut rng)?;
                     sums[2].iter_mut().zip(&out).for_each(|(s, v)| *s += v);
@@ -531,25 +602,107 @@ fn run_vector_experiment(a: &ExperimentArgs) -> Result<()> {
                         .map(|(a, b)| ((a - b) / nf).powi(2))
                         .sum();
                     totals[k] += e;
+                    let (bits, r) = if k < 2 {
+                        (setup.grid_bits.to_string(), bound.to_string())
+                    } else {
+                        (String::new(), String::new())
+                    };
                     let _ = writeln!(
                         csv,
-                        "{label},{eps},{},{},{},{t},{e}",
-                        names[k], accounted[k], deltas[k]
+                        "{label},{eps},{},{bits},{r},{},{},{t},{e},{}",
+                        names[k], accounted[k], deltas[k], rejected[k]
                     );
                 }
+                rejected_total += rejected[0] + rejected[1];
             }
             let tf = a.trials as f64;
             let _ = writeln!(
                 table,
-                "| {label} | {eps} | {:.4e} | {:.4e} | {bound:.3} | {:.4e} ({}) |",
+                "| {label} | {eps} | {} | {bound:.3} | {:.4e} [{pure_eps:.4}] | {:.4e} [{rdp_eps:.4}] | {:.4e} ({}) | {:.2} | {:.2} | {rejected_total} |",
+                setup.grid_bits,
                 totals[0] / tf,
                 totals[1] / tf,
                 totals[2] / tf,
-                baseline.name()
+                baseline.name(),
+                totals[0] / totals[2],
+                totals[1] / totals[2],
             );
         }
     }
     write_csv(&a.csv, &csv)?;
     println!("{table}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fast() -> DesignOptions {
+        DesignOptions {
+            random_starts: Some(0),
+            scaled_starts: 2,
+            ..DesignOptions::default()
+        }
+    }
+
+    /// A small ℓ1 setup with a refined grid: designs on 3 bits, dithering on 6.
+    fn small_l1() -> VectorSetup {
+        VectorSetup {
+            p: 1,
+            design_bits: 3,
+            grid_bits: 6,
+            output_bits: 2,
+            dim: 16,
+            bound: 1.0 + 16.0 * (2.0 / 63.0) / 2.0,
+        }
+    }
+
+    /// The per-coordinate budget of the ℓ1 vector mechanism is computed from the realized rows,
+    /// not assumed: ε = (largest |ln ratio| of adjacent levels of the 64-level grid × 63) × R
+    /// (for p = 1 adjacent levels are the worst pairs), recomputed here; at most the target and
+    /// close to it (the refinement bound used to pick the design budget is nearly tight).
+    #[test]
+    fn vector_budget_split_is_computed_from_the_rows() {
+        let setup = small_l1();
+        for eps in [1.0, 4.0] {
+            let (m, e) = vector_mvu_for(eps, &setup, None, &fast()).unwrap();
+            let rows = m.scalar().realized_p();
+            assert_eq!(rows.len(), 64);
+            let mut adjacent = 0.0f64;
+            for w in rows.windows(2) {
+                for (a, b) in w[0].iter().zip(&w[1]) {
+                    adjacent = adjacent.max((a.ln() - b.ln()).abs());
+                }
+            }
+            let want = adjacent * 63.0 * setup.bound;
+            assert!((e - want).abs() <= 1e-9 * want, "ε = {eps}: {e} vs {want}");
+            assert!(e <= eps * (1.0 + 1e-9), "ε = {eps}: {e}");
+            assert!(e >= 0.9 * eps, "ε = {eps}: only {e} of the budget used");
+        }
+        // (ε, δ) via RDP: the returned ε is that of the returned mechanism (recomputed here from
+        // its design), at most the target.
+        let delta = 1e-4;
+        let (m, e) = vector_mvu_for(2.0, &setup, Some(delta), &fast()).unwrap();
+        let orders = rdp_orders();
+        let rdp: Vec<f64> = orders
+            .iter()
+            .map(|&o| vector_rdp_lp(m.scalar().design(), o, 1, setup.bound, setup.dim).unwrap())
+            .collect();
+        let (conv, _) = privfed_accounting::rdp::rdp_to_epsilon(&orders, &rdp, delta).unwrap();
+        assert_eq!(e, conv.min(m.epsilon()));
+        assert!(e <= 2.0 * (1.0 + 1e-9), "{e}");
+    }
+
+    #[test]
+    fn paper_setups() {
+        let l1 = VectorSetup::paper004(1, 128, 9).unwrap();
+        assert_eq!((l1.design_bits, l1.grid_bits, l1.output_bits), (5, 9, 3));
+        assert!((l1.bound - (1.0 + 128.0 / 511.0)).abs() < 1e-12);
+        let l2 = VectorSetup::paper004(2, 128, 9).unwrap();
+        assert_eq!(l2.grid_bits, 5);
+        assert!((l2.bound - (1.0 + 128.0 * (2.0f64 / 31.0).powi(2) / 2.0).sqrt()).abs() < 1e-12);
+        assert!(VectorSetup::paper004(1, 128, 4).is_err());
+        assert!(VectorSetup::paper004(1, 128, 11).is_err());
+    }
 }

@@ -15,8 +15,9 @@ pub struct ServeArgs {
     /// Directory of the embedded database (the default store).
     #[arg(long, default_value = "privfed-data")]
     pub data_dir: PathBuf,
-    /// Bearer token required by the model-management routes.
-    #[arg(long)]
+    /// Bearer token required by the model-management routes (or env PRIVFED_ADMIN_TOKEN, which
+    /// keeps it out of the process list).
+    #[arg(long, env = "PRIVFED_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: String,
     /// Keep the instances in Redis instead (redis://HOST:PORT[/DB]); several servers may share it.
     #[arg(long)]

@@ -1,45 +1,13 @@
 //! `privfed account | calibrate | analyze` through the real binary.
 
-use std::process::Command;
+mod common;
+use common::{fails_with, floats, json_ok, matrix};
 
 use privfed_accounting::{DpEvent, RdpAccountant};
-use serde_json::Value;
-
-fn run(args: &[&str]) -> (bool, Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_privfed"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .output()
-        .expect("binary runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let v = if out.status.success() {
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
-    } else {
-        Value::Null
-    };
-    (out.status.success(), v, stderr)
-}
-
-fn ok(args: &[&str]) -> Value {
-    let (success, v, err) = run(args);
-    assert!(success, "{args:?} failed: {err}");
-    v
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let (success, _, err) = run(args);
-    assert!(!success, "{args:?} should fail");
-    assert!(
-        err.contains(needle),
-        "{args:?}: stderr {err:?} lacks {needle:?}"
-    );
-}
 
 #[test]
 fn account_rdp_matches_library() {
-    let v = ok(&[
+    let v = json_ok(&[
         "account",
         "--accountant",
         "rdp",
@@ -78,12 +46,12 @@ fn account_pld_epsilon_and_delta_are_consistent() {
         "1000",
         "--json",
     ];
-    let e = ok(&[&base[..], &["--delta", "1e-5"]].concat());
+    let e = json_ok(&[&base[..], &["--delta", "1e-5"]].concat());
     let eps = e["epsilon"].as_f64().unwrap();
     assert!(eps > 0.5 && eps < 3.0, "{eps}");
     assert!(e.get("optimal_order").is_none());
     let eps_s = format!("{eps}");
-    let d = ok(&[&base[..], &["--epsilon", &eps_s]].concat());
+    let d = json_ok(&[&base[..], &["--epsilon", &eps_s]].concat());
     let delta = d["delta"].as_f64().unwrap();
     assert!((delta / 1e-5 - 1.0).abs() < 1e-6, "{delta}");
 }
@@ -116,7 +84,7 @@ fn account_other_mechanisms() {
                 "--json",
             ];
             a.extend(&args);
-            let v = ok(&a);
+            let v = json_ok(&a);
             let e = v["epsilon"].as_f64().unwrap();
             assert!(e > 0.0 && e.is_finite(), "{a:?}: {v}");
         }
@@ -126,7 +94,7 @@ fn account_other_mechanisms() {
 #[test]
 fn calibrate_meets_target() {
     for acc in ["rdp", "pld"] {
-        let v = ok(&[
+        let v = json_ok(&[
             "calibrate",
             "--accountant",
             acc,
@@ -149,7 +117,7 @@ fn calibrate_meets_target() {
 
 #[test]
 fn analyze_ddml_and_reconstruction() {
-    let v = ok(&[
+    let v = json_ok(&[
         "analyze",
         "ddml",
         "--local-epsilon",
@@ -162,7 +130,7 @@ fn analyze_ddml_and_reconstruction() {
     ]);
     assert_eq!(v["adversary_i"]["epsilon"].as_f64().unwrap(), 2.0);
     assert!((v["adversary_ii"]["expected_loss"].as_f64().unwrap() - 0.9).abs() < 1e-12);
-    let b = ok(&[
+    let b = json_ok(&[
         "analyze",
         "reconstruction",
         "--dimension",
@@ -175,7 +143,7 @@ fn analyze_ddml_and_reconstruction() {
     ]);
     // k = 3: P₀ = (1 − t)/2 = 0.25; bound e^{0.1}·0.25.
     assert!((b["success_bound"].as_f64().unwrap() - 0.1f64.exp() * 0.25).abs() < 1e-12);
-    let m = ok(&[
+    let m = json_ok(&[
         "analyze",
         "reconstruction",
         "--dimension",
@@ -187,7 +155,7 @@ fn analyze_ddml_and_reconstruction() {
         "--json",
     ]);
     assert!((m["max_epsilon"].as_f64().unwrap() - 2f64.ln()).abs() < 1e-12);
-    let g = ok(&[
+    let g = json_ok(&[
         "analyze",
         "gaussian",
         "--epsilon",
@@ -314,5 +282,402 @@ fn invalid_parameters_fail_clearly() {
             "1",
         ],
         "k",
+    );
+}
+
+// ---- `privfed account --mechanism mvu` -------------------------------------------------------
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("privfed-cli-account-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Designs with the real CLI (no random starts: fast; `spec` holds the design flags separated by
+/// spaces) and returns the file and its `P`.
+fn design_file(name: &str, spec: &str) -> (String, Vec<Vec<f64>>) {
+    let path = tmp(name);
+    let path_s = path.to_str().unwrap().to_string();
+    let mut args = vec![
+        "mvu",
+        "design",
+        "--random-starts",
+        "0",
+        "--json",
+        "--out",
+        &path_s,
+    ];
+    args.extend(spec.split(' '));
+    json_ok(&args);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let p = matrix(&v["p"]);
+    (path_s, p)
+}
+
+/// `D_α(P_i ‖ P_k) = ln Σ_j p_j^α q_j^{1−α}/(α − 1)` computed directly from two rows (all
+/// entries positive here), the sum in log space so that large orders do not overflow.
+fn renyi(p: &[f64], q: &[f64], a: f64) -> f64 {
+    let t: Vec<f64> = p
+        .iter()
+        .zip(q)
+        .map(|(x, y)| a * x.ln() + (1.0 - a) * y.ln())
+        .collect();
+    let m = t.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    (m + t.iter().map(|v| (v - m).exp()).sum::<f64>().ln()) / (a - 1.0)
+}
+
+/// Largest log ratio of the rows: the design's exact ε-LDP.
+fn ldp_epsilon(p: &[Vec<f64>]) -> f64 {
+    let mut e = 0.0f64;
+    for r in p {
+        for s in p {
+            for (x, y) in r.iter().zip(s) {
+                e = e.max(x.ln() - y.ln());
+            }
+        }
+    }
+    e
+}
+
+/// Exact δ(ε) of `t` uses of the fixed pair of output laws (p, q): the privacy loss of the
+/// product is `Σ_j c_j ln(p_j/q_j)` for the letter counts `c` (multinomial under p), and
+/// `δ(ε) = E_p[(1 − e^{ε − L})₊]`.
+fn exact_delta(p: &[f64], q: &[f64], t: usize, eps: f64) -> f64 {
+    fn ln_fact(n: usize) -> f64 {
+        (1..=n).map(|k| (k as f64).ln()).sum()
+    }
+    fn rec(j: usize, left: usize, lp: f64, loss: f64, p: &[f64], q: &[f64], eps: f64) -> f64 {
+        if j == p.len() - 1 {
+            let c = left;
+            let lp = lp + c as f64 * p[j].ln() - ln_fact(c);
+            let loss = loss + c as f64 * (p[j].ln() - q[j].ln());
+            return lp.exp() * (1.0 - (eps - loss).exp()).max(0.0);
+        }
+        (0..=left)
+            .map(|c| {
+                rec(
+                    j + 1,
+                    left - c,
+                    lp + c as f64 * p[j].ln() - ln_fact(c),
+                    loss + c as f64 * (p[j].ln() - q[j].ln()),
+                    p,
+                    q,
+                    eps,
+                )
+            })
+            .sum()
+    }
+    let lf = ln_fact(t);
+    rec(0, t, lf, 0.0, p, q, eps)
+}
+
+/// The exact ε(δ) of `t` repetitions of the worst fixed pair of rows: a lower bound on the
+/// ε(δ) of `t` uses of the mechanism (an adversary may pick any inputs, in particular a fixed pair).
+fn lower_bound_epsilon(rows: &[Vec<f64>], t: usize, delta: f64) -> f64 {
+    let mut best = 0.0f64;
+    for r in rows {
+        for s in rows {
+            if exact_delta(r, s, t, best) <= delta {
+                continue;
+            }
+            let (mut lo, mut hi) = (best, 50.0);
+            for _ in 0..100 {
+                let mid = 0.5 * (lo + hi);
+                if exact_delta(r, s, t, mid) > delta {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            best = best.max(lo);
+        }
+    }
+    best
+}
+
+/// ε from an RDP curve written out by hand (ALGORITHMS.md §5.2, with the KL clause).
+fn convert(orders: &[f64], rdp: &[f64], delta: f64) -> f64 {
+    orders
+        .iter()
+        .zip(rdp)
+        .map(|(&a, &r)| {
+            if delta * delta >= 1.0 - (-r).exp() {
+                0.0
+            } else {
+                r + ((a - 1.0) / a).ln() - (delta.ln() + a.ln()) / (a - 1.0)
+            }
+        })
+        .fold(f64::INFINITY, f64::min)
+        .max(0.0)
+}
+
+fn account_mvu(design: &str, extra: &[&str]) -> serde_json::Value {
+    let mut a = vec![
+        "account",
+        "--mechanism",
+        "mvu",
+        "--design",
+        design,
+        "--json",
+    ];
+    a.extend_from_slice(extra);
+    json_ok(&a)
+}
+
+#[test]
+fn account_mvu_scalar_curve_composition_and_bounds() {
+    let (path, p) = design_file("ldp_3_2.json", "--input-bits 3 --output-bits 2 --epsilon 2");
+    let e_ldp = ldp_epsilon(&p);
+    assert!(e_ldp <= 2.0 + 1e-9 && e_ldp > 1.0, "{e_ldp}");
+    let delta = 1e-3;
+    let one = account_mvu(&path, &["--steps", "1", "--delta", "1e-3"]);
+    assert_eq!(one["accountant"], "rdp");
+    assert_eq!(one["bound"]["rdp_bound"], "exact_scalar");
+    let pure = one["pure_epsilon_per_step"].as_f64().unwrap();
+    assert!((pure - e_ldp).abs() < 1e-12, "{pure} vs {e_ldp}");
+    let curve = &one["event"]["event"];
+    assert_eq!(curve["type"], "rdp_curve");
+    let orders = floats(&curve["orders"]);
+    let rdp = floats(&curve["epsilons"]);
+    assert_eq!(orders.len(), rdp.len());
+    // Every order: at most the RDP of a pure e_ldp-DP mechanism (and at most e_ldp); at a few
+    // orders, equal to max_{i,k} D_α(P_i‖P_k) recomputed here from the file.
+    for (&a, &r) in orders.iter().zip(&rdp) {
+        let bound = privfed_accounting::rdp::pure_dp_rdp(e_ldp, a);
+        assert!(r <= bound * (1.0 + 1e-12) + 1e-15, "α={a}: {r} > {bound}");
+        assert!(r <= e_ldp + 1e-12);
+    }
+    for k in [0, 19, 99, 200, 300, orders.len() - 1] {
+        let a = orders[k];
+        let direct = p
+            .iter()
+            .flat_map(|r| p.iter().map(move |s| renyi(r, s, a)))
+            .fold(0.0f64, f64::max);
+        assert!(
+            (rdp[k] - direct).abs() <= 1e-9 * direct,
+            "α={a}: {} vs {direct}",
+            rdp[k]
+        );
+    }
+    // T = 1: the reported ε is at most the design's pure ε and at least the exact ε(δ) of the
+    // worst pair of rows.
+    let eps1 = one["epsilon"].as_f64().unwrap();
+    let lower1 = lower_bound_epsilon(&p, 1, delta);
+    assert!(eps1 <= pure + 1e-12, "{eps1} > {pure}");
+    assert!(eps1 >= lower1 - 1e-9, "{eps1} < exact {lower1}");
+    // T steps: the same per-step curve composed T times; ε agrees with the hand conversion of
+    // T·curve, lies below T·pure, and above the exact ε of T uses of the worst pair.
+    for t in [2usize, 5, 40] {
+        let ts = t.to_string();
+        let v = account_mvu(&path, &["--steps", &ts, "--delta", "1e-3"]);
+        assert_eq!(v["event"]["count"].as_u64().unwrap(), t as u64);
+        assert_eq!(floats(&v["event"]["event"]["epsilons"]), rdp);
+        let scaled: Vec<f64> = rdp.iter().map(|r| r * t as f64).collect();
+        let by_hand = convert(&orders, &scaled, delta);
+        let got = v["epsilon_rdp"].as_f64().unwrap();
+        assert!(
+            (got - by_hand).abs() <= 1e-12 * by_hand,
+            "T={t}: {got} vs {by_hand}"
+        );
+        let eps = v["epsilon"].as_f64().unwrap();
+        assert_eq!(eps, got.min(t as f64 * pure));
+        assert!(eps <= t as f64 * pure + 1e-12);
+        if t <= 5 {
+            let lower = lower_bound_epsilon(&p, t, delta);
+            assert!(eps >= lower - 1e-9, "T={t}: {eps} < exact {lower}");
+        }
+    }
+    // δ for ε is consistent with ε for δ.
+    let v5 = account_mvu(&path, &["--steps", "5", "--delta", "1e-3"]);
+    let e5 = format!("{}", v5["epsilon_rdp"].as_f64().unwrap());
+    let d = account_mvu(&path, &["--steps", "5", "--epsilon", &e5]);
+    let d5 = d["delta"].as_f64().unwrap();
+    assert!(d5 <= delta * (1.0 + 1e-9) && d5 > 0.5 * delta, "{d5}");
+    let big = format!("{}", 5.0 * pure);
+    let d = account_mvu(&path, &["--steps", "5", "--epsilon", &big]);
+    assert_eq!(d["delta"].as_f64().unwrap(), 0.0);
+    assert_eq!(d["delta_from"], "pure_composition");
+}
+
+#[test]
+fn account_mvu_local_sampling_and_vector_bounds() {
+    let (path, _) = design_file(
+        "ldp_3_2_s.json",
+        "--input-bits 3 --output-bits 2 --epsilon 2",
+    );
+    let plain = account_mvu(&path, &["--steps", "50", "--delta", "1e-5"]);
+    let q = 0.1;
+    let sampled = account_mvu(
+        &path,
+        &["--steps", "50", "--delta", "1e-5", "--sampling-rate", "0.1"],
+    );
+    let orders = floats(&plain["event"]["event"]["orders"]);
+    let base = floats(&plain["event"]["event"]["epsilons"]);
+    let samp = floats(&sampled["event"]["event"]["epsilons"]);
+    for ((&a, &e), &s) in orders.iter().zip(&base).zip(&samp) {
+        // ln(1 − q + q·e^y)/(α−1), y = (α−1)ε, written as y + ln(q + (1−q)e^{−y}).
+        let y = (a - 1.0) * e;
+        let want = (y + (q + (1.0 - q) * (-y).exp()).ln()) / (a - 1.0);
+        assert!(
+            (s - want).abs() <= 1e-10 * want.max(1e-12),
+            "α={a}: {s} vs {want}"
+        );
+        assert!(s <= e);
+    }
+    assert!(sampled["sampling"].as_str().unwrap().contains("local"));
+    let (es, ep) = (
+        sampled["epsilon"].as_f64().unwrap(),
+        plain["epsilon"].as_f64().unwrap(),
+    );
+    assert!(es < ep, "{es} vs {ep}");
+
+    // Vector mechanism from an ℓ1 metric design: per order the smallest of the LP relaxation,
+    // the greedy bound and the pure-DP RDP; the pure ε of the vector is recomputed here.
+    let (vpath, vp) = design_file(
+        "metric_3_2.json",
+        "--input-bits 3 --output-bits 2 --epsilon 4 --metric-dp l1",
+    );
+    let v = account_mvu(
+        &vpath,
+        &[
+            "--steps",
+            "3",
+            "--delta",
+            "1e-5",
+            "--dim",
+            "4",
+            "--sensitivity",
+            "0.5",
+        ],
+    );
+    // Exact metric ε: max ln(P_ij/P_kj)/(|i−k|/7).
+    let mut em = 0.0f64;
+    for (i, r) in vp.iter().enumerate() {
+        for (k, s) in vp.iter().enumerate() {
+            if i != k {
+                for (x, y) in r.iter().zip(s) {
+                    em = em.max((x.ln() - y.ln()) / (i.abs_diff(k) as f64 / 7.0));
+                }
+            }
+        }
+    }
+    // Budget (7·0.5)¹ = 3.5: at most 3 coordinates change, each by at most the ε-LDP.
+    let pure = (em * 0.5).min(3.0 * ldp_epsilon(&vp));
+    let got = v["pure_epsilon_per_step"].as_f64().unwrap();
+    assert!((got - pure).abs() < 1e-9, "{got} vs {pure}");
+    assert_eq!(v["bound"]["vector"]["p"], 1);
+    let wins = &v["bound"]["orders_per_bound"];
+    let total: u64 = ["lp_relaxation", "greedy", "pure_dp"]
+        .iter()
+        .map(|k| wins[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(total as usize, orders.len());
+    // The LP relaxation is never above the greedy bound (beyond rounding), so greedy never wins.
+    assert_eq!(wins["greedy"].as_u64().unwrap(), 0);
+    assert!(wins["lp_relaxation"].as_u64().unwrap() > 0);
+    let vc = floats(&v["event"]["event"]["epsilons"]);
+    for (&a, &r) in orders.iter().zip(&vc) {
+        assert!(r <= privfed_accounting::rdp::pure_dp_rdp(pure, a) * (1.0 + 1e-12) + 1e-15);
+    }
+    // The scalar curve of the same design is the d = 1, full-range special case.
+    let s1 = account_mvu(
+        &vpath,
+        &[
+            "--steps",
+            "1",
+            "--delta",
+            "1e-5",
+            "--dim",
+            "1",
+            "--sensitivity",
+            "1",
+        ],
+    );
+    let sc = account_mvu(&vpath, &["--steps", "1", "--delta", "1e-5"]);
+    let (a1, b1) = (
+        floats(&s1["event"]["event"]["epsilons"]),
+        floats(&sc["event"]["event"]["epsilons"]),
+    );
+    for (x, y) in a1.iter().zip(&b1) {
+        assert!(x <= &(y * (1.0 + 1e-12) + 1e-15), "{x} > {y}");
+    }
+}
+
+#[test]
+fn account_mvu_bad_design_files_fail_naming_the_file() {
+    let (path, _) = design_file("ldp_2_2.json", "--input-bits 2 --output-bits 2 --epsilon 1");
+    let base = |file: &str| -> Vec<String> {
+        [
+            "account",
+            "--mechanism",
+            "mvu",
+            "--design",
+            file,
+            "--steps",
+            "3",
+            "--delta",
+            "1e-5",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let run = |file: &str, needle: &str| {
+        let a = base(file);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        fails_with(&a, needle);
+    };
+    // Missing.
+    let missing = tmp("does-not-exist.json");
+    run(missing.to_str().unwrap(), missing.to_str().unwrap());
+    // Not JSON.
+    let bad = tmp("not-json.json");
+    std::fs::write(&bad, "this is not a design").unwrap();
+    run(bad.to_str().unwrap(), bad.to_str().unwrap());
+    // Valid JSON, tampered: a probability moved (row no longer sums to 1), then the ε lowered
+    // below what the rows need, then the alphabet biased. Each names the file and the reason.
+    let good: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let tampered = tmp("tampered.json");
+    let tp = tampered.to_str().unwrap();
+    for (field, needle) in [("p", "1a"), ("epsilon", "1c"), ("alphabet", "1d")] {
+        let mut v = good.clone();
+        match field {
+            "p" => v["p"][0][0] = serde_json::json!(v["p"][0][0].as_f64().unwrap() + 0.01),
+            "epsilon" => v["epsilon"] = serde_json::json!(0.5),
+            _ => v["alphabet"][0] = serde_json::json!(v["alphabet"][0].as_f64().unwrap() + 0.01),
+        }
+        std::fs::write(&tampered, serde_json::to_string(&v).unwrap()).unwrap();
+        run(tp, tp);
+        run(tp, needle);
+    }
+    // Usage errors.
+    let base = ["account", "--mechanism", "mvu", "--delta", "1e-5"];
+    for (extra, needle) in [
+        (vec!["--steps", "3"], "--design"),
+        (
+            vec!["--design", &path, "--accountant", "pld", "--steps", "3"],
+            "--accountant rdp",
+        ),
+        (
+            vec!["--design", &path, "--dim", "3", "--steps", "3"],
+            "--sensitivity",
+        ),
+        (vec!["--design", &path, "--steps", "0"], "steps"),
+    ] {
+        fails_with(&[&base[..], &extra].concat(), needle);
+    }
+    fails_with(
+        &[
+            "account",
+            "--noise-multiplier",
+            "1",
+            "--steps",
+            "3",
+            "--delta",
+            "1e-5",
+        ],
+        "--accountant",
     );
 }

@@ -273,5 +273,9 @@ fn experiments_variance_writes_csv() {
         &["ddml", "experiments", "--only", "nope", "--out", &o],
         "unknown experiment",
     );
+    fails_with(
+        &["ddml", "experiments", "--repeats", "0", "--out", &o],
+        "--repeats must be at least 1",
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -1,7 +1,7 @@
 //! `privfed mvu ...`, `describe mvu|bitwise-rr` and `dme mvu` through the real binary.
 
 mod common;
-use common::{fails_with, json_ok};
+use common::{fails_with, json_ok, matrix};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("privfed-cli-mvu-{}", std::process::id()));
@@ -36,16 +36,7 @@ fn design_reports_a_feasible_design_better_than_grr_and_saves_it() {
     assert!(v["worst_case_variance"].as_f64().unwrap() >= var);
     assert!(v["seconds"].as_f64().unwrap() >= 0.0);
     // The exact ε is the largest log ratio of the printed P.
-    let rows: Vec<Vec<f64>> = p
-        .iter()
-        .map(|r| {
-            r.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap())
-                .collect()
-        })
-        .collect();
+    let rows = matrix(&v["P"]);
     let mut max_lr = 0.0f64;
     for r1 in &rows {
         for r2 in &rows {

@@ -14,6 +14,7 @@
 use super::{ModelSnapshot, Store, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
+use bytes::Bytes;
 use privfed_learn::ddml::{InstanceStats, replacement_index};
 use rand::SeedableRng;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
@@ -39,9 +40,16 @@ struct StoredMeta {
     rejected: u64,
 }
 
+/// The instances, and each one's little-endian encoding (what a draw sends; encoded once per
+/// overwrite instead of once per draw).
+struct Instances {
+    weights: Vec<Arc<[f32]>>,
+    encoded: Vec<Bytes>,
+}
+
 struct ModelState {
     spec: Arc<ModelSpec>,
-    instances: RwLock<Vec<Arc<[f32]>>>,
+    instances: RwLock<Instances>,
     stats: RwLock<InstanceStats>,
     accepted: AtomicU64,
     rejected: AtomicU64,
@@ -55,7 +63,13 @@ impl ModelState {
             .expect("instances validated before building the state");
         Self {
             spec: Arc::new(spec),
-            instances: RwLock::new(instances),
+            instances: RwLock::new(Instances {
+                encoded: instances
+                    .iter()
+                    .map(|w| Bytes::from(encode_f32(w)))
+                    .collect(),
+                weights: instances,
+            }),
             stats: RwLock::new(stats),
             accepted: AtomicU64::new(accepted),
             rejected: AtomicU64::new(rejected),
@@ -207,11 +221,11 @@ impl Store for EmbeddedStore {
         Ok(self.get(name)?.spec.clone())
     }
 
-    async fn draw(&self, name: &str) -> Result<Arc<[f32]>, StoreError> {
+    async fn draw(&self, name: &str) -> Result<Bytes, StoreError> {
         let m = self.get(name)?;
         let i = replacement_index(m.spec.k, &mut rand::rng());
         let inst = m.instances.read().map_err(|_| lock_poisoned())?;
-        Ok(inst[i].clone())
+        Ok(inst.encoded[i].clone())
     }
 
     async fn submit(&self, name: &str, weights: Vec<f32>) -> Result<SubmitOutcome, StoreError> {
@@ -243,7 +257,12 @@ impl Store for EmbeddedStore {
 
     async fn snapshot(&self, name: &str) -> Result<ModelSnapshot, StoreError> {
         let m = self.get(name)?;
-        let instances = m.instances.read().map_err(|_| lock_poisoned())?.clone();
+        let instances = m
+            .instances
+            .read()
+            .map_err(|_| lock_poisoned())?
+            .weights
+            .clone();
         Ok(ModelSnapshot {
             spec: m.spec.clone(),
             accepted: m.accepted.load(Ordering::Acquire),
@@ -358,10 +377,10 @@ fn delete(db: &Database, models: &Models, name: &str) -> Result<(), StoreError> 
 /// One planned change to a model within a batch.
 struct Planned {
     model: Arc<ModelState>,
-    /// Final value of each overwritten instance in this batch.
-    finals: HashMap<usize, Arc<[f32]>>,
-    /// Overwrites in order (index, new value).
-    writes: Vec<(usize, Arc<[f32]>)>,
+    /// Final value of each overwritten instance in this batch (encoded).
+    finals: HashMap<usize, Bytes>,
+    /// Overwrites in order (index, new value, its encoding).
+    writes: Vec<(usize, Arc<[f32]>, Bytes)>,
     accepted: u64,
     rejected: u64,
 }
@@ -406,8 +425,9 @@ fn commit_updates(db: &Database, ops: Vec<WriteOp>, rng: &mut rand::rngs::ChaCha
         match write {
             Some(w) => {
                 let j = replacement_index(model.spec.k, rng);
-                plan.finals.insert(j, w.clone());
-                plan.writes.push((j, w));
+                let le = Bytes::from(encode_f32(&w));
+                plan.finals.insert(j, le.clone());
+                plan.writes.push((j, w, le));
                 plan.accepted += 1;
             }
             None => plan.rejected += 1,
@@ -422,8 +442,8 @@ fn commit_updates(db: &Database, ops: Vec<WriteOp>, rng: &mut rand::rngs::ChaCha
             let mut inst = w.open_table(INSTANCES).map_err(backend)?;
             for p in &plans {
                 let name = p.model.spec.name.as_str();
-                for (&j, v) in &p.finals {
-                    inst.insert((name, j as u32), encode_f32(v).as_slice())
+                for (&j, le) in &p.finals {
+                    inst.insert((name, j as u32), le.as_ref())
                         .map_err(backend)?;
                 }
                 let stored = StoredMeta {
@@ -463,11 +483,12 @@ fn apply_to_memory(p: &Planned) {
     // Poisoning cannot happen (no panics while holding these locks); recover anyway.
     let mut inst = m.instances.write().unwrap_or_else(|e| e.into_inner());
     let mut stats = m.stats.write().unwrap_or_else(|e| e.into_inner());
-    for (j, w) in &p.writes {
-        let old = std::mem::replace(&mut inst[*j], w.clone());
+    for (j, w, le) in &p.writes {
+        let old = std::mem::replace(&mut inst.weights[*j], w.clone());
+        inst.encoded[*j] = le.clone();
         let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
         if n.is_multiple_of(RECOMPUTE_EVERY) {
-            if let Ok(s) = InstanceStats::from_instances(&inst) {
+            if let Ok(s) = InstanceStats::from_instances(&inst.weights) {
                 *stats = s;
             }
         } else {

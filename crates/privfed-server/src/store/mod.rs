@@ -56,8 +56,9 @@ pub trait Store: Send + Sync + 'static {
     /// The spec of a model.
     fn spec(&self, name: &str) -> impl Future<Output = Result<Arc<ModelSpec>, StoreError>> + Send;
 
-    /// A uniformly random instance.
-    fn draw(&self, name: &str) -> impl Future<Output = Result<Arc<[f32]>, StoreError>> + Send;
+    /// A uniformly random instance, as its little-endian `f32` encoding (`4·dim` bytes: the
+    /// binary wire format and the stored format, so a draw copies no weights).
+    fn draw(&self, name: &str) -> impl Future<Output = Result<bytes::Bytes, StoreError>> + Send;
 
     /// Applies the spam filter and, if it passes, overwrites a uniformly random instance with
     /// `weights` (already validated: length `dim`, finite).

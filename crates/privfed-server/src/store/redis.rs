@@ -15,6 +15,7 @@
 use super::{ModelSnapshot, Store, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
+use bytes::Bytes;
 use privfed_learn::ddml::{InstanceStats, replacement_index};
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;
@@ -223,7 +224,7 @@ impl Store for RedisStore {
         Ok(spec)
     }
 
-    async fn draw(&self, name: &str) -> Result<Arc<[f32]>, StoreError> {
+    async fn draw(&self, name: &str) -> Result<Bytes, StoreError> {
         let spec = self.spec(name).await?;
         let i = replacement_index(spec.k, &mut rand::rng());
         let mut con = self.con.clone();
@@ -232,8 +233,9 @@ impl Store for RedisStore {
             .query_async(&mut con)
             .await
             .map_err(backend)?;
-        match blob.and_then(|b| decode_f32(&b)) {
-            Some(w) if w.len() == spec.dim => Ok(Arc::from(w)),
+        match blob {
+            // Stored as the wire format: answer it as is.
+            Some(b) if b.len() == 4 * spec.dim => Ok(Bytes::from(b)),
             _ => {
                 self.forget(name);
                 Err(StoreError::NotFound(name.to_string()))

@@ -8,6 +8,8 @@ use std::process::{Command, Output};
 pub fn privfed(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_privfed"))
         .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
         .output()
         .expect("run privfed")
 }
@@ -36,4 +38,22 @@ pub fn fails_with(args: &[&str], needle: &str) {
         !err.contains("panicked"),
         "privfed {args:?} panicked: {err}"
     );
+}
+
+/// A JSON array of numbers as `Vec<f64>` (panics on anything else).
+pub fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(|x| x.as_f64().expect("a number"))
+        .collect()
+}
+
+/// A JSON array of arrays of numbers (e.g. a design's `P`) as rows of `f64`.
+pub fn matrix(v: &Value) -> Vec<Vec<f64>> {
+    v.as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(floats)
+        .collect()
 }

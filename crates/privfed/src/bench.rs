@@ -86,14 +86,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         "results": rows,
     });
     if args.json {
-        print_report(&report, true);
+        print_report(&report, true)?;
     } else {
-        println!(
+        let mut text = format!(
             "{:>9} {:>12} {:>14} {:>8} {:>14} {:>8} {:>14}",
             "dim", "floor ms", "privunit2 ms", "ratio", "privunitg ms", "ratio", "optimize ms"
         );
         for r in &rows {
-            println!(
+            text.push('\n');
+            text.push_str(&format!(
                 "{:>9} {:>12.4} {:>14.4} {:>8.2} {:>14.4} {:>8.2} {:>14.3}",
                 r["dim"],
                 r["normals_floor_ms"].as_f64().unwrap_or(f64::NAN),
@@ -102,8 +103,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 r["privunitg_ms"].as_f64().unwrap_or(f64::NAN),
                 r["privunitg_over_floor"].as_f64().unwrap_or(f64::NAN),
                 r["privunit2_optimize_ms"].as_f64().unwrap_or(f64::NAN)
-            );
+            ));
         }
+        crate::output::emit(&text)?;
     }
     Ok(())
 }

@@ -409,7 +409,7 @@ fn run_simulate(a: &SimulateArgs) -> Result<()> {
         m.insert("server".into(), json!(url));
         m.insert("model".into(), json!(name));
     }
-    print_report(&v, a.json);
+    print_report(&v, a.json)?;
     Ok(())
 }
 

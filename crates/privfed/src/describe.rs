@@ -31,6 +31,6 @@ pub fn run(args: &DescribeArgs) -> Result<()> {
         "guarantee": g,
         "params": m,
     });
-    print_report(&report, args.json);
+    print_report(&report, args.json)?;
     Ok(())
 }

@@ -232,6 +232,6 @@ pub fn run(args: &DmeArgs) -> Result<()> {
         "privatizations_per_second": total as f64 / seconds,
         "params": mech,
     });
-    print_report(&report, args.json);
+    print_report(&report, args.json)?;
     Ok(())
 }

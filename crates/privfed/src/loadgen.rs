@@ -80,9 +80,9 @@ pub fn run(args: &LoadgenArgs) -> anyhow::Result<()> {
         .build()?;
     let report = rt.block_on(run_load(&cfg))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::output::emit(&serde_json::to_string_pretty(&report)?)?;
     } else {
-        println!(
+        crate::output::emit(&format!(
             "{} {} dim={} C={}: {:.0} updates/s ({} updates in {:.1} s), p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, rejected {}, errors {}",
             report.target,
             report.wire,
@@ -96,7 +96,7 @@ pub fn run(args: &LoadgenArgs) -> anyhow::Result<()> {
             report.p999_ms,
             report.rejected,
             report.errors
-        );
+        ))?;
     }
     Ok(())
 }

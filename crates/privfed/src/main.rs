@@ -89,7 +89,7 @@ struct AnalyzeCmd {
 
 /// Prints a JSON report returned by a library-level command.
 fn report(v: anyhow::Result<serde_json::Value>, json: bool) -> anyhow::Result<()> {
-    output::print_report(&v?, json);
+    output::print_report(&v?, json)?;
     Ok(())
 }
 
@@ -109,6 +109,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // `privfed … | head`: the reader left; nothing is wrong.
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

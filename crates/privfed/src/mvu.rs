@@ -207,7 +207,7 @@ fn run_design(a: &DesignArgs) -> Result<()> {
         "P": r.design.p(),
         "alphabet": r.design.alphabet(),
     });
-    print_report(&report, a.json);
+    print_report(&report, a.json)?;
     Ok(())
 }
 
@@ -280,7 +280,7 @@ fn run_rdp(a: &RdpArgs) -> Result<()> {
         report["vector"] =
             json!({"dim": dim, "sensitivity": sens, "p": p, "greedy": greedy, "lp_relaxation": lp});
     }
-    print_report(&report, a.json);
+    print_report(&report, a.json)?;
     Ok(())
 }
 
@@ -368,7 +368,7 @@ fn run_scalar_experiment(a: &ExperimentArgs) -> Result<()> {
         }
     }
     write_csv(&a.csv, &csv)?;
-    println!("{table}");
+    crate::output::emit(&table)?;
     Ok(())
 }
 
@@ -630,7 +630,7 @@ fn run_vector_experiment(a: &ExperimentArgs) -> Result<()> {
         }
     }
     write_csv(&a.csv, &csv)?;
-    println!("{table}");
+    crate::output::emit(&table)?;
     Ok(())
 }
 

@@ -380,3 +380,57 @@ fn bad_input_is_a_clear_error() {
         "dim",
     );
 }
+
+/// `privfed … | head` closes the pipe: the binary must end quietly with status 0, not panic in
+/// `println!` (the read end is closed before the child starts, so the write always fails).
+#[test]
+fn closed_stdout_pipe_is_not_a_panic() {
+    for (args, what) in [
+        (
+            &[
+                "describe",
+                "privunit2",
+                "--epsilon",
+                "4",
+                "--dim",
+                "100",
+                "--json",
+            ][..],
+            "json report",
+        ),
+        (
+            &["describe", "privunit2", "--epsilon", "4", "--dim", "100"][..],
+            "human report",
+        ),
+        (
+            &[
+                "account",
+                "--accountant",
+                "rdp",
+                "--mechanism",
+                "laplace",
+                "--scale",
+                "2",
+            ][..],
+            "missing flags (an error, not a pipe)",
+        ),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_privfed"))
+            .args(args)
+            .env_remove("RUST_BACKTRACE")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+        if what.starts_with("missing") {
+            assert!(!out.status.success(), "{what}");
+        } else {
+            assert!(out.status.success(), "{what}: {stderr}");
+            assert!(stderr.is_empty(), "{what}: {stderr}");
+        }
+    }
+}

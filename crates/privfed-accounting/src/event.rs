@@ -49,6 +49,19 @@ pub enum DpEvent {
         /// The mechanism applied to the sample.
         event: Box<DpEvent>,
     },
+    /// *Local* sampling: each person takes part with probability `rate` and then releases the
+    /// inner event's output, or else releases a visible "did not take part" (e.g. a device that
+    /// sends nothing). Unlike [`DpEvent::PoissonSampled`] the sample is not secret, so there is no
+    /// amplification of a pure ε (the ratio on a released output is unchanged); the pair is
+    /// `(qP + (1−q)⊥, qQ + (1−q)⊥)` for the inner pair `(P, Q)`, under the inner event's
+    /// neighbouring relation, and only the Rényi divergence and δ(ε) shrink:
+    /// `D_α = ln(1 − q + q·e^{(α−1)D_α(P‖Q)})/(α−1)` and `δ(ε) = q·δ_inner(ε)` for `ε ≥ 0`.
+    LocalSampled {
+        /// Participation probability q ∈ (0, 1].
+        rate: f64,
+        /// The mechanism a participant runs.
+        event: Box<DpEvent>,
+    },
     /// Sequential composition of the events.
     Composed {
         /// The events, in any order (composition is commutative).
@@ -97,6 +110,7 @@ impl DpEvent {
             DpEvent::PureDp { .. } => "PureDp".into(),
             DpEvent::Skellam { .. } => "Skellam".into(),
             DpEvent::PoissonSampled { event, .. } => format!("PoissonSampled({})", event.name()),
+            DpEvent::LocalSampled { event, .. } => format!("LocalSampled({})", event.name()),
             DpEvent::Composed { events: v } => format!(
                 "Composed[{}]",
                 v.iter().map(|e| e.name()).collect::<Vec<_>>().join(", ")
@@ -129,7 +143,7 @@ impl DpEvent {
                 check_positive("l1_sensitivity", *l1_sensitivity)?;
                 check_positive("l2_sensitivity", *l2_sensitivity)?;
             }
-            DpEvent::PoissonSampled { rate, event } => {
+            DpEvent::PoissonSampled { rate, event } | DpEvent::LocalSampled { rate, event } => {
                 check_rate(*rate)?;
                 event.validate()?;
             }
@@ -187,10 +201,15 @@ mod tests {
                     orders: vec![2.0, 4.0],
                     epsilons: vec![0.1, 0.3],
                 },
+                DpEvent::LocalSampled {
+                    rate: 0.25,
+                    event: Box::new(DpEvent::PureDp { epsilon: 2.0 }),
+                },
             ],
         };
         let s = serde_json::to_string(&e).unwrap();
         assert!(s.contains("\"type\":\"poisson_sampled\""), "{s}");
+        assert!(s.contains("\"type\":\"local_sampled\""), "{s}");
         let back: DpEvent = serde_json::from_str(&s).unwrap();
         assert_eq!(back, e);
     }
@@ -210,6 +229,14 @@ mod tests {
             },
             DpEvent::poisson_gaussian(1.5, 1.0, 3),
             DpEvent::poisson_gaussian(0.0, 1.0, 3),
+            DpEvent::LocalSampled {
+                rate: 0.0,
+                event: Box::new(DpEvent::PureDp { epsilon: 1.0 }),
+            },
+            DpEvent::LocalSampled {
+                rate: 0.5,
+                event: Box::new(DpEvent::PureDp { epsilon: -1.0 }),
+            },
             DpEvent::RdpCurve {
                 orders: vec![2.0, 1.5],
                 epsilons: vec![0.1, 0.2],

@@ -1,7 +1,7 @@
 //! Privacy accounting for privfed (formulas in `ALGORITHMS.md` §5, §2.2, §4.3, §1.6).
 //!
 //! * [`DpEvent`]: privacy events as data (Gaussian, Laplace, pure ε-DP, Skellam, Poisson
-//!   sampling, composition, user RDP curves).
+//!   sampling, local sampling with visible participation, composition, user RDP curves).
 //! * [`RdpAccountant`] and [`PldAccountant`]: compose events, answer ε for δ and δ for ε.
 //! * [`calibrate`]: the noise that meets a target (ε, δ).
 //! * [`analysis`]: Draw-and-Discard adversaries, reconstruction protection, analytic Gaussian.
@@ -17,6 +17,7 @@
 //! | `PoissonSampled(Gaussian)` | exact, integer and fractional orders | add and remove directions |
 //! | `PoissonSampled(Laplace)` | Zhu & Wang 2019 bound | add and remove directions |
 //! | `PoissonSampled(other)` | Zhu & Wang 2019 bound | rejected (`UnsupportedEvent`) |
+//! | `LocalSampled(inner)` | `ln(1−q+q·e^{(α−1)ε(α)})/(α−1)` on the inner curve | `q·PLD + (1−q)·δ₀` (Gaussian, Laplace, pure, 1-D Skellam) |
 //! | `RdpCurve` | as given (monotone extension) | rejected (`UnsupportedEvent`) |
 //!
 //! Numerics written here for now (`numerics` module: `ln_norm_cdf`, normal-tail differences,

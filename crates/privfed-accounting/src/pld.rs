@@ -309,6 +309,33 @@ impl DiscretePld {
         ))
     }
 
+    /// The PLD of local sampling with participation probability `q` ([`DpEvent::LocalSampled`]):
+    /// the pair `(qP + (1−q)⊥, qQ + (1−q)⊥)` has loss `L` with probability `q` and loss 0 (the
+    /// visible non-participation) with probability `1 − q`, so its PLD is `q·self + (1−q)·δ₀`.
+    /// `δ(ε)` is linear in the PLD, so a pessimistic `self` gives a pessimistic result.
+    pub fn locally_sampled(&self, q: f64) -> Self {
+        let q = q.clamp(0.0, 1.0);
+        let mut pmf: Vec<f64> = self.pmf.iter().map(|p| p * q).collect();
+        let mut offset = self.offset;
+        if offset > 0 {
+            let mut grown = vec![0.0; offset as usize];
+            grown.extend_from_slice(&pmf);
+            pmf = grown;
+            offset = 0;
+        }
+        let zero = (-offset) as usize;
+        if zero >= pmf.len() {
+            pmf.resize(zero + 1, 0.0);
+        }
+        pmf[zero] += 1.0 - q;
+        Self {
+            h: self.h,
+            offset,
+            pmf,
+            inf_mass: self.inf_mass * q,
+        }
+    }
+
     /// Exact one-dimensional Skellam mechanism with integer sensitivity `Δ`:
     /// P = Δ + Sk(μ), Q = Sk(μ), atoms `L(k) = ln pmf(k−Δ) − ln pmf(k)` with P-mass
     /// `pmf(k−Δ)`; the pmf beyond ±(Δ + 40√μ + 60) (mass below 1e-300) goes to `+∞`.
@@ -1048,6 +1075,36 @@ impl PldAccountant {
                     }
                 }
             }
+            DpEvent::LocalSampled { rate, event: inner } => {
+                if *rate >= 1.0 {
+                    return self.compose_inner(inner, count);
+                }
+                // Every supported inner pair is symmetric (its reversed pair has the same PLD).
+                let base = match **inner {
+                    DpEvent::Gaussian { noise_multiplier } => {
+                        DiscretePld::gaussian(1.0 / (2.0 * noise_multiplier * noise_multiplier), h)?
+                    }
+                    DpEvent::Laplace { scale } => DiscretePld::laplace(scale, h)?,
+                    DpEvent::PureDp { epsilon } => DiscretePld::pure_dp(epsilon, h)?,
+                    DpEvent::Skellam {
+                        mu,
+                        l1_sensitivity,
+                        l2_sensitivity,
+                    } if l1_sensitivity == l2_sensitivity
+                        && l1_sensitivity.fract() == 0.0
+                        && l1_sensitivity <= 1e6 =>
+                    {
+                        DiscretePld::skellam(mu, l1_sensitivity as u64, h)?
+                    }
+                    _ => {
+                        return Err(Self::unsupported(
+                            event,
+                            "local sampling is supported for the Gaussian, Laplace, pure-DP and one-dimensional Skellam events only (use the RDP accountant)",
+                        ));
+                    }
+                };
+                self.add_pair(base.locally_sampled(*rate), None, count)?
+            }
             DpEvent::Composed { events } => {
                 for e in events {
                     self.compose_inner(e, count)?;
@@ -1200,6 +1257,73 @@ mod tests {
         assert!(e >= eps - 1e-9 && e < eps + 2e-4, "{e}");
     }
 
+    /// `T` uses of a locally sampled ε-DP randomizer: the exact δ(ε') by enumeration (k of the
+    /// `T` take part, j of those draw the "+ε" letter of randomized response; loss `(2j − k)ε`)
+    /// against the accountant; the discretization may only add (pessimistic) and by little.
+    #[test]
+    fn local_sampling_of_pure_dp_matches_enumeration() {
+        let ln_choose =
+            |n: u64, k: u64| -> f64 { (1..=k).map(|i| ((n - k + i) as f64 / i as f64).ln()).sum() };
+        for (eps, q, t) in [(1.0f64, 0.1f64, 1u64), (2.0, 0.25, 10), (0.5, 0.5, 40)] {
+            let p = eps.exp() / (1.0 + eps.exp());
+            let mut acc = PldAccountant::new();
+            acc.compose(&DpEvent::SelfComposed {
+                event: Box::new(DpEvent::LocalSampled {
+                    rate: q,
+                    event: Box::new(DpEvent::PureDp { epsilon: eps }),
+                }),
+                count: t,
+            })
+            .unwrap();
+            for target in [0.0, 0.3 * eps, 0.9 * eps, 2.0 * eps] {
+                let mut exact = 0.0;
+                for k in 0..=t {
+                    let wk =
+                        (ln_choose(t, k) + k as f64 * q.ln() + (t - k) as f64 * (1.0 - q).ln())
+                            .exp();
+                    for j in 0..=k {
+                        let wj =
+                            (ln_choose(k, j) + j as f64 * p.ln() + (k - j) as f64 * (1.0 - p).ln())
+                                .exp();
+                        let l = (2.0 * j as f64 - k as f64) * eps;
+                        exact += wk * wj * (1.0 - (target - l).exp()).max(0.0);
+                    }
+                }
+                let got = acc.get_delta(target).unwrap();
+                assert!(
+                    got >= exact - 1e-12 && got <= exact * 1.002 + 1e-9,
+                    "ε={eps} q={q} T={t} ε'={target}: {got} vs exact {exact}"
+                );
+            }
+        }
+        // One use: no amplification of the pure ε (the sample is visible), unlike
+        // PoissonSampled's ln(1 + q(e^ε − 1)).
+        let mut acc = PldAccountant::new();
+        acc.compose(&DpEvent::LocalSampled {
+            rate: 0.1,
+            event: Box::new(DpEvent::PureDp { epsilon: 2.0 }),
+        })
+        .unwrap();
+        let e = acc.get_epsilon(1e-12).unwrap();
+        assert!(e > 2.0 - 1e-3 && e < 2.0 + 2e-4, "{e}");
+        // The mixture keeps both masses and puts 1 − q at loss 0.
+        let m = DiscretePld::laplace(1.0, 1e-3)
+            .unwrap()
+            .locally_sampled(0.3);
+        assert!((total(&m) - 1.0).abs() < 1e-12);
+        assert!(q_mass(&m) <= 1.0 + 1e-9);
+        let far = DiscretePld::pure_dp(3.0, 1e-3).unwrap();
+        assert!(far.offset < 0, "RR has a negative atom");
+        let shifted = DiscretePld {
+            offset: 5,
+            ..DiscretePld::identity(1e-3)
+        };
+        let s = shifted.locally_sampled(0.5);
+        assert_eq!(s.offset, 0);
+        assert_eq!(s.pmf[0], 0.5);
+        assert_eq!(s.pmf[5], 0.5);
+    }
+
     #[test]
     fn coarsening_is_pessimistic() {
         let p = DiscretePld::laplace(1.0, 1e-3)
@@ -1227,6 +1351,16 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let local = DpEvent::LocalSampled {
+            rate: 0.1,
+            event: Box::new(DpEvent::Composed {
+                events: vec![DpEvent::PureDp { epsilon: 1.0 }],
+            }),
+        };
+        assert!(matches!(
+            acc.compose(&local),
+            Err(AccountingError::UnsupportedEvent { .. })
+        ));
         let curve = DpEvent::RdpCurve {
             orders: vec![2.0],
             epsilons: vec![1.0],

@@ -241,6 +241,14 @@ pub(crate) fn rdp_curve(event: &DpEvent, orders: &[f64]) -> Result<Vec<f64>> {
             orders: o,
             epsilons,
         } => orders.iter().map(|&a| curve_at(o, epsilons, a)).collect(),
+        DpEvent::LocalSampled { rate, event } => {
+            let base = rdp_curve(event, orders)?;
+            orders
+                .iter()
+                .zip(base)
+                .map(|(&a, v)| local_sampled_rdp(*rate, v, a))
+                .collect::<Result<Vec<f64>>>()?
+        }
         DpEvent::Composed { events } => {
             let mut total = vec![0.0; orders.len()];
             for e in events {
@@ -556,6 +564,58 @@ mod tests {
         assert!(acc.get_delta(-1.0).is_err());
         // Empty accountant: ε = 0.
         assert_eq!(RdpAccountant::new().get_epsilon(1e-5).unwrap(), 0.0);
+    }
+
+    /// The accountant's `LocalSampled(PureDp)` curve against the Rényi divergence of the explicit
+    /// mixture of randomized response with a visible ⊥ (RR is the worst ε-DP pair, so this is
+    /// exact), and it is never below what plain Poisson sampling would claim at ε(δ).
+    #[test]
+    fn local_sampled_pure_dp_is_the_rr_mixture() {
+        let d = |p: &[f64], r: &[f64], a: f64| -> f64 {
+            p.iter()
+                .zip(r)
+                .map(|(x, y)| x.powf(a) * y.powf(1.0 - a))
+                .sum::<f64>()
+                .ln()
+                / (a - 1.0)
+        };
+        let orders = [1.5, 2.0, 3.0, 10.0, 64.0];
+        for (eps, q) in [(0.5f64, 0.2f64), (2.0, 0.05), (4.0, 0.5)] {
+            let e = DpEvent::LocalSampled {
+                rate: q,
+                event: Box::new(DpEvent::PureDp { epsilon: eps }),
+            };
+            let curve = rdp_curve(&e, &orders).unwrap();
+            let p = eps.exp() / (1.0 + eps.exp());
+            let pm = [q * p, q * (1.0 - p), 1.0 - q];
+            let pn = [q * (1.0 - p), q * p, 1.0 - q];
+            for (&a, &c) in orders.iter().zip(&curve) {
+                let direct = d(&pm, &pn, a);
+                assert!(
+                    (c - direct).abs() <= 1e-10 * direct,
+                    "ε={eps} q={q} α={a}: {c} vs {direct}"
+                );
+            }
+        }
+        let mut local = RdpAccountant::new();
+        local
+            .compose(&DpEvent::LocalSampled {
+                rate: 0.01,
+                event: Box::new(DpEvent::PureDp { epsilon: 1.0 }),
+            })
+            .unwrap();
+        let mut central = RdpAccountant::new();
+        central
+            .compose(&DpEvent::PoissonSampled {
+                rate: 0.01,
+                event: Box::new(DpEvent::PureDp { epsilon: 1.0 }),
+            })
+            .unwrap();
+        let (l, c) = (
+            local.get_epsilon(1e-6).unwrap(),
+            central.get_epsilon(1e-6).unwrap(),
+        );
+        assert!(l > c, "local {l} vs central {c}");
     }
 
     #[test]

@@ -108,8 +108,11 @@ pub struct AccountArgs {
     /// inputs, p the design's metric power (1 for an LDP design).
     #[arg(long)]
     pub sensitivity: Option<f64>,
-    /// Poisson sampling rate q ∈ (0, 1] (default 1: no sampling). For --mechanism mvu: each
-    /// client takes part with probability q and otherwise sends nothing (local sampling).
+    /// Sampling rate q ∈ (0, 1] (default 1: no sampling). Gaussian, Laplace, Skellam: central
+    /// Poisson subsampling (the mechanism runs on a secret Poisson sample of the data set). Pure
+    /// and MVU (local randomizers): local sampling — each client takes part with probability q
+    /// and otherwise sends nothing, which is visible, so a pure ε is not amplified; only the
+    /// RDP curve and δ(ε) shrink.
     #[arg(long)]
     pub sampling_rate: Option<f64>,
     /// Number of steps (compositions), at least 1.
@@ -290,13 +293,20 @@ pub fn run_account(args: &AccountArgs) -> Result<Value> {
         )
     })?;
     let inner = step_event(args)?;
-    let one = if q < 1.0 {
-        DpEvent::PoissonSampled {
+    let one = if q >= 1.0 {
+        inner
+    } else if args.mechanism == MechanismArg::Pure {
+        // A local randomizer: whether a client took part is visible (local sampling, no
+        // amplification of the pure ε), not a secret sample of a central data set.
+        DpEvent::LocalSampled {
             rate: q,
             event: Box::new(inner),
         }
     } else {
-        inner
+        DpEvent::PoissonSampled {
+            rate: q,
+            event: Box::new(inner),
+        }
     };
     let event = DpEvent::SelfComposed {
         event: Box::new(one),

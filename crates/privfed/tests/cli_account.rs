@@ -91,6 +91,46 @@ fn account_other_mechanisms() {
     }
 }
 
+/// `--mechanism pure` is a local randomizer: with `--sampling-rate` a client's participation is
+/// visible, so one use still costs the pure ε at tiny δ (the event is `local_sampled`, not the
+/// central `poisson_sampled`, whose ln(1 + q(e^ε − 1)) would be an under-statement here).
+#[test]
+fn account_pure_with_sampling_is_local() {
+    let base = [
+        "account",
+        "--mechanism",
+        "pure",
+        "--local-epsilon",
+        "2",
+        "--sampling-rate",
+        "0.1",
+        "--steps",
+        "1",
+        "--delta",
+        "1e-12",
+        "--json",
+    ];
+    let central = (1.0 + 0.1 * (2f64.exp() - 1.0)).ln();
+    for acc in ["pld", "rdp"] {
+        let v = json_ok(&[&base[..], &["--accountant", acc]].concat());
+        assert_eq!(v["event"]["event"]["type"], "local_sampled", "{v}");
+        let e = v["epsilon"].as_f64().unwrap();
+        assert!(e > central, "{acc}: {e} vs central {central}");
+        if acc == "pld" {
+            assert!((e - 2.0).abs() < 2e-3, "{e}");
+        }
+    }
+    // Many steps: sampling still helps (fewer participations), below the unsampled composition.
+    let steps = ["--steps", "100", "--delta", "1e-6", "--accountant", "pld"];
+    let sampled = json_ok(&[&base[..7], &["--json"], &steps[..]].concat());
+    let full = json_ok(&[&base[..5], &["--json"], &steps[..]].concat());
+    let (s, f) = (
+        sampled["epsilon"].as_f64().unwrap(),
+        full["epsilon"].as_f64().unwrap(),
+    );
+    assert!(s < f, "{s} vs {f}");
+}
+
 #[test]
 fn calibrate_meets_target() {
     for acc in ["rdp", "pld"] {

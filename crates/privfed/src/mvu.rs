@@ -305,6 +305,10 @@ fn run_scalar_experiment(a: &ExperimentArgs) -> Result<()> {
         .collect();
     let mut rng = seeded_rng_for_experiments(a.seed);
     for &eps in &a.epsilons {
+        eprintln!(
+            "scalar DME, ε = {eps}: designing, then {} points × {n} clients",
+            a.points
+        );
         let mut mechs: Vec<(String, u32, AnyRandomizer)> = Vec::new();
         for b in [1u32, 3] {
             let (r, _) = design_with_time(b, b, eps, DpConstraint::Ldp, &DesignOptions::default())?;
@@ -508,10 +512,11 @@ fn vector_mvu_for(
     let mut best = setup.make(pure_em, options)?;
     let mut best_eps = accounted(&best)?;
     let (mut lo, mut hi) = (pure_em, pure_em * 400.0);
-    for _ in 0..18 {
+    for step in 1..=18 {
         let mid = (lo * hi).sqrt();
         let m = setup.make(mid, options)?;
         let e = accounted(&m)?;
+        eprintln!("  budget bisection {step}/18: metric budget {mid:.5} → accounted ε {e:.5}");
         if e <= eps {
             lo = mid;
             best = m;
@@ -550,8 +555,18 @@ fn run_vector_experiment(a: &ExperimentArgs) -> Result<()> {
             .map(|_| (0..n).map(|_| vector_data(kind, d, &mut rng)).collect())
             .collect();
         for &eps in &a.epsilons {
+            let started = std::time::Instant::now();
+            eprintln!("vector DME, {label} data, ε = {eps}: designing the ε-LDP mechanism");
             let (pure, pure_eps) = vector_mvu_for(eps, &setup, None, &options)?;
+            eprintln!(
+                "vector DME, {label} data, ε = {eps}: designing the (ε, δ) mechanism via RDP"
+            );
             let (rdp, rdp_eps) = vector_mvu_for(eps, &setup, Some(delta), &options)?;
+            eprintln!(
+                "vector DME, {label} data, ε = {eps}: designs done in {:.0} s; {} trials of {n} clients",
+                started.elapsed().as_secs_f64(),
+                a.trials
+            );
             if pure_eps > eps * (1.0 + 1e-9) || rdp_eps > eps * (1.0 + 1e-9) {
                 bail!("internal: accounted ε above the target {eps}");
             }

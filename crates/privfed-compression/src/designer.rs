@@ -69,7 +69,7 @@ use clarabel::solver::{
 };
 use privfed_mechanisms::bitwise_rr::BitwiseRr;
 use privfed_mechanisms::grid_rr::GridRr;
-use privfed_mechanisms::mvu::{DpConstraint, MvuDesign, Violations};
+use privfed_mechanisms::mvu::{DpConstraint, MvuDesign, Violations, max_log_ratio_excess};
 use privfed_mechanisms::{MechanismError, Result};
 use serde::Serialize;
 
@@ -175,42 +175,6 @@ fn objective(p: &[Vec<f64>], a: &[f64]) -> f64 {
         / n as f64
 }
 
-/// Largest `ln(P_ij/P_i'j) − ε·dist(i,i')` (∞ if a column mixes zeros and non-zeros).
-fn dp_excess(p: &[Vec<f64>], eps: f64, c: DpConstraint) -> f64 {
-    let n = p.len();
-    let m = p[0].len();
-    let mut worst = f64::NEG_INFINITY;
-    for j in 0..m {
-        if p.iter().all(|r| r[j] == 0.0) {
-            continue;
-        }
-        if p.iter().any(|r| r[j] <= 0.0) {
-            return f64::INFINITY;
-        }
-        match c {
-            DpConstraint::Ldp => {
-                let (mut mx, mut mn) = (0.0f64, f64::INFINITY);
-                for r in p {
-                    mx = mx.max(r[j]);
-                    mn = mn.min(r[j]);
-                }
-                worst = worst.max(mx.ln() - mn.ln() - eps);
-            }
-            DpConstraint::Metric { .. } => {
-                for i in 0..n {
-                    for i2 in 0..n {
-                        if i != i2 {
-                            worst =
-                                worst.max(p[i][j].ln() - p[i2][j].ln() - eps * c.dist(i, i2, n));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    worst
-}
-
 /// The a-step: the minimum of `Σ_j w_j a_j²` subject to `P a = x` (module docs). Columns with
 /// `w_j = 0` keep `fallback[j]`. `None` if the system is inconsistent or not finite.
 fn alphabet_step(p: &[Vec<f64>], fallback: &[f64]) -> Option<Vec<f64>> {
@@ -262,7 +226,7 @@ fn polish(mut p: Vec<Vec<f64>>, eps: f64, c: DpConstraint) -> Option<Vec<Vec<f64
         }
         row.iter_mut().for_each(|v| *v /= s);
     }
-    if dp_excess(&p, eps, c) <= -DP_MARGIN {
+    if max_log_ratio_excess(&p, c, eps) <= -DP_MARGIN {
         return Some(p);
     }
     let mut theta = 1e-15;
@@ -271,7 +235,7 @@ fn polish(mut p: Vec<Vec<f64>>, eps: f64, c: DpConstraint) -> Option<Vec<Vec<f64
             .iter()
             .map(|r| r.iter().map(|v| (1.0 - theta) * v + theta / m).collect())
             .collect();
-        if dp_excess(&q, eps, c) <= -DP_MARGIN {
+        if max_log_ratio_excess(&q, c, eps) <= -DP_MARGIN {
             return Some(q);
         }
         theta *= 2.0;

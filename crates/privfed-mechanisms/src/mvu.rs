@@ -146,12 +146,18 @@ impl TryFrom<RawDesign> for MvuDesign {
     }
 }
 
-/// Largest `ln(P_ij/P_i'j)/dist(i,i')` over `i ≠ i'` and `j` (exact in `f64` logs); `∞` if a
-/// column mixes zero and non-zero entries. Columns that are entirely zero are never output.
-pub(crate) fn max_scaled_log_ratio(rows: &[Vec<f64>], constraint: DpConstraint) -> f64 {
+/// Largest `f(ln(P_ij/P_i'j), dist(i,i'))` over `i ≠ i'` and `j` (exact in `f64` logs), for an
+/// `f` non-decreasing in its first argument (so for ε-LDP, where every distance is 1, only each
+/// column's largest and smallest entries matter); `∞` if a column mixes zero and non-zero
+/// entries; `−∞` if there is no pair. Columns that are entirely zero are never output.
+fn max_over_log_ratios(
+    rows: &[Vec<f64>],
+    constraint: DpConstraint,
+    f: impl Fn(f64, f64) -> f64,
+) -> f64 {
     let n = rows.len();
     let m = rows.first().map_or(0, Vec::len);
-    let mut worst = 0.0f64;
+    let mut worst = f64::NEG_INFINITY;
     for j in 0..m {
         let all_zero = rows.iter().all(|r| r[j] == 0.0);
         if all_zero {
@@ -167,15 +173,16 @@ pub(crate) fn max_scaled_log_ratio(rows: &[Vec<f64>], constraint: DpConstraint) 
                     mx = mx.max(r[j]);
                     mn = mn.min(r[j]);
                 }
-                worst = worst.max(mx.ln() - mn.ln());
+                if n > 1 {
+                    worst = worst.max(f(mx.ln() - mn.ln(), 1.0));
+                }
             }
             DpConstraint::Metric { .. } => {
                 for i in 0..n {
                     for i2 in 0..n {
                         if i != i2 {
-                            let l =
-                                (rows[i][j].ln() - rows[i2][j].ln()) / constraint.dist(i, i2, n);
-                            worst = worst.max(l);
+                            let l = rows[i][j].ln() - rows[i2][j].ln();
+                            worst = worst.max(f(l, constraint.dist(i, i2, n)));
                         }
                     }
                 }
@@ -183,6 +190,20 @@ pub(crate) fn max_scaled_log_ratio(rows: &[Vec<f64>], constraint: DpConstraint) 
         }
     }
     worst
+}
+
+/// Largest `ln(P_ij/P_i'j)/dist(i,i')` over `i ≠ i'` and `j` (exact in `f64` logs), at least 0;
+/// `∞` if a column mixes zero and non-zero entries: the exact ε of the rows.
+pub(crate) fn max_scaled_log_ratio(rows: &[Vec<f64>], constraint: DpConstraint) -> f64 {
+    max_over_log_ratios(rows, constraint, |l, d| l / d).max(0.0)
+}
+
+/// Largest `ln(P_ij/P_i'j) − ε·dist(i,i')` over `i ≠ i'` and `j`: how far the rows are from
+/// satisfying the constraint (1c) with budget `epsilon` (≤ 0 when they do; `∞` if a column
+/// mixes zero and non-zero entries; `−∞` for fewer than two rows). Designers use it to check a
+/// candidate.
+pub fn max_log_ratio_excess(rows: &[Vec<f64>], constraint: DpConstraint, epsilon: f64) -> f64 {
+    max_over_log_ratios(rows, constraint, |l, d| l - epsilon * d)
 }
 
 /// `v_i = Σ_j P_ij (a_j − i/(n − 1))²` for the `n` rows (input levels on `[0, 1]`).
@@ -828,6 +849,53 @@ mod tests {
             })
             .collect();
         MvuDesign::new(bits, bits, eps, DpConstraint::Ldp, p, g.alphabet().to_vec()).unwrap()
+    }
+
+    /// The excess and the exact ε agree: excess(ε) ≤ 0 exactly when ε ≥ the exact ε, and for
+    /// ε-LDP excess(ε) = exact ε − ε; checked against a brute-force double loop on random rows.
+    #[test]
+    fn log_ratio_excess_matches_brute_force() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::ChaCha20Rng::seed_from_u64(11);
+        for c in [
+            DpConstraint::Ldp,
+            DpConstraint::Metric { power: 1 },
+            DpConstraint::Metric { power: 2 },
+        ] {
+            for _ in 0..20 {
+                let (n, m) = (rng.random_range(2..7usize), rng.random_range(1..5usize));
+                let rows: Vec<Vec<f64>> = (0..n)
+                    .map(|_| (0..m).map(|_| rng.random_range(0.01..1.0)).collect())
+                    .collect();
+                let eps = rng.random_range(0.1..3.0);
+                let mut brute = f64::NEG_INFINITY;
+                let mut brute_scaled = 0.0f64;
+                for j in 0..m {
+                    for i in 0..n {
+                        for k in 0..n {
+                            if i != k {
+                                let l = rows[i][j].ln() - rows[k][j].ln();
+                                brute = brute.max(l - eps * c.dist(i, k, n));
+                                brute_scaled = brute_scaled.max(l / c.dist(i, k, n));
+                            }
+                        }
+                    }
+                }
+                let got = max_log_ratio_excess(&rows, c, eps);
+                assert!((got - brute).abs() < 1e-12, "{c:?}: {got} vs {brute}");
+                let exact = max_scaled_log_ratio(&rows, c);
+                assert!((exact - brute_scaled).abs() < 1e-12);
+                assert!(max_log_ratio_excess(&rows, c, exact * (1.0 + 1e-12)) <= 1e-12);
+                if c == DpConstraint::Ldp {
+                    assert!((got - (exact - eps)).abs() < 1e-12);
+                }
+            }
+        }
+        let mixed = vec![vec![0.0, 1.0], vec![0.5, 0.5]];
+        assert_eq!(
+            max_log_ratio_excess(&mixed, DpConstraint::Ldp, 1.0),
+            f64::INFINITY
+        );
     }
 
     #[test]

@@ -870,6 +870,7 @@ mod tests {
                 let eps = rng.random_range(0.1..3.0);
                 let mut brute = f64::NEG_INFINITY;
                 let mut brute_scaled = 0.0f64;
+                #[allow(clippy::needless_range_loop)] // i, k index rows; j the column
                 for j in 0..m {
                     for i in 0..n {
                         for k in 0..n {

@@ -566,19 +566,21 @@ mod tests {
         assert_eq!(RdpAccountant::new().get_epsilon(1e-5).unwrap(), 0.0);
     }
 
+    /// `D_α(p‖r)` of two explicit laws, computed directly.
+    fn renyi(p: &[f64], r: &[f64], a: f64) -> f64 {
+        p.iter()
+            .zip(r)
+            .map(|(x, y)| x.powf(a) * y.powf(1.0 - a))
+            .sum::<f64>()
+            .ln()
+            / (a - 1.0)
+    }
+
     /// The accountant's `LocalSampled(PureDp)` curve against the Rényi divergence of the explicit
     /// mixture of randomized response with a visible ⊥ (RR is the worst ε-DP pair, so this is
     /// exact), and it is never below what plain Poisson sampling would claim at ε(δ).
     #[test]
     fn local_sampled_pure_dp_is_the_rr_mixture() {
-        let d = |p: &[f64], r: &[f64], a: f64| -> f64 {
-            p.iter()
-                .zip(r)
-                .map(|(x, y)| x.powf(a) * y.powf(1.0 - a))
-                .sum::<f64>()
-                .ln()
-                / (a - 1.0)
-        };
         let orders = [1.5, 2.0, 3.0, 10.0, 64.0];
         for (eps, q) in [(0.5f64, 0.2f64), (2.0, 0.05), (4.0, 0.5)] {
             let e = DpEvent::LocalSampled {
@@ -590,7 +592,7 @@ mod tests {
             let pm = [q * p, q * (1.0 - p), 1.0 - q];
             let pn = [q * (1.0 - p), q * p, 1.0 - q];
             for (&a, &c) in orders.iter().zip(&curve) {
-                let direct = d(&pm, &pn, a);
+                let direct = renyi(&pm, &pn, a);
                 assert!(
                     (c - direct).abs() <= 1e-10 * direct,
                     "ε={eps} q={q} α={a}: {c} vs {direct}"
@@ -625,20 +627,12 @@ mod tests {
         // D_α(μ‖ν) (which is itself computed directly).
         let mu = [0.5, 0.3, 0.2];
         let nu = [0.2, 0.3, 0.5];
-        let d = |p: &[f64], r: &[f64], a: f64| -> f64 {
-            p.iter()
-                .zip(r)
-                .map(|(x, y)| x.powf(a) * y.powf(1.0 - a))
-                .sum::<f64>()
-                .ln()
-                / (a - 1.0)
-        };
         for q in [0.01, 0.3, 1.0] {
             for a in [1.5, 2.0, 7.0, 40.0] {
-                let base = d(&mu, &nu, a);
+                let base = renyi(&mu, &nu, a);
                 let pm: Vec<f64> = mu.iter().map(|x| q * x).chain([1.0 - q]).collect();
                 let pn: Vec<f64> = nu.iter().map(|x| q * x).chain([1.0 - q]).collect();
-                let direct = if q < 1.0 { d(&pm, &pn, a) } else { base };
+                let direct = if q < 1.0 { renyi(&pm, &pn, a) } else { base };
                 let f = local_sampled_rdp(q, base, a).unwrap();
                 assert!(
                     (f - direct).abs() <= 1e-12 * direct.max(1e-300),

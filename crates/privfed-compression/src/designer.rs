@@ -69,7 +69,9 @@ use clarabel::solver::{
 };
 use privfed_mechanisms::bitwise_rr::BitwiseRr;
 use privfed_mechanisms::grid_rr::GridRr;
-use privfed_mechanisms::mvu::{DpConstraint, MvuDesign, Violations, max_log_ratio_excess};
+use privfed_mechanisms::mvu::{
+    DpConstraint, MvuDesign, Violations, max_log_ratio_excess, row_variances,
+};
 use privfed_mechanisms::{MechanismError, Result};
 use serde::Serialize;
 
@@ -159,20 +161,9 @@ pub struct DesignReport {
     pub lp_solves: usize,
 }
 
-/// The objective (2) divided by `B_in`.
+/// The objective (2) divided by `B_in`: the mean of the per-input variances.
 fn objective(p: &[Vec<f64>], a: &[f64]) -> f64 {
-    let n = p.len();
-    p.iter()
-        .enumerate()
-        .map(|(i, row)| {
-            let x = i as f64 / (n - 1) as f64;
-            row.iter()
-                .zip(a)
-                .map(|(pij, aj)| pij * (aj - x) * (aj - x))
-                .sum::<f64>()
-        })
-        .sum::<f64>()
-        / n as f64
+    row_variances(p, a).iter().sum::<f64>() / p.len() as f64
 }
 
 /// The a-step: the minimum of `Σ_j w_j a_j²` subject to `P a = x` (module docs). Columns with

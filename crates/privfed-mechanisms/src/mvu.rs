@@ -206,8 +206,9 @@ pub fn max_log_ratio_excess(rows: &[Vec<f64>], constraint: DpConstraint, epsilon
     max_over_log_ratios(rows, constraint, |l, d| l - epsilon * d)
 }
 
-/// `v_i = Σ_j P_ij (a_j − i/(n − 1))²` for the `n` rows (input levels on `[0, 1]`).
-fn row_variances(rows: &[Vec<f64>], alphabet: &[f64]) -> Vec<f64> {
+/// `v_i = Σ_j P_ij (a_j − i/(n − 1))²` for the `n` rows (input levels on `[0, 1]`): the
+/// per-input variances whose mean is the objective (2) divided by `B_in`.
+pub fn row_variances(rows: &[Vec<f64>], alphabet: &[f64]) -> Vec<f64> {
     let n = rows.len();
     rows.iter()
         .enumerate()

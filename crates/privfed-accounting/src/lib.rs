@@ -20,10 +20,11 @@
 //! | `LocalSampled(inner)` | `ln(1−q+q·e^{(α−1)ε(α)})/(α−1)` on the inner curve | `q·PLD + (1−q)·δ₀` (Gaussian, Laplace, pure, 1-D Skellam) |
 //! | `RdpCurve` | as given (monotone extension) | rejected (`UnsupportedEvent`) |
 //!
-//! Numerics written here for now (`numerics` module: `ln_norm_cdf`, normal-tail differences,
-//! `ln_beta_inc` with a log-space prefactor, `ln_beta` with a Stirling difference for large
-//! arguments) can later be replaced by `privfed_mechanisms::special::{norm_cdf, ln_norm_cdf,
-//! ln_beta_inc}` once that module lands, keeping the tests against mpmath.
+//! The `numerics` module (`ln_norm_cdf`, normal-tail differences, `ln_beta_inc` taking both `x`
+//! and `1 − x`, `ln_beta` with a Stirling difference for large arguments) overlaps
+//! `privfed_mechanisms::special`. The two crates are siblings in the layer diagram (DESIGN.md:
+//! arrows point down only), so neither depends on the other; the way to share them is a small
+//! `privfed-special` crate below both, with the mpmath tests of both moved there. Not done yet.
 //!
 //! ```
 //! use privfed_accounting::{DpEvent, RdpAccountant};

@@ -326,16 +326,12 @@ pub fn run_account(args: &AccountArgs) -> Result<Value> {
             }
             let mut acc = RdpAccountant::new();
             acc.compose(&event).context("composing the event")?;
-            if let Some(delta) = args.delta {
-                let r = acc.get_epsilon_and_order(delta)?;
-                out["delta"] = json!(delta);
-                out["epsilon"] = float_or_null(r.epsilon);
-                out["optimal_order"] = json!(r.optimal_order);
-            } else {
-                let eps = args.epsilon.expect("clap enforces --delta or --epsilon");
-                out["epsilon"] = json!(eps);
-                out["delta"] = json!(acc.get_delta(eps)?);
-            }
+            // A pure ε-DP step also composes to T·ε with δ = 0, tighter than RDP at small T.
+            let pure_total = match (args.mechanism, args.local_epsilon) {
+                (MechanismArg::Pure, Some(e)) => Some(e * args.steps as f64),
+                _ => None,
+            };
+            rdp_answer(&acc, args, pure_total, &mut out)?;
         }
         AccountantArg::Pld => {
             let mut acc = match args.value_discretization {
@@ -496,7 +492,6 @@ fn account_mvu(args: &AccountArgs, q: f64) -> Result<Value> {
         "steps": args.steps,
         "sampling_rate": q,
         "pure_epsilon_per_step": step.pure_epsilon,
-        "epsilon_pure_composition": pure_total,
         "bound": step.bound,
         "event": event,
     });
@@ -506,32 +501,59 @@ fn account_mvu(args: &AccountArgs, q: f64) -> Result<Value> {
              ln(1 - q + q*exp((alpha-1)*eps(alpha)))/(alpha-1), exact when absence is visible"
         );
     }
+    rdp_answer(&acc, args, Some(pure_total), &mut out)?;
+    Ok(out)
+}
+
+/// The RDP accountant's answer to `--delta` (ε and the optimal order) or `--epsilon` (δ), into
+/// `out`. With `pure_total = Some(T·ε)` (every step pure ε-DP) the answer is capped by pure
+/// composition (ε ≤ T·ε at δ = 0), the RDP figure kept beside it (`epsilon_rdp` / `delta_rdp`)
+/// and the source named (`epsilon_from` / `delta_from`: `rdp` or `pure_composition`).
+fn rdp_answer(
+    acc: &RdpAccountant,
+    args: &AccountArgs,
+    pure_total: Option<f64>,
+    out: &mut Value,
+) -> Result<()> {
+    if let Some(total) = pure_total {
+        out["epsilon_pure_composition"] = json!(total);
+    }
     if let Some(delta) = args.delta {
         let r = acc.get_epsilon_and_order(delta)?;
         out["delta"] = json!(delta);
-        out["epsilon_rdp"] = float_or_null(r.epsilon);
         out["optimal_order"] = json!(r.optimal_order);
-        let (eps, from) = if r.epsilon <= pure_total {
-            (r.epsilon, "rdp")
-        } else {
-            (pure_total, "pure_composition")
-        };
-        out["epsilon"] = json!(eps);
-        out["epsilon_from"] = json!(from);
+        match pure_total {
+            None => out["epsilon"] = float_or_null(r.epsilon),
+            Some(total) => {
+                out["epsilon_rdp"] = float_or_null(r.epsilon);
+                let (eps, from) = if r.epsilon <= total {
+                    (r.epsilon, "rdp")
+                } else {
+                    (total, "pure_composition")
+                };
+                out["epsilon"] = json!(eps);
+                out["epsilon_from"] = json!(from);
+            }
+        }
     } else {
         let eps = args.epsilon.expect("clap enforces --delta or --epsilon");
         let d_rdp = acc.get_delta(eps)?;
         out["epsilon"] = json!(eps);
-        out["delta_rdp"] = json!(d_rdp);
-        let (delta, from) = if eps >= pure_total {
-            (0.0, "pure_composition")
-        } else {
-            (d_rdp, "rdp")
-        };
-        out["delta"] = json!(delta);
-        out["delta_from"] = json!(from);
+        match pure_total {
+            None => out["delta"] = json!(d_rdp),
+            Some(total) => {
+                out["delta_rdp"] = json!(d_rdp);
+                let (delta, from) = if eps >= total {
+                    (0.0, "pure_composition")
+                } else {
+                    (d_rdp, "rdp")
+                };
+                out["delta"] = json!(delta);
+                out["delta_from"] = json!(from);
+            }
+        }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Runs `privfed calibrate`; returns `{accountant, mechanism, noise_multiplier | scale |

@@ -14,21 +14,35 @@
 use privfed_compression::designer::{DesignOptions, design_mvu};
 use privfed_mechanisms::mvu::DpConstraint;
 
-/// One row of the CSV: (bits, ε, reference variance, gRR variance).
-fn recorded(bits: u32) -> Vec<(u32, f64, f64, f64)> {
+/// The recorded CSV: a column lookup by name, and the rows split into fields.
+fn table() -> (impl Fn(&str) -> usize, Vec<Vec<String>>) {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../experiments/paper004_reference_designs.csv"
     );
     let text = std::fs::read_to_string(path).expect("experiments/paper004_reference_designs.csv");
     let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
-    let col = |name: &str| {
+    let header: Vec<String> = lines
+        .next()
+        .expect("header")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let rows = lines
+        .map(|l| l.split(',').map(str::to_owned).collect())
+        .collect();
+    let col = move |name: &str| {
         header
             .iter()
-            .position(|h| *h == name)
+            .position(|h| h == name)
             .unwrap_or_else(|| panic!("column {name}"))
     };
+    (col, rows)
+}
+
+/// One row of the CSV: (bits, ε, reference variance, gRR variance).
+fn recorded(bits: u32) -> Vec<(u32, f64, f64, f64)> {
+    let (col, lines) = table();
     let (cb, ce, cr, cg, cd) = (
         col("bits"),
         col("epsilon"),
@@ -37,7 +51,7 @@ fn recorded(bits: u32) -> Vec<(u32, f64, f64, f64)> {
         col("ref_design"),
     );
     let rows: Vec<(u32, f64, f64, f64)> = lines
-        .map(|l| l.split(',').collect::<Vec<_>>())
+        .into_iter()
         .filter(|f| f[cb].parse::<u32>().ok() == Some(bits))
         .map(|f| {
             // Only designs the reference actually returned are comparison points.
@@ -107,14 +121,7 @@ fn at_least_as_good_as_the_papers_reference_at_four_bits() {
 /// point. At least one must exist, so that this test cannot pass vacuously.
 #[test]
 fn at_least_as_good_as_the_papers_valid_five_bit_iterates() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../experiments/paper004_reference_designs.csv"
-    );
-    let text = std::fs::read_to_string(path).expect("experiments/paper004_reference_designs.csv");
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
-    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (col, lines) = table();
     let (cb, ce, cr, ca) = (
         col("bits"),
         col("epsilon"),
@@ -122,7 +129,7 @@ fn at_least_as_good_as_the_papers_valid_five_bit_iterates() {
         col("ref_accepted_by_privfed"),
     );
     let mut compared = 0;
-    for f in lines.map(|l| l.split(',').collect::<Vec<_>>()) {
+    for f in lines {
         if f[cb] != "5" || f[ca] != "yes" {
             continue;
         }

@@ -599,24 +599,20 @@ mod tests {
                 );
             }
         }
-        let mut local = RdpAccountant::new();
-        local
-            .compose(&DpEvent::LocalSampled {
-                rate: 0.01,
-                event: Box::new(DpEvent::PureDp { epsilon: 1.0 }),
-            })
-            .unwrap();
-        let mut central = RdpAccountant::new();
-        central
-            .compose(&DpEvent::PoissonSampled {
-                rate: 0.01,
-                event: Box::new(DpEvent::PureDp { epsilon: 1.0 }),
-            })
-            .unwrap();
-        let (l, c) = (
-            local.get_epsilon(1e-6).unwrap(),
-            central.get_epsilon(1e-6).unwrap(),
-        );
+        let eps_of = |e: DpEvent| {
+            let mut acc = RdpAccountant::new();
+            acc.compose(&e).unwrap();
+            acc.get_epsilon(1e-6).unwrap()
+        };
+        let pure = || Box::new(DpEvent::PureDp { epsilon: 1.0 });
+        let l = eps_of(DpEvent::LocalSampled {
+            rate: 0.01,
+            event: pure(),
+        });
+        let c = eps_of(DpEvent::PoissonSampled {
+            rate: 0.01,
+            event: pure(),
+        });
         assert!(l > c, "local {l} vs central {c}");
     }
 

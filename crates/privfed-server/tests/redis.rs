@@ -4,27 +4,16 @@
 
 mod common;
 
+use privfed_server::RedisStore;
 use privfed_server::client::{Client, Submitted};
 use privfed_server::model::CreateModel;
-use privfed_server::{AppState, RedisStore};
 use std::collections::HashSet;
-use std::sync::Arc;
 
 const TOKEN: &str = "tok";
 
 async fn start(redis_url: &str) -> (String, tokio::sync::oneshot::Sender<()>) {
     let store = RedisStore::connect(redis_url).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let state = Arc::new(AppState::new(store, TOKEN));
-    tokio::spawn(async move {
-        privfed_server::serve(listener, state, async {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
+    let (url, tx, _) = common::serve_on_loopback(store, TOKEN).await;
     (url, tx)
 }
 

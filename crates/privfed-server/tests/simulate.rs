@@ -9,11 +9,10 @@ use privfed_learn::data::synthetic_production;
 use privfed_learn::ddml::{Outcome, Strategy};
 use privfed_learn::simulate::{ModelServer, SimConfig, initial_std, simulate};
 use privfed_mechanisms::rng::seeded_rng_for_experiments;
+use privfed_server::EmbeddedStore;
 use privfed_server::client::Client;
 use privfed_server::model::CreateModel;
 use privfed_server::simulate::{HttpModelServer, RemoteError};
-use privfed_server::{AppState, EmbeddedStore};
-use std::sync::Arc;
 use tokio::runtime::Runtime;
 
 const TOKEN: &str = "sim-token";
@@ -34,20 +33,9 @@ impl Live {
             .enable_all()
             .build()
             .unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let url = rt.block_on(async {
+        let (url, tx, _) = rt.block_on(async {
             let store = EmbeddedStore::open(&dir.0).unwrap();
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let url = format!("http://{}", listener.local_addr().unwrap());
-            let state = Arc::new(AppState::new(store, TOKEN));
-            tokio::spawn(async move {
-                privfed_server::serve(listener, state, async {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
-            });
-            url
+            common::serve_on_loopback(store, TOKEN).await
         });
         Self {
             url,

@@ -3,11 +3,10 @@
 
 mod common;
 
+use privfed_server::EmbeddedStore;
 use privfed_server::client::{Client, Submitted};
 use privfed_server::model::CreateModel;
-use privfed_server::{AppState, EmbeddedStore};
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "tok";
@@ -31,18 +30,7 @@ async fn start(
             Err(e) => panic!("cannot reopen the store: {e}"),
         }
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let state = Arc::new(AppState::new(store, TOKEN));
-    let h = tokio::spawn(async move {
-        privfed_server::serve(listener, state, async {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
-    (url, tx, h)
+    common::serve_on_loopback(store, TOKEN).await
 }
 
 fn spec(name: &str, dim: usize, k: usize) -> CreateModel {

@@ -105,3 +105,29 @@ pub fn start_redis() -> Option<RedisServer> {
         _dir: dir,
     })
 }
+
+/// A running server: its base URL, the sender that shuts it down, and its task.
+pub type Running = (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// Serves `store` with `token` on 127.0.0.1 (OS-chosen port) on the current tokio runtime.
+pub async fn serve_on_loopback<S: privfed_server::Store + 'static>(
+    store: S,
+    token: &str,
+) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let state = std::sync::Arc::new(privfed_server::AppState::new(store, token));
+    let h = tokio::spawn(async move {
+        privfed_server::serve(listener, state, async {
+            let _ = rx.await;
+        })
+        .await
+        .unwrap();
+    });
+    (url, tx, h)
+}

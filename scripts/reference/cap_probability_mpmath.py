@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference values for the reconstruction-protection calculator (ALGORITHMS.md §1.6): the
+"""Reference values for the reconstruction-protection calculator (docs/ALGORITHMS.md §1.6): the
 spherical-cap probability P0 = 1/2 * I_{1-t^2}((k-1)/2, 1/2) of <h, Y> >= t for Y uniform on
 S^{k-1}, as ln P0, with mpmath at 50 significant digits.
 Computed independently of any continued fraction, from the cap integral

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference values for ln Phi and the analytic Gaussian mechanism (Balle & Wang 2018, ALGORITHMS.md §2.5).
+"""Reference values for ln Phi and the analytic Gaussian mechanism (Balle & Wang 2018, docs/ALGORITHMS.md §2.5).
 
 delta(eps; sigma, Delta) = Phi(Delta/(2 sigma) - eps sigma/Delta)
                            - e^eps Phi(-Delta/(2 sigma) - eps sigma/Delta),

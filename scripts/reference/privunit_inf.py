@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference values for PrivUnitInf (paper 000 Alg. 2, ALGORITHMS.md §1.3), with mpmath at 50 digits.
+"""Reference values for PrivUnitInf (paper 000 Alg. 2, docs/ALGORITHMS.md §1.3), with mpmath at 50 digits.
 
 Output: crates/privfed-mechanisms/tests/data/privunit_inf_reference.json
   * "tails": ln P(Bin(d,1/2) = tau), ln P(Bin(d,1/2) >= tau), ln P(Bin(d,1/2) <= tau-1), and for

@@ -3,10 +3,10 @@
 
 Precision: mp.dps = 60 (60 significant decimal digits) for every value, with extra working
 precision where a difference is taken (see `beta_log_tails`). Output: JSON on stdout; the test
-`crates/privfed-mechanisms/tests/special_reference.rs` reads it from
-`crates/privfed-mechanisms/tests/data/special_mpmath.json`.
+`crates/privfed-special/tests/special_reference.rs` reads it from
+`crates/privfed-special/tests/data/special_mpmath.json`.
 
-    python3 scripts/reference/special_mpmath.py > crates/privfed-mechanisms/tests/data/special_mpmath.json
+    python3 scripts/reference/special_mpmath.py > crates/privfed-special/tests/data/special_mpmath.json
 
 Every input is an IEEE double and the reference is the exact function at that double, rounded
 to the nearest double at the end (values below the double range become 0 or subnormals; the

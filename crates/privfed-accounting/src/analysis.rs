@@ -1,6 +1,6 @@
-//! Deployment analyses: Draw-and-Discard adversaries (paper 003 §IV, ALGORITHMS.md §4.3),
-//! reconstruction protection (paper 000 §2.3, ALGORITHMS.md §1.6) and the analytic Gaussian
-//! mechanism (Balle & Wang 2018, ALGORITHMS.md §2.5).
+//! Deployment analyses: Draw-and-Discard adversaries (paper 003 §IV, docs/ALGORITHMS.md §4.3),
+//! reconstruction protection (paper 000 §2.3, docs/ALGORITHMS.md §1.6) and the analytic Gaussian
+//! mechanism (Balle & Wang 2018, docs/ALGORITHMS.md §2.5).
 
 use serde::Serialize;
 
@@ -9,7 +9,7 @@ use crate::numerics::{bisect_smallest, ln_beta_inc};
 use crate::pld::gaussian_delta;
 
 /// Privacy of one client update in a Draw-and-Discard deployment against the three adversaries
-/// of paper 003 §IV (ALGORITHMS.md §4.3).
+/// of paper 003 §IV (docs/ALGORITHMS.md §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct DrawAndDiscardReport {
     /// Adversary I (channel listener, sees the model sent and the one returned): the client's
@@ -29,7 +29,7 @@ pub struct DrawAndDiscardReport {
 }
 
 /// Draw-and-Discard analysis for local ε, `k` instances, `t_updates` further updates of the
-/// observed instance and `delta_t` ∈ (0, ½) (ALGORITHMS.md §4.3, formulas exactly as given
+/// observed instance and `delta_t` ∈ (0, ½) (docs/ALGORITHMS.md §4.3, formulas exactly as given
 /// there; II and III are the paper's expected-loss and approximate statements).
 pub fn draw_and_discard(
     local_epsilon: f64,
@@ -68,7 +68,7 @@ pub fn draw_and_discard(
 }
 
 /// `ln P₀` for the spherical cap: `P₀ = P(⟨ĥ, Y⟩ ≥ t) = ½·I_{1−t²}((k−1)/2, ½)` for `Y`
-/// uniform on `S^{k−1}` (ALGORITHMS.md §1.6), `k ≥ 2`, `t ∈ (0, 1)`. The incomplete beta is a
+/// uniform on `S^{k−1}` (docs/ALGORITHMS.md §1.6), `k ≥ 2`, `t ∈ (0, 1)`. The incomplete beta is a
 /// continued fraction with a log-space prefactor, so caps far below `f64`'s range (e.g.
 /// `k = 10⁶`, `t = 0.5`, `ln P₀ ≈ −1.4·10⁵`) are returned in log form.
 pub fn ln_cap_probability(k: u64, t: f64) -> Result<f64> {
@@ -104,7 +104,7 @@ pub struct ReconstructionReport {
 }
 
 /// Bound on the probability that an adversary reconstructs `ĥ` with `⟨ĥ, Y⟩ ≥ t` from the output
-/// of an ε-DP randomizer, for data uniform on `S^{k−1}` (000 Lemmas 2.1–2.2, ALGORITHMS.md §1.6):
+/// of an ε-DP randomizer, for data uniform on `S^{k−1}` (000 Lemmas 2.1–2.2, docs/ALGORITHMS.md §1.6):
 /// `min(1, e^ε·P₀)`.
 pub fn reconstruction_bound(k: u64, t: f64, epsilon: f64) -> Result<ReconstructionReport> {
     check_nonnegative("epsilon", epsilon)?;
@@ -133,7 +133,7 @@ pub fn max_epsilon_for_reconstruction(k: u64, t: f64, target: f64) -> Result<f64
     Ok((target.ln() - lp).max(0.0))
 }
 
-/// Analytic Gaussian mechanism (Balle & Wang 2018; ALGORITHMS.md §2.5): the smallest σ with
+/// Analytic Gaussian mechanism (Balle & Wang 2018; docs/ALGORITHMS.md §2.5): the smallest σ with
 /// `Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ) ≤ δ`, by geometric bisection (relative 1e-12).
 pub fn analytic_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: f64) -> Result<f64> {
     check_positive("epsilon", epsilon)?;
@@ -171,7 +171,7 @@ mod tests {
         assert_eq!(r.adversary_i_epsilon, e);
         assert!((r.adversary_ii_expected_loss - 0.9 * e / 2.0).abs() < 1e-15);
         assert!((r.adversary_iii_discard_probability - 0.9).abs() < 1e-15);
-        // ≈ 3ε/√T at δ_T = 1e-8 (ALGORITHMS.md §4.3).
+        // ≈ 3ε/√T at δ_T = 1e-8 (docs/ALGORITHMS.md §4.3).
         assert!((r.adversary_iii_epsilon / (3.0 * e / 10.0) - 1.0).abs() < 0.01);
         assert!(draw_and_discard(1.0, 0, 1, 1e-8).is_err());
         assert!(draw_and_discard(f64::NAN, 3, 1, 1e-8).is_err());

@@ -1,4 +1,4 @@
-//! Calibration (ALGORITHMS.md §5.4): the smallest noise that meets a target (ε, δ).
+//! Calibration (docs/ALGORITHMS.md §5.4): the smallest noise that meets a target (ε, δ).
 //!
 //! Bisection (geometric, relative tolerance 1e-6) over the noise parameter, using the chosen
 //! accountant's ε at the given δ. The returned parameter always meets the target (the search

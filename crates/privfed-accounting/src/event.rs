@@ -27,12 +27,12 @@ pub enum DpEvent {
         scale: f64,
     },
     /// Any pure ε-DP randomizer (e.g. one of privfed's local randomizers). Accounted with the
-    /// form that is tight for binary randomized response (ALGORITHMS.md §5.1).
+    /// form that is tight for binary randomized response (docs/ALGORITHMS.md §5.1).
     PureDp {
         /// The randomizer's ε (> 0).
         epsilon: f64,
     },
-    /// Skellam noise `Sk(mu)` added to each coordinate of an integer query (001 §3; ALGORITHMS.md
+    /// Skellam noise `Sk(mu)` added to each coordinate of an integer query (001 §3; docs/ALGORITHMS.md
     /// §2.2), everything in the integer (scaled) domain.
     Skellam {
         /// The Skellam variance μ (> 0).

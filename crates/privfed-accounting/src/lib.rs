@@ -1,4 +1,4 @@
-//! Privacy accounting for privfed (formulas in `ALGORITHMS.md` §5, §2.2, §4.3, §1.6).
+//! Privacy accounting for privfed (formulas in `docs/ALGORITHMS.md` §5, §2.2, §4.3, §1.6).
 //!
 //! * [`DpEvent`]: privacy events as data (Gaussian, Laplace, pure ε-DP, Skellam, Poisson
 //!   sampling, local sampling with visible participation, composition, user RDP curves).

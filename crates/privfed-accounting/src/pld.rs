@@ -1,4 +1,4 @@
-//! Privacy loss distributions (ALGORITHMS.md §5.3).
+//! Privacy loss distributions (docs/ALGORITHMS.md §5.3).
 //!
 //! A [`DiscretePld`] is the law of the privacy loss `L = ln(P(o)/Q(o))`, `o ~ P`, on the grid
 //! `{i·h}` plus a mass at `+∞`. `δ(ε) = P(L = ∞) + Σ_i p_i·(1 − e^{ε − i·h})₊`.

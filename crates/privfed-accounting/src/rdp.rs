@@ -1,4 +1,4 @@
-//! Rényi-DP accounting (ALGORITHMS.md §5.1–5.2).
+//! Rényi-DP accounting (docs/ALGORITHMS.md §5.1–5.2).
 //!
 //! A curve `ε(α)` is kept on a fixed grid of orders; events add their curves; the improved
 //! conversion (Canonne, Kamath, Steinke 2020, Prop. 12; 001 Lemma 2.3) turns it into (ε, δ).
@@ -39,7 +39,7 @@ pub fn laplace_rdp(scale: f64, alpha: f64) -> f64 {
     (1.0 / b + inner.ln() / (alpha - 1.0)).max(0.0)
 }
 
-/// RDP of any ε-DP randomizer, tight for binary randomized response (ALGORITHMS.md §5.1):
+/// RDP of any ε-DP randomizer, tight for binary randomized response (docs/ALGORITHMS.md §5.1):
 /// `ε(α) = 1/(α−1)·ln((sinh(αε) − sinh((α−1)ε))/sinh ε) = ln(cosh((2α−1)ε/2)/cosh(ε/2))/(α−1)`.
 pub fn pure_dp_rdp(epsilon: f64, alpha: f64) -> f64 {
     let ln_cosh = |x: f64| {
@@ -313,7 +313,7 @@ fn curve_at(orders: &[f64], eps: &[f64], a: f64) -> f64 {
     }
 }
 
-/// Improved RDP → (ε, δ) conversion (Canonne, Kamath, Steinke 2020, Prop. 12; ALGORITHMS.md
+/// Improved RDP → (ε, δ) conversion (Canonne, Kamath, Steinke 2020, Prop. 12; docs/ALGORITHMS.md
 /// §5.2): `ε = min_α [ε(α) + ln((α−1)/α) − (ln δ + ln α)/(α−1)]`, together with the KL bound
 /// (`δ ≥ √(1 − e^{−ε(α)})` gives ε = 0). Returns `(ε, optimal α)`; ε is `+∞` if every order is.
 pub fn rdp_to_epsilon(orders: &[f64], rdp: &[f64], delta: f64) -> Result<(f64, f64)> {
@@ -468,7 +468,7 @@ mod tests {
 
     #[test]
     fn pure_dp_fixtures() {
-        // ALGORITHMS.md §5.1 (checked values).
+        // docs/ALGORITHMS.md §5.1 (checked values).
         assert!((pure_dp_rdp(1.0, 2.0) - 0.735326).abs() < 1e-6);
         assert!((pure_dp_rdp(3.0, 5.0) - 2.987853).abs() < 1e-6);
         // Large ε·α does not overflow and stays ≤ ε.

@@ -1,11 +1,11 @@
-//! The Skellam mechanism (paper 001; ALGORITHMS.md §2.1–2.2): the RDP bound and the exact
+//! The Skellam mechanism (paper 001; docs/ALGORITHMS.md §2.1–2.2): the RDP bound and the exact
 //! one-dimensional pmf, RDP and privacy-loss atoms.
 
 use crate::error::{AccountingError, Result, check_positive};
 use crate::numerics::log_sum_exp;
 
 /// RDP bound of adding `Sk(μ)` to each coordinate of an integer query with ℓ1 sensitivity `Δ₁`
-/// and ℓ2 sensitivity `Δ₂` (001 Thm. 3.5 / Cor. 3.6 / Cor. 4.1, ALGORITHMS.md §2.2, exactly as
+/// and ℓ2 sensitivity `Δ₂` (001 Thm. 3.5 / Cor. 3.6 / Cor. 4.1, docs/ALGORITHMS.md §2.2, exactly as
 /// given there; integer `α > 1`, all quantities in the integer domain):
 /// `ε(α) = α·Δ₂²/(2μ) + min( ((2α−1)·Δ₂² + 6·Δ₁)/(4μ²), 3·Δ₁/(2μ) )`.
 ///
@@ -53,7 +53,7 @@ pub fn skellam_ln_pmf(mu: f64, kmax: usize) -> Result<Vec<f64>> {
 }
 
 /// Exact Rényi divergence `D_α(Δ + Sk(μ) ‖ Sk(μ))` of the one-dimensional Skellam mechanism
-/// with integer sensitivity `Δ`, by summation over the pmf (ALGORITHMS.md §2.2):
+/// with integer sensitivity `Δ`, by summation over the pmf (docs/ALGORITHMS.md §2.2):
 /// `1/(α−1)·ln Σ_k pmf(k−Δ)^α pmf(k)^{1−α}` for real `α > 1`. The sum is taken over a window
 /// that covers the peak of the summand (near `k = αΔ`) plus 40 standard deviations.
 pub fn skellam_exact_rdp_1d(mu: f64, sensitivity: u64, alpha: f64) -> Result<f64> {
@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn exact_rdp_fixtures_and_bound() {
-        // ALGORITHMS.md §2.2 checked values.
+        // docs/ALGORITHMS.md §2.2 checked values.
         let cases = [
             (2.0, 2.0, 0.475421, 1.0625),
             (10.0, 4.0, 0.195408, 0.2325),

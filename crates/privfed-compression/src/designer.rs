@@ -1,4 +1,4 @@
-//! The MVU designer (paper 004 §3.4; `ALGORITHMS.md` §3.3).
+//! The MVU designer (paper 004 §3.4; `docs/ALGORITHMS.md` §3.3).
 //!
 //! Minimize the objective (2), `(1/B_in)·Σ_i Σ_j P_ij (x_i − a_j)²` with `x_i = i/(B_in − 1)`,
 //! subject to (1a)–(1d) (or the metric-DP constraint (3) instead of (1c)). Given (1d) the objective

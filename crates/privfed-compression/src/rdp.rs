@@ -1,4 +1,4 @@
-//! Rényi DP of the MVU mechanism (paper 004 §4.3; `ALGORITHMS.md` §3.5).
+//! Rényi DP of the MVU mechanism (paper 004 §4.3; `docs/ALGORITHMS.md` §3.5).
 //!
 //! For a design `P` and order `α > 1`,
 //! `D^α_{i,i'} = 1/(α−1)·ln Σ_j P_ij^α P_i'j^{1−α}` is the Rényi divergence between the output
@@ -182,7 +182,7 @@ mod tests {
     };
     use privfed_mechanisms::mvu::DpConstraint;
 
-    /// The ε-DP RDP bound, tight for binary RR (ALGORITHMS.md §5.1):
+    /// The ε-DP RDP bound, tight for binary RR (docs/ALGORITHMS.md §5.1):
     /// `ln((sinh αε − sinh(α−1)ε)/sinh ε)/(α−1) = ln(cosh((2α−1)ε/2)/cosh(ε/2))/(α−1)`
     /// (sinh u − sinh v = 2 cosh((u+v)/2) sinh((u−v)/2)), with a stable ln cosh.
     fn pure_dp_rdp(eps: f64, alpha: f64) -> f64 {
@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn one_bit_design_matches_binary_rr_rdp() {
         // A 1-bit-in, 1-bit-out design at ε is binary RR (with an unbiased alphabet): its RDP is
-        // the closed form, e.g. ε = 1, α = 2 → 0.735326 (ALGORITHMS.md §5.1).
+        // the closed form, e.g. ε = 1, α = 2 → 0.735326 (docs/ALGORITHMS.md §5.1).
         let d = grr_design(1, 1, 1.0, DpConstraint::Ldp).unwrap();
         let c = mvu_rdp_curve(&d, &[2.0, 5.0]).unwrap();
         assert!((c[0] - 0.735326).abs() < 1e-6, "{}", c[0]);

@@ -1,4 +1,4 @@
-//! The Draw-and-Discard client step (paper 003 Alg. 1 and eq. (4); `ALGORITHMS.md` §4.1).
+//! The Draw-and-Discard client step (paper 003 Alg. 1 and eq. (4); `docs/ALGORITHMS.md` §4.1).
 //!
 //! Given a model `B` drawn from the server and `N_c` local examples, the client computes the
 //! average gradient `G = (1/N_c) Σ (ŷ_i − y_i)·x_i`, clips every coordinate to `[−1, 1]` and returns

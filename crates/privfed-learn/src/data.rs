@@ -1,4 +1,4 @@
-//! Datasets for the Draw-and-Discard experiments of paper 003 (`ALGORITHMS.md` §4.4): MNIST from
+//! Datasets for the Draw-and-Discard experiments of paper 003 (`docs/ALGORITHMS.md` §4.4): MNIST from
 //! the original gzip'd IDX files, UCI Adult from the original text files, and the synthetic
 //! "production" model of paper 003 §V-C with known weights.
 //!

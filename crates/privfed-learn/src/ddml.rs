@@ -1,4 +1,4 @@
-//! Draw-and-Discard server logic (paper 003 Alg. 2, §III-C/D; `ALGORITHMS.md` §4.2), store-agnostic.
+//! Draw-and-Discard server logic (paper 003 Alg. 2, §III-C/D; `docs/ALGORITHMS.md` §4.2), store-agnostic.
 //!
 //! The server keeps `k` instances of a model. For every request it serves an instance chosen
 //! uniformly at random ([`draw_index`]); when an updated model comes back it overwrites an
@@ -629,7 +629,7 @@ impl DrawAndDiscard {
 }
 
 /// Privacy of one client update against the three adversaries of paper 003 §IV
-/// (`ALGORITHMS.md` §4.3), for a client update that is ε-LDP.
+/// (`docs/ALGORITHMS.md` §4.3), for a client update that is ε-LDP.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct AdversaryReport {
     /// I, channel listener (sees the model sent and returned): ε.
@@ -1059,7 +1059,7 @@ mod tests {
         assert_eq!(r.channel_listener_epsilon, 32f64.ln());
         assert!((r.internal_expected_epsilon - 0.95 * 32f64.ln() / 2.0).abs() < 1e-15);
         assert!((r.opportunistic_discard_probability - 0.95).abs() < 1e-15);
-        // ≈ 3ε/√T at δ_T = 1e-8 (ALGORITHMS.md §4.3): √(ln(5e7)/2) = 2.978.
+        // ≈ 3ε/√T at δ_T = 1e-8 (docs/ALGORITHMS.md §4.3): √(ln(5e7)/2) = 2.978.
         let approx = 3.0 * 32f64.ln() / 100.0;
         assert!((r.opportunistic_epsilon / approx - 0.9927).abs() < 1e-3);
         assert!(adversary_report(1.0, 0, 1, 1e-8).is_err());

@@ -1,4 +1,4 @@
-//! Generalized linear models trained by Draw-and-Discard (paper 003 §III-A, `ALGORITHMS.md` §4.1):
+//! Generalized linear models trained by Draw-and-Discard (paper 003 §III-A, `docs/ALGORITHMS.md` §4.1):
 //! linear regression, logistic regression and multinomial logistic (softmax) regression.
 //!
 //! Weights are a flat vector. For the linear and logistic models it has one weight per feature;

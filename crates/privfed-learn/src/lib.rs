@@ -1,8 +1,8 @@
 //! # privfed-learn
 //!
 //! Models and learning for privfed: generalized linear models ([`glm`]), the noisy client step of
-//! Draw-and-Discard ([`client`], paper 003 Alg. 1, `ALGORITHMS.md` §4.1) and the store-agnostic
-//! Draw-and-Discard server logic ([`ddml`], paper 003 Alg. 2, `ALGORITHMS.md` §4.2).
+//! Draw-and-Discard ([`client`], paper 003 Alg. 1, `docs/ALGORITHMS.md` §4.1) and the store-agnostic
+//! Draw-and-Discard server logic ([`ddml`], paper 003 Alg. 2, `docs/ALGORITHMS.md` §4.2).
 //!
 //! Dataset loading ([`data`]) and the in-process simulation of paper 003's experiments
 //! ([`simulate`]) build on them. Apart from the file loaders in [`data`] this is pure: no I/O, no

@@ -1,4 +1,4 @@
-//! In-process Draw-and-Discard training over simulated clients (paper 003 §V, `ALGORITHMS.md`
+//! In-process Draw-and-Discard training over simulated clients (paper 003 §V, `docs/ALGORITHMS.md`
 //! §4.4).
 //!
 //! Each pass shuffles the training rows and deals them to clients, `N_c` consecutive rows per

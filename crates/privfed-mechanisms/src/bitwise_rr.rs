@@ -1,4 +1,4 @@
-//! Unbiased bitwise randomized response (paper 004 §3.2; `ALGORITHMS.md` §3.2).
+//! Unbiased bitwise randomized response (paper 004 §3.2; `docs/ALGORITHMS.md` §3.2).
 //!
 //! The input `x ∈ [lo, hi]` is dithered to the index `k ∈ 0..B` of the `B = 2^b`-level grid
 //! ([`crate::dither`]); each of the `b` bits `β_t` of `k = Σ_t β_t 2^t` is sent by binary

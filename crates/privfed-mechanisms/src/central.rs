@@ -1,4 +1,4 @@
-//! The central step of paper 000 (`ALGORITHMS.md` §1.5 "Central layer"; paper 000 eq. 13):
+//! The central step of paper 000 (`docs/ALGORITHMS.md` §1.5 "Central layer"; paper 000 eq. 13):
 //! project each (already locally privatized) update onto the ℓ2 ball of radius `M`, average over
 //! the **expected** batch size `qN` of a Poisson-sampled cohort, and add Gaussian noise
 //! `N(0, σ²I)` with `σ = z·M/(qN)`:
@@ -12,7 +12,7 @@
 //! **Privacy is not computed here.** The central guarantee of the composition is that of the
 //! Poisson-subsampled Gaussian mechanism with sampling rate `q` and noise multiplier `z`, composed
 //! over rounds; it is accounted in the accounting crate (`privfed-accounting`, RDP/PLD,
-//! `ALGORITHMS.md` §5), not in this module. This module only implements the sampling, projection
+//! `docs/ALGORITHMS.md` §5), not in this module. This module only implements the sampling, projection
 //! and noise, exactly.
 
 use crate::error::{MechanismError, Result, check_positive};

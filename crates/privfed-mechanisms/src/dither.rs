@@ -1,4 +1,4 @@
-//! Dithering (unbiased randomized rounding) to a `b`-bit grid (`ALGORITHMS.md` §3.1; paper 004
+//! Dithering (unbiased randomized rounding) to a `b`-bit grid (`docs/ALGORITHMS.md` §3.1; paper 004
 //! §2.4 and App. B.1).
 //!
 //! ## Scalar

@@ -1,5 +1,5 @@
 //! The Gaussian mechanism with the **analytic Gaussian calibration** of Balle & Wang (ICML 2018),
-//! `ALGORITHMS.md` §2.5, as a local randomizer baseline.
+//! `docs/ALGORITHMS.md` §2.5, as a local randomizer baseline.
 //!
 //! `M(x) = x + N(0, σ²I)` is `(ε, δ)`-DP for neighbours at ℓ2 distance at most `Δ` exactly when
 //! `δ ≥ δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ)` (Balle & Wang, Theorem 8): this is the
@@ -113,7 +113,7 @@ fn bisect(lo: &mut f64, hi: &mut f64, pred: impl Fn(f64) -> bool) {
     }
 }
 
-/// The analytic Gaussian calibration (Balle & Wang 2018, `ALGORITHMS.md` §2.5): the smallest σ
+/// The analytic Gaussian calibration (Balle & Wang 2018, `docs/ALGORITHMS.md` §2.5): the smallest σ
 /// with `δ(ε; σ, Δ) ≤ δ` ([`gaussian_delta`], decreasing in σ), by bisection to a relative width
 /// of `4·2^{−52}`. The **upper** end of the final bracket is returned, so the returned σ satisfies
 /// `gaussian_delta(σ, Δ, ε) ≤ δ` as computed (rounded up, never down).

@@ -1,4 +1,4 @@
-//! Randomized response on a grid with unbiased decoding (`ALGORITHMS.md` §1.4).
+//! Randomized response on a grid with unbiased decoding (`docs/ALGORITHMS.md` §1.4).
 //!
 //! One mechanism, [`GridRr`], covers three named mechanisms of the papers, which differ only in
 //! their grid `g_0 < g_1 < … < g_{K−1}`:
@@ -97,7 +97,7 @@ pub enum GridFamily {
     },
 }
 
-/// Grid randomized response with unbiased decoding (`ALGORITHMS.md` §1.4; papers 000 Alg. 3–4
+/// Grid randomized response with unbiased decoding (`docs/ALGORITHMS.md` §1.4; papers 000 Alg. 3–4
 /// and 004 §3.3). See the [module documentation](self) for the formulas.
 ///
 /// An immutable, validated value; construct it with [`GridRr::new`], [`GridRr::scalar_dp`],
@@ -206,7 +206,7 @@ pub(crate) fn bernoulli_exact<R: Rng + ?Sized>(rng: &mut R, p: f64) -> bool {
 }
 
 impl GridRr {
-    /// Grid randomized response on an arbitrary grid (`ALGORITHMS.md` §1.4).
+    /// Grid randomized response on an arbitrary grid (`docs/ALGORITHMS.md` §1.4).
     ///
     /// `grid` must have between 2 and [`MAX_GRID_POINTS`] finite, strictly increasing points;
     /// `epsilon` must be finite and positive. Errors also when ε is so small that the decoded

@@ -1,4 +1,4 @@
-//! The Laplace mechanism as a local randomizer (baseline; `ALGORITHMS.md` §2.5, paper 003's
+//! The Laplace mechanism as a local randomizer (baseline; `docs/ALGORITHMS.md` §2.5, paper 003's
 //! client noise): `M(x) = x + b·(L_1, …, L_d)` with `L_i` i.i.d. standard Laplace and
 //! `b = Δ₁/ε`, where `Δ₁` is the ℓ1 diameter of the input domain (see [`l1_diameter`]).
 //!

@@ -1,7 +1,7 @@
 //! # privfed-mechanisms
 //!
 //! Local randomizers of privfed: the mechanisms that run on a device before anything leaves it.
-//! Formulas are restored in `ALGORITHMS.md` §1; each type names its paper.
+//! Formulas are restored in `docs/ALGORITHMS.md` §1; each type names its paper.
 //!
 //! | mechanism | module | input domain | guarantee |
 //! |---|---|---|---|
@@ -56,7 +56,8 @@ pub mod privunitg;
 pub mod rng;
 pub mod sampling;
 pub mod separated;
-pub mod special;
+/// The special functions (now their own crate, [`privfed_special`], shared with the accountants).
+pub use privfed_special as special;
 
 pub use any::AnyRandomizer;
 pub use domain::Domain;

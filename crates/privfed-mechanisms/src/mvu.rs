@@ -1,4 +1,4 @@
-//! The MVU mechanism family (paper 004 Alg. 1, §3.4, §4.1–4.2; `ALGORITHMS.md` §3.2–3.4).
+//! The MVU mechanism family (paper 004 Alg. 1, §3.4, §4.1–4.2; `docs/ALGORITHMS.md` §3.2–3.4).
 //!
 //! * [`MvuDesign`]: a validated, serde (de)serializable design — input bits `b_in`, output bits
 //!   `b_out`, the budget ε, the privacy constraint ([`DpConstraint`]: ε-LDP or ε-metric-DP with

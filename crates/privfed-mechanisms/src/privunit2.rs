@@ -1,5 +1,5 @@
 //! **PrivUnit2**: spherical-cap randomizer for unit vectors (paper 000 Alg. 1; paper 002 Alg. 1;
-//! ALGORITHMS.md §1.1).
+//! docs/ALGORITHMS.md §1.1).
 //!
 //! With probability `p` the output direction `V` is uniform on the cap `{v : ⟨v,u⟩ ≥ γ}`, otherwise
 //! on its complement; the output is `Ẑ = V/m`, unbiased for the input `u`.
@@ -409,7 +409,7 @@ mod tests {
 
     #[test]
     fn sanity_values_d50() {
-        // ALGORITHMS.md §1.1: d=50, γ=0.2, p=0.8 → m = 0.204836, ε = 3.832820, variance 22.8335.
+        // docs/ALGORITHMS.md §1.1: d=50, γ=0.2, p=0.8 → m = 0.204836, ε = 3.832820, variance 22.8335.
         let m = PrivUnit2::new(50, 0.2, 0.8).unwrap();
         assert!((m.m() - 0.204836).abs() < 5e-7, "m = {}", m.m());
         assert!((m.guarantee().epsilon() - 3.832820).abs() < 5e-7);
@@ -418,7 +418,7 @@ mod tests {
 
     #[test]
     fn optimized_reaches_reference_optimum() {
-        // ALGORITHMS.md §1.1 (grid of 4000 splits): d=1000, ε=4 → 434.60, p=0.7912, γ=0.04792;
+        // docs/ALGORITHMS.md §1.1 (grid of 4000 splits): d=1000, ε=4 → 434.60, p=0.7912, γ=0.04792;
         // ε=8 → 132.35, p=0.9013, γ=0.08661. Our optimum must match to the quoted digits and
         // never be worse than the grid.
         for &(eps, var, p, gamma) in &[

@@ -1,5 +1,5 @@
 //! PrivUnitInf: ε-LDP unbiased privatization of vectors in the hypercube `[-1,1]^d` with
-//! hypercube caps (paper 000, Algorithm 2; `ALGORITHMS.md` §1.3).
+//! hypercube caps (paper 000, Algorithm 2; `docs/ALGORITHMS.md` §1.3).
 //!
 //! Given `v ∈ [-1,1]^d`:
 //! 1. Round each coordinate: `U_j = +1` with probability `(1+v_j)/2`, else `−1` (so `E[U] = v`).
@@ -40,7 +40,7 @@ use crate::{Domain, Guarantee, LocalRandomizer, check_out_len};
 use rand::{CryptoRng, Rng, RngExt};
 use serde::Serialize;
 
-/// PrivUnitInf (paper 000, Algorithm 2; `ALGORITHMS.md` §1.3): ε-LDP unbiased randomizer on the
+/// PrivUnitInf (paper 000, Algorithm 2; `docs/ALGORITHMS.md` §1.3): ε-LDP unbiased randomizer on the
 /// hypercube `[-1,1]^d` using hypercube caps `{z ∈ {±1}^d : #{j : z_j = U_j} ≥ τ}`.
 ///
 /// Parameters: threshold `τ`, cap probability `p`; derived: cap share `q = P(Bin(d,½) ≥ τ)`,
@@ -118,7 +118,7 @@ impl PrivUnitInf {
     }
 
     /// PrivUnitInf with the parameters that minimize the worst-case variance `d/m²` subject to
-    /// exact ε-LDP (the analogue of the optimized PrivUnit2 of paper 002, `ALGORITHMS.md` §1.3).
+    /// exact ε-LDP (the analogue of the optimized PrivUnit2 of paper 002, `docs/ALGORITHMS.md` §1.3).
     ///
     /// For each threshold `τ ∈ [1, d]` the best cap probability exhausts the budget,
     /// `p/(1−p) = e^ε·q/(1−q)` (`m` and `ε` both increase with `p`), which gives
@@ -903,7 +903,7 @@ mod tests {
 
     #[test]
     fn conditional_mean_formulas_match_definition() {
-        // m from ALGORITHMS.md §1.3's conditional means (counted) equals the closed form used here.
+        // m from docs/ALGORITHMS.md §1.3's conditional means (counted) equals the closed form used here.
         for d in 1..=12usize {
             let n = 1usize << d;
             for tau in 1..=d {

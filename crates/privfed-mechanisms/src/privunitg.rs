@@ -1,4 +1,4 @@
-//! **PrivUnitG**: the Gaussian variant of PrivUnit (paper 002 Alg. 2; ALGORITHMS.md §1.2).
+//! **PrivUnitG**: the Gaussian variant of PrivUnit (paper 002 Alg. 2; docs/ALGORITHMS.md §1.2).
 //!
 //! For a unit input `x` and `σ = 1/√d`:
 //! 1. with probability `p` draw `a ~ N(0, σ²)` conditioned on `a ≥ γ`, else conditioned on `a < γ`;
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn sanity_values_d50() {
-        // ALGORITHMS.md §1.2: d=50, γ=0.2, p=0.8 → m = 0.206612, ε = 3.847132.
+        // docs/ALGORITHMS.md §1.2: d=50, γ=0.2, p=0.8 → m = 0.206612, ε = 3.847132.
         let m = PrivUnitG::new(50, 0.2, 0.8).unwrap();
         assert!((m.m() - 0.206612).abs() < 5e-7, "m = {}", m.m());
         assert!(
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn optimized_reaches_reference_values() {
-        // ALGORITHMS.md §1.2: optimized at d=1000: ε=4 → 435.32 (z=1.5150), ε=8 → 132.91 (z=2.7418).
+        // docs/ALGORITHMS.md §1.2: optimized at d=1000: ε=4 → 435.32 (z=1.5150), ε=8 → 132.91 (z=2.7418).
         for &(eps, var, z) in &[(4.0, 435.32, 1.5150), (8.0, 132.91, 2.7418)] {
             let m = PrivUnitG::optimized(eps, 1000).unwrap();
             let e = m.guarantee().epsilon();

@@ -86,7 +86,7 @@ pub(crate) fn open01<R: Rng + ?Sized>(rng: &mut R) -> f64 {
 }
 
 /// Sampler of `T = ⟨V, u⟩` for `V` uniform on `S^{d−1}`, restricted to the cap `T ≥ γ` or to its
-/// complement `T < γ` (ALGORITHMS.md §1.1).
+/// complement `T < γ` (docs/ALGORITHMS.md §1.1).
 ///
 /// `T` has density `∝ (1 − t²)^{(d−3)/2}` on `[−1, 1]`, i.e. `(1+T)/2 ~ Beta((d−1)/2, (d−1)/2)`.
 /// * Cap, `d ≥ 4`: the log-density `ℓ(t) = β·ln(1 − t²)`, `β = (d−3)/2`, is concave, so a

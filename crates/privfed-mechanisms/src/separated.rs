@@ -1,4 +1,4 @@
-//! **Separated direction × magnitude** mechanism (paper 000 eq. 22; ALGORITHMS.md §1.5).
+//! **Separated direction × magnitude** mechanism (paper 000 eq. 22; docs/ALGORITHMS.md §1.5).
 //!
 //! A vector `g` with `‖g‖₂ ≤ r_max` is privatized as
 //! `R̂·Û` with `Û = PrivUnit2(g/‖g‖; ε₁)` and `R̂ = ScalarDP(‖g‖; ε₂)`, independently, so the

@@ -213,7 +213,7 @@ fn optimized_beats_every_split_on_a_fine_grid() {
             }
         }
         // Paper 002: PrivUnit2 is optimal, so the Gaussian variant is never better; the ratio
-        // tends to 1 as d grows (ALGORITHMS.md §1.2: 1.0016 and 1.0043 at d = 1000).
+        // tends to 1 as d grows (docs/ALGORITHMS.md §1.2: 1.0016 and 1.0043 at d = 1000).
         assert!(best_g >= best * (1.0 - 1e-9), "{best_g} vs {best}");
         if d >= 1000 {
             assert!(best_g <= best * 1.01, "{best_g} vs {best}");

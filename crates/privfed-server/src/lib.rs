@@ -1,6 +1,6 @@
 //! # privfed-server
 //!
-//! The Draw-and-Discard model server of paper 003 (`ALGORITHMS.md` §4.2): each model has `k`
+//! The Draw-and-Discard model server of paper 003 (`docs/ALGORITHMS.md` §4.2): each model has `k`
 //! instances; a client draws a uniformly random one, takes a noisy local step
 //! (`privfed_learn::client`) and posts the result, which overwrites a uniformly random instance
 //! chosen independently of the draw. The logic comes from `privfed_learn::ddml`; this crate owns

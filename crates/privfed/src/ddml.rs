@@ -1,4 +1,4 @@
-//! `privfed ddml`: Draw-and-Discard simulation and paper 003's experiments (`ALGORITHMS.md` §4.4).
+//! `privfed ddml`: Draw-and-Discard simulation and paper 003's experiments (`docs/ALGORITHMS.md` §4.4).
 //!
 //! * `privfed ddml simulate`: one training run over simulated clients
 //!   ([`privfed_learn::simulate`]), reporting held-out accuracy and loss, update counters, the

@@ -1,4 +1,4 @@
-//! `privfed dme`: distributed mean estimation as in the papers (ALGORITHMS.md §6).
+//! `privfed dme`: distributed mean estimation as in the papers (docs/ALGORITHMS.md §6).
 //!
 //! Each trial draws `N` client inputs uniformly from the mechanism's domain; each client
 //! privatizes its input; the server averages. The MSE `‖x̂ − x̄‖²` is averaged over trials and

@@ -505,7 +505,7 @@ fn vector_mvu_for(
             .iter()
             .map(|&o| vector_rdp_lp(m.scalar().design(), o, setup.p, setup.bound, setup.dim))
             .collect::<Result<Vec<_>, _>>()?;
-        // The accountant's RDP → (ε, δ) conversion (ALGORITHMS.md §5.2), over the MVU curve.
+        // The accountant's RDP → (ε, δ) conversion (docs/ALGORITHMS.md §5.2), over the MVU curve.
         let (eps, _order) = privfed_accounting::rdp::rdp_to_epsilon(&orders, &rdp, delta)?;
         Ok(eps.min(m.epsilon()))
     };

@@ -450,7 +450,7 @@ fn lower_bound_epsilon(rows: &[Vec<f64>], t: usize, delta: f64) -> f64 {
     best
 }
 
-/// ε from an RDP curve written out by hand (ALGORITHMS.md §5.2, with the KL clause).
+/// ε from an RDP curve written out by hand (docs/ALGORITHMS.md §5.2, with the KL clause).
 fn convert(orders: &[f64], rdp: &[f64], delta: f64) -> f64 {
     orders
         .iter()

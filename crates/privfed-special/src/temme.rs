@@ -127,7 +127,7 @@ pub(crate) const HALF_MAX_Z: f64 = 100.0;
 
 /// `ln I_x(a, ½)` for large `a` (`a ≥ 100`) and `x` close to 1 (`z = −a·ln x ≤ 100`), the
 /// region where the continued fraction loses up to `10⁻¹¹` relative accuracy to cancellation
-/// (the reconstruction bound, ALGORITHMS.md §1.6, lives there).
+/// (the reconstruction bound, docs/ALGORITHMS.md §1.6, lives there).
 ///
 /// With `s = e^{−v}`: `I_x(a,b) = (1/B(a,b))·∫_u^∞ e^{−a v}(1 − e^{−v})^{b−1} dv`, `u = −ln x`.
 /// Writing `(1 − e^{−v})^{b−1} = v^{b−1}·exp((b−1)·L(v))` with

@@ -1,8 +1,10 @@
+//! # privfed-special
+//!
 //! Special functions the randomizers and accountants rest on: `ln Γ`, `ln B`, the regularized
 //! incomplete beta function `I_x(a,b)` (both tails, in log space, and their inverses) and the
 //! standard normal distribution (`Φ`, `ln Φ`, tails, quantiles, `erfcx`, hazard).
 //!
-//! Why our own: PrivUnit2 (ALGORITHMS.md §1.1) needs `I_x(α,α)` with `α = (d−1)/2` up to
+//! Why our own: PrivUnit2 (docs/ALGORITHMS.md §1.1) needs `I_x(α,α)` with `α = (d−1)/2` up to
 //! `5·10⁵`, in log space, in far tails, and its inverse; the reconstruction bound (§1.6) needs
 //! `I_x((k−1)/2, ½)`; PrivUnitG (§1.2) and Gaussian accounting need `Φ` and `ln Φ` far into the
 //! tails. The crates measured in `CRATES.md` are either inaccurate at `a = 5·10⁵` or slow.
@@ -25,8 +27,8 @@
 //! ## Conventions
 //! These are internal numerics: arguments are `f64`, results `f64`, and invalid arguments
 //! (`a ≤ 0`, `b ≤ 0`, non-finite parameters, `x ∉ [0, 1]`, NaN, log-probabilities `> 0`)
-//! return NaN. Callers validate their user-facing parameters (and map NaN to
-//! [`MechanismError::Numerical`](crate::MechanismError::Numerical) if it ever appears).
+//! return NaN. Callers validate their user-facing parameters (and map NaN to a typed error, e.g.
+//! `privfed_mechanisms::MechanismError::Numerical`, if it ever appears).
 //!
 //! Accuracy is checked against mpmath at 60 digits by `tests/special_reference.rs` (fixtures
 //! from `scripts/reference/special_mpmath.py`): `ln Γ`, `ln B` to `10⁻¹²` relative; `I_x` and
@@ -160,7 +162,7 @@ mod tests {
         assert_eq!(beta_inc_inv_ln(2.0, 3.0, 0.0), 1.0);
     }
 
-    /// ALGORITHMS.md §1.1 sanity value: d = 50, γ = 0.2, p = 0.8 gives ε = 3.832820, with
+    /// docs/ALGORITHMS.md §1.1 sanity value: d = 50, γ = 0.2, p = 0.8 gives ε = 3.832820, with
     /// q = P(⟨U,u⟩ ≥ γ) = 1 − I_{0.6}(24.5, 24.5).
     #[test]
     fn privunit2_sanity_epsilon() {

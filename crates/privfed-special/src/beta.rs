@@ -325,7 +325,7 @@ fn log_tails(a: f64, b: f64, x: f64) -> Option<(f64, f64)> {
 ///   fraction loses up to `4·10⁻¹¹` to cancellation at `a = 5·10⁵`.
 ///
 /// Tested against mpmath (60 digits) to `10⁻¹⁰` relative error for values `≥ 10⁻³⁰⁰`, including
-/// `a = b = 499999.5` (PrivUnit2 at `d = 10⁶`, ALGORITHMS.md §1.1), binomial tails
+/// `a = b = 499999.5` (PrivUnit2 at `d = 10⁶`, docs/ALGORITHMS.md §1.1), binomial tails
 /// `(k, n−k+1)` with `n = 10⁶`, and `(a, ½)` with `a = 5·10⁵` (§1.6).
 ///
 /// Internal numerics: `a ≤ 0`, `b ≤ 0`, non-finite parameters, `x ∉ [0, 1]` or NaN return NaN;

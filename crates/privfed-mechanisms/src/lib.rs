@@ -15,6 +15,9 @@
 //! | MVU mechanism, metric DP, vectors (paper 004) | [`mvu`] | interval / ℓp ball | ε-LDP / metric DP, unbiased |
 //! | Laplace, Gaussian baselines | [`laplace`], [`gaussian`] | balls | ε-DP / (ε,δ)-DP |
 //! | Central projection + Gaussian noise (paper 000) | [`central`] | any | (aggregate) |
+//! | Skellam noise, exact Poisson (paper 001) | [`skellam`] | integers | (aggregate, RDP) |
+//! | Discrete Gaussian, exact (DDG baseline of paper 001) | [`discrete_gaussian`] | integers | (aggregate) |
+//! | Randomized Hadamard rotation (paper 001) | [`hadamard`] | vectors | (pre-processing) |
 //!
 //! ## Conventions
 //! * A mechanism is a validated, immutable value: its constructor checks every parameter and
@@ -43,11 +46,13 @@
 pub mod any;
 pub mod bitwise_rr;
 pub mod central;
+pub mod discrete_gaussian;
 pub mod dither;
 pub mod domain;
 pub mod error;
 pub mod gaussian;
 pub mod grid_rr;
+pub mod hadamard;
 pub mod laplace;
 pub mod mvu;
 pub mod privunit2;
@@ -56,6 +61,7 @@ pub mod privunitg;
 pub mod rng;
 pub mod sampling;
 pub mod separated;
+pub mod skellam;
 /// The special functions (now their own crate, [`privfed_special`], shared with the accountants).
 pub use privfed_special as special;
 

@@ -40,6 +40,7 @@ mod beta;
 mod beta_inv;
 mod gamma;
 mod normal;
+mod poisson;
 mod temme;
 
 pub use beta::{
@@ -54,6 +55,7 @@ pub use normal::{
     erfcx, ln_norm_cdf, ln_norm_sf, norm_cdf, norm_hazard, norm_pdf, norm_quantile, norm_sf,
     norm_sf_inv_ln,
 };
+pub use poisson::{bd0, ln_poisson_pmf};
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,170 @@
+//! Exact Poisson and Skellam noise for distributed DP (paper 001; docs/ALGORITHMS.md §2.1).
+//!
+//! `Sk(μ) = Poisson(μ/2) − Poisson(μ/2)` is symmetric with variance `μ`, and sums of independent
+//! Skellams are Skellam (`Sk(μ₁) + Sk(μ₂) = Sk(μ₁ + μ₂)`): each of `n` clients adds `Sk(μ/n)` and
+//! the aggregate carries `Sk(μ)`, whatever the server sees.
+//!
+//! The Poisson sampler is exact in real arithmetic for every mean: below `λ = 10` the
+//! multiplication method (count uniforms until their product falls below `e^{−λ}`); from
+//! `λ = 10` on Hörmann's transformed rejection with squeeze, PTRS (W. Hörmann, "The transformed
+//! rejection method for generating Poisson random variables", Insurance: Mathematics and
+//! Economics 12, 1993), whose acceptance test compares against the exact log-pmf. That log-pmf is
+//! evaluated with Loader's saddle-point form ([`privfed_special::ln_poisson_pmf`]) so that it
+//! keeps full relative accuracy at `λ ≥ 10⁸`, where `k·ln λ − λ − ln k!` cancels to ~10⁻⁷.
+//! Means up to [`MAX_MEAN`] (`2⁵⁰`) are accepted, so every draw is an exactly representable
+//! integer.
+
+use crate::error::{MechanismError, Result};
+use privfed_special::ln_poisson_pmf;
+use rand::{CryptoRng, Rng, RngExt};
+
+/// Largest Poisson mean (and Skellam variance) accepted: `2⁵⁰ ≈ 1.1·10¹⁵`, so that draws (within
+/// thousands of standard deviations of the mean) stay exactly representable in an `f64`.
+pub const MAX_MEAN: f64 = 1_125_899_906_842_624.0;
+
+/// Below this mean the multiplication method is used, from it on PTRS (Hörmann's range).
+const PTRS_MIN: f64 = 10.0;
+
+/// The constants of PTRS for one mean.
+#[derive(Debug, Clone, Copy)]
+struct Ptrs {
+    a: f64,
+    b: f64,
+    ln_inv_alpha: f64,
+    v_r: f64,
+}
+
+/// A validated Poisson(λ) sampler.
+#[derive(Debug, Clone, Copy)]
+pub struct Poisson {
+    lambda: f64,
+    exp_neg_lambda: f64,
+    ptrs: Option<Ptrs>,
+}
+
+impl Poisson {
+    /// Poisson with mean `lambda`, `0 ≤ λ ≤` [`MAX_MEAN`] (`λ = 0` always draws 0).
+    pub fn new(lambda: f64) -> Result<Self> {
+        if !(lambda.is_finite() && (0.0..=MAX_MEAN).contains(&lambda)) {
+            return Err(MechanismError::invalid(
+                "lambda",
+                lambda,
+                format!("must be a finite mean in [0, {MAX_MEAN:e}]"),
+            ));
+        }
+        let ptrs = (lambda >= PTRS_MIN).then(|| {
+            let b = 0.931 + 2.53 * lambda.sqrt();
+            let a = -0.059 + 0.02483 * b;
+            Ptrs {
+                a,
+                b,
+                ln_inv_alpha: (1.1239 + 1.1328 / (b - 3.4)).ln(),
+                v_r: 0.9277 - 3.6224 / (b - 2.0),
+            }
+        });
+        Ok(Poisson {
+            lambda,
+            exp_neg_lambda: (-lambda).exp(),
+            ptrs,
+        })
+    }
+
+    /// The mean `λ` (also the variance).
+    pub fn mean(&self) -> f64 {
+        self.lambda
+    }
+
+    /// One draw.
+    pub fn sample<R: Rng + CryptoRng + ?Sized>(&self, rng: &mut R) -> u64 {
+        match self.ptrs {
+            None => self.sample_multiplication(rng),
+            Some(c) => self.sample_ptrs(c, rng),
+        }
+    }
+
+    /// Multiplication method: the number of i.i.d. uniforms whose running product stays above
+    /// `e^{−λ}` (arrival count of a unit-rate process in time λ). Expected `λ + 1` uniforms.
+    fn sample_multiplication<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+        if self.lambda == 0.0 {
+            return 0;
+        }
+        let mut k = 0u64;
+        let mut prod: f64 = rng.random();
+        while prod > self.exp_neg_lambda {
+            k += 1;
+            prod *= rng.random::<f64>();
+        }
+        k
+    }
+
+    /// PTRS (Hörmann 1993, Algorithm PTRS): transformed rejection from a hat built on
+    /// `k = ⌊(2a/us + b)·U + λ + 0.43⌋`, with the squeeze `us ≥ 0.07, V ≤ v_r` and otherwise an
+    /// exact comparison `ln V + ln(1/α) − ln(a/us² + b) ≤ ln P(K = k)`.
+    fn sample_ptrs<R: Rng + ?Sized>(&self, c: Ptrs, rng: &mut R) -> u64 {
+        loop {
+            let u = rng.random::<f64>() - 0.5;
+            let v: f64 = rng.random();
+            let us = 0.5 - u.abs();
+            if us <= 0.0 {
+                continue;
+            }
+            let k = ((2.0 * c.a / us + c.b) * u + self.lambda + 0.43).floor();
+            if us >= 0.07 && v <= c.v_r {
+                // Inside the squeeze: accepted without evaluating the pmf (k ≥ 0 here).
+                return k as u64;
+            }
+            if k < 0.0 || (us < 0.013 && v > us) || !k.is_finite() {
+                continue;
+            }
+            if v == 0.0 {
+                // ln 0 = −∞ ≤ anything: accept (probability 2⁻⁵³ per attempt).
+                return k as u64;
+            }
+            let lhs = v.ln() + c.ln_inv_alpha - (c.a / (us * us) + c.b).ln();
+            if lhs <= ln_poisson_pmf(k as u64, self.lambda) {
+                return k as u64;
+            }
+        }
+    }
+}
+
+/// The symmetric Skellam distribution `Sk(μ) = Poisson(μ/2) − Poisson(μ/2)`, variance `μ`.
+#[derive(Debug, Clone, Copy)]
+pub struct Skellam {
+    mu: f64,
+    half: Poisson,
+}
+
+impl Skellam {
+    /// `Sk(μ)` with variance `0 ≤ μ ≤ 2·`[`MAX_MEAN`] (`μ = 0` is no noise).
+    pub fn new(mu: f64) -> Result<Self> {
+        if !(mu.is_finite() && (0.0..=2.0 * MAX_MEAN).contains(&mu)) {
+            return Err(MechanismError::invalid(
+                "mu",
+                mu,
+                format!("must be a finite variance in [0, {:e}]", 2.0 * MAX_MEAN),
+            ));
+        }
+        Ok(Skellam {
+            mu,
+            half: Poisson::new(mu / 2.0)?,
+        })
+    }
+
+    /// The variance `μ`.
+    pub fn variance(&self) -> f64 {
+        self.mu
+    }
+
+    /// One draw.
+    pub fn sample<R: Rng + CryptoRng + ?Sized>(&self, rng: &mut R) -> i64 {
+        self.half.sample(rng) as i64 - self.half.sample(rng) as i64
+    }
+
+    /// Fills `out` with i.i.d. draws.
+    pub fn fill<R: Rng + CryptoRng + ?Sized>(&self, out: &mut [i64], rng: &mut R) {
+        for v in out.iter_mut() {
+            *v = self.sample(rng);
+        }
+    }
+}

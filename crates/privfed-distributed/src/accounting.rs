@@ -1,0 +1,90 @@
+//! The privacy events of the Skellam pipeline, from the clients that **actually contributed**.
+//!
+//! A round in which `m` clients' shares reach the sum adds `Sk(m·s²σ²)` to every coordinate of
+//! the integer sum: the central Skellam variance is `m·μ_local`, so a round where clients dropped
+//! is accounted with less noise (and a larger ε) — never with the planned cohort's. Sensitivities
+//! are those of one client's rounded vector ([`SkellamParams::l2_sensitivity`],
+//! [`SkellamParams::l1_sensitivity`]), all in the integer domain, which is what
+//! [`DpEvent::Skellam`] takes (docs/ALGORITHMS.md §2.2).
+
+use crate::error::{DistributedError, Result};
+use crate::params::SkellamParams;
+use privfed_accounting::{DpEvent, RdpAccountant};
+use serde::Serialize;
+
+/// The event of one round with `contributors` clients' noise in the sum.
+///
+/// Errors when nobody contributed or the parameters carry no noise (`σ = 0`: no DP guarantee).
+pub fn round_event(params: &SkellamParams, contributors: usize) -> Result<DpEvent> {
+    if contributors == 0 {
+        return Err(DistributedError::invalid(
+            "contributors",
+            0.0,
+            "a round with no contribution releases nothing to account",
+        ));
+    }
+    let mu = contributors as f64 * params.local_mu();
+    if mu <= 0.0 {
+        return Err(DistributedError::invalid(
+            "local_noise_stddev",
+            params.local_noise_stddev(),
+            "no noise: the round has no differential-privacy guarantee",
+        ));
+    }
+    Ok(DpEvent::Skellam {
+        mu,
+        l1_sensitivity: params.l1_sensitivity(),
+        l2_sensitivity: params.l2_sensitivity(),
+    })
+}
+
+/// A round event under Poisson sampling of the clients with rate `q` (`q = 1`: no sampling),
+/// amplified by the accountant's generic bound for Poisson subsampling (Zhu & Wang 2019).
+pub fn sampled_round_event(
+    params: &SkellamParams,
+    contributors: usize,
+    sampling_rate: f64,
+) -> Result<DpEvent> {
+    let e = round_event(params, contributors)?;
+    Ok(if sampling_rate >= 1.0 {
+        e
+    } else {
+        DpEvent::PoissonSampled {
+            rate: sampling_rate,
+            event: Box::new(e),
+        }
+    })
+}
+
+/// ε at `delta` after composing `event` (RDP accountant).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EpsilonReport {
+    /// ε.
+    pub epsilon: f64,
+    /// δ.
+    pub delta: f64,
+    /// The Rényi order that attained it.
+    pub rdp_order: f64,
+}
+
+/// ε for δ of `rounds` identical sampled rounds with `contributors` each.
+pub fn epsilon_for_rounds(
+    params: &SkellamParams,
+    contributors: usize,
+    sampling_rate: f64,
+    rounds: u64,
+    delta: f64,
+) -> Result<EpsilonReport> {
+    let e = sampled_round_event(params, contributors, sampling_rate)?;
+    let mut acc = RdpAccountant::new();
+    acc.compose(&DpEvent::SelfComposed {
+        event: Box::new(e),
+        count: rounds,
+    })?;
+    let r = acc.get_epsilon_and_order(delta)?;
+    Ok(EpsilonReport {
+        epsilon: r.epsilon,
+        delta,
+        rdp_order: r.optimal_order,
+    })
+}

@@ -21,7 +21,7 @@
 
 use crate::dither::{check_range, check_report_bits, locate, mix_rows, round_index};
 use crate::error::{Result, check_positive};
-use crate::grid_rr::bernoulli_exact;
+use crate::sampling::bernoulli_exact;
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, MechanismError, Rng, check_out_len};
 use serde::Serialize;
 

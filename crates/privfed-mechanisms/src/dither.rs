@@ -6,7 +6,7 @@
 //! (`g_i = lo + (hi − lo)·i/(B−1)`). For `x ∈ [g_i, g_{i+1}]` and `λ = (x − g_i)/(g_{i+1} − g_i)`,
 //! dithering returns `g_{i+1}` with probability `λ` and `g_i` otherwise, so `E[Dither(x)] = x` and
 //! `E[(Dither(x) − x)²] = λ(1−λ)h² ≤ h²/4` with `h = (hi − lo)/(B − 1)`.
-//! The Bernoulli draw is exact for the `f64` value of `λ` (see [`crate::grid_rr`]).
+//! The Bernoulli draw is exact for the `f64` value of `λ` (see [`crate::sampling`]).
 //!
 //! ## Vectors and norm bounds
 //! [`dither_vector`] dithers every coordinate independently: unbiased, but the norm of the result
@@ -24,7 +24,7 @@
 //! general: conditional dithering trades a small bias for a hard norm bound.
 
 use crate::error::{MechanismError, Result};
-use crate::grid_rr::bernoulli_exact;
+use crate::sampling::bernoulli_exact;
 use rand::Rng;
 
 /// Largest number of bits accepted by the dithering functions (`B = 2^24` levels).

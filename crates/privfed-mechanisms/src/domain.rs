@@ -1,6 +1,6 @@
 //! Input domains of the randomizers and their validation.
 
-use crate::error::{MechanismError, Result};
+use crate::error::{MechanismError, Result, check_positive};
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Exp1};
 use serde::Serialize;
@@ -165,6 +165,34 @@ impl Domain {
                 .map(|_| radius * (2.0 * rng.random::<f64>() - 1.0))
                 .collect(),
             Domain::Interval { lo, hi } => vec![lo + (hi - lo) * rng.random::<f64>()],
+        }
+    }
+}
+
+/// Checks that a domain's own parameters are valid: dimension ≥ 1, radius finite and > 0,
+/// interval end points finite with `lo < hi` and a finite width.
+pub(crate) fn validate_domain(domain: &Domain) -> Result<()> {
+    let dim = domain.dim();
+    if dim == 0 {
+        return Err(MechanismError::invalid("dim", 0.0, "must be at least 1"));
+    }
+    match *domain {
+        Domain::UnitSphere { .. } => Ok(()),
+        Domain::L2Ball { radius, .. }
+        | Domain::L1Ball { radius, .. }
+        | Domain::LInfBall { radius, .. } => check_positive("radius", radius).map(|_| ()),
+        Domain::Interval { lo, hi } => {
+            if !lo.is_finite() {
+                return Err(MechanismError::invalid("lo", lo, "must be finite"));
+            }
+            if !(hi.is_finite() && hi > lo && (hi - lo).is_finite()) {
+                return Err(MechanismError::invalid(
+                    "hi",
+                    hi,
+                    format!("must be finite and > lo = {lo}, with a finite width"),
+                ));
+            }
+            Ok(())
         }
     }
 }

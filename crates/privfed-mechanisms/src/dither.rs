@@ -23,6 +23,7 @@
 //! that `P(Aᶜ)` is small (e.g. from [`lemma10_l2_bound`] with a small `δ`). It is **not zero** in
 //! general: conditional dithering trades a small bias for a hard norm bound.
 
+use crate::domain::check_range;
 use crate::error::{MechanismError, Result};
 use crate::sampling::bernoulli_exact;
 use rand::Rng;
@@ -96,21 +97,6 @@ pub(crate) fn levels(bits: u32) -> Result<usize> {
             format!("must be in 1..={MAX_DITHER_BITS}"),
         ))
     }
-}
-
-/// Validates a finite range `lo < hi`.
-pub(crate) fn check_range(lo: f64, hi: f64) -> Result<()> {
-    if !lo.is_finite() {
-        return Err(MechanismError::invalid("lo", lo, "must be finite"));
-    }
-    if !(hi.is_finite() && hi > lo && (hi - lo).is_finite()) {
-        return Err(MechanismError::invalid(
-            "hi",
-            hi,
-            format!("must be finite and > lo = {lo}"),
-        ));
-    }
-    Ok(())
 }
 
 /// Locates `x ∈ [lo, hi]` on the `levels`-point grid: returns `(i, λ)` with

@@ -181,20 +181,23 @@ pub(crate) fn validate_domain(domain: &Domain) -> Result<()> {
         Domain::L2Ball { radius, .. }
         | Domain::L1Ball { radius, .. }
         | Domain::LInfBall { radius, .. } => check_positive("radius", radius).map(|_| ()),
-        Domain::Interval { lo, hi } => {
-            if !lo.is_finite() {
-                return Err(MechanismError::invalid("lo", lo, "must be finite"));
-            }
-            if !(hi.is_finite() && hi > lo && (hi - lo).is_finite()) {
-                return Err(MechanismError::invalid(
-                    "hi",
-                    hi,
-                    format!("must be finite and > lo = {lo}, with a finite width"),
-                ));
-            }
-            Ok(())
-        }
+        Domain::Interval { lo, hi } => check_range(lo, hi),
     }
+}
+
+/// Validates a range `[lo, hi]`: end points finite, `lo < hi`, and a finite width `hi − lo`.
+pub(crate) fn check_range(lo: f64, hi: f64) -> Result<()> {
+    if !lo.is_finite() {
+        return Err(MechanismError::invalid("lo", lo, "must be finite"));
+    }
+    if !(hi.is_finite() && hi > lo && (hi - lo).is_finite()) {
+        return Err(MechanismError::invalid(
+            "hi",
+            hi,
+            format!("must be finite and > lo = {lo}, with a finite width"),
+        ));
+    }
+    Ok(())
 }
 
 fn sphere<R: Rng + ?Sized>(dim: usize, rng: &mut R) -> Vec<f64> {

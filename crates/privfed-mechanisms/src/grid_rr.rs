@@ -51,6 +51,7 @@
 //! (large ε) are not distorted by the 53-bit resolution of `random::<f64>()`.
 
 use crate::dither::{check_report_bits, grid_point, interval_max, interval_value, round_index};
+use crate::domain::check_range;
 use crate::error::{MechanismError, Result, check_positive};
 use crate::sampling::bernoulli_exact;
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng, check_out_len};
@@ -291,16 +292,7 @@ impl GridRr {
     pub fn unbiased_grr(epsilon: f64, bits: u32, lo: f64, hi: f64) -> Result<GridRr> {
         check_positive("epsilon", epsilon)?;
         check_report_bits(bits)?;
-        if !lo.is_finite() {
-            return Err(MechanismError::invalid("lo", lo, "must be finite"));
-        }
-        if !(hi.is_finite() && hi > lo) {
-            return Err(MechanismError::invalid(
-                "hi",
-                hi,
-                format!("must be finite and > lo = {lo}"),
-            ));
-        }
+        check_range(lo, hi)?;
         let b = 1usize << bits;
         let grid = (0..b).map(|i| grid_point(i, b, lo, hi)).collect::<Vec<_>>();
         Self::build(grid, epsilon, GridFamily::UnbiasedGrr { bits, lo, hi })

@@ -5,7 +5,8 @@ S^{k-1}, as ln P0, with mpmath at 50 significant digits.
 Computed independently of any continued fraction, from the cap integral
 P0 = int_t^1 (1-s^2)^((k-3)/2) ds / B((k-1)/2, 1/2), with the value at s = t factored out so
 that astronomically small caps stay representable (mpmath's betainc fails to converge there).
-Writes crates/privfed-accounting/tests/data/cap_probability_reference.json.
+Writes crates/privfed-special/tests/data/cap_probability_reference.json (read by
+crates/privfed-special/tests/special_reference.rs).
 """
 import json
 import os
@@ -31,7 +32,7 @@ for k in [2, 3, 5, 10, 100, 1000, 10_000, 100_000, 1_000_000]:
         cases.append({"k": k, "t": t, "ln_p0": float(ln_int - lnb)})
 out = os.path.join(
     os.path.dirname(__file__),
-    "../../crates/privfed-accounting/tests/data/cap_probability_reference.json",
+    "../../crates/privfed-special/tests/data/cap_probability_reference.json",
 )
 with open(out, "w") as fh:
     json.dump({"precision_digits": 50, "cases": cases}, fh, indent=1)

@@ -20,11 +20,9 @@
 //! | `LocalSampled(inner)` | `ln(1−q+q·e^{(α−1)ε(α)})/(α−1)` on the inner curve | `q·PLD + (1−q)·δ₀` (Gaussian, Laplace, pure, 1-D Skellam) |
 //! | `RdpCurve` | as given (monotone extension) | rejected (`UnsupportedEvent`) |
 //!
-//! The `numerics` module (`ln_norm_cdf`, normal-tail differences, `ln_beta_inc` taking both `x`
-//! and `1 − x`, `ln_beta` with a Stirling difference for large arguments) overlaps
-//! `privfed_mechanisms::special`. The two crates are siblings in the layer diagram (DESIGN.md:
-//! arrows point down only), so neither depends on the other; the way to share them is a small
-//! `privfed-special` crate below both, with the mpmath tests of both moved there. Not done yet.
+//! Numerics (log-sum-exp, log binomials, `ln Φ`, normal-tail differences, the incomplete beta
+//! function at `(x, 1 − x)`, bisection) come from `privfed-special`, the base crate shared with
+//! `privfed-mechanisms`; the private `numerics` module only re-exports them.
 //!
 //! ```
 //! use privfed_accounting::{DpEvent, RdpAccountant};

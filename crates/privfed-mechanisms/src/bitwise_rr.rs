@@ -19,9 +19,10 @@
 //! and with the dithering `Var(x) = s²·(4^b − 1)/3·e^{ε'}/(e^{ε'} − 1)² + λ(1−λ)h²` with
 //! `s = (hi − lo)/(B − 1) = h`; the worst case adds `h²/4`.
 
-use crate::dither::{check_range, check_report_bits, locate, mix_rows, round_index};
+use crate::dither::{check_report_bits, locate, mix_rows, round_index};
+use crate::domain::check_range;
 use crate::error::{Result, check_positive};
-use crate::grid_rr::bernoulli_exact;
+use crate::sampling::bernoulli_exact;
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, MechanismError, Rng, check_out_len};
 use serde::Serialize;
 

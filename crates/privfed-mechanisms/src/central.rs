@@ -16,7 +16,7 @@
 //! and noise, exactly.
 
 use crate::error::{MechanismError, Result, check_positive};
-use crate::grid_rr::bernoulli_exact;
+use crate::sampling::bernoulli_exact;
 use crate::{CryptoRng, Rng};
 use rand::RngExt;
 use serde::Serialize;
@@ -148,7 +148,7 @@ impl CentralGaussian {
 /// Poisson sampling of clients: each index in `0..n` is included independently with probability
 /// `q ∈ (0, 1]`; returns the included indices in increasing order (possibly none). Each
 /// inclusion is an exact Bernoulli(`q`) draw for the `f64` value `q` (binary-expansion
-/// comparison, see [`crate::grid_rr`]), so the sampling rate used by the accountant is the one
+/// comparison, see [`crate::sampling`]), so the sampling rate used by the accountant is the one
 /// realized.
 pub fn poisson_sample<R: Rng + CryptoRng + ?Sized>(
     n: usize,

@@ -6,7 +6,7 @@
 //! (`g_i = lo + (hi − lo)·i/(B−1)`). For `x ∈ [g_i, g_{i+1}]` and `λ = (x − g_i)/(g_{i+1} − g_i)`,
 //! dithering returns `g_{i+1}` with probability `λ` and `g_i` otherwise, so `E[Dither(x)] = x` and
 //! `E[(Dither(x) − x)²] = λ(1−λ)h² ≤ h²/4` with `h = (hi − lo)/(B − 1)`.
-//! The Bernoulli draw is exact for the `f64` value of `λ` (see [`crate::grid_rr`]).
+//! The Bernoulli draw is exact for the `f64` value of `λ` (see [`crate::sampling`]).
 //!
 //! ## Vectors and norm bounds
 //! [`dither_vector`] dithers every coordinate independently: unbiased, but the norm of the result
@@ -23,8 +23,9 @@
 //! that `P(Aᶜ)` is small (e.g. from [`lemma10_l2_bound`] with a small `δ`). It is **not zero** in
 //! general: conditional dithering trades a small bias for a hard norm bound.
 
+use crate::domain::check_range;
 use crate::error::{MechanismError, Result};
-use crate::grid_rr::bernoulli_exact;
+use crate::sampling::bernoulli_exact;
 use rand::Rng;
 
 /// Largest number of bits accepted by the dithering functions (`B = 2^24` levels).
@@ -96,21 +97,6 @@ pub(crate) fn levels(bits: u32) -> Result<usize> {
             format!("must be in 1..={MAX_DITHER_BITS}"),
         ))
     }
-}
-
-/// Validates a finite range `lo < hi`.
-pub(crate) fn check_range(lo: f64, hi: f64) -> Result<()> {
-    if !lo.is_finite() {
-        return Err(MechanismError::invalid("lo", lo, "must be finite"));
-    }
-    if !(hi.is_finite() && hi > lo && (hi - lo).is_finite()) {
-        return Err(MechanismError::invalid(
-            "hi",
-            hi,
-            format!("must be finite and > lo = {lo}"),
-        ));
-    }
-    Ok(())
 }
 
 /// Locates `x ∈ [lo, hi]` on the `levels`-point grid: returns `(i, λ)` with

@@ -1,6 +1,6 @@
 //! Input domains of the randomizers and their validation.
 
-use crate::error::{MechanismError, Result};
+use crate::error::{MechanismError, Result, check_positive};
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Exp1};
 use serde::Serialize;
@@ -167,6 +167,37 @@ impl Domain {
             Domain::Interval { lo, hi } => vec![lo + (hi - lo) * rng.random::<f64>()],
         }
     }
+}
+
+/// Checks that a domain's own parameters are valid: dimension ≥ 1, radius finite and > 0,
+/// interval end points finite with `lo < hi` and a finite width.
+pub(crate) fn validate_domain(domain: &Domain) -> Result<()> {
+    let dim = domain.dim();
+    if dim == 0 {
+        return Err(MechanismError::invalid("dim", 0.0, "must be at least 1"));
+    }
+    match *domain {
+        Domain::UnitSphere { .. } => Ok(()),
+        Domain::L2Ball { radius, .. }
+        | Domain::L1Ball { radius, .. }
+        | Domain::LInfBall { radius, .. } => check_positive("radius", radius).map(|_| ()),
+        Domain::Interval { lo, hi } => check_range(lo, hi),
+    }
+}
+
+/// Validates a range `[lo, hi]`: end points finite, `lo < hi`, and a finite width `hi − lo`.
+pub(crate) fn check_range(lo: f64, hi: f64) -> Result<()> {
+    if !lo.is_finite() {
+        return Err(MechanismError::invalid("lo", lo, "must be finite"));
+    }
+    if !(hi.is_finite() && hi > lo && (hi - lo).is_finite()) {
+        return Err(MechanismError::invalid(
+            "hi",
+            hi,
+            format!("must be finite and > lo = {lo}, with a finite width"),
+        ));
+    }
+    Ok(())
 }
 
 fn sphere<R: Rng + ?Sized>(dim: usize, rng: &mut R) -> Vec<f64> {

@@ -17,8 +17,8 @@
 //! **Floating point.** As for [`crate::laplace`], the guarantee is that of the ideal real-valued
 //! mechanism; `f64` Gaussian samples are not hardened against floating-point attacks.
 
+use crate::domain::validate_domain;
 use crate::error::{MechanismError, Result, check_positive};
-use crate::laplace::validate_domain;
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng, check_out_len};
 use rand::RngExt;
 use serde::Serialize;

@@ -51,7 +51,9 @@
 //! (large ε) are not distorted by the 53-bit resolution of `random::<f64>()`.
 
 use crate::dither::{check_report_bits, grid_point, interval_max, interval_value, round_index};
+use crate::domain::check_range;
 use crate::error::{MechanismError, Result, check_positive};
+use crate::sampling::bernoulli_exact;
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng, check_out_len};
 use rand::RngExt;
 use serde::Serialize;
@@ -154,55 +156,6 @@ fn uniform_worst_case(epsilon: f64, r_max: f64, k: usize) -> f64 {
     let a = kp * t / omt;
     let b = u2 * t * denom / (omt * omt);
     interval_max(a * u0 * u0 + b, a * u1 * u1 + b, h).1
-}
-
-/// Samples `U < p` for `U` uniform on `[0, 1)` with infinitely many random bits, **exactly**:
-/// the probability of `true` is the real number represented by the `f64` `p`.
-///
-/// Compares 64-bit words of `U` with the binary expansion of `p` until they differ (which
-/// happens on the first word except with probability `2^{-64}`).
-pub(crate) fn bernoulli_exact<R: Rng + ?Sized>(rng: &mut R, p: f64) -> bool {
-    if p.is_nan() || p <= 0.0 {
-        return false;
-    }
-    if p >= 1.0 {
-        return true;
-    }
-    let bits = p.to_bits();
-    let exp_field = ((bits >> 52) & 0x7ff) as i64;
-    let frac = bits & ((1u64 << 52) - 1);
-    // p = mant · 2^{−s}
-    let (mant, s) = if exp_field == 0 {
-        (frac, 1074i64)
-    } else {
-        (frac | (1u64 << 52), 1075 - exp_field)
-    };
-    let mut k: i64 = 0;
-    loop {
-        // Bits 64k+1 ..= 64k+64 after the binary point: floor(mant · 2^{64(k+1) − s}) mod 2^64.
-        let sh = 64 * (k + 1) - s;
-        let chunk = if sh >= 64 {
-            0
-        } else if sh >= 0 {
-            ((mant as u128) << sh) as u64
-        } else if -sh >= 64 {
-            0
-        } else {
-            mant >> (-sh)
-        };
-        let r = rng.next_u64();
-        if r < chunk {
-            return true;
-        }
-        if r > chunk {
-            return false;
-        }
-        if sh >= 0 {
-            // p has no bits beyond this word: U ≥ p.
-            return false;
-        }
-        k += 1;
-    }
 }
 
 impl GridRr {
@@ -339,16 +292,7 @@ impl GridRr {
     pub fn unbiased_grr(epsilon: f64, bits: u32, lo: f64, hi: f64) -> Result<GridRr> {
         check_positive("epsilon", epsilon)?;
         check_report_bits(bits)?;
-        if !lo.is_finite() {
-            return Err(MechanismError::invalid("lo", lo, "must be finite"));
-        }
-        if !(hi.is_finite() && hi > lo) {
-            return Err(MechanismError::invalid(
-                "hi",
-                hi,
-                format!("must be finite and > lo = {lo}"),
-            ));
-        }
+        check_range(lo, hi)?;
         let b = 1usize << bits;
         let grid = (0..b).map(|i| grid_point(i, b, lo, hi)).collect::<Vec<_>>();
         Self::build(grid, epsilon, GridFamily::UnbiasedGrr { bits, lo, hi })
@@ -937,62 +881,6 @@ mod tests {
                 let thr = chi2_threshold(m.num_points() - 1, 4.753);
                 assert!(chi2 < thr, "{} x={x}: chi2 {chi2} >= {thr}", m.name());
             }
-        }
-    }
-
-    struct FixedRng(Vec<u64>, usize);
-    impl rand::TryRng for FixedRng {
-        type Error = core::convert::Infallible;
-        fn try_next_u32(&mut self) -> core::result::Result<u32, Self::Error> {
-            Ok(self.try_next_u64()? as u32)
-        }
-        fn try_next_u64(&mut self) -> core::result::Result<u64, Self::Error> {
-            let v = self.0[self.1];
-            self.1 += 1;
-            Ok(v)
-        }
-        fn try_fill_bytes(&mut self, _dst: &mut [u8]) -> core::result::Result<(), Self::Error> {
-            unimplemented!()
-        }
-    }
-
-    #[test]
-    fn bernoulli_exact_compares_binary_expansions() {
-        let half = 1u64 << 63;
-        assert!(bernoulli_exact(&mut FixedRng(vec![half - 1], 0), 0.5));
-        assert!(!bernoulli_exact(&mut FixedRng(vec![half], 0), 0.5));
-        // p = 2^-70: first word of p is 0; a zero first word continues to the second word,
-        // whose top bits hold p: 2^-70 = 2^-64 · 2^-6 → second word 2^58.
-        let p = 2f64.powi(-70);
-        assert!(!bernoulli_exact(&mut FixedRng(vec![1], 0), p));
-        assert!(bernoulli_exact(&mut FixedRng(vec![0, (1 << 58) - 1], 0), p));
-        assert!(!bernoulli_exact(&mut FixedRng(vec![0, 1 << 58], 0), p));
-        // The smallest subnormal, 2^-1074: bit 1074 is in word 16 (bits 1025..1088).
-        let tiny = f64::from_bits(1);
-        let mut words = vec![0u64; 16];
-        words.push((1u64 << (1088 - 1074)) - 1);
-        assert!(bernoulli_exact(&mut FixedRng(words.clone(), 0), tiny));
-        words[16] += 1;
-        assert!(!bernoulli_exact(&mut FixedRng(words, 0), tiny));
-        // 1/3 (non-dyadic, 53-bit mantissa): its first word is floor(2^64/3) rounded to 53 bits.
-        let third = 1.0f64 / 3.0;
-        let w = (third * 2f64.powi(64)) as u64;
-        assert!(bernoulli_exact(&mut FixedRng(vec![w - 1], 0), third));
-        assert!(!bernoulli_exact(&mut FixedRng(vec![w], 0), third));
-        assert!(!bernoulli_exact(&mut FixedRng(vec![], 0), 0.0));
-        assert!(bernoulli_exact(&mut FixedRng(vec![], 0), 1.0));
-        assert!(!bernoulli_exact(&mut FixedRng(vec![], 0), f64::NAN));
-    }
-
-    #[test]
-    fn bernoulli_exact_frequencies() {
-        // 5-sigma binomial z-tests, FPR ≈ 5.7e-7 each, 3 tests.
-        let mut rng = seeded_rng_for_experiments(11);
-        let n = 1_000_000u64;
-        for p in [0.3, 0.001, 0.987654321] {
-            let c = (0..n).filter(|_| bernoulli_exact(&mut rng, p)).count() as f64;
-            let sd = (n as f64 * p * (1.0 - p)).sqrt();
-            assert!((c - n as f64 * p).abs() < 5.0 * sd, "p={p}: {c}");
         }
     }
 

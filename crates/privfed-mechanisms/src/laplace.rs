@@ -10,38 +10,11 @@
 //! input. The guarantee stated here is that of the ideal real-valued mechanism (see
 //! `docs/FLOATING_POINT.md`).
 
+use crate::domain::validate_domain;
 use crate::error::{MechanismError, Result, check_positive};
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng, check_out_len};
 use rand::RngExt;
 use serde::Serialize;
-
-/// Checks that a domain's own parameters are valid: dimension ≥ 1, radius finite and > 0,
-/// interval end points finite with `lo < hi` and a finite width.
-pub(crate) fn validate_domain(domain: &Domain) -> Result<()> {
-    let dim = domain.dim();
-    if dim == 0 {
-        return Err(MechanismError::invalid("dim", 0.0, "must be at least 1"));
-    }
-    match *domain {
-        Domain::UnitSphere { .. } => Ok(()),
-        Domain::L2Ball { radius, .. }
-        | Domain::L1Ball { radius, .. }
-        | Domain::LInfBall { radius, .. } => check_positive("radius", radius).map(|_| ()),
-        Domain::Interval { lo, hi } => {
-            if !lo.is_finite() {
-                return Err(MechanismError::invalid("lo", lo, "must be finite"));
-            }
-            if !(hi.is_finite() && hi > lo && (hi - lo).is_finite()) {
-                return Err(MechanismError::invalid(
-                    "hi",
-                    hi,
-                    format!("must be finite and > lo = {lo}, with a finite width"),
-                ));
-            }
-            Ok(())
-        }
-    }
-}
 
 /// The ℓ1 diameter `Δ₁ = sup ‖x − x'‖₁` of a domain — the sensitivity of the identity map under
 /// local DP, where any two inputs are neighbours:

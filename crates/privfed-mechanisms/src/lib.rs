@@ -62,7 +62,7 @@ pub mod rng;
 pub mod sampling;
 pub mod separated;
 pub mod skellam;
-/// The special functions (now their own crate, [`privfed_special`], shared with the accountants).
+/// The shared numerics: the base crate [`privfed_special`], also used by the accountants.
 pub use privfed_special as special;
 
 pub use any::AnyRandomizer;

@@ -36,9 +36,10 @@
 //! `2^{-64}` rounding of the weights.
 
 use crate::dither::{
-    check_range, conditional_dither_vector_indices, interval_value, locate, mix_rows, round_index,
+    conditional_dither_vector_indices, interval_value, locate, mix_rows, round_index,
     uniform_grid_worst_case,
 };
+use crate::domain::check_range;
 use crate::error::{Result, check_positive};
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, MechanismError, Rng, check_out_len};
 use serde::{Deserialize, Serialize};

@@ -22,7 +22,9 @@
 use crate::domain::Domain;
 use crate::error::{MechanismError, Result, check_epsilon_budget, check_sphere_dim};
 use crate::sampling::{SphereCapSampler, gaussian_with_dot};
-use crate::special::{self, ln_one_minus_exp as ln_1m_exp, logistic, softplus};
+use crate::special::{
+    self, ln_one_minus_exp as ln_1m_exp, logistic, minimize_on_interval, softplus,
+};
 use crate::{CryptoRng, Guarantee, LocalRandomizer, Rng, check_out_len};
 use rand::RngExt;
 use serde::Serialize;
@@ -301,52 +303,6 @@ fn gamma_for_split(epsilon: f64, epsilon0: f64, dim: usize) -> Result<f64> {
         Err(MechanismError::Numerical(format!(
             "cap height for d = {dim}, ln q = {ln_q} came out as {gamma}"
         )))
-    }
-}
-
-/// Minimizes `f` on `(lo, hi)`: a grid of `n` interior points, then golden-section search in
-/// the bracket around the best grid point until its width is below `tol`.
-pub(crate) fn minimize_on_interval(
-    f: impl Fn(f64) -> f64,
-    lo: f64,
-    hi: f64,
-    n: usize,
-    tol: f64,
-) -> f64 {
-    let h = (hi - lo) / (n + 1) as f64;
-    let (mut best_i, mut best_v) = (1, f64::INFINITY);
-    for i in 1..=n {
-        let v = f(lo + h * i as f64);
-        if v < best_v {
-            best_v = v;
-            best_i = i;
-        }
-    }
-    let (mut a, mut b) = (lo + h * (best_i - 1) as f64, lo + h * (best_i + 1) as f64);
-    let r = (5f64.sqrt() - 1.0) / 2.0;
-    let mut c = b - r * (b - a);
-    let mut d = a + r * (b - a);
-    let (mut fc, mut fd) = (f(c), f(d));
-    while (b - a) > tol {
-        if fc < fd {
-            b = d;
-            d = c;
-            fd = fc;
-            c = b - r * (b - a);
-            fc = f(c);
-        } else {
-            a = c;
-            c = d;
-            fc = fd;
-            d = a + r * (b - a);
-            fd = f(d);
-        }
-    }
-    let x = 0.5 * (a + b);
-    if f(x) <= best_v {
-        x
-    } else {
-        lo + h * best_i as f64
     }
 }
 

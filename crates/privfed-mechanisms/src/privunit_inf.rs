@@ -24,8 +24,8 @@
 //! * Error: `E[Ẑ] = v`, `‖Ẑ‖² = d/m²` always, so `E‖Ẑ − v‖² = d/m² − ‖v‖²`; worst case `d/m²` at `v = 0`.
 //!
 //! Binomial probabilities are computed in log space for `d` up to 10^6 and beyond with Loader's
-//! saddle-point expansion (relative accuracy ~1e-14, no `lgamma` cancellation), and tails by
-//! log-sum-exp.
+//! saddle-point expansion (`special::ln_binomial_half_pmf`; relative accuracy ~1e-14, no `lgamma`
+//! cancellation), and tails by log-sum-exp (`special::log_sum_exp_iter`).
 //!
 //! ## Floating point
 //! The guarantee is exact for the ideal sampler. The implementation draws the cap/complement
@@ -36,6 +36,7 @@
 //! `docs/FLOATING_POINT.md`.
 
 use crate::error::{MechanismError, Result, check_positive};
+use crate::special::{ln_binomial_half_pmf, log_add_exp, log_sum_exp_iter};
 use crate::{Domain, Guarantee, LocalRandomizer, check_out_len};
 use rand::{CryptoRng, Rng, RngExt};
 use serde::Serialize;
@@ -375,7 +376,9 @@ impl HalfBinomial {
     /// The table is exactly symmetric (`lp[k] == lp[d−k]`) so that mirrored tails agree to the bit
     /// (e.g. `q = ½` exactly at `τ = (d+1)/2`, where `p = ½` must give `ε = 0`).
     fn new(d: usize) -> Self {
-        let mut lp: Vec<f64> = (0..=d / 2).map(|k| log_binom_half_pmf(d, k)).collect();
+        let mut lp: Vec<f64> = (0..=d / 2)
+            .map(|k| ln_binomial_half_pmf(d as u64, k as u64))
+            .collect();
         for k in d / 2 + 1..=d {
             lp.push(lp[d - k]);
         }
@@ -386,8 +389,8 @@ impl HalfBinomial {
     /// its far end toward the mode (small terms first; mirrored tails sum identical sequences).
     fn log_tails_at(&self, tau: usize) -> (f64, f64) {
         (
-            log_sum_exp(self.lp[tau..].iter().rev().copied()),
-            log_sum_exp(self.lp[..tau].iter().copied()),
+            log_sum_exp_iter(self.lp[tau..].iter().rev().copied()),
+            log_sum_exp_iter(self.lp[..tau].iter().copied()),
         )
     }
 
@@ -410,120 +413,6 @@ impl HalfBinomial {
         }
         out
     }
-}
-
-fn log_add_exp(a: f64, b: f64) -> f64 {
-    let (hi, lo) = if a >= b { (a, b) } else { (b, a) };
-    if lo == f64::NEG_INFINITY {
-        hi
-    } else {
-        hi + (lo - hi).exp().ln_1p()
-    }
-}
-
-/// `ln Σ exp(x_i)` with the maximum factored out and compensated (Neumaier) summation.
-fn log_sum_exp<I: Iterator<Item = f64> + Clone>(xs: I) -> f64 {
-    let max = xs.clone().fold(f64::NEG_INFINITY, f64::max);
-    if max == f64::NEG_INFINITY {
-        return max;
-    }
-    let (mut s, mut c) = (0.0f64, 0.0f64);
-    for x in xs {
-        let t = (x - max).exp();
-        let n = s + t;
-        c += if s.abs() >= t.abs() {
-            (s - n) + t
-        } else {
-            (t - n) + s
-        };
-        s = n;
-    }
-    max + (s + c).ln()
-}
-
-/// `ln P(Bin(d,½) = k)` by Loader's saddle-point expansion (C. Loader, "Fast and accurate
-/// computation of binomial probabilities", 2000): `ln b(k) = δ(d) − δ(k) − δ(d−k) − D(k; d/2) −
-/// D(d−k; d/2) − ½ ln(2π k(d−k)/d)`, where `δ` is the Stirling remainder and `D` the deviance
-/// term. Relative accuracy ~1e-14 for every `d`, unlike `lgamma` differences.
-fn log_binom_half_pmf(d: usize, k: usize) -> f64 {
-    if k > d {
-        return f64::NEG_INFINITY;
-    }
-    let n = d as f64;
-    if k == 0 || k == d {
-        return -n * std::f64::consts::LN_2;
-    }
-    let x = k as f64;
-    let half = 0.5 * n;
-    let lc = stirlerr(d) - stirlerr(k) - stirlerr(d - k) - bd0(x, half) - bd0(n - x, half);
-    let lf = (2.0 * std::f64::consts::PI).ln() + x.ln() + (-x / n).ln_1p();
-    lc - 0.5 * lf
-}
-
-/// Stirling remainder `δ(n) = ln n! − (n+½) ln n + n − ½ ln 2π` for `n ≥ 1`.
-fn stirlerr(n: usize) -> f64 {
-    // δ(1..=15), computed with mpmath at 40 digits, rounded to the nearest f64.
-    const SMALL: [f64; 15] = [
-        0.08106146679532726,
-        0.0413406959554093,
-        0.02767792568499834,
-        0.020790672103765093,
-        0.016644691189821193,
-        0.013876128823070748,
-        0.01189670994589177,
-        0.010411265261972096,
-        0.009255462182712733,
-        0.00833056343336287,
-        0.007573675487951841,
-        0.00694284010720953,
-        0.006408994188004207,
-        0.0059513701127588475,
-        0.005554733551962801,
-    ];
-    if n == 0 {
-        return 0.0;
-    }
-    if n <= 15 {
-        return SMALL[n - 1];
-    }
-    // Asymptotic series δ(n) = 1/(12n) − 1/(360n³) + 1/(1260n⁵) − 1/(1680n⁷) + 1/(1188n⁹) − …
-    const S0: f64 = 1.0 / 12.0;
-    const S1: f64 = 1.0 / 360.0;
-    const S2: f64 = 1.0 / 1260.0;
-    const S3: f64 = 1.0 / 1680.0;
-    const S4: f64 = 1.0 / 1188.0;
-    let x = n as f64;
-    let nn = x * x;
-    if n > 500 {
-        (S0 - S1 / nn) / x
-    } else if n > 80 {
-        (S0 - (S1 - S2 / nn) / nn) / x
-    } else if n > 35 {
-        (S0 - (S1 - (S2 - S3 / nn) / nn) / nn) / x
-    } else {
-        (S0 - (S1 - (S2 - (S3 - S4 / nn) / nn) / nn) / nn) / x
-    }
-}
-
-/// Deviance term `D(x; μ) = x ln(x/μ) + μ − x`, by a series when `x ≈ μ` (no cancellation).
-fn bd0(x: f64, mu: f64) -> f64 {
-    if (x - mu).abs() < 0.1 * (x + mu) {
-        let mut v = (x - mu) / (x + mu);
-        let mut s = (x - mu) * v;
-        let mut ej = 2.0 * x * v;
-        v *= v;
-        // |v| < 0.1: each term is < 1% of the previous; converges in < 20 terms.
-        for j in 1..200 {
-            ej *= v;
-            let s1 = s + ej / f64::from(2 * j + 1);
-            if s1 == s {
-                break;
-            }
-            s = s1;
-        }
-        return s;
-    }
-    x * (x / mu).ln() + mu - x
 }
 
 #[cfg(test)]
@@ -696,7 +585,11 @@ mod tests {
                     got - want
                 );
             };
-            close(log_binom_half_pmf(d, tau), f("log_pmf"), "ln b(τ)");
+            close(
+                ln_binomial_half_pmf(d as u64, tau as u64),
+                f("log_pmf"),
+                "ln b(τ)",
+            );
             let bin = HalfBinomial::new(d);
             let (lq, l1q) = bin.log_tails_at(tau);
             close(lq, f("log_q"), "ln q");
@@ -753,7 +646,7 @@ mod tests {
                     "d={d} k={k}: {a} vs {b}"
                 );
             }
-            let total = log_sum_exp(bin.lp.iter().copied());
+            let total = log_sum_exp_iter(bin.lp.iter().copied());
             assert!(total.abs() < 1e-14, "d={d}: ln Σ = {total}");
         }
     }

@@ -17,11 +17,10 @@
 
 use crate::domain::Domain;
 use crate::error::{MechanismError, Result, check_epsilon_budget, check_sphere_dim};
-use crate::privunit2::minimize_on_interval;
 use crate::sampling::{
     gaussian_with_dot, truncated_standard_normal_above, truncated_standard_normal_below,
 };
-use crate::special::{self, logistic};
+use crate::special::{self, logistic, minimize_on_interval};
 use crate::{CryptoRng, Guarantee, LocalRandomizer, Rng, check_out_len};
 use rand::RngExt;
 use serde::Serialize;

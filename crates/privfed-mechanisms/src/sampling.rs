@@ -1,6 +1,7 @@
-//! Exact samplers shared by the randomizers: Gaussian vectors, directions orthogonal to a unit
-//! vector, truncated standard normals, and the inner product of a uniform point on the sphere
-//! with a fixed unit vector, truncated to a spherical cap or its complement.
+//! Exact samplers shared by the randomizers: Bernoulli draws exact for an `f64` probability,
+//! Gaussian vectors, directions orthogonal to a unit vector, truncated standard normals, and the
+//! inner product of a uniform point on the sphere with a fixed unit vector, truncated to a
+//! spherical cap or its complement.
 //!
 //! All samplers are generic over the generator (`R: Rng + ?Sized`); the mechanisms that call
 //! them require a cryptographically secure one.
@@ -255,6 +256,55 @@ pub(crate) fn gaussian_with_dot<R: Rng + ?Sized>(
     (dot, norm2)
 }
 
+/// Samples `U < p` for `U` uniform on `[0, 1)` with infinitely many random bits, **exactly**:
+/// the probability of `true` is the real number represented by the `f64` `p`.
+///
+/// Compares 64-bit words of `U` with the binary expansion of `p` until they differ (which
+/// happens on the first word except with probability `2^{-64}`).
+pub(crate) fn bernoulli_exact<R: Rng + ?Sized>(rng: &mut R, p: f64) -> bool {
+    if p.is_nan() || p <= 0.0 {
+        return false;
+    }
+    if p >= 1.0 {
+        return true;
+    }
+    let bits = p.to_bits();
+    let exp_field = ((bits >> 52) & 0x7ff) as i64;
+    let frac = bits & ((1u64 << 52) - 1);
+    // p = mant · 2^{−s}
+    let (mant, s) = if exp_field == 0 {
+        (frac, 1074i64)
+    } else {
+        (frac | (1u64 << 52), 1075 - exp_field)
+    };
+    let mut k: i64 = 0;
+    loop {
+        // Bits 64k+1 ..= 64k+64 after the binary point: floor(mant · 2^{64(k+1) − s}) mod 2^64.
+        let sh = 64 * (k + 1) - s;
+        let chunk = if sh >= 64 {
+            0
+        } else if sh >= 0 {
+            ((mant as u128) << sh) as u64
+        } else if -sh >= 64 {
+            0
+        } else {
+            mant >> (-sh)
+        };
+        let r = rng.next_u64();
+        if r < chunk {
+            return true;
+        }
+        if r > chunk {
+            return false;
+        }
+        if sh >= 0 {
+            // p has no bits beyond this word: U ≥ p.
+            return false;
+        }
+        k += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,5 +455,61 @@ mod tests {
         assert!(SphereCapSampler::new(1, 0.1).is_err());
         assert!(SphereCapSampler::new(10, 1.0).is_err());
         assert!(SphereCapSampler::new(10, f64::NAN).is_err());
+    }
+
+    struct FixedRng(Vec<u64>, usize);
+    impl rand::TryRng for FixedRng {
+        type Error = core::convert::Infallible;
+        fn try_next_u32(&mut self) -> core::result::Result<u32, Self::Error> {
+            Ok(self.try_next_u64()? as u32)
+        }
+        fn try_next_u64(&mut self) -> core::result::Result<u64, Self::Error> {
+            let v = self.0[self.1];
+            self.1 += 1;
+            Ok(v)
+        }
+        fn try_fill_bytes(&mut self, _dst: &mut [u8]) -> core::result::Result<(), Self::Error> {
+            unimplemented!()
+        }
+    }
+
+    #[test]
+    fn bernoulli_exact_compares_binary_expansions() {
+        let half = 1u64 << 63;
+        assert!(bernoulli_exact(&mut FixedRng(vec![half - 1], 0), 0.5));
+        assert!(!bernoulli_exact(&mut FixedRng(vec![half], 0), 0.5));
+        // p = 2^-70: first word of p is 0; a zero first word continues to the second word,
+        // whose top bits hold p: 2^-70 = 2^-64 · 2^-6 → second word 2^58.
+        let p = 2f64.powi(-70);
+        assert!(!bernoulli_exact(&mut FixedRng(vec![1], 0), p));
+        assert!(bernoulli_exact(&mut FixedRng(vec![0, (1 << 58) - 1], 0), p));
+        assert!(!bernoulli_exact(&mut FixedRng(vec![0, 1 << 58], 0), p));
+        // The smallest subnormal, 2^-1074: bit 1074 is in word 16 (bits 1025..1088).
+        let tiny = f64::from_bits(1);
+        let mut words = vec![0u64; 16];
+        words.push((1u64 << (1088 - 1074)) - 1);
+        assert!(bernoulli_exact(&mut FixedRng(words.clone(), 0), tiny));
+        words[16] += 1;
+        assert!(!bernoulli_exact(&mut FixedRng(words, 0), tiny));
+        // 1/3 (non-dyadic, 53-bit mantissa): its first word is floor(2^64/3) rounded to 53 bits.
+        let third = 1.0f64 / 3.0;
+        let w = (third * 2f64.powi(64)) as u64;
+        assert!(bernoulli_exact(&mut FixedRng(vec![w - 1], 0), third));
+        assert!(!bernoulli_exact(&mut FixedRng(vec![w], 0), third));
+        assert!(!bernoulli_exact(&mut FixedRng(vec![], 0), 0.0));
+        assert!(bernoulli_exact(&mut FixedRng(vec![], 0), 1.0));
+        assert!(!bernoulli_exact(&mut FixedRng(vec![], 0), f64::NAN));
+    }
+
+    #[test]
+    fn bernoulli_exact_frequencies() {
+        // 5-sigma binomial z-tests, FPR ≈ 5.7e-7 each, 3 tests.
+        let mut rng = seeded_rng_for_experiments(11);
+        let n = 1_000_000u64;
+        for p in [0.3, 0.001, 0.987654321] {
+            let c = (0..n).filter(|_| bernoulli_exact(&mut rng, p)).count() as f64;
+            let sd = (n as f64 * p * (1.0 - p)).sqrt();
+            assert!((c - n as f64 * p).abs() < 5.0 * sd, "p={p}: {c}");
+        }
     }
 }

@@ -357,6 +357,31 @@ pub fn ln_beta_inc(a: f64, b: f64, x: f64) -> f64 {
     }
 }
 
+/// `ln I_x(a,b)` at the point given by both `x` and `y = 1 − x`, each as accurate as the caller
+/// can make it (e.g. `x = (1−t)(1+t)`, `y = t²`): the smaller of the two defines the point, so no
+/// relative accuracy is lost to rounding `1 − x` near 1 (where [`ln_beta_inc`] only sees the
+/// rounded `x`). `−∞` at `x = 0`, 0 at `y = 0`. See [`beta_inc`] for the method.
+///
+/// Invalid arguments (`a ≤ 0`, `b ≤ 0`, non-finite parameters, `x` or `y` outside `[0, 1]`, NaN)
+/// return NaN.
+pub fn ln_beta_inc_xy(a: f64, b: f64, x: f64, y: f64) -> f64 {
+    if !valid(a, b, x) || !(0.0..=1.0).contains(&y) {
+        return f64::NAN;
+    }
+    if x == 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if y == 0.0 {
+        return 0.0;
+    }
+    let p = if x <= y {
+        Point::from_x(x)
+    } else {
+        Point::from_y(y)
+    };
+    tails(a, b, &p).ln_lower
+}
+
 /// `ln(1 − I_x(a,b))`, finite far below the underflow of the upper tail; `−∞` at `x = 1`.
 /// See [`beta_inc`] and [`ln_beta_inc`]. Invalid arguments return NaN.
 pub fn ln_beta_inc_complement(a: f64, b: f64, x: f64) -> f64 {
@@ -403,6 +428,35 @@ pub(crate) fn symmetric_delta(a: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ln_beta_inc_xy_keeps_accuracy_near_one() {
+        // Where x is exact, the two agree.
+        for &(a, b, x) in &[(2.0, 5.0, 0.2), (30.0, 7.0, 0.9), (499.5, 0.5, 0.75)] {
+            let (l, r) = (ln_beta_inc(a, b, x), ln_beta_inc_xy(a, b, x, 1.0 - x));
+            assert!(
+                (l - r).abs() <= 1e-15 * l.abs().max(1.0),
+                "{a} {b} {x}: {l} {r}"
+            );
+        }
+        // Near 1, x = 1 − t² rounds (at t = 1e-9 to 1 exactly); y = t² keeps the point.
+        for &t in &[1e-9, 1e-6, 1e-3] {
+            let (x, y) = ((1.0 - t) * (1.0 + t), t * t);
+            for &a in &[0.5, 4.5, 4999.5] {
+                let want = ln_one_minus_exp(ln_beta_inc(0.5, a, y));
+                let got = ln_beta_inc_xy(a, 0.5, x, y);
+                assert!(
+                    (got - want).abs() <= 1e-14 * want.abs(),
+                    "t={t} a={a}: {got} {want}"
+                );
+            }
+        }
+        assert_eq!(ln_beta_inc_xy(2.0, 3.0, 0.0, 1.0), f64::NEG_INFINITY);
+        assert_eq!(ln_beta_inc_xy(2.0, 3.0, 1.0, 0.0), 0.0);
+        assert!(ln_beta_inc_xy(2.0, 3.0, 0.5, -0.5).is_nan());
+        assert!(ln_beta_inc_xy(0.0, 3.0, 0.5, 0.5).is_nan());
+        assert!(ln_beta_inc_xy(2.0, 3.0, f64::NAN, 0.5).is_nan());
+    }
 
     #[test]
     fn rlog1_matches_direct_formula_away_from_zero() {

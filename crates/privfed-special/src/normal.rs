@@ -146,6 +146,41 @@ pub fn ln_norm_cdf(z: f64) -> f64 {
     ln_norm_sf(-z)
 }
 
+/// A point `x` together with its nearer normal tail: `Φ(x)` if `x ≤ 0`, `Q(x) = Φ(−x)` if
+/// `x > 0` (one [`norm_cdf`] evaluation per point).
+///
+/// Differences `Φ(b) − Φ(a)` of two such points ([`NormPoint::diff_to`]) are taken from the
+/// nearer tail, `Q(a) − Q(b)` when both are positive, `Φ(b) − Φ(a)` when both are negative, and
+/// `1 − Q(b) − Φ(a)` across 0, which keeps tiny differences far in either tail relatively
+/// accurate (where `Φ(b) − Φ(a)` directly would cancel to 0). Used for the masses of a
+/// discretized Gaussian privacy-loss distribution.
+#[derive(Debug, Clone, Copy)]
+pub struct NormPoint {
+    x: f64,
+    tail: f64,
+}
+
+impl NormPoint {
+    /// The point `x` and its nearer tail.
+    pub fn new(x: f64) -> Self {
+        let tail = if x <= 0.0 { norm_cdf(x) } else { norm_cdf(-x) };
+        Self { x, tail }
+    }
+
+    /// `Φ(b) − Φ(a)` for `a = self`; 0 when `b ≤ a` (never negative).
+    pub fn diff_to(&self, b: &NormPoint) -> f64 {
+        if self.x >= b.x {
+            0.0
+        } else if self.x > 0.0 {
+            (self.tail - b.tail).max(0.0)
+        } else if b.x <= 0.0 {
+            (b.tail - self.tail).max(0.0)
+        } else {
+            (1.0 - b.tail - self.tail).max(0.0)
+        }
+    }
+}
+
 /// Hazard function (inverse Mills ratio) `h(z) = φ(z)/(1 − Φ(z))`.
 ///
 /// * `z ≥ 0`: `h(z) = √(2/π) / erfcx(z/√2)`, stable for large `z` (`h(z) ≈ z + 1/z`);
@@ -303,6 +338,33 @@ mod tests {
             let back = norm_sf_inv_ln(want);
             assert!((back - z).abs() <= 4e-16 * z, "z={z}: {back}");
         }
+    }
+
+    /// The test values of the accounting crate's former `ln_norm_cdf` (asymptotic series below
+    /// −30): the erfcx-based one is continuous there and matches mpmath.
+    #[test]
+    fn ln_norm_cdf_accounting_values() {
+        let a = norm_cdf(-29.999_999).ln();
+        let b = ln_norm_cdf(-30.000_001);
+        assert!((a - b).abs() < 1e-4, "{a} {b}");
+        // mpmath (50 digits): ln Φ(−40) = −804.608442013754...
+        assert!((ln_norm_cdf(-40.0) + 804.608_442_013_754).abs() < 1e-9);
+        // ln Φ(3) = ln(0.998650101968370) = −0.0013508099647482
+        assert!((ln_norm_cdf(3.0) + 0.001_350_809_964_748_2).abs() < 1e-15);
+    }
+
+    #[test]
+    fn norm_cdf_diff_tails() {
+        // Q(10) − Q(10.001) ≈ φ(10)·0.001 = 7.69e-26: keeps relative accuracy in the tail.
+        let d = NormPoint::new(10.0).diff_to(&NormPoint::new(10.001));
+        let approx = (-50.0f64).exp() / (2.0 * PI).sqrt() * 0.001;
+        assert!((d / approx - 1.0).abs() < 0.02, "{d} {approx}");
+        // Lower tail, across 0, and the empty interval.
+        let d = NormPoint::new(-10.001).diff_to(&NormPoint::new(-10.0));
+        assert!((d / approx - 1.0).abs() < 0.02, "{d} {approx}");
+        let d = NormPoint::new(-1.0).diff_to(&NormPoint::new(1.0));
+        assert!((d - (1.0 - 2.0 * norm_sf(1.0))).abs() < 4e-16);
+        assert_eq!(NormPoint::new(2.0).diff_to(&NormPoint::new(1.0)), 0.0);
     }
 
     #[test]

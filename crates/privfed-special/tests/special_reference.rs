@@ -5,6 +5,10 @@
 //! (mpmath, `mp.dps = 60`; the script documents how each value is computed and cross-checks
 //! its incomplete-beta series against mpmath's `betainc`, exact binomial sums and closed forms).
 //!
+//! Also the spherical-cap probability of docs/ALGORITHMS.md §1.6, `ln P₀ = ln ½ +
+//! ln I_{1−t²}((k−1)/2, ½)`, against `tests/data/cap_probability_reference.json` (mpmath at
+//! 50 digits, from the cap integral, by `scripts/reference/cap_probability_mpmath.py`).
+//!
 //! These are deterministic comparisons (no randomness, no false positives). Run with
 //! `--nocapture` to see the largest error of each group.
 
@@ -304,6 +308,31 @@ fn normal_quantiles_against_mpmath() {
 /// Time per call at the PrivUnit2 size `a = b = 499999.5` (d = 10⁶). Not a test of speed (no
 /// assertion on time): run with
 /// `cargo test --release -p privfed-special --test special_reference -- --ignored --nocapture`.
+/// Relative tolerance on ln P₀ (|ln P₀| up to 1.4e5 at k = 1e6: the prefactor's ln Γ terms and
+/// ln(1 − t²) carry ~1e-16 relative each, and the continued fraction converges to 1e-16).
+const LN_P0_REL: f64 = 1e-11;
+/// Absolute floor for ln P₀ near ln ½.
+const LN_P0_ABS: f64 = 1e-12;
+
+/// `ln_beta_inc_xy` at `x = (1−t)(1+t)`, `y = t²` (as `privfed_accounting::analysis::
+/// ln_cap_probability` calls it), against the mpmath cap integral.
+#[test]
+fn cap_probability_matches_mpmath() {
+    let data: Value =
+        serde_json::from_str(include_str!("data/cap_probability_reference.json")).unwrap();
+    for c in data["cases"].as_array().unwrap() {
+        let k = c["k"].as_u64().unwrap();
+        let t = c["t"].as_f64().unwrap();
+        let want = c["ln_p0"].as_f64().unwrap();
+        let got = ln_beta_inc_xy((k as f64 - 1.0) / 2.0, 0.5, (1.0 - t) * (1.0 + t), t * t)
+            - std::f64::consts::LN_2;
+        assert!(
+            (got - want).abs() <= LN_P0_REL * want.abs() + LN_P0_ABS,
+            "k={k} t={t}: {got} vs mpmath {want}"
+        );
+    }
+}
+
 #[test]
 #[ignore]
 fn timing_large_symmetric() {

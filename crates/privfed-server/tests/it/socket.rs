@@ -1,7 +1,7 @@
 //! Over a real socket with the real embedded store: many concurrent clients, instances never
 //! torn, counters exact, state durable across a clean restart.
 
-mod common;
+use crate::common;
 
 use privfed_server::EmbeddedStore;
 use privfed_server::client::{Client, Submitted};

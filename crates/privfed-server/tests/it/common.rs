@@ -1,5 +1,6 @@
 //! Test helpers: temporary directories and a Redis server on a free loopback port.
 
+use privfed_server::model::CreateModel;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -118,4 +119,16 @@ pub async fn serve_on_loopback<S: privfed_server::Store + 'static>(
         .unwrap();
     });
     (url, tx, h)
+}
+
+/// A creation request with no initialization spread and no spam filter.
+pub fn spec(name: &str, dim: usize, k: usize) -> CreateModel {
+    CreateModel {
+        name: name.into(),
+        dim,
+        k,
+        init_std: None,
+        spam_sigmas: None,
+        spam_max_outside_fraction: None,
+    }
 }

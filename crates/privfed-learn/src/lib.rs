@@ -3,9 +3,9 @@
 //! Models and learning for privfed: generalized linear models with their losses, gradients and
 //! predictions ([`glm`]), and the typed errors shared by the crates built on them ([`error`]).
 //!
-//! Pure: no I/O (no files, no environment variables, no sockets), no clock, no global RNG;
-//! randomness comes in as `rng: &mut R`. The Draw-and-Discard protocol built on these models is
-//! `privfed-ddml`; dataset loading and the simulations are `privfed-sim`.
+//! Pure and deterministic: no I/O (no files, no environment variables, no sockets), no clock, no
+//! randomness. The Draw-and-Discard protocol built on these models (noisy client step, server
+//! engine) is `privfed-ddml`; dataset loading and the simulations are `privfed-sim`.
 //!
 //! ## Example: a logistic model's prediction and gradient
 //! ```

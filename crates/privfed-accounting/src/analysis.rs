@@ -21,16 +21,23 @@ pub struct DrawAndDiscardReport {
     /// Adversary III (opportunistic, sees an instance after about T further updates): the
     /// probability `1 − 1/k` that the contribution was discarded (paper's approximation).
     pub adversary_iii_discard_probability: f64,
-    /// Adversary III otherwise: `ε_T ≈ (ε/√(2T))·√(ln(1/(2δ_T)))` at `δ_T` (the paper's
-    /// noise-accumulation approximation, not a formal bound; `+∞` for T = 0).
+    /// Adversary III otherwise: `ε_T = min(ε, (ε/√(2T))·√(ln(1/(2δ_T))))` at `δ_T`. The second
+    /// term is the paper's noise-accumulation approximation (not a formal bound). The cap at the
+    /// local ε is always valid: what adversary III sees is a post-processing of the client's
+    /// ε-LDP update, and post-processing never costs more than the local guarantee. So at small
+    /// `T` (where the approximation exceeds ε: `T < ln(1/(2δ_T))/2`, i.e. `T ≤ 8` at
+    /// `δ_T = 10⁻⁸`) and at `T = 0` (the instance right after the contribution) it is ε.
     pub adversary_iii_epsilon: f64,
     /// The δ_T at which `adversary_iii_epsilon` holds.
     pub adversary_iii_delta: f64,
 }
 
 /// Draw-and-Discard analysis for local ε, `k` instances, `t_updates` further updates of the
-/// observed instance and `delta_t` ∈ (0, ½) (docs/ALGORITHMS.md §4.3, formulas exactly as given
-/// there; II and III are the paper's expected-loss and approximate statements).
+/// observed instance and `delta_t` ∈ (0, ½) (paper 003 §IV, docs/ALGORITHMS.md §4.3; II and III
+/// are the paper's expected-loss and approximate statements, III capped at ε as explained at
+/// [`DrawAndDiscardReport::adversary_iii_epsilon`]). This is the one home of the analysis: both
+/// `privfed analyze ddml` and the simulator's report (`privfed ddml simulate`) call it. Errors
+/// unless ε > 0 is finite, `k ≥ 1` and `δ_T ∈ (0, ½)`; any `T ≥ 0` is accepted.
 pub fn draw_and_discard(
     local_epsilon: f64,
     k: u64,
@@ -53,8 +60,9 @@ pub fn draw_and_discard(
         ));
     }
     let kf = k as f64;
+    // T = 0: no further noise has accumulated; the observation is the client's update itself.
     let eps_t = if t_updates == 0 {
-        f64::INFINITY
+        local_epsilon
     } else {
         local_epsilon / (2.0 * t_updates as f64).sqrt() * (1.0 / (2.0 * delta_t)).ln().sqrt()
     };
@@ -176,6 +184,30 @@ mod tests {
         assert!(draw_and_discard(1.0, 0, 1, 1e-8).is_err());
         assert!(draw_and_discard(f64::NAN, 3, 1, 1e-8).is_err());
         assert!(draw_and_discard(1.0, 3, 1, 0.7).is_err());
+    }
+
+    /// At small T the approximation exceeds ε and is capped there; T = 0 is ε (not +∞).
+    #[test]
+    fn draw_and_discard_small_t_and_t_zero() {
+        let e = 2.0;
+        // At δ_T = 1e-8, √(ln(5e7)/(2T)) ≥ 1 exactly for T ≤ 8.
+        for t in [0u64, 1, 2, 8] {
+            let r = draw_and_discard(e, 10, t, 1e-8).unwrap();
+            assert_eq!(r.adversary_iii_epsilon, e, "T = {t}");
+        }
+        let r9 = draw_and_discard(e, 10, 9, 1e-8).unwrap();
+        let approx = e / 18f64.sqrt() * 5e7f64.ln().sqrt();
+        assert_eq!(r9.adversary_iii_epsilon, approx);
+        assert!(approx < e);
+        // Not monotone the wrong way: more further updates never cost more.
+        let mut last = f64::INFINITY;
+        for t in 0..40 {
+            let v = draw_and_discard(e, 10, t, 1e-8)
+                .unwrap()
+                .adversary_iii_epsilon;
+            assert!(v.is_finite() && v <= last && v <= e, "T = {t}: {v}");
+            last = v;
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Typed errors of the learning crate.
+//! Typed errors of the learning crate, shared by the crates built on it (`privfed-ddml`,
+//! `privfed-sim`).
 
-/// Everything that can go wrong in models, client steps and the Draw-and-Discard logic.
+/// Everything that can go wrong in models, and in the client steps, Draw-and-Discard logic and
+/// simulations built on them.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LearnError {
@@ -52,7 +54,8 @@ pub enum LearnError {
     /// one server strategy run against a server that uses another).
     #[error("unsupported: {0}")]
     Unsupported(String),
-    /// A dataset file is missing, unreadable or malformed (see [`crate::data`]).
+    /// A dataset file is missing, unreadable or malformed (raised by `privfed_sim::data`; this crate
+    /// reads no files).
     #[error("dataset file {path}: {reason}")]
     Data {
         /// The file (or directory) concerned.
@@ -76,8 +79,9 @@ impl LearnError {
 /// Result alias of this crate.
 pub type Result<T, E = LearnError> = std::result::Result<T, E>;
 
-/// Checks that `value` is finite and strictly positive.
-pub(crate) fn check_positive(name: &'static str, value: f64) -> Result<f64> {
+/// Checks that `value` is finite and strictly positive (shared with the crates built on this one,
+/// e.g. `privfed-ddml`, so that their errors read the same).
+pub fn check_positive(name: &'static str, value: f64) -> Result<f64> {
     if value.is_finite() && value > 0.0 {
         Ok(value)
     } else {
@@ -86,7 +90,7 @@ pub(crate) fn check_positive(name: &'static str, value: f64) -> Result<f64> {
 }
 
 /// Checks the length and finiteness of a vector (generic over `f32`/`f64`).
-pub(crate) fn check_vector<T: Copy + Into<f64>>(
+pub fn check_vector<T: Copy + Into<f64>>(
     what: &'static str,
     v: &[T],
     expected: usize,

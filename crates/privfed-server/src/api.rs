@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use privfed_learn::ddml::{InstanceStats, initialize_with_std};
+use privfed_ddml::engine::{InstanceStats, initialize_with_std};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -295,7 +295,7 @@ async fn create_model<S: Store>(
     // ThreadRng is not Send: use it before the first await.
     let (spec, init) = {
         let mut rng = rand::rng();
-        let spec = req.into_spec(rng.next_u64())?;
+        let spec = ModelSpec::from_request(req, rng.next_u64())?;
         let init = initialize_with_std(&vec![0.0; spec.dim], spec.k, spec.init_std, &mut rng)
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         (spec, init)

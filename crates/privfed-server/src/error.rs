@@ -6,7 +6,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use privfed_learn::ddml::SpamRejection;
+use privfed_ddml::engine::SpamRejection;
 
 /// A store failure.
 #[derive(Debug, thiserror::Error)]

@@ -2,9 +2,9 @@
 //!
 //! The Draw-and-Discard model server of paper 003 (`docs/ALGORITHMS.md` §4.2): each model has `k`
 //! instances; a client draws a uniformly random one, takes a noisy local step
-//! (`privfed_learn::client`) and posts the result, which overwrites a uniformly random instance
-//! chosen independently of the draw. The logic comes from `privfed_learn::ddml`; this crate owns
-//! HTTP and storage.
+//! (`privfed_ddml::client`) and posts the result, which overwrites a uniformly random instance
+//! chosen independently of the draw. The logic comes from `privfed_ddml::engine` and the request
+//! body and weight format from `privfed_ddml::wire`; this crate owns HTTP and storage.
 //!
 //! ## Routes
 //! | route | who | answers |
@@ -20,24 +20,24 @@
 //! Errors are JSON `{"error", "message"}` ([`error`]). Weights are stored as `f32`.
 //!
 //! ## Clients
-//! [`client::Client`] (async, reqwest); [`simulate::HttpModelServer`], a blocking adapter that
-//! lets the Draw-and-Discard simulator of `privfed_learn::simulate` train against a live server;
-//! [`loadgen`], simulated devices under load.
+//! Devices link `privfed-client` (no server stack): its async `Client` (re-exported here as
+//! [`client`] so existing imports keep working) and its load generator. The simulator's adapter
+//! that trains against a live server is `privfed_sim::http::HttpModelServer`.
 //!
 //! ## Stores
 //! [`store::embedded::EmbeddedStore`] (redb, group commit, crash consistent) and
 //! [`store::redis::RedisStore`] (shared by several processes).
 
 pub mod api;
-pub mod client;
 pub mod error;
-pub mod loadgen;
 pub mod metrics;
 pub mod model;
 pub mod openapi;
-pub mod simulate;
 pub mod store;
-pub mod wire;
+
+/// The device-side client, re-exported from `privfed_client::client` (its home) so that
+/// `privfed_server::client::Client` keeps working.
+pub use privfed_client::client;
 
 pub use api::{AppState, router};
 pub use error::{ApiError, StoreError};

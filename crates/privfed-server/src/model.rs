@@ -1,8 +1,12 @@
 //! Model specifications, request validation and the binary weight format.
 
 use crate::error::ApiError;
-use privfed_learn::ddml::SpamFilter;
+use privfed_ddml::engine::SpamFilter;
 use serde::{Deserialize, Serialize};
+
+// The request body and the weight format are shared with devices (privfed-ddml's `wire`); they
+// stay importable from here.
+pub use privfed_ddml::wire::{CreateModel, decode_f32, encode_f32, encode_f32_into};
 
 /// Largest number of weights a model may have.
 pub const MAX_DIM: usize = 1 << 22;
@@ -30,30 +34,6 @@ pub struct ModelSpec {
     pub generation: u64,
 }
 
-/// The body of `POST /v1/models`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateModel {
-    /// Model name.
-    pub name: String,
-    /// Number of weights.
-    pub dim: usize,
-    /// Number of instances.
-    pub k: usize,
-    /// Initialization standard deviation (default 0).
-    #[serde(default)]
-    pub init_std: Option<f64>,
-    /// Spam filter band in standard deviations (default: no filter). Use at least
-    /// [`privfed_learn::ddml::RECOMMENDED_SPAM_SIGMAS`] (8): the instances share ancestry, so
-    /// narrower bands reject many honest updates (measured with `k = 20` and 387 weights: 53% at
-    /// 4σ, 6% at 5σ, 0.085% at 8σ).
-    #[serde(default)]
-    pub spam_sigmas: Option<f64>,
-    /// Fraction of weights allowed outside the band (default 0).
-    #[serde(default)]
-    pub spam_max_outside_fraction: Option<f64>,
-}
-
 /// Checks a model name.
 pub fn validate_name(name: &str) -> Result<(), ApiError> {
     let ok = !name.is_empty()
@@ -70,32 +50,33 @@ pub fn validate_name(name: &str) -> Result<(), ApiError> {
     }
 }
 
-impl CreateModel {
-    /// Validates the request and builds the spec (with the given generation).
-    pub fn into_spec(self, generation: u64) -> Result<ModelSpec, ApiError> {
-        validate_name(&self.name)?;
-        if self.dim == 0 || self.dim > MAX_DIM {
+impl ModelSpec {
+    /// Validates a creation request against this server's limits and builds the spec (with the
+    /// given generation).
+    pub fn from_request(req: CreateModel, generation: u64) -> Result<ModelSpec, ApiError> {
+        validate_name(&req.name)?;
+        if req.dim == 0 || req.dim > MAX_DIM {
             return Err(ApiError::BadRequest(format!(
                 "dim must lie in 1..={MAX_DIM}"
             )));
         }
-        if self.k == 0 || self.k > MAX_K {
+        if req.k == 0 || req.k > MAX_K {
             return Err(ApiError::BadRequest(format!("k must lie in 1..={MAX_K}")));
         }
-        if self.dim * self.k > MAX_FLOATS {
+        if req.dim * req.k > MAX_FLOATS {
             return Err(ApiError::BadRequest(format!(
                 "dim × k must be at most {MAX_FLOATS}"
             )));
         }
-        let init_std = self.init_std.unwrap_or(0.0);
+        let init_std = req.init_std.unwrap_or(0.0);
         if !(init_std.is_finite() && (0.0..=1e6).contains(&init_std)) {
             return Err(ApiError::BadRequest(
                 "init_std must be finite and in [0, 1e6]".into(),
             ));
         }
-        let spam = match self.spam_sigmas {
+        let spam = match req.spam_sigmas {
             None => {
-                if self.spam_max_outside_fraction.is_some() {
+                if req.spam_max_outside_fraction.is_some() {
                     return Err(ApiError::BadRequest(
                         "spam_max_outside_fraction needs spam_sigmas".into(),
                     ));
@@ -103,9 +84,9 @@ impl CreateModel {
                 None
             }
             Some(t) => {
-                let f = SpamFilter::new(t, self.spam_max_outside_fraction.unwrap_or(0.0))
+                let f = SpamFilter::new(t, req.spam_max_outside_fraction.unwrap_or(0.0))
                     .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-                if self.k < 2 || init_std == 0.0 {
+                if req.k < 2 || init_std == 0.0 {
                     return Err(ApiError::BadRequest(
                         "the spam filter needs k ≥ 2 and init_std > 0 (a spread across instances)"
                             .into(),
@@ -115,9 +96,9 @@ impl CreateModel {
             }
         };
         Ok(ModelSpec {
-            name: self.name,
-            dim: self.dim,
-            k: self.k,
+            name: req.name,
+            dim: req.dim,
+            k: req.k,
             init_std,
             spam,
             generation,
@@ -137,33 +118,6 @@ impl ModelSpec {
     pub fn binary_body_limit(&self) -> usize {
         4 * self.dim + 1024
     }
-}
-
-/// Weights as little-endian `f32` bytes.
-pub fn encode_f32(w: &[f32]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 * w.len());
-    encode_f32_into(w, &mut out);
-    out
-}
-
-/// Appends the little-endian bytes of `w` to `out`.
-pub fn encode_f32_into(w: &[f32], out: &mut Vec<u8>) {
-    out.reserve(4 * w.len());
-    for x in w {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-}
-
-/// Little-endian `f32` bytes to weights; `None` if the length is not a multiple of 4.
-pub fn decode_f32(b: &[u8]) -> Option<Vec<f32>> {
-    if !b.len().is_multiple_of(4) {
-        return None;
-    }
-    Some(
-        b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-    )
 }
 
 /// Checks an update's length and that every weight is finite.

@@ -1,10 +1,10 @@
 //! `privfed ddml`: Draw-and-Discard simulation and paper 003's experiments (`docs/ALGORITHMS.md` §4.4).
 //!
 //! * `privfed ddml simulate`: one training run over simulated clients
-//!   ([`privfed_learn::simulate`]), reporting held-out accuracy and loss, update counters, the
+//!   ([`privfed_sim::simulate`]), reporting held-out accuracy and loss, update counters, the
 //!   intra-model variance against (k/2)σ², the adversary I/II/III privacy report and, for the
 //!   synthetic production model, the largest weight error. In process by default; with
-//!   `--server URL` against a live `privfed serve` ([`privfed_server::simulate::HttpModelServer`]):
+//!   `--server URL` against a live `privfed serve` ([`privfed_sim::http::HttpModelServer`]):
 //!   the command creates a model `--model NAME` (default `ddml-sim-SEED`, or a random suffix
 //!   without `--seed`) with the simulation's `k`, dimension, initialization std
 //!   `√((k/2)·σ²_init)` and `--spam-sigmas`, using the admin token (`--admin-token` or
@@ -25,20 +25,20 @@ use crate::output::print_report;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use privfed_learn::client::{ClientNoise, PrivacyUnit};
-use privfed_learn::data::{
+use privfed_client::client::Client;
+use privfed_ddml::client::{ClientNoise, PrivacyUnit};
+use privfed_ddml::engine::{Strategy, predicted_intra_model_variance};
+use privfed_ddml::wire::CreateModel;
+use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
+use privfed_sim::data::{
     Dataset, SYNTHETIC_FEATURE_NAMES, SYNTHETIC_TRUE_WEIGHTS, default_data_dir, load_adult,
     load_mnist, synthetic_production,
 };
-use privfed_learn::ddml::{Strategy, predicted_intra_model_variance};
-use privfed_learn::simulate::{
+use privfed_sim::http::HttpModelServer;
+use privfed_sim::simulate::{
     MeanStdError, Progress, SimConfig, SimReport, initial_std, simulate, simulate_in_process,
     summarize_repeats, variance_stabilization_trace,
 };
-use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
-use privfed_server::client::Client;
-use privfed_server::model::CreateModel;
-use privfed_server::simulate::HttpModelServer;
 use rand::Rng;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -126,7 +126,7 @@ pub struct SimulateArgs {
     /// Spam filter: reject updates with a weight beyond this many standard deviations across
     /// the instances (off by default). Use at least 8: the instances share ancestry, and with
     /// k = 20 and 387 weights narrower bands reject many honest updates (53% at 4, 6% at 5,
-    /// 0.085% at 8; see privfed_learn::ddml::RECOMMENDED_SPAM_SIGMAS).
+    /// 0.085% at 8; see privfed_ddml::engine::RECOMMENDED_SPAM_SIGMAS).
     #[arg(long)]
     spam_sigmas: Option<f64>,
     /// Training rows generated for synthetic-production.
@@ -858,7 +858,7 @@ pub fn run(args: &DdmlArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use privfed_learn::data::synthetic_production;
+    use privfed_sim::data::synthetic_production;
 
     #[test]
     fn run_seeds_are_deterministic_and_distinct() {

@@ -1,7 +1,7 @@
 //! `privfed loadgen`: simulated devices against a running server (draw, noisy local step, post).
 
 use clap::Args;
-use privfed_server::loadgen::{LoadgenConfig, run as run_load};
+use privfed_client::loadgen::{LoadgenConfig, run as run_load};
 use std::time::Duration;
 
 /// Arguments of `privfed loadgen`.

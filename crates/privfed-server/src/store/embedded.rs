@@ -15,7 +15,7 @@ use super::{ModelSnapshot, Store, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
 use bytes::Bytes;
-use privfed_learn::ddml::{InstanceStats, replacement_index};
+use privfed_ddml::engine::{InstanceStats, replacement_index};
 use rand::SeedableRng;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -98,7 +98,7 @@ enum WriteOp {
     },
     Reject {
         model: Arc<ModelState>,
-        rejection: privfed_learn::ddml::SpamRejection,
+        rejection: privfed_ddml::engine::SpamRejection,
         ack: Ack<SubmitOutcome>,
     },
 }

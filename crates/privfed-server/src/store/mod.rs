@@ -1,5 +1,5 @@
 //! Where the `k` instances live. The HTTP layer talks to a [`Store`]; the Draw-and-Discard logic
-//! (uniform draw, uniform replacement, spam filter) comes from `privfed_learn::ddml`.
+//! (uniform draw, uniform replacement, spam filter) comes from `privfed_ddml::engine`.
 //!
 //! * [`embedded::EmbeddedStore`] (default): redb in `--data-dir`, an in-memory copy for reads, and
 //!   one writer thread that group-commits every pending update in one durable transaction.
@@ -11,7 +11,7 @@ pub mod redis;
 
 use crate::error::StoreError;
 use crate::model::ModelSpec;
-use privfed_learn::ddml::SpamRejection;
+use privfed_ddml::engine::SpamRejection;
 use std::future::Future;
 use std::sync::Arc;
 

@@ -16,7 +16,7 @@ use super::{ModelSnapshot, Store, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
 use bytes::Bytes;
-use privfed_learn::ddml::{InstanceStats, replacement_index};
+use privfed_ddml::engine::{InstanceStats, replacement_index};
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,6 @@
 //! The load generator: `C` concurrent simulated devices, each repeatedly drawing an instance,
 //! taking a noisy local step on synthetic data (paper 003 Alg. 1 through
-//! [`privfed_learn::client::ClientStep`]) and posting the result, for a fixed duration.
+//! [`privfed_ddml::client::ClientStep`]) and posting the result, for a fixed duration.
 //!
 //! * Synthetic data: a pool of 256 examples with features uniform on `[0, 1]^dim` and label
 //!   `y = 1[x_0 > ½]`, generated once; each step uses `N_c` examples picked uniformly from the
@@ -9,14 +9,14 @@
 //! * Latency of an update = time of its draw request + time of its post request (the local step
 //!   is not included). Updates that complete during the warm-up are not counted.
 //! * `errors` counts transport failures and answers other than 200/202/422; `rejected` counts 422.
-//! * Each device keeps one keep-alive connection ([`crate::wire::Conn`], a lean HTTP/1.1 client:
+//! * Each device keeps one keep-alive connection ([`crate::conn::Conn`], a lean HTTP/1.1 client:
 //!   the general [`Client`] would cost as much CPU per request as the server) and reconnects
 //!   after an error.
 
 use crate::client::{Client, ClientError};
-use crate::model::{decode_f32, encode_f32_into};
-use crate::wire::{Conn, WireError};
-use privfed_learn::client::{ClientNoise, ClientStep, PrivacyUnit};
+use crate::conn::{Conn, WireError};
+use privfed_ddml::client::{ClientNoise, ClientStep, PrivacyUnit};
+use privfed_ddml::wire::{decode_f32, encode_f32_into};
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 use std::sync::Arc;

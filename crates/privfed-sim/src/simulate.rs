@@ -6,7 +6,7 @@
 //! server, runs the noisy client step of Alg. 1 ([`ClientStep`]) on its rows and submits the
 //! result. The server side is behind the small [`ModelServer`] trait so that the same loop can
 //! drive the in-memory [`InProcessServer`] (a [`DrawAndDiscard`] engine) or a live HTTP server
-//! (`privfed_server::simulate::HttpModelServer`, which picks the instance to overwrite itself
+//! ([`crate::http::HttpModelServer`], which picks the instance to overwrite itself
 //! and does not say which: [`Outcome::Accepted`]). The update counters of the report are tallied
 //! from the outcomes the clients see ([`DdmlStats::record`]), so they mean the same against
 //! either server.
@@ -20,19 +20,20 @@
 //! instances, the training loss, the update counters, the intra-model variance against its
 //! Thm. 1 prediction `(k/2)·σ²` (exact in expectation only for pure-noise updates: with learning,
 //! the instances also differ by their different gradient histories), the three-adversary privacy
-//! report ([`adversary_report`]) and, when the dataset has known weights,
+//! report ([`AdversaryReport`], computed by `privfed_accounting::analysis::draw_and_discard`) and, when the dataset has known weights,
 //! `weights_max_abs_error = max_j |b̄_j − w_j|`.
 
-use crate::client::{ClientNoise, ClientStep, PrivacyUnit};
+use crate::adversary::AdversaryReport;
 use crate::data::Dataset;
-use crate::ddml::{
-    AdversaryReport, DdmlStats, DrawAndDiscard, Outcome, SpamFilter, Strategy, adversary_report,
-    initialize_with_std, predicted_intra_model_variance,
+use privfed_ddml::client::{ClientNoise, ClientStep, PrivacyUnit};
+use privfed_ddml::engine::{
+    DdmlStats, DrawAndDiscard, Outcome, SpamFilter, Strategy, initialize_with_std,
+    predicted_intra_model_variance,
 };
-use crate::error::{LearnError, Result, check_positive};
-use crate::glm::{Example, Glm};
+use privfed_learn::error::{LearnError, Result, check_positive};
+use privfed_learn::glm::{Example, Glm};
 use privfed_mechanisms::laplace::sample_laplace;
-use privfed_mechanisms::rng::ExperimentRng;
+use privfed_mechanisms::{CryptoRng, Rng};
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
@@ -48,7 +49,7 @@ pub struct Drawn {
 
 /// The server side of a Draw-and-Discard simulation: the operations the simulated clients and
 /// the evaluation need. [`InProcessServer`] implements it in memory;
-/// `privfed_server::simulate::HttpModelServer` over HTTP (draw = `GET /draw`, submit =
+/// [`crate::http::HttpModelServer`] over HTTP (draw = `GET /draw`, submit =
 /// `POST /updates`, mean and variance = `GET /v1/models/{name}`).
 pub trait ModelServer {
     /// The server's error; the simulator's own errors (configuration, data) convert into it.
@@ -59,16 +60,18 @@ pub trait ModelServer {
     fn dim(&self) -> usize;
     /// How it folds updates in (a live server: always [`Strategy::DrawAndDiscard`]).
     fn strategy(&self) -> Strategy;
-    /// Serves an instance. `rng` is the simulation's generator; a server with its own
+    /// Serves an instance. `rng` is the simulation's generator (any cryptographically secure
+    /// generator: the methods are generic, like `rand::Distribution::sample`, so the simulation
+    /// loop is monomorphized and the trait does not fix a generator type); a server with its own
     /// randomness may ignore it.
-    fn draw(&mut self, rng: &mut ExperimentRng) -> Result<Drawn, Self::Error>;
+    fn draw<R: Rng + CryptoRng + ?Sized>(&mut self, rng: &mut R) -> Result<Drawn, Self::Error>;
     /// Folds in an update computed from `drawn`; a spam rejection is an [`Outcome::Rejected`],
     /// not an error.
-    fn submit(
+    fn submit<R: Rng + CryptoRng + ?Sized>(
         &mut self,
         drawn: &Drawn,
         update: &[f64],
-        rng: &mut ExperimentRng,
+        rng: &mut R,
     ) -> Result<Outcome, Self::Error>;
     /// The average of the instances (the prediction model).
     fn mean_model(&mut self) -> Result<Vec<f64>, Self::Error>;
@@ -105,18 +108,18 @@ impl ModelServer for InProcessServer {
     fn strategy(&self) -> Strategy {
         self.engine.strategy()
     }
-    fn draw(&mut self, rng: &mut ExperimentRng) -> Result<Drawn> {
+    fn draw<R: Rng + CryptoRng + ?Sized>(&mut self, rng: &mut R) -> Result<Drawn> {
         let index = self.engine.draw(rng);
         Ok(Drawn {
             index: Some(index),
             weights: self.engine.instance(index).to_vec(),
         })
     }
-    fn submit(
+    fn submit<R: Rng + CryptoRng + ?Sized>(
         &mut self,
         drawn: &Drawn,
         update: &[f64],
-        rng: &mut ExperimentRng,
+        rng: &mut R,
     ) -> Result<Outcome> {
         let index = drawn.index.ok_or_else(|| {
             LearnError::invalid(
@@ -153,7 +156,7 @@ pub struct SimConfig {
     /// Examples per client `N_c`.
     pub examples_per_client: usize,
     /// Spam filter band in standard deviations (none if `None`, the default); at least
-    /// [`crate::ddml::RECOMMENDED_SPAM_SIGMAS`] if used, since narrower bands reject many honest
+    /// [`privfed_ddml::engine::RECOMMENDED_SPAM_SIGMAS`] if used, since narrower bands reject many honest
     /// updates.
     pub spam_sigmas: Option<f64>,
     /// Evaluate on the held-out set after every pass (the learning curve).
@@ -316,10 +319,10 @@ pub fn initial_std(dataset: &Dataset, config: &SimConfig) -> Result<f64> {
 }
 
 /// Builds the initial instances and the in-process server for `config` over `dataset`.
-pub fn in_process_server(
+pub fn in_process_server<R: Rng + CryptoRng + ?Sized>(
     dataset: &Dataset,
     config: &SimConfig,
-    rng: &mut ExperimentRng,
+    rng: &mut R,
 ) -> Result<InProcessServer> {
     let init_std = initial_std(dataset, config)?;
     let p = dataset.glm.num_weights();
@@ -347,11 +350,11 @@ fn client_step(dataset: &Dataset, config: &SimConfig) -> Result<ClientStep> {
 /// Runs the simulation against `server`, calling `progress` every few clients and after every
 /// pass. Errors on an invalid configuration, an empty dataset, a server of the wrong dimension,
 /// number of instances or strategy, or any error the server returns.
-pub fn simulate<S: ModelServer, F: FnMut(&Progress)>(
+pub fn simulate<S: ModelServer, R: Rng + CryptoRng + ?Sized, F: FnMut(&Progress)>(
     dataset: &Dataset,
     config: &SimConfig,
     server: &mut S,
-    rng: &mut ExperimentRng,
+    rng: &mut R,
     mut progress: F,
 ) -> Result<SimReport, S::Error> {
     config.validate()?;
@@ -435,7 +438,7 @@ pub fn simulate<S: ModelServer, F: FnMut(&Progress)>(
     let (_, train_loss) = evaluate(glm, &mean, &dataset.train)?;
     let k = server.k();
     let privacy = match config.noise {
-        ClientNoise::Laplace { epsilon } => Some(adversary_report(
+        ClientNoise::Laplace { epsilon } => Some(AdversaryReport::new(
             epsilon,
             k,
             (stats.overwrites / k as u64).max(1),
@@ -474,10 +477,10 @@ pub fn simulate<S: ModelServer, F: FnMut(&Progress)>(
 
 /// [`simulate`] against a fresh [`InProcessServer`] built by [`in_process_server`], all
 /// randomness from `rng`.
-pub fn simulate_in_process<F: FnMut(&Progress)>(
+pub fn simulate_in_process<R: Rng + CryptoRng + ?Sized, F: FnMut(&Progress)>(
     dataset: &Dataset,
     config: &SimConfig,
-    rng: &mut ExperimentRng,
+    rng: &mut R,
     progress: F,
 ) -> Result<SimReport> {
     let mut server = in_process_server(dataset, config, rng)?;
@@ -641,7 +644,7 @@ pub struct VariancePoint {
 /// Thm. 1 predicts `(k/2)·2b²` throughout. Errors unless `k ≥ 2`, `p, runs, every ≥ 1` and
 /// `b > 0`.
 #[allow(clippy::too_many_arguments)]
-pub fn variance_stabilization_trace(
+pub fn variance_stabilization_trace<R: Rng + CryptoRng + ?Sized>(
     k: usize,
     p: usize,
     laplace_scale: f64,
@@ -649,7 +652,7 @@ pub fn variance_stabilization_trace(
     every: usize,
     runs: usize,
     strategy: Strategy,
-    rng: &mut ExperimentRng,
+    rng: &mut R,
 ) -> Result<Vec<VariancePoint>> {
     if k < 2 {
         return Err(LearnError::invalid("k", k as f64, "must be ≥ 2"));

@@ -2,11 +2,10 @@
 //! when `redis-server` is not installed, except under `CI`): the API over real sockets, two server
 //! processes' worth of state (two stores, two listeners) sharing one model, concurrency.
 
-mod common;
+use crate::common;
 
+use privfed_client::client::{Client, Submitted};
 use privfed_server::RedisStore;
-use privfed_server::client::{Client, Submitted};
-use privfed_server::model::CreateModel;
 use std::collections::HashSet;
 
 const TOKEN: &str = "tok";
@@ -17,31 +16,22 @@ async fn start(redis_url: &str) -> (String, tokio::sync::oneshot::Sender<()>) {
     (url, tx)
 }
 
-fn spec(name: &str, dim: usize, k: usize) -> CreateModel {
-    CreateModel {
-        name: name.into(),
-        dim,
-        k,
-        init_std: None,
-        spam_sigmas: None,
-        spam_max_outside_fraction: None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn two_servers_share_one_model_in_redis() {
-    let Some(redis) = common::start_redis() else {
-        return;
-    };
+    let redis = common::start_redis();
     let (a, _stop_a) = start(&redis.url()).await;
     let (b, _stop_b) = start(&redis.url()).await;
     let admin_a = Client::new(&a).unwrap().with_admin_token(TOKEN);
     let admin_b = Client::new(&b).unwrap().with_admin_token(TOKEN);
-    admin_a.create_model(&spec("m", 50, 6)).await.unwrap();
+    admin_a
+        .create_model(&common::spec("m", 50, 6))
+        .await
+        .unwrap();
     // The model exists for the other process too.
     assert_eq!(
         admin_b
-            .create_model(&spec("m", 50, 6))
+            .create_model(&common::spec("m", 50, 6))
             .await
             .unwrap_err()
             .status(),
@@ -116,13 +106,12 @@ async fn two_servers_share_one_model_in_redis() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn redis_spam_filter_and_recreation() {
-    let Some(redis) = common::start_redis() else {
-        return;
-    };
+    let redis = common::start_redis();
     let (a, _stop) = start(&redis.url()).await;
     let admin = Client::new(&a).unwrap().with_admin_token(TOKEN);
-    let mut s = spec("s", 4, 10);
+    let mut s = common::spec("s", 4, 10);
     s.init_std = Some(1.0);
     s.spam_sigmas = Some(4.0);
     admin.create_model(&s).await.unwrap();
@@ -145,7 +134,7 @@ async fn redis_spam_filter_and_recreation() {
     assert_eq!((info.updates_accepted, info.updates_rejected), (1, 1));
     // Re-create with another size: the old spec in the cache must not let a wrong-length write in.
     admin.delete_model("s").await.unwrap();
-    admin.create_model(&spec("s", 3, 2)).await.unwrap();
+    admin.create_model(&common::spec("s", 3, 2)).await.unwrap();
     let r = c.submit("s", &[1.0; 4]).await;
     assert!(matches!(r, Err(e) if matches!(e.status(), Some(400) | Some(404))));
     // After the cache expires (1 s) the new spec is used.

@@ -2,17 +2,17 @@
 //! socket with the embedded store. The test functions are synchronous, as the simulator is; the
 //! server runs on its own runtime's worker thread.
 
-mod common;
-
-use privfed_learn::client::{ClientNoise, PrivacyUnit};
-use privfed_learn::data::synthetic_production;
-use privfed_learn::ddml::{Outcome, Strategy};
-use privfed_learn::simulate::{ModelServer, SimConfig, initial_std, simulate};
+use privfed_client::client::Client;
+use privfed_ddml::client::{ClientNoise, PrivacyUnit};
+use privfed_ddml::engine::{Outcome, Strategy};
+use privfed_ddml::wire::CreateModel;
 use privfed_mechanisms::rng::seeded_rng_for_experiments;
-use privfed_server::EmbeddedStore;
-use privfed_server::client::Client;
-use privfed_server::model::CreateModel;
-use privfed_server::simulate::{HttpModelServer, RemoteError};
+use privfed_server::{AppState, EmbeddedStore};
+use privfed_sim::data::synthetic_production;
+use privfed_sim::http::{HttpModelServer, RemoteError};
+use privfed_sim::simulate::{ModelServer, SimConfig, initial_std, simulate};
+use std::path::PathBuf;
+use std::sync::Arc;
 use tokio::runtime::Runtime;
 
 const TOKEN: &str = "sim-token";
@@ -22,20 +22,46 @@ struct Live {
     url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     _rt: Runtime,
-    _dir: common::TempDir,
+    _dir: TempDir,
+}
+
+/// A directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl Live {
     fn start() -> Self {
-        let dir = common::TempDir::new("sim");
+        let dir = TempDir(std::env::temp_dir().join(format!(
+            "privfed-sim-test-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        )));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        std::fs::create_dir_all(&dir.0).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();
-        let (url, tx, _) = rt.block_on(async {
+        let (url, tx) = rt.block_on(async {
             let store = EmbeddedStore::open(&dir.0).unwrap();
-            common::serve_on_loopback(store, TOKEN).await
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let state = Arc::new(AppState::new(store, TOKEN));
+            tokio::spawn(async move {
+                privfed_server::serve(listener, state, async {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+            });
+            (url, tx)
         });
         Self {
             url,

@@ -4,7 +4,7 @@
 //! uniformly at random ([`draw_index`]); when an updated model comes back it overwrites an
 //! instance chosen uniformly at random **independently of the one served** ([`replacement_index`]:
 //! the server does not track which instance a client received). Prediction uses the average of
-//! the `k` instances ([`crate::glm::average_instances`]).
+//! the `k` instances ([`privfed_learn::glm::average_instances`]).
 //!
 //! * **Initialization** ([`initialize_instances`]): every weight from `N(b⁰, (k/2)·σ²)`, where `σ²`
 //!   is the client's per-weight noise variance. By paper 003 Thm. 1 the expected sample variance
@@ -37,7 +37,7 @@
 //! * **Strategies** ([`Strategy`]) compared in paper 003 §V-B: draw-and-discard, accept one update
 //!   in `k`, replace the drawn instance, average before overwrite, and server-side batching.
 
-use crate::error::{LearnError, Result, check_positive, check_vector};
+use privfed_learn::error::{LearnError, Result, check_positive, check_vector};
 use privfed_mechanisms::{CryptoRng, Rng};
 use rand::RngExt;
 use serde::{Deserialize, Serialize};
@@ -628,58 +628,6 @@ impl DrawAndDiscard {
     }
 }
 
-/// Privacy of one client update against the three adversaries of paper 003 §IV
-/// (`docs/ALGORITHMS.md` §4.3), for a client update that is ε-LDP.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct AdversaryReport {
-    /// I, channel listener (sees the model sent and returned): ε.
-    pub channel_listener_epsilon: f64,
-    /// II, internal threat (sees the `k` instances, not the pre-image): expected loss
-    /// `((k − 1)/k)·(ε/2)` (Lemma 1).
-    pub internal_expected_epsilon: f64,
-    /// III, opportunistic: probability that the contribution was already discarded after `T`
-    /// further updates to the instance, about `1 − 1/k` (as stated in §IV-D).
-    pub opportunistic_discard_probability: f64,
-    /// III: `ε_T ≈ (ε/√(2T))·√(ln(1/(2δ_T)))` when it was not discarded (an approximation).
-    pub opportunistic_epsilon: f64,
-    /// III: the `δ_T` used.
-    pub opportunistic_delta: f64,
-    /// III: the number `T` of further updates.
-    pub further_updates: u64,
-}
-
-/// The three-adversary report (see [`AdversaryReport`]). Errors unless ε > 0, `k ≥ 1`, `T ≥ 1`
-/// and `δ_T ∈ (0, ½)`.
-pub fn adversary_report(
-    epsilon: f64,
-    k: usize,
-    further_updates: u64,
-    delta_t: f64,
-) -> Result<AdversaryReport> {
-    check_positive("epsilon", epsilon)?;
-    check_k(k)?;
-    if further_updates == 0 {
-        return Err(LearnError::invalid("further_updates", 0.0, "must be ≥ 1"));
-    }
-    if !(delta_t > 0.0 && delta_t < 0.5) {
-        return Err(LearnError::invalid(
-            "delta_t",
-            delta_t,
-            "must lie in (0, 1/2)",
-        ));
-    }
-    let kf = k as f64;
-    Ok(AdversaryReport {
-        channel_listener_epsilon: epsilon,
-        internal_expected_epsilon: (kf - 1.0) / kf * epsilon / 2.0,
-        opportunistic_discard_probability: 1.0 - 1.0 / kf,
-        opportunistic_epsilon: epsilon / (2.0 * further_updates as f64).sqrt()
-            * (1.0 / (2.0 * delta_t)).ln().sqrt(),
-        opportunistic_delta: delta_t,
-        further_updates,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1051,19 +999,5 @@ mod tests {
         );
         assert_eq!(s.instance(0), &[3.0]);
         assert!(DrawAndDiscard::new(Strategy::ServerBatch { batch: 0 }, inst, None).is_err());
-    }
-
-    #[test]
-    fn adversary_report_formulas() {
-        let r = adversary_report(32f64.ln(), 20, 10_000, 1e-8).unwrap();
-        assert_eq!(r.channel_listener_epsilon, 32f64.ln());
-        assert!((r.internal_expected_epsilon - 0.95 * 32f64.ln() / 2.0).abs() < 1e-15);
-        assert!((r.opportunistic_discard_probability - 0.95).abs() < 1e-15);
-        // ≈ 3ε/√T at δ_T = 1e-8 (docs/ALGORITHMS.md §4.3): √(ln(5e7)/2) = 2.978.
-        let approx = 3.0 * 32f64.ln() / 100.0;
-        assert!((r.opportunistic_epsilon / approx - 0.9927).abs() < 1e-3);
-        assert!(adversary_report(1.0, 0, 1, 1e-8).is_err());
-        assert!(adversary_report(1.0, 2, 0, 1e-8).is_err());
-        assert!(adversary_report(1.0, 2, 1, 0.5).is_err());
     }
 }

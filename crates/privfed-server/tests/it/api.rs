@@ -1,7 +1,7 @@
 //! The router in-process (`tower::ServiceExt::oneshot`) with the real embedded store: every
 //! route and every error code.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};

@@ -18,8 +18,8 @@
 //! `σ²` ([`ClientStep::noise_variance`]: `2b²` for Laplace) is what the server's initialization
 //! `N(b⁰, (k/2)σ²)` needs (paper 003 Thm. 1).
 
-use crate::error::{LearnError, Result, check_positive, check_vector};
-use crate::glm::{Example, Glm};
+use privfed_learn::error::{LearnError, Result, check_positive, check_vector};
+use privfed_learn::glm::{Example, Glm};
 use privfed_mechanisms::gaussian::analytic_gaussian_sigma;
 use privfed_mechanisms::laplace::sample_laplace;
 use privfed_mechanisms::{CryptoRng, Guarantee, Rng};

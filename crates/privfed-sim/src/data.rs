@@ -2,8 +2,7 @@
 //! the original gzip'd IDX files, UCI Adult from the original text files, and the synthetic
 //! "production" model of paper 003 §V-C with known weights.
 //!
-//! This module (and [`crate::simulate`]) is the only part of the crate that does I/O; the loaders
-//! take the data directory as a path and never download anything. The files are read unchanged
+//! The loaders take the data directory as a path and never download anything. The files are read unchanged
 //! (users fetch the originals themselves); every failure — missing file, truncated gzip stream,
 //! wrong magic number, wrong count, malformed row — is a [`LearnError::Data`] naming the file.
 //!
@@ -56,8 +55,8 @@
 //! no `D·E2` crosses; the second list (−0.51, −0.68, 1.65) is taken as `D·E21, D·E22, D·E23`,
 //! which makes the 33 weights the paper counts (1 + 8 main effects + 24 crosses).
 
-use crate::error::{LearnError, Result};
-use crate::glm::{Example, Glm};
+use privfed_learn::glm::{Example, Glm};
+use privfed_learn::{LearnError, Result};
 use privfed_mechanisms::Rng;
 use rand::RngExt;
 use std::collections::BTreeMap;

@@ -1,11 +1,10 @@
 //! Over a real socket with the real embedded store: many concurrent clients, instances never
 //! torn, counters exact, state durable across a clean restart.
 
-mod common;
+use crate::common;
 
+use privfed_client::client::{Client, Submitted};
 use privfed_server::EmbeddedStore;
-use privfed_server::client::{Client, Submitted};
-use privfed_server::model::CreateModel;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -33,17 +32,6 @@ async fn start(
     common::serve_on_loopback(store, TOKEN).await
 }
 
-fn spec(name: &str, dim: usize, k: usize) -> CreateModel {
-    CreateModel {
-        name: name.into(),
-        dim,
-        k,
-        init_std: None,
-        spam_sigmas: None,
-        spam_max_outside_fraction: None,
-    }
-}
-
 /// 32 concurrent clients × 60 updates, each update a constant vector with a unique value: every
 /// instance afterwards is a constant vector of 0 (initial) or of a posted value (never a mix),
 /// the accepted counter equals the number of 202s, and everything survives a restart.
@@ -53,10 +41,13 @@ async fn concurrent_clients_cannot_tear_instances_and_state_survives_restart() {
     let (url, stop, handle) = start(&dir.0).await;
     let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
     let (dim, k) = (387usize, 8usize);
-    admin.create_model(&spec("m", dim, k)).await.unwrap();
+    admin
+        .create_model(&common::spec("m", dim, k))
+        .await
+        .unwrap();
     assert_eq!(
         admin
-            .create_model(&spec("m", dim, k))
+            .create_model(&common::spec("m", dim, k))
             .await
             .unwrap_err()
             .status(),

@@ -1,6 +1,6 @@
 //! The simulator's server side over HTTP: [`HttpModelServer`] implements
-//! [`privfed_learn::simulate::ModelServer`] with the [`Client`] of this crate, so that
-//! `privfed_learn::simulate::simulate` (and `privfed ddml simulate --server URL`) trains against a
+//! [`ModelServer`] with the device-side [`Client`] of `privfed-client`, so that
+//! [`crate::simulate::simulate`] (and `privfed ddml simulate --server URL`) trains against a
 //! live server.
 //!
 //! * draw = `GET /v1/models/{name}/draw` (binary); the server does not say which instance it
@@ -11,7 +11,7 @@
 //! * mean and intra-model variance = `GET /v1/models/{name}`.
 //!
 //! The server always runs Draw-and-Discard (a uniformly random instance is overwritten), so only
-//! [`privfed_learn::ddml::Strategy::DrawAndDiscard`] makes sense against it; its randomness (which
+//! [`Strategy::DrawAndDiscard`] makes sense against it; its randomness (which
 //! instance is drawn and which is overwritten) is its own, so a seeded simulation against a server
 //! is not reproducible. Weights travel and are stored as `f32`.
 //!
@@ -21,12 +21,12 @@
 //! from `spawn_blocking` or a plain thread); it answers [`RemoteError::InsideRuntime`] there
 //! instead of panicking.
 
-use crate::client::{Client, ClientError, ModelInfo, Submitted};
-use crate::model::CreateModel;
+use crate::simulate::{Drawn, ModelServer};
+use privfed_client::client::{Client, ClientError, ModelInfo, Submitted};
+use privfed_ddml::engine::{Outcome, Strategy};
+use privfed_ddml::wire::CreateModel;
 use privfed_learn::LearnError;
-use privfed_learn::ddml::{Outcome, Strategy};
-use privfed_learn::simulate::{Drawn, ModelServer};
-use privfed_mechanisms::rng::ExperimentRng;
+use privfed_mechanisms::{CryptoRng, Rng};
 use std::future::Future;
 use tokio::runtime::{Handle, Runtime};
 
@@ -163,7 +163,7 @@ impl ModelServer for HttpModelServer {
         Strategy::DrawAndDiscard
     }
 
-    fn draw(&mut self, _rng: &mut ExperimentRng) -> Result<Drawn, RemoteError> {
+    fn draw<R: Rng + CryptoRng + ?Sized>(&mut self, _rng: &mut R) -> Result<Drawn, RemoteError> {
         let w = self.block_on(self.client.draw(&self.name))??;
         if w.len() != self.dim {
             return Err(LearnError::DimensionMismatch {
@@ -179,11 +179,11 @@ impl ModelServer for HttpModelServer {
         })
     }
 
-    fn submit(
+    fn submit<R: Rng + CryptoRng + ?Sized>(
         &mut self,
         _drawn: &Drawn,
         update: &[f64],
-        _rng: &mut ExperimentRng,
+        _rng: &mut R,
     ) -> Result<Outcome, RemoteError> {
         // A weight beyond the f32 range becomes infinite and the server answers 400.
         let w: Vec<f32> = update.iter().map(|&x| x as f32).collect();

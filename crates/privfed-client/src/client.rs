@@ -1,8 +1,8 @@
 //! A Rust client of the server (reqwest), used by the load generator, the simulator's `--server`
 //! mode and the tests.
 
-use crate::model::{CreateModel, decode_f32, encode_f32};
-use privfed_learn::ddml::SpamRejection;
+use privfed_ddml::engine::SpamRejection;
+use privfed_ddml::wire::{CreateModel, decode_f32, encode_f32};
 use serde::Deserialize;
 
 /// A client failure.

@@ -1,0 +1,35 @@
+//! # privfed-sim
+//!
+//! Simulations of privfed deployments (systems layer: this crate may read data files and write
+//! results):
+//! * [`data`]: datasets of paper 003 — MNIST (IDX), UCI Adult, the synthetic production model —
+//!   and the data-directory lookup (`$PRIVFED_DATA_DIR`, else `../shared/data`);
+//! * [`simulate`]: the Draw-and-Discard training simulation (paper 003 §V, `docs/ALGORITHMS.md`
+//!   §4.4) over any [`simulate::ModelServer`]: in memory ([`simulate::InProcessServer`]) or a live
+//!   server over HTTP ([`http::HttpModelServer`], through the device-side `privfed-client`);
+//! * [`adversary`]: the three-adversary report of a simulated deployment, computed by
+//!   `privfed_accounting::analysis::draw_and_discard`.
+//!
+//! The protocol itself (client step, server engine) is `privfed-ddml`; models are
+//! `privfed-learn`. Randomness comes in as `rng: &mut R` with `R: Rng + CryptoRng`; a seeded
+//! generator (`privfed_mechanisms::rng::seeded_rng_for_experiments`) makes runs reproducible.
+//!
+//! ## Example: a short in-process simulation on synthetic data
+//! ```
+//! use privfed_ddml::client::ClientNoise;
+//! use privfed_mechanisms::rng::seeded_rng_for_experiments;
+//! use privfed_sim::{data::synthetic_production, simulate::{SimConfig, simulate_in_process}};
+//!
+//! let mut rng = seeded_rng_for_experiments(7);
+//! let dataset = synthetic_production(2_000, 500, &mut rng).unwrap();
+//! let mut config = SimConfig::paper_defaults(10);
+//! config.noise = ClientNoise::Laplace { epsilon: 8.0 };
+//! let report = simulate_in_process(&dataset, &config, &mut rng, |_| {}).unwrap();
+//! assert!((0.0..=1.0).contains(&report.accuracy));
+//! assert!(report.privacy.is_some());
+//! ```
+
+pub mod adversary;
+pub mod data;
+pub mod http;
+pub mod simulate;

@@ -630,14 +630,7 @@ impl LocalRandomizer for GridRr {
 mod tests {
     use super::*;
     use crate::rng::seeded_rng_for_experiments;
-
-    /// Chi-square upper quantile by the Wilson–Hilferty approximation; `z` is the standard normal
-    /// quantile of the desired false-positive rate (z = 4.753 for 1e-6).
-    fn chi2_threshold(dof: usize, z: f64) -> f64 {
-        let k = dof as f64;
-        let s = 2.0 / (9.0 * k);
-        k * (1.0 - s + z * s.sqrt()).powi(3)
-    }
+    use privfed_testkit::assert_chi_square_gof;
 
     fn all_test_mechanisms() -> Vec<GridRr> {
         let mut v = vec![
@@ -901,8 +894,7 @@ mod tests {
 
     #[test]
     fn encode_matches_pmf_chi_square() {
-        // Pearson chi-square against the exact pmf, threshold at FPR 1e-6 per test
-        // (Wilson–Hilferty quantile), 8 tests.
+        // Pearson chi-square against the exact pmf at α = 1e-6 per test, 8 tests (FPR ≤ 8e-6).
         let mut rng = seeded_rng_for_experiments(7);
         let cases = [
             (
@@ -926,16 +918,7 @@ mod tests {
                 for _ in 0..n {
                     counts[m.encode(x, &mut rng).unwrap()] += 1;
                 }
-                let chi2: f64 = counts
-                    .iter()
-                    .zip(&pmf)
-                    .map(|(&c, &p)| {
-                        let e = p * n as f64;
-                        (c as f64 - e).powi(2) / e
-                    })
-                    .sum();
-                let thr = chi2_threshold(m.num_points() - 1, 4.753);
-                assert!(chi2 < thr, "{} x={x}: chi2 {chi2} >= {thr}", m.name());
+                assert_chi_square_gof(&counts, &pmf, 1e-6, &format!("{} x={x}", m.name()));
             }
         }
     }

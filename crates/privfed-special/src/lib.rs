@@ -39,6 +39,7 @@
 mod beta;
 mod beta_inv;
 mod gamma;
+mod gamma_inc;
 mod normal;
 mod temme;
 
@@ -50,6 +51,7 @@ pub use beta_inv::{
     beta_inc_complement_inv_ln, beta_inc_complement_inv_ln_xy, beta_inc_inv_ln, beta_inc_inv_ln_xy,
 };
 pub use gamma::{ln_beta, ln_gamma};
+pub use gamma_inc::{gamma_inc, gamma_inc_complement, ln_gamma_inc_complement};
 pub use normal::{
     erfcx, ln_norm_cdf, ln_norm_sf, norm_cdf, norm_hazard, norm_pdf, norm_quantile, norm_sf,
     norm_sf_inv_ln,

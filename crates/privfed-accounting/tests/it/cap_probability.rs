@@ -12,7 +12,7 @@ const LN_P0_ABS: f64 = 1e-12;
 #[test]
 fn cap_probability_matches_mpmath() {
     let data: serde_json::Value =
-        serde_json::from_str(include_str!("data/cap_probability_reference.json")).unwrap();
+        serde_json::from_str(include_str!("../data/cap_probability_reference.json")).unwrap();
     for c in data["cases"].as_array().unwrap() {
         let k = c["k"].as_u64().unwrap();
         let t = c["t"].as_f64().unwrap();

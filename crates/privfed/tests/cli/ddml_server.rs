@@ -1,8 +1,6 @@
 //! The Draw-and-Discard server through the real binary: `kill -9` under load and restart,
 //! `privfed loadgen` and `privfed ddml simulate --server` against it.
 
-mod common;
-
 use privfed_server::client::{Client, ModelInfo, Submitted};
 use privfed_server::model::CreateModel;
 use std::collections::HashSet;
@@ -538,7 +536,7 @@ fn simulate_server_errors() {
         &simulate_args(&dead, "2000", &["--no-noise"]),
         "--server needs --admin-token",
     );
-    common::fails_with(
+    crate::common::fails_with(
         &[
             "ddml",
             "simulate",

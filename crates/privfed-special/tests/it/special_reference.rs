@@ -27,7 +27,7 @@ const TOL_NORMAL: f64 = 1e-13;
 const TOL_QUANTILE: f64 = 1e-15;
 
 fn fixtures() -> Value {
-    let text = include_str!("data/special_mpmath.json");
+    let text = include_str!("../data/special_mpmath.json");
     let v: Value = serde_json::from_str(text).expect("fixture JSON");
     assert_eq!(v["mp_dps"].as_u64(), Some(60));
     v

@@ -630,7 +630,7 @@ impl LocalRandomizer for GridRr {
 mod tests {
     use super::*;
     use crate::rng::seeded_rng_for_experiments;
-    use privfed_testkit::assert_chi_square_gof;
+    use privfed_testkit::{assert_chi_square_gof, assert_z, z_mean_known_variance};
 
     fn all_test_mechanisms() -> Vec<GridRr> {
         let mut v = vec![
@@ -696,9 +696,8 @@ mod tests {
 
     #[test]
     fn monte_carlo_mean_and_variance_at_sanity_points() {
-        // 5-sigma two-sided z-tests on the mean (σ_mean = √(Var/n)) and on the sample second
-        // moment about x (σ = √((μ4 − Var²)/n), μ4 exact from the pmf): FPR ≈ 5.7e-7 per test,
-        // 6 tests.
+        // Two-sided z-tests at α = 6e-7 (|z| < 4.99) on the mean (variance Var) and on the sample
+        // second moment about x (variance μ4 − Var², μ4 exact from the pmf), 6 tests.
         let m = GridRr::scalar_dp_with_k(2.0, 1.0, 5).unwrap();
         let mut rng = seeded_rng_for_experiments(2024);
         let n = 400_000;
@@ -717,16 +716,10 @@ mod tests {
                 s2 += z * z;
             }
             let nf = n as f64;
-            let mean_err = s1 / nf;
-            assert!(
-                mean_err.abs() < 5.0 * (var / nf).sqrt(),
-                "x={x}: mean error {mean_err}"
-            );
-            let m2 = s2 / nf;
-            assert!(
-                (m2 - var).abs() < 5.0 * ((mu4 - var * var) / nf).sqrt(),
-                "x={x}: MC variance {m2} vs exact {var}"
-            );
+            let z = z_mean_known_variance(s1 / nf, n, 0.0, var);
+            assert_z(z, 6e-7, &format!("x={x}: mean error"));
+            let z = z_mean_known_variance(s2 / nf, n, var, mu4 - var * var);
+            assert_z(z, 6e-7, &format!("x={x}: MC variance vs exact {var}"));
         }
     }
 

@@ -887,9 +887,9 @@ mod tests {
         }
     }
 
-    /// Monte Carlo unbiasedness and variance: per-coordinate z-tests at 6σ using the exact
-    /// per-coordinate variance 1/m² − v_j² (two-sided FPR 2.0e-9 each), and a 6σ z-test of the mean
-    /// squared error against `variance_at` with the sample standard deviation (FPR 2.0e-9).
+    /// Monte Carlo unbiasedness and variance: per-coordinate two-sided z-tests at α = 2e-9
+    /// (|z| < 6.0) using the exact per-coordinate variance 1/m² − v_j², and a z-test at α = 2e-9 of
+    /// the mean squared error against `variance_at` with the sample variance.
     fn monte_carlo_check(mech: &PrivUnitInf, v: &[f64], n: usize, seed: u64) {
         let d = v.len();
         let m = mech.m();
@@ -976,9 +976,10 @@ mod tests {
     #[test]
     fn match_counts_from_privatize_at_large_d() {
         // The full path at d = 10^5, ε = 16 with an extreme input (U = v, so the match count is
-        // read off the output): 300 outputs, z-test of the mean count at 6σ against
-        // E[M] = p E[M|cap] + (1−p) E[M|rest] from lgamma (FPR 2.0e-9), and every count on the
-        // right side of τ for the cap/complement proportion checked by a 6σ binomial z-test.
+        // read off the output): 300 outputs, two-sided z-test of the mean count at α = 2e-9
+        // (|z| < 6.0) against E[M] = p E[M|cap] + (1−p) E[M|rest] from lgamma, and every count on
+        // the right side of τ for the cap/complement proportion checked by a binomial z-test at
+        // α = 2e-9.
         let d = 100_000;
         let mech = PrivUnitInf::optimized(16.0, d).unwrap();
         let tau = mech.tau;

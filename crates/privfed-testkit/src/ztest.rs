@@ -93,7 +93,7 @@ pub fn z_variance(xs: &[f64], expected_variance: f64) -> Result<f64, TestkitErro
     let n = xs.len() as f64;
     let m4 = xs.iter().map(|x| (x - mean).powi(4)).sum::<f64>() / n;
     let var_s2 = m4 / n - s2 * s2 * (n - 3.0) / (n * (n - 1.0));
-    if !(var_s2 > 0.0) {
+    if var_s2.is_nan() || var_s2 <= 0.0 {
         return Err(TestkitError::Invalid {
             what: "variance of the sample variance",
             value: var_s2,

@@ -39,8 +39,8 @@ pub use ks::{
     ks_two_sample_critical, ks_two_sample_statistic,
 };
 pub use ztest::{
-    assert_mean, assert_variance, assert_z, mean_var, normal_variance_p_value, z_critical, z_mean,
-    z_mean_known_variance, z_variance,
+    assert_mean, assert_unbiased_with_variance, assert_variance, assert_z, mean_var,
+    normal_variance_p_value, z_critical, z_mean, z_mean_known_variance, z_variance,
 };
 
 /// Why a statistic could not be computed.

@@ -44,8 +44,12 @@ pub fn z_critical(alpha: f64) -> f64 {
     -privfed_special::norm_quantile(alpha / 2.0)
 }
 
-/// `z = (mean − expected)/√(variance/n)` for a sample mean of `n` draws with known `variance`.
+/// `z = (mean − expected)/√(variance/n)` for a sample mean of `n` draws with known `variance`
+/// (0 when `mean == expected`, also for a zero variance).
 pub fn z_mean_known_variance(mean: f64, n: usize, expected: f64, variance: f64) -> f64 {
+    if mean == expected {
+        return 0.0;
+    }
     (mean - expected) / (variance / n as f64).sqrt()
 }
 
@@ -75,6 +79,24 @@ pub fn assert_z(z: f64, alpha: f64, what: &str) -> f64 {
 pub fn assert_mean(xs: &[f64], expected: f64, alpha: f64, what: &str) -> f64 {
     let z = z_mean(xs, expected).unwrap_or_else(|e| panic!("{what}: z not computable: {e}"));
     assert_z(z, alpha, what)
+}
+
+/// Asserts that the errors `e_i = M(x) − x` of a randomizer claimed unbiased with exact variance
+/// `variance` at `x` agree with both claims: the mean error against 0 with the known variance,
+/// and the mean squared error against `variance` with its standard error estimated from the
+/// sample (its fourth moment). Each is a two-sided z-test at `alpha`: FPR `≤ 2·alpha`. Panics
+/// naming `what`.
+pub fn assert_unbiased_with_variance(errors: &[f64], variance: f64, alpha: f64, what: &str) {
+    let mean = errors.iter().sum::<f64>() / errors.len() as f64;
+    let z = z_mean_known_variance(mean, errors.len(), 0.0, variance);
+    assert_z(z, alpha, &format!("{what}: mean error"));
+    let squares: Vec<f64> = errors.iter().map(|e| e * e).collect();
+    assert_mean(
+        &squares,
+        variance,
+        alpha,
+        &format!("{what}: mean squared error vs variance {variance}"),
+    );
 }
 
 /// `z = (s² − σ²)/SE(s²)` of the unbiased sample variance of `xs` against `expected_variance`,
@@ -169,6 +191,18 @@ mod tests {
             let got = normal_variance_p_value(&xs, s2).unwrap();
             assert!((got - want).abs() < 1e-14, "σ² = {s2}: {got} vs {want}");
         }
+    }
+
+    #[test]
+    fn unbiased_with_variance_accepts_and_rejects() {
+        // Errors −1, 1, −3, 3 in equal numbers: mean 0, mean square 5 (squares 1 and 9:
+        // variance 16, so 4.5 is 12.5 standard errors off at n = 10⁴).
+        let errors: Vec<f64> = (0..10_000).map(|i| [-1.0, 1.0, -3.0, 3.0][i % 4]).collect();
+        assert_unbiased_with_variance(&errors, 5.0, 1e-6, "±1, ±3");
+        let wrong = std::panic::catch_unwind(|| {
+            assert_unbiased_with_variance(&errors, 4.5, 1e-6, "a wrong variance")
+        });
+        assert!(wrong.is_err());
     }
 
     #[test]

@@ -11,12 +11,8 @@
 
 use crate::{TestkitError, check_alpha};
 
-/// Kolmogorov–Smirnov statistic `D_n = sup |F_n − F|` of `samples` against the continuous CDF
-/// `cdf` (sorts `samples` in place).
-///
-/// Errors: no samples, a NaN sample, or a CDF value outside `[0, 1]` by more than `10⁻⁹`
-/// (smaller rounding excursions are clamped).
-pub fn ks_statistic(samples: &mut [f64], cdf: impl Fn(f64) -> f64) -> Result<f64, TestkitError> {
+/// Sorts a non-empty sample without NaNs (the empirical CDF needs both).
+fn sort_checked(samples: &mut [f64]) -> Result<(), TestkitError> {
     if samples.is_empty() {
         return Err(TestkitError::TooFew {
             what: "samples",
@@ -31,6 +27,16 @@ pub fn ks_statistic(samples: &mut [f64], cdf: impl Fn(f64) -> f64) -> Result<f64
         });
     }
     samples.sort_by(f64::total_cmp);
+    Ok(())
+}
+
+/// Kolmogorov–Smirnov statistic `D_n = sup |F_n − F|` of `samples` against the continuous CDF
+/// `cdf` (sorts `samples` in place).
+///
+/// Errors: no samples, a NaN sample, or a CDF value outside `[0, 1]` by more than `10⁻⁹`
+/// (smaller rounding excursions are clamped).
+pub fn ks_statistic(samples: &mut [f64], cdf: impl Fn(f64) -> f64) -> Result<f64, TestkitError> {
+    sort_checked(samples)?;
     let n = samples.len() as f64;
     let mut d: f64 = 0.0;
     for (i, &x) in samples.iter().enumerate() {
@@ -86,23 +92,8 @@ pub fn assert_ks_fits(
 ///
 /// Errors: an empty sample or a NaN.
 pub fn ks_two_sample_statistic(a: &mut [f64], b: &mut [f64]) -> Result<f64, TestkitError> {
-    for s in [&*a, &*b] {
-        if s.is_empty() {
-            return Err(TestkitError::TooFew {
-                what: "samples",
-                need: 1,
-                got: 0,
-            });
-        }
-        if let Some(&x) = s.iter().find(|x| x.is_nan()) {
-            return Err(TestkitError::Invalid {
-                what: "sample",
-                value: x,
-            });
-        }
-    }
-    a.sort_by(f64::total_cmp);
-    b.sort_by(f64::total_cmp);
+    sort_checked(a)?;
+    sort_checked(b)?;
     let (n, m) = (a.len() as f64, b.len() as f64);
     let (mut i, mut j, mut d) = (0, 0, 0.0f64);
     while i < a.len() && j < b.len() {

@@ -3,7 +3,7 @@
 
 Precision: mp.dps = 60 (60 significant decimal digits) for every value, with extra working
 precision where a difference is taken (see `beta_log_tails`). Output: JSON on stdout; the test
-`crates/privfed-special/tests/special_reference.rs` reads it from
+`crates/privfed-special/tests/it/special_reference.rs` reads it from
 `crates/privfed-special/tests/data/special_mpmath.json`.
 
     python3 scripts/reference/special_mpmath.py > crates/privfed-special/tests/data/special_mpmath.json

@@ -170,6 +170,7 @@ mod tests {
     use super::*;
     use crate::domain::l2_norm;
     use crate::rng::seeded_rng_for_experiments;
+    use privfed_testkit::{assert_chi_square_statistic, assert_z, z_mean_known_variance};
 
     #[test]
     fn projection_properties() {
@@ -210,8 +211,7 @@ mod tests {
     #[test]
     fn aggregate_mean_and_noise_by_monte_carlo() {
         // One call with d = 200_000 coordinates: the noise coordinates are i.i.d. N(0, σ²).
-        // 5-sigma z-tests on their mean (sd σ/√d) and on their mean square (sd σ²√(2/d)):
-        // FPR ≈ 5.7e-7 each, 2 tests.
+        // Two-sided z-tests at α = 6e-7 each on their mean and their mean square (below), 2 tests.
         let d = 200_000;
         let c = CentralGaussian::new(1.0, 1.3).unwrap();
         let qn = 2.5;
@@ -233,17 +233,12 @@ mod tests {
             s1 += z;
             s2 += z * z;
         }
-        assert!(
-            (s1 / df).abs() < 5.0 * sigma / df.sqrt(),
-            "mean {}",
-            s1 / df
-        );
-        assert!(
-            (s2 / df - sigma * sigma).abs() < 5.0 * sigma * sigma * (2.0 / df).sqrt(),
-            "variance {} vs {}",
-            s2 / df,
-            sigma * sigma
-        );
+        // Two-sided z-tests at α = 6e-7 (|z| < 4.99): noise mean 0 (variance σ²) and mean
+        // square σ² (Var(Z²) = 2σ⁴).
+        let z = z_mean_known_variance(s1 / df, d, 0.0, sigma * sigma);
+        assert_z(z, 6e-7, "noise mean");
+        let z = z_mean_known_variance(s2 / df, d, sigma * sigma, 2.0 * sigma.powi(4));
+        assert_z(z, 6e-7, "noise mean square");
         // u1 has norm 0.01·√d ≈ 4.47 > M = 1: it really was projected (1e-10: naive summation of
         // 2e5 squares).
         assert!(
@@ -297,10 +292,10 @@ mod tests {
 
     #[test]
     fn poisson_sampling_statistics() {
-        // Total count over 2000 rounds of n = 1000 at q = 0.3 is Binomial(2e6, 0.3): 5-sigma
-        // z-test, FPR ≈ 5.7e-7. Per-index counts are Binomial(2000, 0.3); the sum of their
-        // squared standardized deviations is ≈ χ²(1000) (normal approximation to each binomial)
-        // and is compared with the Wilson–Hilferty quantile at FPR 1e-6.
+        // Total count over 2000 rounds of n = 1000 at q = 0.3 is Binomial(2e6, 0.3): two-sided
+        // z-test at α = 6e-7 (|z| < 4.99). Per-index counts are Binomial(2000, 0.3); the sum of
+        // their squared standardized deviations is ≈ χ²(1000) (normal approximation to each
+        // binomial), tested at α = 1e-6.
         let (n, q, rounds) = (1000usize, 0.3, 2000usize);
         let mut rng = seeded_rng_for_experiments(77);
         let mut counts = vec![0u64; n];
@@ -315,16 +310,14 @@ mod tests {
             }
         }
         let nt = (n * rounds) as f64;
-        assert!((total as f64 - nt * q).abs() < 5.0 * (nt * q * (1.0 - q)).sqrt());
+        let z = z_mean_known_variance(total as f64 / nt, n * rounds, q, q * (1.0 - q));
+        assert_z(z, 6e-7, "total sample size");
         let r = rounds as f64;
         let chi2: f64 = counts
             .iter()
             .map(|&c| (c as f64 - r * q).powi(2) / (r * q * (1.0 - q)))
             .sum();
-        // Wilson–Hilferty: χ²_k quantile ≈ k(1 − 2/(9k) + z√(2/(9k)))³, z = 4.753 for 1e-6.
-        let k = n as f64;
-        let thr = k * (1.0 - 2.0 / (9.0 * k) + 4.753 * (2.0 / (9.0 * k)).sqrt()).powi(3);
-        assert!(chi2 < thr, "chi2 {chi2} >= {thr}");
+        assert_chi_square_statistic(chi2, n, 1e-6, "per-index inclusion counts");
 
         assert_eq!(
             poisson_sample(5, 1.0, &mut rng).unwrap(),

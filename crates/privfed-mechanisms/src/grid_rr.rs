@@ -574,14 +574,7 @@ impl LocalRandomizer for GridRr {
 mod tests {
     use super::*;
     use crate::rng::seeded_rng_for_experiments;
-
-    /// Chi-square upper quantile by the Wilson–Hilferty approximation; `z` is the standard normal
-    /// quantile of the desired false-positive rate (z = 4.753 for 1e-6).
-    fn chi2_threshold(dof: usize, z: f64) -> f64 {
-        let k = dof as f64;
-        let s = 2.0 / (9.0 * k);
-        k * (1.0 - s + z * s.sqrt()).powi(3)
-    }
+    use privfed_testkit::{assert_chi_square_gof, assert_z, z_mean_known_variance};
 
     fn all_test_mechanisms() -> Vec<GridRr> {
         let mut v = vec![
@@ -647,9 +640,8 @@ mod tests {
 
     #[test]
     fn monte_carlo_mean_and_variance_at_sanity_points() {
-        // 5-sigma two-sided z-tests on the mean (σ_mean = √(Var/n)) and on the sample second
-        // moment about x (σ = √((μ4 − Var²)/n), μ4 exact from the pmf): FPR ≈ 5.7e-7 per test,
-        // 6 tests.
+        // Two-sided z-tests at α = 6e-7 (|z| < 4.99) on the mean (variance Var) and on the sample
+        // second moment about x (variance μ4 − Var², μ4 exact from the pmf), 6 tests.
         let m = GridRr::scalar_dp_with_k(2.0, 1.0, 5).unwrap();
         let mut rng = seeded_rng_for_experiments(2024);
         let n = 400_000;
@@ -668,16 +660,10 @@ mod tests {
                 s2 += z * z;
             }
             let nf = n as f64;
-            let mean_err = s1 / nf;
-            assert!(
-                mean_err.abs() < 5.0 * (var / nf).sqrt(),
-                "x={x}: mean error {mean_err}"
-            );
-            let m2 = s2 / nf;
-            assert!(
-                (m2 - var).abs() < 5.0 * ((mu4 - var * var) / nf).sqrt(),
-                "x={x}: MC variance {m2} vs exact {var}"
-            );
+            let z = z_mean_known_variance(s1 / nf, n, 0.0, var);
+            assert_z(z, 6e-7, &format!("x={x}: mean error"));
+            let z = z_mean_known_variance(s2 / nf, n, var, mu4 - var * var);
+            assert_z(z, 6e-7, &format!("x={x}: MC variance vs exact {var}"));
         }
     }
 
@@ -845,8 +831,7 @@ mod tests {
 
     #[test]
     fn encode_matches_pmf_chi_square() {
-        // Pearson chi-square against the exact pmf, threshold at FPR 1e-6 per test
-        // (Wilson–Hilferty quantile), 8 tests.
+        // Pearson chi-square against the exact pmf at α = 1e-6 per test, 8 tests (FPR ≤ 8e-6).
         let mut rng = seeded_rng_for_experiments(7);
         let cases = [
             (
@@ -870,16 +855,7 @@ mod tests {
                 for _ in 0..n {
                     counts[m.encode(x, &mut rng).unwrap()] += 1;
                 }
-                let chi2: f64 = counts
-                    .iter()
-                    .zip(&pmf)
-                    .map(|(&c, &p)| {
-                        let e = p * n as f64;
-                        (c as f64 - e).powi(2) / e
-                    })
-                    .sum();
-                let thr = chi2_threshold(m.num_points() - 1, 4.753);
-                assert!(chi2 < thr, "{} x={x}: chi2 {chi2} >= {thr}", m.name());
+                assert_chi_square_gof(&counts, &pmf, 1e-6, &format!("{} x={x}", m.name()));
             }
         }
     }

@@ -145,6 +145,9 @@ impl LocalRandomizer for Laplace {
 mod tests {
     use super::*;
     use crate::rng::seeded_rng_for_experiments;
+    use privfed_testkit::{
+        assert_ks_fits, assert_z, ks_critical, ks_statistic, z_mean_known_variance,
+    };
 
     fn l1(a: &[f64], b: &[f64]) -> f64 {
         a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
@@ -256,8 +259,8 @@ mod tests {
 
     #[test]
     fn monte_carlo_mean_and_variance() {
-        // Per coordinate: 5-sigma z-tests on the mean (sd √(2b²/n)) and on the mean square
-        // (Var(Z²) = E Z⁴ − (E Z²)² = 24b⁴ − 4b⁴ = 20b⁴): FPR ≈ 5.7e-7 each, 2·3 tests.
+        // Per coordinate: two-sided z-tests at α = 6e-7 (|z| < 4.99) on the mean (variance 2b²)
+        // and on the mean square (Var(Z²) = E Z⁴ − (E Z²)² = 24b⁴ − 4b⁴ = 20b⁴), 2·3 tests.
         let m = Laplace::new(
             1.0,
             Domain::LInfBall {
@@ -283,58 +286,37 @@ mod tests {
         }
         let nf = n as f64;
         for i in 0..3 {
-            let mean = s1[i] / nf;
-            assert!(mean.abs() < 5.0 * (2.0 * b * b / nf).sqrt(), "mean {mean}");
-            let ms = s2[i] / nf;
-            assert!(
-                (ms - 2.0 * b * b).abs() < 5.0 * (20.0 * b.powi(4) / nf).sqrt(),
-                "mean square {ms} vs {}",
-                2.0 * b * b
-            );
+            let z = z_mean_known_variance(s1[i] / nf, n, 0.0, 2.0 * b * b);
+            assert_z(z, 6e-7, &format!("coordinate {i}: mean"));
+            let z = z_mean_known_variance(s2[i] / nf, n, 2.0 * b * b, 20.0 * b.powi(4));
+            assert_z(z, 6e-7, &format!("coordinate {i}: mean square"));
         }
     }
 
     #[test]
     fn sampler_kolmogorov_smirnov() {
-        // One-sample KS against the Laplace(0, 1.7) CDF; critical value √(ln(2/α)/(2n)) with
-        // α = 1e-6 (asymptotic Kolmogorov bound, conservative): FPR ≤ 1e-6.
+        // One-sample KS against the Laplace(0, 1.7) CDF at α = 1e-6 (DKW–Massart critical
+        // value, valid for every n): FPR ≤ 1e-6.
         let scale = 1.7;
         let n = 200_000;
         let mut rng = seeded_rng_for_experiments(23);
         let mut v: Vec<f64> = (0..n).map(|_| sample_laplace(&mut rng, scale)).collect();
-        v.sort_by(f64::total_cmp);
-        let cdf = |z: f64| {
-            if z < 0.0 {
-                0.5 * (z / scale).exp()
-            } else {
-                1.0 - 0.5 * (-z / scale).exp()
+        let cdf_with = |s: f64| {
+            move |z: f64| {
+                if z < 0.0 {
+                    0.5 * (z / s).exp()
+                } else {
+                    1.0 - 0.5 * (-z / s).exp()
+                }
             }
         };
-        let nf = n as f64;
-        let mut d = 0.0f64;
-        for (i, &z) in v.iter().enumerate() {
-            let f = cdf(z);
-            d = d
-                .max((f - i as f64 / nf).abs())
-                .max(((i + 1) as f64 / nf - f).abs());
-        }
-        let crit = ((2.0f64 / 1e-6).ln() / (2.0 * nf)).sqrt();
-        assert!(d < crit, "KS statistic {d} >= {crit}");
+        assert_ks_fits(&mut v, cdf_with(scale), 1e-6, "Laplace(0, 1.7)");
         // The test has power: a 6% scale error is rejected (expected statistic ≈ 0.011).
-        let wrong = |z: f64| {
-            let s = scale * 1.06;
-            if z < 0.0 {
-                0.5 * (z / s).exp()
-            } else {
-                1.0 - 0.5 * (-z / s).exp()
-            }
-        };
-        let dw = v
-            .iter()
-            .enumerate()
-            .map(|(i, &z)| (wrong(z) - i as f64 / nf).abs())
-            .fold(0.0f64, f64::max);
-        assert!(dw > crit);
+        let dw = ks_statistic(&mut v, cdf_with(scale * 1.06)).unwrap();
+        assert!(
+            dw > ks_critical(n, 1e-6),
+            "6% scale error not detected: D = {dw}"
+        );
     }
 
     #[test]

@@ -832,6 +832,9 @@ mod tests {
     use super::*;
     use crate::grid_rr::GridRr;
     use crate::rng::seeded_rng_for_experiments;
+    use privfed_testkit::{
+        assert_chi_square_gof, assert_unbiased_with_variance, assert_z, z_mean_known_variance,
+    };
 
     /// The unbiased gRR design on `b` bits (P = RR matrix, alphabet from GridRr on [0,1]).
     pub(crate) fn grr_design(eps: f64, bits: u32) -> MvuDesign {
@@ -966,31 +969,24 @@ mod tests {
 
     #[test]
     fn monte_carlo_unbiased_with_predicted_variance() {
-        // 5-sigma z-tests (FPR ≈ 5.7e-7 each; mean and variance, the latter with the empirical
-        // fourth moment), 3 inputs.
+        // Two-sided z-tests at α = 6e-7 each (|z| < 4.99): the mean error against 0 with the
+        // exact variance, and the mean squared error against the exact variance with its standard
+        // error from the sample (the empirical fourth moment); 3 inputs, FPR ≤ 3.6e-6.
         let m = Mvu::new(dithered_design(), -1.0, 1.0).unwrap();
         let mut rng = seeded_rng_for_experiments(9);
         let n = 400_000;
         for x in [-0.9, 0.1, 0.6] {
             let v = m.variance_at(&[x]).unwrap();
-            let (mut s, mut s2, mut s4) = (0.0, 0.0, 0.0);
-            for _ in 0..n {
-                let d = m.privatize(&[x], &mut rng).unwrap()[0] - x;
-                s += d;
-                s2 += d * d;
-                s4 += d.powi(4);
-            }
-            let nf = n as f64;
-            assert!((s / nf).abs() < 5.0 * (v / nf).sqrt());
-            let vh = s2 / nf;
-            let se = ((s4 / nf - vh * vh) / nf).sqrt();
-            assert!((vh - v).abs() < 5.0 * se, "{vh} vs {v}");
+            let errors: Vec<f64> = (0..n)
+                .map(|_| m.privatize(&[x], &mut rng).unwrap()[0] - x)
+                .collect();
+            assert_unbiased_with_variance(&errors, v, 6e-7, &format!("x = {x}"));
         }
     }
 
     #[test]
     fn sampler_matches_rows_chi_square() {
-        // Pearson chi-square, 3 dof, threshold 33.4 (FPR ≈ 3e-7), 8 rows.
+        // Pearson chi-square against each row at α = 3e-7 (3 dof: critical value 33.4), 8 rows.
         let m = Mvu::new(dithered_design(), 0.0, 1.0).unwrap();
         let mut rng = seeded_rng_for_experiments(10);
         let n = 200_000;
@@ -999,12 +995,7 @@ mod tests {
             for _ in 0..n {
                 c[m.sample_row(i, &mut rng)] += 1;
             }
-            let chi2: f64 = c
-                .iter()
-                .zip(&m.realized_p()[i])
-                .map(|(&o, &p)| (o as f64 - p * n as f64).powi(2) / (p * n as f64))
-                .sum();
-            assert!(chi2 < 33.4, "row {i}: {chi2}");
+            assert_chi_square_gof(&c, &m.realized_p()[i], 3e-7, &format!("row {i}"));
         }
     }
 
@@ -1223,8 +1214,8 @@ mod tests {
         // grid (a 3-bit ℓ1 metric design refined), conditional dithering to ‖·‖₁ ≤ R with
         // R = 1 + d·h/2, h = 2/511. Every draw is checked to be accepted at once (the bound never
         // active), so the reports are the product of the scalar mechanisms, each unbiased with
-        // the exact variance `variance_at`. z-tests: each coordinate at 5.5σ (two-sided FPR
-        // 3.8e-8, 128 coordinates: ≤ 4.9e-6) and the sum of the coordinates at 5σ (5.7e-7).
+        // the exact variance `variance_at`. Two-sided z-tests: each coordinate at α = 4e-8
+        // (|z| < 5.49; 128 coordinates: ≤ 5.1e-6) and the sum of the coordinates at α = 6e-7.
         let f = l1_metric_from_grr(2.0, 3).refine(9).unwrap();
         let d = 128;
         let bound = 1.0 + d as f64 * (2.0 / 511.0) / 2.0;
@@ -1246,18 +1237,18 @@ mod tests {
         for l in 0..d {
             let var = v.scalar().variance_at(&[x[l]]).unwrap();
             var_total += var;
-            let z = (sum[l] / nf - x[l]) / (var / nf).sqrt();
-            assert!(z.abs() < 5.5, "coordinate {l}: z = {z}");
+            let z = z_mean_known_variance(sum[l] / nf, n, x[l], var);
+            assert_z(z, 4e-8, &format!("coordinate {l}"));
         }
-        let z = (sum.iter().sum::<f64>() / nf - 1.0) / (var_total / nf).sqrt();
-        assert!(z.abs() < 5.0, "sum: z = {z}");
+        let z = z_mean_known_variance(sum.iter().sum::<f64>() / nf, n, 1.0, var_total);
+        assert_z(z, 6e-7, "sum");
     }
 
     #[test]
     fn vector_mechanism_is_unbiased_when_the_bound_is_inactive() {
         // R = 3 ≥ the largest ℓ1 norm of any dithered vector in 3 dimensions on [−1, 1]: the
-        // bound never rejects, so each coordinate is the scalar mechanism. 5-sigma z-test per
-        // coordinate with the exact scalar variance (FPR ≈ 5.7e-7 each, 3 coordinates).
+        // bound never rejects, so each coordinate is the scalar mechanism. Two-sided z-test per
+        // coordinate with the exact scalar variance at α = 6e-7 (|z| < 4.99), 3 coordinates.
         let g = grr_design(2.0, 2);
         let metric = MvuDesign::new(
             2,
@@ -1281,11 +1272,8 @@ mod tests {
         }
         for l in 0..3 {
             let var = v.scalar().variance_at(&[x[l]]).unwrap();
-            let mean = sum[l] / n as f64;
-            assert!(
-                (mean - x[l]).abs() < 5.0 * (var / n as f64).sqrt(),
-                "coord {l}: {mean}"
-            );
+            let z = z_mean_known_variance(sum[l] / n as f64, n, x[l], var);
+            assert_z(z, 6e-7, &format!("coord {l}"));
         }
     }
 }

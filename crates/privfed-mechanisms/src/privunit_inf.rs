@@ -471,95 +471,13 @@ mod tests {
             - d as f64 * std::f64::consts::LN_2
     }
 
-    /// Upper tail of the chi-square distribution with `k` degrees of freedom: Q(k/2, x/2).
-    fn chi2_sf(x: f64, k: usize) -> f64 {
-        let a = k as f64 / 2.0;
-        let x = x / 2.0;
-        if x <= 0.0 {
-            return 1.0;
-        }
-        let log_pref = a * x.ln() - x - libm::lgamma(a);
-        if x < a + 1.0 {
-            // P(a,x) = e^{-x} x^a / Γ(a+1) · Σ x^n / ((a+1)…(a+n))
-            let (mut term, mut sum, mut ap) = (1.0 / a, 1.0 / a, a);
-            for _ in 0..10_000 {
-                ap += 1.0;
-                term *= x / ap;
-                sum += term;
-                if term < sum * 1e-17 {
-                    break;
-                }
-            }
-            1.0 - sum * log_pref.exp()
-        } else {
-            // Q(a,x) by the continued fraction (modified Lentz).
-            let tiny = 1e-300;
-            let mut b = x + 1.0 - a;
-            let mut c = 1.0 / tiny;
-            let mut dd = 1.0 / b;
-            let mut h = dd;
-            for i in 1..10_000 {
-                let an = -(i as f64) * (i as f64 - a);
-                b += 2.0;
-                dd = an * dd + b;
-                if dd.abs() < tiny {
-                    dd = tiny;
-                }
-                c = b + an / c;
-                if c.abs() < tiny {
-                    c = tiny;
-                }
-                dd = 1.0 / dd;
-                let del = dd * c;
-                h *= del;
-                if (del - 1.0).abs() < 1e-16 {
-                    break;
-                }
-            }
-            log_pref.exp() * h
-        }
-    }
+    use privfed_testkit::{assert_mean, assert_z, z_mean_known_variance};
 
-    /// Chi-square goodness-of-fit p-value of `counts` against probabilities `probs` (summing to
-    /// 1), pooling consecutive cells until each expected count is at least 20.
+    /// Chi-square goodness-of-fit p-value and degrees of freedom of `counts` against `probs`,
+    /// pooling consecutive cells until each expected count is at least 20.
     fn chi2_pvalue(counts: &[u64], probs: &[f64]) -> (f64, usize) {
-        let n: u64 = counts.iter().sum();
-        let n = n as f64;
-        let mut cells: Vec<(f64, f64)> = Vec::new();
-        let (mut o, mut e) = (0.0, 0.0);
-        for (&c, &pr) in counts.iter().zip(probs) {
-            o += c as f64;
-            e += n * pr;
-            if e >= 20.0 {
-                cells.push((o, e));
-                o = 0.0;
-                e = 0.0;
-            }
-        }
-        if let Some(last) = cells.last_mut() {
-            last.0 += o;
-            last.1 += e;
-        }
-        assert!(cells.len() >= 2, "too few cells for a chi-square test");
-        let stat: f64 = cells.iter().map(|&(o, e)| (o - e) * (o - e) / e).sum();
-        (chi2_sf(stat, cells.len() - 1), cells.len() - 1)
-    }
-
-    #[test]
-    fn chi2_helper_matches_closed_forms() {
-        // df = 2: Q = e^{-x/2}; df = 1: Q = erfc(√(x/2)).
-        for &x in &[0.1, 1.0, 3.0, 10.0, 40.0, 80.0] {
-            let q2 = chi2_sf(x, 2);
-            assert!((q2 / (-x / 2.0).exp() - 1.0).abs() < 1e-12, "df2 {x}: {q2}");
-            let q1 = chi2_sf(x, 1);
-            let r1 = libm::erfc((x / 2.0).sqrt());
-            assert!((q1 / r1 - 1.0).abs() < 1e-10, "df1 {x}: {q1} vs {r1}");
-        }
-        // df = 4: Q = e^{-x/2}(1 + x/2).
-        for &x in &[0.5f64, 5.0, 50.0] {
-            let r = (-x / 2.0).exp() * (1.0 + x / 2.0);
-            assert!((chi2_sf(x, 4) / r - 1.0).abs() < 1e-12);
-        }
+        let t = privfed_testkit::chi_square_gof(counts, probs, 20.0).unwrap();
+        (t.p_value, t.dof)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -862,15 +780,15 @@ mod tests {
         }
     }
 
-    /// Monte Carlo unbiasedness and variance: per-coordinate z-tests at 6σ using the exact
-    /// per-coordinate variance 1/m² − v_j² (two-sided FPR 2.0e-9 each), and a 6σ z-test of the mean
-    /// squared error against `variance_at` with the sample standard deviation (FPR 2.0e-9).
+    /// Monte Carlo unbiasedness and variance: per-coordinate two-sided z-tests at α = 2e-9
+    /// (|z| < 6.0) using the exact per-coordinate variance 1/m² − v_j², and a z-test at α = 2e-9 of
+    /// the mean squared error against `variance_at` with the sample variance.
     fn monte_carlo_check(mech: &PrivUnitInf, v: &[f64], n: usize, seed: u64) {
         let d = v.len();
         let m = mech.m();
         let mut rng = seeded_rng_for_experiments(seed);
         let mut sum = vec![0.0; d];
-        let (mut se, mut se2) = (0.0, 0.0);
+        let mut sq_err = Vec::with_capacity(n);
         let mut out = vec![0.0; d];
         for _ in 0..n {
             mech.privatize_into(v, &mut out, &mut rng).unwrap();
@@ -879,20 +797,16 @@ mod tests {
                 sum[j] += out[j];
                 e += (out[j] - v[j]).powi(2);
             }
-            se += e;
-            se2 += e * e;
+            sq_err.push(e);
         }
         let nf = n as f64;
         for j in 0..d {
-            let sd = ((1.0 / (m * m) - v[j] * v[j]) / nf).sqrt();
-            let z = (sum[j] / nf - v[j]) / sd;
-            assert!(z.abs() < 6.0, "coordinate {j}: z = {z}");
+            let var = 1.0 / (m * m) - v[j] * v[j];
+            let z = z_mean_known_variance(sum[j] / nf, n, v[j], var);
+            assert_z(z, 2e-9, &format!("coordinate {j}"));
         }
-        let mean_e = se / nf;
-        let sd_e = ((se2 / nf - mean_e * mean_e) / nf).sqrt();
         let want = mech.variance_at(v).unwrap();
-        let z = (mean_e - want) / sd_e;
-        assert!(z.abs() < 6.0, "mse {mean_e} vs {want}: z = {z}");
+        assert_mean(&sq_err, want, 2e-9, &format!("mse vs {want}"));
     }
 
     #[test]
@@ -955,9 +869,10 @@ mod tests {
     #[test]
     fn match_counts_from_privatize_at_large_d() {
         // The full path at d = 10^5, ε = 16 with an extreme input (U = v, so the match count is
-        // read off the output): 300 outputs, z-test of the mean count at 6σ against
-        // E[M] = p E[M|cap] + (1−p) E[M|rest] from lgamma (FPR 2.0e-9), and every count on the
-        // right side of τ for the cap/complement proportion checked by a 6σ binomial z-test.
+        // read off the output): 300 outputs, two-sided z-test of the mean count at α = 2e-9
+        // (|z| < 6.0) against E[M] = p E[M|cap] + (1−p) E[M|rest] from lgamma, and every count on
+        // the right side of τ for the cap/complement proportion checked by a binomial z-test at
+        // α = 2e-9.
         let d = 100_000;
         let mech = PrivUnitInf::optimized(16.0, d).unwrap();
         let tau = mech.tau;
@@ -990,11 +905,11 @@ mod tests {
         let mean = p * c1 + (1.0 - p) * r1;
         let var = p * c2 + (1.0 - p) * r2 - mean * mean;
         let got = counts.iter().sum::<usize>() as f64 / n as f64;
-        let z = (got - mean) / (var / n as f64).sqrt();
-        assert!(z.abs() < 6.0, "mean count {got} vs {mean}: z = {z}");
+        let z = z_mean_known_variance(got, n, mean, var);
+        assert_z(z, 2e-9, &format!("mean count {got} vs {mean}"));
         let in_cap = counts.iter().filter(|&&k| k >= tau).count() as f64;
-        let z = (in_cap - n as f64 * p) / (n as f64 * p * (1.0 - p)).sqrt();
-        assert!(z.abs() < 6.0, "cap share {in_cap}/{n} vs p = {p}: z = {z}");
+        let z = z_mean_known_variance(in_cap / n as f64, n, p, p * (1.0 - p));
+        assert_z(z, 2e-9, &format!("cap share {in_cap}/{n} vs p = {p}"));
     }
 
     // ---------------------------------------------------------------------------------------

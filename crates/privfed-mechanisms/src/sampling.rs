@@ -310,25 +310,7 @@ mod tests {
     use super::*;
     use crate::rng::seeded_rng_for_experiments;
     use crate::special;
-
-    /// Kolmogorov–Smirnov statistic of `samples` against the CDF `cdf`.
-    pub(crate) fn ks_statistic(samples: &mut [f64], cdf: impl Fn(f64) -> f64) -> f64 {
-        samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let n = samples.len() as f64;
-        let mut d: f64 = 0.0;
-        for (i, &x) in samples.iter().enumerate() {
-            let f = cdf(x);
-            d = d
-                .max((f - i as f64 / n).abs())
-                .max(((i + 1) as f64 / n - f).abs());
-        }
-        d
-    }
-
-    /// KS critical value at level `alpha` for large n: sqrt(−ln(α/2)/(2n)).
-    pub(crate) fn ks_critical(n: usize, alpha: f64) -> f64 {
-        (-(alpha / 2.0).ln() / (2.0 * n as f64)).sqrt()
-    }
+    use privfed_testkit::assert_ks_fits;
 
     #[test]
     fn truncated_normal_matches_cdf_in_bulk_and_far_tail() {
@@ -341,8 +323,8 @@ mod tests {
                 .collect();
             assert!(xs.iter().all(|&x| x >= a));
             let ln_sf_a = special::ln_norm_sf(a);
-            let d = ks_statistic(&mut xs, |x| 1.0 - (special::ln_norm_sf(x) - ln_sf_a).exp());
-            assert!(d < ks_critical(n, 1e-6), "a = {a}: KS D = {d}");
+            let cdf = |x| 1.0 - (special::ln_norm_sf(x) - ln_sf_a).exp();
+            assert_ks_fits(&mut xs, cdf, 1e-6, &format!("a = {a}"));
         }
     }
 
@@ -382,8 +364,8 @@ mod tests {
             let n = 30_000;
             let mut xs: Vec<f64> = (0..n).map(|_| s.sample_cap(&mut rng)).collect();
             assert!(xs.iter().all(|&t| t >= gamma && t <= 1.0));
-            let d = ks_statistic(&mut xs, |t| cap_cdf(dim, gamma, t));
-            assert!(d < ks_critical(n, 1e-6), "d={dim} γ={gamma}: KS D = {d}");
+            let cdf = |t| cap_cdf(dim, gamma, t);
+            assert_ks_fits(&mut xs, cdf, 1e-6, &format!("d={dim} γ={gamma}"));
         }
     }
 
@@ -399,8 +381,8 @@ mod tests {
             let mut xs: Vec<f64> = (0..n).map(|_| s.sample_complement(&mut rng)).collect();
             assert!(xs.iter().all(|&t| t < gamma && t >= -1.0));
             let lg = ln_below(gamma);
-            let d = ks_statistic(&mut xs, |t| (ln_below(t) - lg).exp());
-            assert!(d < ks_critical(n, 1e-6), "d={dim} γ={gamma}: KS D = {d}");
+            let cdf = |t| (ln_below(t) - lg).exp();
+            assert_ks_fits(&mut xs, cdf, 1e-6, &format!("d={dim} γ={gamma}"));
         }
     }
 

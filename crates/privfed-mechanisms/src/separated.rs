@@ -159,10 +159,12 @@ impl LocalRandomizer for Separated {
 mod tests {
     use super::*;
     use crate::rng::seeded_rng_for_experiments;
+    use privfed_testkit::{assert_mean, assert_z, z_mean_known_variance};
 
     #[test]
     fn variance_formula_matches_monte_carlo() {
-        // E‖out − g‖² by Monte Carlo vs the exact formula: 5.5σ z-test (FPR 3.8e-8) at 3 inputs.
+        // E‖out − g‖² by Monte Carlo vs the exact formula: two-sided z-test at α = 4e-8
+        // (|z| < 5.49) at 3 inputs, and the same for each of the 8 coordinates' means.
         let mech = Separated::new(4.0, 1.0, 8, 2.0).unwrap();
         let mut rng = seeded_rng_for_experiments(5);
         for r in [0.0, 0.7, 2.0] {
@@ -176,15 +178,17 @@ mod tests {
                 errs.push(o.iter().zip(&g).map(|(a, b)| (a - b).powi(2)).sum::<f64>());
                 sum.iter_mut().zip(&o).for_each(|(s, v)| *s += v);
             }
-            let mean = errs.iter().sum::<f64>() / n as f64;
-            let var = errs.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
             let exact = mech.variance_at(&g).unwrap();
-            let z = (mean - exact) / (var / n as f64).sqrt();
-            assert!(z.abs() < 5.5, "r = {r}: {mean} vs {exact} (z = {z})");
+            assert_mean(
+                &errs,
+                exact,
+                4e-8,
+                &format!("r = {r}: squared error vs {exact}"),
+            );
             // Unbiasedness of every coordinate: per-coordinate variance ≤ exact total variance.
             for (j, s) in sum.iter().enumerate() {
-                let zj = (s / n as f64 - g[j]) / (exact / n as f64).sqrt();
-                assert!(zj.abs() < 5.5, "r = {r}, coordinate {j}: z = {zj}");
+                let zj = z_mean_known_variance(s / n as f64, n, g[j], exact);
+                assert_z(zj, 4e-8, &format!("r = {r}, coordinate {j}"));
             }
             assert!(exact <= mech.worst_case_variance() + 1e-9);
         }

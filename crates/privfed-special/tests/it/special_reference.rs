@@ -31,7 +31,7 @@ const TOL_NORMAL: f64 = 1e-13;
 const TOL_QUANTILE: f64 = 1e-15;
 
 fn fixtures() -> Value {
-    let text = include_str!("data/special_mpmath.json");
+    let text = include_str!("../data/special_mpmath.json");
     let v: Value = serde_json::from_str(text).expect("fixture JSON");
     assert_eq!(v["mp_dps"].as_u64(), Some(60));
     v
@@ -319,7 +319,7 @@ const LN_P0_ABS: f64 = 1e-12;
 #[test]
 fn cap_probability_matches_mpmath() {
     let data: Value =
-        serde_json::from_str(include_str!("data/cap_probability_reference.json")).unwrap();
+        serde_json::from_str(include_str!("../data/cap_probability_reference.json")).unwrap();
     for c in data["cases"].as_array().unwrap() {
         let k = c["k"].as_u64().unwrap();
         let t = c["t"].as_f64().unwrap();

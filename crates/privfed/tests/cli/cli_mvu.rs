@@ -1,7 +1,6 @@
 //! `privfed mvu ...`, `describe mvu|bitwise-rr` and `dme mvu` through the real binary.
 
-mod common;
-use common::{fails_with, json_ok, matrix};
+use crate::common::{fails_with, json_ok, matrix};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("privfed-cli-mvu-{}", std::process::id()));

@@ -1,7 +1,6 @@
 //! `privfed ddml` through the real binary.
 
-mod common;
-use common::{fails_with, json_ok, privfed};
+use crate::common::{fails_with, json_ok, privfed};
 
 use serde_json::Value;
 use std::path::PathBuf;

@@ -1,7 +1,6 @@
 //! `privfed account | calibrate | analyze` through the real binary.
 
-mod common;
-use common::{fails_with, floats, json_ok, matrix};
+use crate::common::{fails_with, floats, json_ok, matrix};
 
 use privfed_accounting::{DpEvent, RdpAccountant};
 

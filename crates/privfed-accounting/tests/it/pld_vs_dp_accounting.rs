@@ -1,9 +1,7 @@
 //! PLD accountant and calibration against Google's dp_accounting 0.6.0 (tolerances in
 //! `common::tol`).
 
-mod common;
-
-use common::{oracle, tol};
+use crate::common::{oracle, tol};
 use privfed_accounting::calibrate::{AccountantKind, calibrate_noise_multiplier};
 use privfed_accounting::{DpEvent, PldAccountant};
 use serde_json::json;

@@ -1,10 +1,8 @@
 //! The Draw-and-Discard server through the real binary: `kill -9` under load and restart,
 //! `privfed loadgen` and `privfed ddml simulate --server` against it.
 
-mod common;
-
-use privfed_server::client::{Client, ModelInfo, Submitted};
-use privfed_server::model::CreateModel;
+use privfed_client::client::{Client, ModelInfo, Submitted};
+use privfed_ddml::wire::CreateModel;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -307,7 +305,7 @@ async fn loadgen_reports_json_against_a_live_server() {
 }
 
 /// `GET /v1/models/{name}` from a plain (non-async) test.
-fn model_info(url: &str, name: &str) -> Result<ModelInfo, privfed_server::client::ClientError> {
+fn model_info(url: &str, name: &str) -> Result<ModelInfo, privfed_client::client::ClientError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -538,7 +536,7 @@ fn simulate_server_errors() {
         &simulate_args(&dead, "2000", &["--no-noise"]),
         "--server needs --admin-token",
     );
-    common::fails_with(
+    crate::common::fails_with(
         &[
             "ddml",
             "simulate",

@@ -1,17 +1,16 @@
 //! Statistical and exact tests of the sphere randomizers PrivUnit2 and PrivUnitG.
-mod common;
 
-use common::{ks_critical, ks_statistic, mean_var, z_score};
 use privfed_mechanisms::privunit2::PrivUnit2;
 use privfed_mechanisms::privunitg::PrivUnitG;
 use privfed_mechanisms::rng::seeded_rng_for_experiments;
 use privfed_mechanisms::sampling::uniform_on_sphere;
 use privfed_mechanisms::special;
 use privfed_mechanisms::{LocalRandomizer, MechanismError};
+use privfed_testkit::{assert_ks_fits, assert_mean};
 
-/// Monte Carlo check of `E[M(u)] = u` (per-coordinate z-tests, |z| < 5.5: two-sided FPR 3.8e-8
-/// each, Bonferroni over ≤ 20 coordinates → ≤ 8e-7) and of `E‖M(u) − u‖²` against the exact
-/// variance (|z| < 5.5, FPR 3.8e-8).
+/// Monte Carlo check of `E[M(u)] = u` (per-coordinate two-sided z-tests at α = 4e-8, |z| < 5.49;
+/// Bonferroni over ≤ 20 coordinates → ≤ 8e-7) and of `E‖M(u) − u‖²` against the exact
+/// variance (α = 4e-8).
 fn check_unbiased_and_variance<M: LocalRandomizer>(mech: &M, n: usize, seed: u64) {
     let d = mech.dim();
     let mut rng = seeded_rng_for_experiments(seed);
@@ -29,21 +28,12 @@ fn check_unbiased_and_variance<M: LocalRandomizer>(mech: &M, n: usize, seed: u64
         sq_err.push(e);
     }
     for j in 0..d {
-        let z = z_score(&coords[j], u[j]);
-        assert!(
-            z.abs() < 5.5,
-            "{}: coordinate {j} biased, z = {z}",
-            mech.name()
-        );
+        let what = format!("{}: coordinate {j} biased", mech.name());
+        assert_mean(&coords[j], u[j], 4e-8, &what);
     }
-    let z = z_score(&sq_err, mech.worst_case_variance());
-    assert!(
-        z.abs() < 5.5,
-        "{}: variance {} vs exact {}, z = {z}",
-        mech.name(),
-        mean_var(&sq_err).0,
-        mech.worst_case_variance()
-    );
+    let exact = mech.worst_case_variance();
+    let what = format!("{}: squared error vs exact variance {exact}", mech.name());
+    assert_mean(&sq_err, exact, 4e-8, &what);
 }
 
 #[test]
@@ -100,8 +90,8 @@ fn privunit2_inner_product_follows_truncated_beta_mixture() {
         let m = PrivUnit2::optimized(eps, d).unwrap();
         let n = 60_000;
         let mut ts: Vec<f64> = (0..n).map(|_| m.sample_inner_product(&mut rng)).collect();
-        let stat = ks_statistic(&mut ts, |t| privunit2_inner_cdf(&m, d, t));
-        assert!(stat < ks_critical(n, 1e-6), "ε={eps} d={d}: KS D = {stat}");
+        let cdf = |t| privunit2_inner_cdf(&m, d, t);
+        assert_ks_fits(&mut ts, cdf, 1e-6, &format!("ε={eps} d={d}"));
     }
     // Through the full privatize path at d = 10^5, ε = 16: m·⟨Ẑ, u⟩ has the same law and
     // ‖m·Ẑ‖ = 1 (KS level 1e-6).
@@ -118,8 +108,8 @@ fn privunit2_inner_product_follows_truncated_beta_mixture() {
         assert!((norm * m.m() - 1.0).abs() < 1e-9);
         ts.push(dot * m.m());
     }
-    let stat = ks_statistic(&mut ts, |t| privunit2_inner_cdf(&m, d, t));
-    assert!(stat < ks_critical(n, 1e-6), "privatize path: KS D = {stat}");
+    let cdf = |t| privunit2_inner_cdf(&m, d, t);
+    assert_ks_fits(&mut ts, cdf, 1e-6, "privatize path");
 }
 
 #[test]

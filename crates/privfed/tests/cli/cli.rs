@@ -1,7 +1,6 @@
 //! The CLI through the real binary.
 
-mod common;
-use common::{fails_with, json_ok, privfed};
+use crate::common::{fails_with, json_ok, privfed};
 
 #[test]
 fn describe_privunit2_reports_the_optimum() {

@@ -1,8 +1,6 @@
 //! RDP accountant against Google's dp_accounting 0.6.0 (tolerances in `common::tol`).
 
-mod common;
-
-use common::{dp_accounting_orders, oracle, tol};
+use crate::common::{dp_accounting_orders, oracle, tol};
 use privfed_accounting::{DpEvent, RdpAccountant};
 use serde_json::json;
 
@@ -137,7 +135,7 @@ fn fractional_orders_match_mpmath() {
     // tests/data/rdp_fractional_reference.json: mpmath quadrature at 40 digits
     // (scripts/reference/rdp_fractional_mpmath.py).
     let data: serde_json::Value =
-        serde_json::from_str(include_str!("data/rdp_fractional_reference.json")).unwrap();
+        serde_json::from_str(include_str!("../data/rdp_fractional_reference.json")).unwrap();
     for c in data["cases"].as_array().unwrap() {
         let (q, z, a) = (
             c["q"].as_f64().unwrap(),

@@ -1,0 +1,4 @@
+//! The mechanisms crate's integration tests, one binary (one module per topic; statistical
+//! helpers come from `privfed-testkit`).
+
+mod vector_randomizers;

@@ -1,0 +1,3 @@
+//! privfed-special's integration tests, one binary: the mpmath reference suite.
+
+mod special_reference;

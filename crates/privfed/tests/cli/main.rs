@@ -1,0 +1,9 @@
+//! The CLI's integration tests, one binary: every test runs the real `privfed` binary
+//! (`common` holds the runners); one module per command family.
+
+mod cli;
+mod cli_account;
+mod cli_ddml;
+mod cli_mvu;
+mod common;
+mod ddml_server;

@@ -632,6 +632,7 @@ impl DrawAndDiscard {
 mod tests {
     use super::*;
     use privfed_mechanisms::rng::seeded_rng_for_experiments;
+    use privfed_testkit::assert_chi_square_gof;
 
     /// Initial weights have mean b⁰ and variance (k/2)σ². n = 20·5000 = 10^5 normals; 5-sigma
     /// z-tests on the mean (se √(v/n)) and on the variance (se √(2v²/n)): FPR ≈ 6e-7 each.
@@ -703,9 +704,9 @@ mod tests {
     }
 
     /// Draws and replacements are uniform and independent. 10^6 (draw, replace) pairs with
-    /// k = 20: chi-square on the 20 draw counts (19 df, critical 63.68 at FPR 1e-6), on the 20
-    /// replacement counts (same), and on the 400 joint cells (399 df, critical 547.95 at FPR
-    /// 1e-6; uniform joint cells mean independent uniform margins). Criticals from mpmath.
+    /// k = 20: chi-square goodness of fit on the 20 draw counts, on the 20 replacement counts and
+    /// on the 400 joint cells (uniform joint cells mean independent uniform margins), each at
+    /// α = 1e-6 (`privfed_testkit`).
     #[test]
     fn draw_and_replacement_are_uniform_and_independent() {
         let k = 20usize;
@@ -725,13 +726,10 @@ mod tests {
             reps[index] += 1;
             joint[d * k + index] += 1;
         }
-        let chi = |c: &[u64]| {
-            let e = n as f64 / c.len() as f64;
-            c.iter().map(|&o| (o as f64 - e).powi(2) / e).sum::<f64>()
-        };
-        assert!(chi(&draws) < 63.68, "draw chi2 {}", chi(&draws));
-        assert!(chi(&reps) < 63.68, "replace chi2 {}", chi(&reps));
-        assert!(chi(&joint) < 547.95, "joint chi2 {}", chi(&joint));
+        let uniform = |m: usize| vec![1.0 / m as f64; m];
+        assert_chi_square_gof(&draws, &uniform(k), 1e-6, "draws");
+        assert_chi_square_gof(&reps, &uniform(k), 1e-6, "replacements");
+        assert_chi_square_gof(&joint, &uniform(k * k), 1e-6, "joint (draw, replacement)");
         assert_eq!(s.stats().overwrites, n as u64);
     }
 

@@ -485,13 +485,13 @@ mod tests {
 
     #[test]
     fn bernoulli_exact_frequencies() {
-        // 5-sigma binomial z-tests, FPR ≈ 5.7e-7 each, 3 tests.
+        // Binomial z-tests at α = 6e-7 each (the old 5σ), 3 tests.
         let mut rng = seeded_rng_for_experiments(11);
-        let n = 1_000_000u64;
+        let n = 1_000_000usize;
         for p in [0.3, 0.001, 0.987654321] {
             let c = (0..n).filter(|_| bernoulli_exact(&mut rng, p)).count() as f64;
-            let sd = (n as f64 * p * (1.0 - p)).sqrt();
-            assert!((c - n as f64 * p).abs() < 5.0 * sd, "p={p}: {c}");
+            let z = privfed_testkit::z_mean_known_variance(c / n as f64, n, p, p * (1.0 - p));
+            privfed_testkit::assert_z(z, 6e-7, &format!("p={p}: {c}"));
         }
     }
 }

@@ -519,7 +519,7 @@ async fn bench_ceiling_routes() {
 }
 
 /// The server draws uniformly: k = 5 distinct instances (init_std = 1), 5000 draws through the
-/// router; chi-square with 4 df against uniform, critical value 33.38 at FPR 1e-6 (mpmath).
+/// router; chi-square goodness of fit against uniform at α = 1e-6 (`privfed_testkit`).
 #[tokio::test]
 async fn draws_are_uniform_over_instances() {
     let app = app();
@@ -546,9 +546,8 @@ async fn draws_are_uniform_over_instances() {
         *counts.entry(b).or_default() += 1;
     }
     assert_eq!(counts.len(), 5, "expected 5 distinct instances");
-    let e = n as f64 / 5.0;
-    let chi: f64 = counts.values().map(|&o| (o as f64 - e).powi(2) / e).sum();
-    assert!(chi < 33.38, "chi-square {chi}");
+    let c: Vec<u64> = counts.into_values().collect();
+    privfed_testkit::assert_chi_square_gof(&c, &[0.2; 5], 1e-6, "draws over instances");
 }
 
 /// Extractor failures are JSON errors too (not axum's plain-text rejections).

@@ -1,10 +1,11 @@
 //! The stores overwrite a uniformly random instance (the server-side coin of paper 003 Alg. 2,
 //! on which the privacy amplification against adversary II rests). Each store gets 800
 //! sequential updates of unique constant vectors on a k = 4 model; after each, the snapshot shows
-//! which instance holds it. Chi-square with 3 df against uniform: critical value 30.66 at FPR
-//! 1e-6 (mpmath).
+//! which instance holds it. Chi-square goodness of fit against uniform at α = 1e-6
+//! (`privfed_testkit`).
 
 use crate::common;
+use privfed_testkit::assert_chi_square_gof;
 
 use privfed_server::model::ModelSpec;
 use privfed_server::store::{Store, SubmitOutcome};
@@ -43,18 +44,12 @@ async fn replacement_counts<S: Store>(store: &S) -> [u64; 4] {
     counts
 }
 
-fn chi_square(c: &[u64; 4]) -> f64 {
-    let n: u64 = c.iter().sum();
-    let e = n as f64 / 4.0;
-    c.iter().map(|&o| (o as f64 - e).powi(2) / e).sum()
-}
-
 #[tokio::test]
 async fn embedded_store_replaces_uniformly() {
     let dir = common::TempDir::new("replace");
     let store = EmbeddedStore::open(&dir.0).unwrap();
     let c = replacement_counts(&store).await;
-    assert!(chi_square(&c) < 30.66, "{c:?}");
+    assert_chi_square_gof(&c, &[0.25; 4], 1e-6, &format!("{c:?}"));
 }
 
 #[tokio::test]
@@ -63,5 +58,5 @@ async fn redis_store_replaces_uniformly() {
     let redis = common::start_redis();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let c = replacement_counts(&store).await;
-    assert!(chi_square(&c) < 30.66, "{c:?}");
+    assert_chi_square_gof(&c, &[0.25; 4], 1e-6, &format!("{c:?}"));
 }

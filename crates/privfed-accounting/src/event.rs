@@ -102,6 +102,33 @@ impl DpEvent {
         }
     }
 
+    /// The pure ε this event is *declared* to satisfy, when it is built from
+    /// [`DpEvent::PureDp`] events only (docs/ALGORITHMS.md §5.1: pure ε-DP composes to `Σ ε`
+    /// at δ = 0): `PureDp` → ε; `LocalSampled` → the inner ε (visible participation: no
+    /// amplification); `PoissonSampled` → the inner ε (amplification not credited: a valid,
+    /// possibly loose bound); `Composed` → the sum; `SelfComposed` → `count·ε`. `None` as soon
+    /// as any other event appears: Gaussian, Skellam and RDP curves have no pure ε, and a
+    /// Laplace event is accounted through its RDP curve only (its `1/scale` is not declared).
+    pub fn declared_pure_epsilon(&self) -> Option<f64> {
+        match self {
+            DpEvent::PureDp { epsilon } => Some(*epsilon),
+            DpEvent::LocalSampled { event, .. } | DpEvent::PoissonSampled { event, .. } => {
+                event.declared_pure_epsilon()
+            }
+            DpEvent::Composed { events } => events
+                .iter()
+                .map(DpEvent::declared_pure_epsilon)
+                .try_fold(0.0, |acc, e| e.map(|e| acc + e)),
+            DpEvent::SelfComposed { event, count } => event
+                .declared_pure_epsilon()
+                .map(|e| if *count == 0 { 0.0 } else { e * *count as f64 }),
+            DpEvent::Gaussian { .. }
+            | DpEvent::Laplace { .. }
+            | DpEvent::Skellam { .. }
+            | DpEvent::RdpCurve { .. } => None,
+        }
+    }
+
     /// A short human-readable name, used in error messages (e.g. `PoissonSampled(Laplace)`).
     pub fn name(&self) -> String {
         match self {

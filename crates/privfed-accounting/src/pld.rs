@@ -30,9 +30,10 @@ use std::sync::Arc;
 use realfft::RealFftPlanner;
 use realfft::num_complex::Complex;
 
+use crate::accountant::{Ledger, NeighbouringRelation, PrivacyAccountant};
 use crate::error::{AccountingError, Result, check_delta, check_nonnegative, check_positive};
 use crate::event::DpEvent;
-use crate::numerics::{NormPoint, ln_norm_cdf};
+use crate::numerics::NormPoint;
 use crate::skellam::skellam_ln_pmf;
 
 /// Default grid width `h` of the loss (dp_accounting's default is also 1e-4).
@@ -898,27 +899,55 @@ fn cpow_all(mut c: Vec<Complex<f64>>, mut n: u64) -> Vec<Complex<f64>> {
 
 /// δ of the Gaussian PLD with parameter μ (sum over composed Gaussians of `1/(2z²)`), exactly:
 /// `δ(ε) = Φ((μ − ε)/√(2μ)) − e^ε·Φ((−μ − ε)/√(2μ))`.
+///
+/// This is the analytic-Gaussian privacy profile of Balle & Wang 2018 (docs/ALGORITHMS.md §2.5)
+/// in its μ form: with `μ = Δ²/(2σ²)`, i.e. `σ = 1` and `Δ = √(2μ)`, `Δ/(2σ) − εσ/Δ =
+/// (μ − ε)/√(2μ)`; it is computed by [`privfed_mechanisms::gaussian::gaussian_delta`], the one
+/// home of the formula. `μ = 0` (no Gaussian) gives 0; NaN for an invalid μ or ε.
 pub fn gaussian_delta(mu: f64, epsilon: f64) -> f64 {
-    let s = (2.0 * mu).sqrt();
-    let a = ln_norm_cdf((mu - epsilon) / s);
-    let b = epsilon + ln_norm_cdf((-mu - epsilon) / s);
-    if b >= a {
+    if mu == 0.0 && epsilon >= 0.0 {
         return 0.0;
     }
-    (a.exp() * -libm::expm1(b - a)).clamp(0.0, 1.0)
+    privfed_mechanisms::gaussian::gaussian_delta(1.0, (2.0 * mu).sqrt(), epsilon)
 }
 
-/// The smallest ε ≥ 0 with [`gaussian_delta`]`(μ, ε) ≤ δ` (bisection to 1e-12 relative).
+/// The smallest ε ≥ 0 with [`gaussian_delta`]`(μ, ε) ≤ δ`: the inverse of the profile by
+/// [`privfed_mechanisms::gaussian::gaussian_epsilon`] at `σ = 1`, `Δ = √(2μ)` (bisection to a
+/// relative width of `4·2^{−52}`, rounded up). `μ = 0` gives 0 and `μ = +∞` (no noise) `+∞`;
+/// NaN for an invalid μ or δ.
 pub fn gaussian_epsilon(mu: f64, delta: f64) -> f64 {
-    if gaussian_delta(mu, 0.0) <= delta {
+    if mu == 0.0 {
         return 0.0;
     }
-    let mut hi = 1.0;
-    while gaussian_delta(mu, hi) > delta {
-        hi *= 2.0;
+    if mu == f64::INFINITY {
+        return f64::INFINITY;
     }
-    crate::numerics::bisect_smallest::<()>(0.0, hi, 1e-13, |e| Ok(gaussian_delta(mu, e) <= delta))
-        .unwrap_or(hi)
+    privfed_mechanisms::gaussian::gaussian_epsilon(1.0, (2.0 * mu).sqrt(), delta)
+        .unwrap_or(f64::NAN)
+}
+
+const SKELLAM_1D: &str =
+    "the exact PLD is one-dimensional: needs l1_sensitivity == l2_sensitivity, an integer";
+const POISSON_KINDS: &str =
+    "Poisson sampling is supported for the Gaussian and the Laplace only (use the RDP accountant)";
+const LOCAL_KINDS: &str = "local sampling is supported for the Gaussian, Laplace, pure-DP and one-dimensional Skellam events only (use the RDP accountant)";
+const RDP_CURVE: &str = "an RDP curve does not determine a PLD";
+
+/// The sensitivity of a Skellam event the exact (one-dimensional) PLD handles: `l1 == l2`, an
+/// integer up to 10⁶.
+fn skellam_dim(l1: f64, l2: f64) -> Option<u64> {
+    (l1 == l2 && l1.fract() == 0.0 && l1 <= 1e6).then_some(l1 as u64)
+}
+
+/// `outer · inner` repetitions, or an error if the product overflows `u64`.
+fn total_count(outer: u64, inner: u64) -> Result<u64> {
+    outer.checked_mul(inner).ok_or_else(|| {
+        AccountingError::invalid(
+            "count",
+            inner as f64,
+            "total composition count overflows u64",
+        )
+    })
 }
 
 /// PLD accountant: keeps a discrete PLD for each neighbouring direction (remove, add) and the
@@ -936,6 +965,7 @@ pub struct PldAccountant {
     gaussian_mu: f64,
     remove: DiscretePld,
     add: DiscretePld,
+    ledger: Ledger,
 }
 
 impl Default for PldAccountant {
@@ -959,6 +989,7 @@ impl PldAccountant {
             gaussian_mu: 0.0,
             remove: DiscretePld::identity(h),
             add: DiscretePld::identity(h),
+            ledger: Ledger::new(),
         })
     }
 
@@ -970,10 +1001,69 @@ impl PldAccountant {
     /// Composes `event` (validated first; on error the accountant is unchanged).
     pub fn compose(&mut self, event: &DpEvent) -> Result<()> {
         event.validate()?;
+        Self::check_supported(event, 1)?;
         let mut next = self.clone();
         next.compose_inner(event, 1)?;
+        next.ledger.record(event);
         *self = next;
         Ok(())
+    }
+
+    /// The events composed so far.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// `Ok` if a valid `event` repeated `count` times is of a kind this accountant composes
+    /// (the structure [`PldAccountant::compose`] walks, without discretizing anything).
+    fn check_supported(event: &DpEvent, count: u64) -> Result<()> {
+        match event {
+            DpEvent::Gaussian { .. } | DpEvent::Laplace { .. } | DpEvent::PureDp { .. } => Ok(()),
+            DpEvent::Skellam {
+                l1_sensitivity,
+                l2_sensitivity,
+                ..
+            } => match skellam_dim(*l1_sensitivity, *l2_sensitivity) {
+                Some(_) => Ok(()),
+                None => Err(Self::unsupported(event, SKELLAM_1D)),
+            },
+            DpEvent::PoissonSampled { rate, event: inner } => {
+                if *rate >= 1.0 {
+                    return Self::check_supported(inner, count);
+                }
+                match **inner {
+                    DpEvent::Gaussian { .. } | DpEvent::Laplace { .. } => Ok(()),
+                    _ => Err(Self::unsupported(event, POISSON_KINDS)),
+                }
+            }
+            DpEvent::LocalSampled { rate, event: inner } => {
+                if *rate >= 1.0 {
+                    return Self::check_supported(inner, count);
+                }
+                match **inner {
+                    DpEvent::Gaussian { .. } | DpEvent::Laplace { .. } | DpEvent::PureDp { .. } => {
+                        Ok(())
+                    }
+                    DpEvent::Skellam {
+                        l1_sensitivity,
+                        l2_sensitivity,
+                        ..
+                    } if skellam_dim(l1_sensitivity, l2_sensitivity).is_some() => Ok(()),
+                    _ => Err(Self::unsupported(event, LOCAL_KINDS)),
+                }
+            }
+            DpEvent::Composed { events } => events
+                .iter()
+                .try_for_each(|e| Self::check_supported(e, count)),
+            DpEvent::SelfComposed { event: e, count: c } => {
+                let total = total_count(count, *c)?;
+                if total == 0 {
+                    return Ok(());
+                }
+                Self::check_supported(e, total)
+            }
+            DpEvent::RdpCurve { .. } => Err(Self::unsupported(event, RDP_CURVE)),
+        }
     }
 
     fn unsupported(event: &DpEvent, reason: &str) -> AccountingError {
@@ -1037,15 +1127,10 @@ impl PldAccountant {
                 l1_sensitivity,
                 l2_sensitivity,
             } => {
-                let d = *l1_sensitivity;
-                if d != *l2_sensitivity || d.fract() != 0.0 || d > 1e6 {
-                    return Err(Self::unsupported(
-                        event,
-                        "the exact PLD is one-dimensional: needs l1_sensitivity == l2_sensitivity, an integer",
-                    ));
-                }
+                let d = skellam_dim(*l1_sensitivity, *l2_sensitivity)
+                    .ok_or_else(|| Self::unsupported(event, SKELLAM_1D))?;
                 // Symmetric: Sk(μ) vs Δ+Sk(μ) and the reverse have the same PLD.
-                self.add_pair(DiscretePld::skellam(*mu, d as u64, h)?, None, count)?
+                self.add_pair(DiscretePld::skellam(*mu, d, h)?, None, count)?
             }
             DpEvent::PoissonSampled { rate, event: inner } => {
                 if *rate >= 1.0 {
@@ -1067,12 +1152,7 @@ impl PldAccountant {
                         Some(DiscretePld::poisson_laplace(*rate, scale, false, h)?),
                         count,
                     )?,
-                    _ => {
-                        return Err(Self::unsupported(
-                            event,
-                            "Poisson sampling is supported for the Gaussian and the Laplace only (use the RDP accountant)",
-                        ));
-                    }
+                    _ => return Err(Self::unsupported(event, POISSON_KINDS)),
                 }
             }
             DpEvent::LocalSampled { rate, event: inner } => {
@@ -1090,18 +1170,11 @@ impl PldAccountant {
                         mu,
                         l1_sensitivity,
                         l2_sensitivity,
-                    } if l1_sensitivity == l2_sensitivity
-                        && l1_sensitivity.fract() == 0.0
-                        && l1_sensitivity <= 1e6 =>
-                    {
-                        DiscretePld::skellam(mu, l1_sensitivity as u64, h)?
-                    }
-                    _ => {
-                        return Err(Self::unsupported(
-                            event,
-                            "local sampling is supported for the Gaussian, Laplace, pure-DP and one-dimensional Skellam events only (use the RDP accountant)",
-                        ));
-                    }
+                    } => match skellam_dim(l1_sensitivity, l2_sensitivity) {
+                        Some(d) => DiscretePld::skellam(mu, d, h)?,
+                        None => return Err(Self::unsupported(event, LOCAL_KINDS)),
+                    },
+                    _ => return Err(Self::unsupported(event, LOCAL_KINDS)),
                 };
                 self.add_pair(base.locally_sampled(*rate), None, count)?
             }
@@ -1111,21 +1184,9 @@ impl PldAccountant {
                 }
             }
             DpEvent::SelfComposed { event: e, count: c } => {
-                let total = count.checked_mul(*c).ok_or_else(|| {
-                    AccountingError::invalid(
-                        "count",
-                        *c as f64,
-                        "total composition count overflows u64",
-                    )
-                })?;
-                self.compose_inner(e, total)?;
+                self.compose_inner(e, total_count(count, *c)?)?;
             }
-            DpEvent::RdpCurve { .. } => {
-                return Err(Self::unsupported(
-                    event,
-                    "an RDP curve does not determine a PLD",
-                ));
-            }
+            DpEvent::RdpCurve { .. } => return Err(Self::unsupported(event, RDP_CURVE)),
         }
         Ok(())
     }
@@ -1172,6 +1233,38 @@ impl PldAccountant {
             None => gaussian_delta(self.gaussian_mu, epsilon),
             Some((r, a)) => r.get_delta(epsilon).max(a.get_delta(epsilon)),
         })
+    }
+}
+
+/// Neighbouring relation add/remove-one: both directions (remove, add) are tracked and the
+/// worse is reported. Supports the events listed on [`PldAccountant`].
+impl PrivacyAccountant for PldAccountant {
+    fn name(&self) -> &'static str {
+        "pld"
+    }
+
+    fn neighbouring_relation(&self) -> NeighbouringRelation {
+        NeighbouringRelation::AddOrRemoveOne
+    }
+
+    fn supports(&self, event: &DpEvent) -> bool {
+        event.validate().is_ok() && Self::check_supported(event, 1).is_ok()
+    }
+
+    fn compose(&mut self, event: &DpEvent) -> Result<()> {
+        PldAccountant::compose(self, event)
+    }
+
+    fn get_epsilon(&self, delta: f64) -> Result<f64> {
+        PldAccountant::get_epsilon(self, delta)
+    }
+
+    fn get_delta(&self, epsilon: f64) -> Result<f64> {
+        PldAccountant::get_delta(self, epsilon)
+    }
+
+    fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 }
 

@@ -3,6 +3,7 @@
 //! A curve `ε(α)` is kept on a fixed grid of orders; events add their curves; the improved
 //! conversion (Canonne, Kamath, Steinke 2020, Prop. 12; 001 Lemma 2.3) turns it into (ε, δ).
 
+use crate::accountant::{Ledger, NeighbouringRelation, PrivacyAccountant};
 use crate::error::{AccountingError, Result, check_delta, check_nonnegative, check_rate};
 use crate::event::DpEvent;
 use crate::numerics::{log_add, log_comb, log_sum_exp};
@@ -389,6 +390,7 @@ pub struct RdpEpsilon {
 pub struct RdpAccountant {
     orders: Vec<f64>,
     rdp: Vec<f64>,
+    ledger: Ledger,
 }
 
 impl Default for RdpAccountant {
@@ -402,7 +404,11 @@ impl RdpAccountant {
     pub fn new() -> Self {
         let orders = default_orders();
         let rdp = vec![0.0; orders.len()];
-        Self { orders, rdp }
+        Self {
+            orders,
+            rdp,
+            ledger: Ledger::new(),
+        }
     }
 
     /// An empty accountant on a custom grid (orders > 1, finite, strictly increasing).
@@ -413,7 +419,11 @@ impl RdpAccountant {
         }
         .validate()?;
         let rdp = vec![0.0; orders.len()];
-        Ok(Self { orders, rdp })
+        Ok(Self {
+            orders,
+            rdp,
+            ledger: Ledger::new(),
+        })
     }
 
     /// The order grid.
@@ -439,7 +449,13 @@ impl RdpAccountant {
         for (t, v) in self.rdp.iter_mut().zip(curve) {
             *t += v;
         }
+        self.ledger.record(event);
         Ok(())
+    }
+
+    /// The events composed so far.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 
     /// ε at `delta` ∈ (0,1) with the optimal order ([`rdp_to_epsilon`]).
@@ -459,6 +475,39 @@ impl RdpAccountant {
     /// δ at `epsilon` ≥ 0 ([`rdp_to_delta`]).
     pub fn get_delta(&self, epsilon: f64) -> Result<f64> {
         Ok(rdp_to_delta(&self.orders, &self.rdp, epsilon)?.0)
+    }
+}
+
+/// Every valid event is supported; neighbouring relation add/remove-one (the relation of every
+/// [`DpEvent`]; Poisson-sampled events use the add/remove bounds of Mironov et al. 2019 and Zhu &
+/// Wang 2019).
+impl PrivacyAccountant for RdpAccountant {
+    fn name(&self) -> &'static str {
+        "rdp"
+    }
+
+    fn neighbouring_relation(&self) -> NeighbouringRelation {
+        NeighbouringRelation::AddOrRemoveOne
+    }
+
+    fn supports(&self, event: &DpEvent) -> bool {
+        event.validate().is_ok()
+    }
+
+    fn compose(&mut self, event: &DpEvent) -> Result<()> {
+        RdpAccountant::compose(self, event)
+    }
+
+    fn get_epsilon(&self, delta: f64) -> Result<f64> {
+        RdpAccountant::get_epsilon(self, delta)
+    }
+
+    fn get_delta(&self, epsilon: f64) -> Result<f64> {
+        RdpAccountant::get_delta(self, epsilon)
+    }
+
+    fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 }
 

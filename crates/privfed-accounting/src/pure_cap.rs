@@ -105,6 +105,11 @@ impl PureCappedRdpAccountant {
         &self.rdp
     }
 
+    /// The events composed so far.
+    pub fn ledger(&self) -> &Ledger {
+        self.rdp.ledger()
+    }
+
     /// `Σ ε_t` if every composed event has a pure ε.
     pub fn pure_total(&self) -> Option<f64> {
         self.pure_total

@@ -182,13 +182,8 @@ mod tests {
     };
     use privfed_mechanisms::mvu::DpConstraint;
 
-    /// The ε-DP RDP bound, tight for binary RR (docs/ALGORITHMS.md §5.1):
-    /// `ln((sinh αε − sinh(α−1)ε)/sinh ε)/(α−1) = ln(cosh((2α−1)ε/2)/cosh(ε/2))/(α−1)`
-    /// (sinh u − sinh v = 2 cosh((u+v)/2) sinh((u−v)/2)), with a stable ln cosh.
-    fn pure_dp_rdp(eps: f64, alpha: f64) -> f64 {
-        let ln_cosh = |y: f64| y.abs() + (-2.0 * y.abs()).exp().ln_1p() - std::f64::consts::LN_2;
-        (ln_cosh((2.0 * alpha - 1.0) * eps / 2.0) - ln_cosh(eps / 2.0)) / (alpha - 1.0)
-    }
+    // The ε-DP RDP bound, tight for binary RR (docs/ALGORITHMS.md §5.1).
+    use privfed_accounting::rdp::pure_dp_rdp;
 
     #[test]
     fn one_bit_design_matches_binary_rr_rdp() {

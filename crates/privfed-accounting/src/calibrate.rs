@@ -113,21 +113,6 @@ pub fn calibrate_parameter_with<A: PrivacyAccountant + Clone>(
     })
 }
 
-fn sampled(rate: f64, inner: DpEvent, steps: u64) -> DpEvent {
-    let one = if rate >= 1.0 {
-        inner
-    } else {
-        DpEvent::PoissonSampled {
-            rate,
-            event: Box::new(inner),
-        }
-    };
-    DpEvent::SelfComposed {
-        event: Box::new(one),
-        count: steps,
-    }
-}
-
 fn check_steps(steps: u64) -> Result<()> {
     if steps == 0 {
         Err(AccountingError::invalid("steps", 0.0, "must be at least 1"))
@@ -148,11 +133,11 @@ pub fn calibrate_noise_multiplier(
     check_rate(sampling_rate)?;
     check_steps(steps)?;
     calibrate_parameter(kind, target_epsilon, delta, |z| {
-        sampled(
-            sampling_rate,
+        DpEvent::sampled_steps(
             DpEvent::Gaussian {
                 noise_multiplier: z,
             },
+            sampling_rate,
             steps,
         )
     })
@@ -170,7 +155,7 @@ pub fn calibrate_laplace_scale(
     check_rate(sampling_rate)?;
     check_steps(steps)?;
     calibrate_parameter(kind, target_epsilon, delta, |b| {
-        sampled(sampling_rate, DpEvent::Laplace { scale: b }, steps)
+        DpEvent::sampled_steps(DpEvent::Laplace { scale: b }, sampling_rate, steps)
     })
 }
 
@@ -190,13 +175,13 @@ pub fn calibrate_skellam_variance(
     check_rate(sampling_rate)?;
     check_steps(steps)?;
     calibrate_parameter(kind, target_epsilon, delta, |mu| {
-        sampled(
-            sampling_rate,
+        DpEvent::sampled_steps(
             DpEvent::Skellam {
                 mu,
                 l1_sensitivity,
                 l2_sensitivity,
             },
+            sampling_rate,
             steps,
         )
     })

@@ -637,9 +637,12 @@ struct Request<'a> {
 /// alphabet.
 type Start = (String, Vec<Vec<f64>>, Vec<f64>);
 
+/// The linear-alphabet starts' names and spreads (the centred gapped starts scale from the best).
+type LinearSpreads = Vec<(String, f64)>;
+
 /// The starts of the alternation, in order: gRR, bitwise RR, linear and curved alphabets, gapped
 /// alphabets, pseudo-random symmetric alphabets; with the linear starts' names and spreads.
-fn starts(req: &Request, grr: &MvuDesign) -> Result<(Vec<Start>, Vec<(String, f64)>)> {
+fn starts(req: &Request, grr: &MvuDesign) -> Result<(Vec<Start>, LinearSpreads)> {
     let (input_bits, output_bits, options) = (req.input_bits, req.output_bits, req.options);
     let (n, m) = (req.n, req.m);
     let e0 = ldp_budget_for(req.epsilon, req.constraint, n);
@@ -659,7 +662,7 @@ fn starts(req: &Request, grr: &MvuDesign) -> Result<(Vec<Start>, Vec<(String, f6
         (a[m - 1] - a[0]).max(1.0 + 1e-9)
     };
     let n_scaled = options.scaled_starts;
-    let mut linear_spreads: Vec<(String, f64)> = Vec::new();
+    let mut linear_spreads: LinearSpreads = Vec::new();
     for k in 0..n_scaled {
         let t = (k as f64 + 1.0) / n_scaled as f64;
         let s = (2.0 * grr_spread).powf(t);

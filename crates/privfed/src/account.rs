@@ -292,26 +292,8 @@ pub fn run_account(args: &AccountArgs) -> Result<Value> {
             args.mechanism.name()
         )
     })?;
-    let inner = step_event(args)?;
-    let one = if q >= 1.0 {
-        inner
-    } else if args.mechanism == MechanismArg::Pure {
-        // A local randomizer: whether a client took part is visible (local sampling, no
-        // amplification of the pure ε), not a secret sample of a central data set.
-        DpEvent::LocalSampled {
-            rate: q,
-            event: Box::new(inner),
-        }
-    } else {
-        DpEvent::PoissonSampled {
-            rate: q,
-            event: Box::new(inner),
-        }
-    };
-    let event = DpEvent::SelfComposed {
-        event: Box::new(one),
-        count: args.steps,
-    };
+    // Pure: a local randomizer (local sampling); the others: central Poisson subsampling.
+    let event = DpEvent::sampled_steps(step_event(args)?, q, args.steps);
     let mut out = json!({
         "accountant": accountant.name(),
         "mechanism": args.mechanism.name(),

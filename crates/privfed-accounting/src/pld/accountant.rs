@@ -377,3 +377,39 @@ impl PrivacyAccountant for PldAccountant {
         &self.ledger
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaussian_mu_form_is_the_mechanisms_profile() {
+        // μ = Δ²/(2σ²): the μ form at μ equals the (σ, Δ) form, here with σ and Δ chosen so
+        // that √(2μ) = Δ/σ is exact.
+        for (sigma, sens) in [(1.0, 1.0), (2.0, 1.0), (0.5, 2.0), (4.0, 0.25)] {
+            let mu = sens * sens / (2.0 * sigma * sigma);
+            for eps in [0.0, 0.5, 1.0, 3.0] {
+                let via_mu = gaussian_delta(mu, eps);
+                let direct = privfed_mechanisms::gaussian::gaussian_delta(sigma, sens, eps);
+                assert!(
+                    (via_mu - direct).abs() <= 1e-15 * direct.max(1e-300) + 1e-300,
+                    "σ={sigma} Δ={sens} ε={eps}: {via_mu} vs {direct}"
+                );
+            }
+            let e = gaussian_epsilon(mu, 1e-6);
+            let direct = privfed_mechanisms::gaussian::gaussian_epsilon(sigma, sens, 1e-6).unwrap();
+            assert!((e - direct).abs() <= 1e-14 * direct, "{e} vs {direct}");
+            assert!(gaussian_delta(mu, e) <= 1e-6);
+        }
+        // The closed form at μ = 1/2 (σ = Δ = 1), ε = 1: Φ(−1/2) − e·Φ(−3/2).
+        let phi = |x: f64| 0.5 * libm::erfc(-x / std::f64::consts::SQRT_2);
+        let want = phi(-0.5) - 1f64.exp() * phi(-1.5);
+        assert!((gaussian_delta(0.5, 1.0) / want - 1.0).abs() < 1e-13);
+        // Edge cases of the μ form.
+        assert_eq!(gaussian_delta(0.0, 1.0), 0.0);
+        assert_eq!(gaussian_epsilon(0.0, 1e-5), 0.0);
+        assert_eq!(gaussian_epsilon(f64::INFINITY, 1e-5), f64::INFINITY);
+        assert!(gaussian_epsilon(1.0, 2.0).is_nan());
+        assert!(gaussian_delta(-1.0, 1.0).is_nan());
+    }
+}

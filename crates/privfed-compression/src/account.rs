@@ -7,11 +7,11 @@
 
 use privfed_accounting::rdp::{local_sampled_rdp, pure_dp_rdp};
 use privfed_accounting::{DpEvent, PureCappedRdpAccountant};
+use privfed_mechanisms::Result;
 use privfed_mechanisms::mvu::{DpConstraint, MvuDesign};
-use privfed_mechanisms::{MechanismError, Result};
 use serde::Serialize;
 
-use crate::rdp::{mvu_rdp_curve, vector_rdp_greedy, vector_rdp_lp};
+use crate::rdp::{check_dim, check_vector, mvu_rdp_curve, vector_rdp_greedy, vector_rdp_lp};
 
 /// Per order, which bound of [`vector_step`] gave the value (counts of orders).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -77,20 +77,6 @@ pub fn scalar_step(design: &MvuDesign, orders: &[f64]) -> Result<MvuStep> {
     })
 }
 
-fn check_dim_sensitivity(dim: usize, sensitivity: f64) -> Result<()> {
-    if dim == 0 {
-        return Err(MechanismError::invalid("dim", 0.0, "must be at least 1"));
-    }
-    if !(sensitivity.is_finite() && sensitivity > 0.0) {
-        return Err(MechanismError::invalid(
-            "sensitivity",
-            sensitivity,
-            "must be finite and > 0",
-        ));
-    }
-    Ok(())
-}
-
 /// The metric power p of the vector budget: the design's for metric DP, 1 for LDP.
 fn vector_power(design: &MvuDesign) -> u32 {
     match design.constraint() {
@@ -104,8 +90,9 @@ fn vector_power(design: &MvuDesign) -> u32 {
 /// in `Σ_l |i_l − i'_l|^p ≤ ((B_in − 1)·Δ)^p` and contributes at most the design's ε-LDP, so at
 /// most `min(d, ⌊((B_in − 1)Δ)^p⌋)·ε_LDP`; for a metric design also `ε_metric·Δ^p`.
 pub fn vector_pure_epsilon(design: &MvuDesign, dim: usize, sensitivity: f64) -> Result<f64> {
-    check_dim_sensitivity(dim, sensitivity)?;
     let p = vector_power(design);
+    check_vector(p, sensitivity)?;
+    check_dim(dim)?;
     let budget = ((design.num_inputs() - 1) as f64 * sensitivity).powi(p as i32);
     // A tiny relative slack so that a budget that is an integer up to rounding counts fully.
     let changed = (budget * (1.0 + 1e-12)).floor().min(dim as f64);

@@ -181,7 +181,7 @@ fn log_a_quad(q: f64, z: f64, alpha: f64) -> Option<f64> {
 
 /// RDP of the Poisson-subsampled Gaussian (rate `q`, noise multiplier `z`) at order `α > 1`:
 /// `ln(A_α)/(α−1)` with the exact binomial sum at integer orders and the quadrature of
-/// [`log_a_quad`] at fractional ones (falling back to the larger order `⌈α⌉`, an upper bound
+/// `log_a_quad` at fractional ones (falling back to the larger order `⌈α⌉`, an upper bound
 /// since RDP is non-decreasing in α, only if the quadrature would be too long). Also capped by
 /// the un-sampled Gaussian `α/(2z²)`.
 pub fn poisson_gaussian_rdp(q: f64, z: f64, alpha: f64) -> f64 {

@@ -62,7 +62,7 @@ impl DiscretePld {
         ))
     }
 
-    /// The PLD of local sampling with participation probability `q` ([`DpEvent::LocalSampled`]):
+    /// The PLD of local sampling with participation probability `q` ([`DpEvent::LocalSampled`](crate::DpEvent::LocalSampled)):
     /// the pair `(qP + (1−q)⊥, qQ + (1−q)⊥)` has loss `L` with probability `q` and loss 0 (the
     /// visible non-participation) with probability `1 − q`, so its PLD is `q·self + (1−q)·δ₀`.
     /// `δ(ε)` is linear in the PLD, so a pessimistic `self` gives a pessimistic result.

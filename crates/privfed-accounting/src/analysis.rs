@@ -5,8 +5,6 @@
 use serde::Serialize;
 
 use crate::error::{AccountingError, Result, check_delta, check_nonnegative, check_positive};
-use crate::numerics::{bisect_smallest, ln_beta_inc};
-use crate::pld::gaussian_delta;
 
 /// Privacy of one client update in a Draw-and-Discard deployment against the three adversaries
 /// of paper 003 §IV (docs/ALGORITHMS.md §4.3).
@@ -91,8 +89,13 @@ pub fn ln_cap_probability(k: u64, t: f64) -> Result<f64> {
         return Err(AccountingError::invalid("t", t, "must lie in (0, 1)"));
     }
     // x = 1 − t² and 1 − x = t² passed separately, so neither loses relative accuracy.
-    let ln_i = ln_beta_inc((k as f64 - 1.0) / 2.0, 0.5, (1.0 - t) * (1.0 + t), t * t)
-        .map_err(AccountingError::Numerical)?;
+    let a = (k as f64 - 1.0) / 2.0;
+    let ln_i = privfed_special::ln_beta_inc_xy(a, 0.5, (1.0 - t) * (1.0 + t), t * t);
+    if ln_i.is_nan() {
+        return Err(AccountingError::Numerical(format!(
+            "ln I_x({a}, 1/2) did not converge at t = {t}"
+        )));
+    }
     Ok(ln_i - std::f64::consts::LN_2)
 }
 
@@ -142,30 +145,18 @@ pub fn max_epsilon_for_reconstruction(k: u64, t: f64, target: f64) -> Result<f64
 }
 
 /// Analytic Gaussian mechanism (Balle & Wang 2018; docs/ALGORITHMS.md §2.5): the smallest σ with
-/// `Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ) ≤ δ`, by geometric bisection (relative 1e-12).
+/// `Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ) ≤ δ`. The mechanism owns its calibration: this is
+/// [`privfed_mechanisms::gaussian::analytic_gaussian_sigma`] (log-space δ, bisection to a
+/// relative width of `4·2^{−52}`, σ rounded up) with its errors as [`AccountingError`]s.
 pub fn analytic_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: f64) -> Result<f64> {
     check_positive("epsilon", epsilon)?;
     check_delta(delta)?;
     check_positive("sensitivity", sensitivity)?;
-    // δ(σ) in terms of μ = Δ²/(2σ²): (μ − ε)/√(2μ) = Δ/(2σ) − εσ/Δ.
-    let ok = |s: f64| -> Result<bool> {
-        Ok(gaussian_delta(sensitivity * sensitivity / (2.0 * s * s), epsilon) <= delta)
-    };
-    let mut hi = sensitivity;
-    while !ok(hi)? {
-        hi *= 2.0;
-        if hi > 1e12 * sensitivity {
-            return Err(AccountingError::Numerical(
-                "analytic Gaussian: no σ found".into(),
-            ));
-        }
-    }
-    let mut lo = hi / 2.0;
-    while ok(lo)? {
-        hi = lo;
-        lo /= 2.0;
-    }
-    bisect_smallest(lo, hi, 1e-12, ok)
+    Ok(privfed_mechanisms::gaussian::analytic_gaussian_sigma(
+        epsilon,
+        delta,
+        sensitivity,
+    )?)
 }
 
 #[cfg(test)]

@@ -48,6 +48,26 @@ impl AccountingError {
     }
 }
 
+impl From<privfed_mechanisms::MechanismError> for AccountingError {
+    /// Errors of the formulas accounting borrows from `privfed-mechanisms` (the analytic
+    /// Gaussian): invalid parameters keep their name and value, anything else is numerical.
+    fn from(e: privfed_mechanisms::MechanismError) -> Self {
+        match e {
+            privfed_mechanisms::MechanismError::InvalidParameter {
+                name,
+                value,
+                reason,
+            } => Self::InvalidParameter {
+                name,
+                value,
+                reason,
+            },
+            privfed_mechanisms::MechanismError::Infeasible(m) => Self::Infeasible(m),
+            other => Self::Numerical(other.to_string()),
+        }
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T, E = AccountingError> = std::result::Result<T, E>;
 

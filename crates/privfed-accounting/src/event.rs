@@ -102,6 +102,58 @@ impl DpEvent {
         }
     }
 
+    /// `steps` uses of `event`, each on a sample of rate `rate` (1 = no sampling): the inner event
+    /// `PoissonSampled` for a central mechanism (Gaussian, Laplace, Skellam, …: the mechanism runs
+    /// on a secret Poisson sample of the data set) and `LocalSampled` for a local randomizer
+    /// (`PureDp`: each client takes part with probability `rate` and otherwise visibly sends
+    /// nothing, so its pure ε is not amplified), wrapped in `SelfComposed { count: steps }`.
+    pub fn sampled_steps(event: DpEvent, rate: f64, steps: u64) -> DpEvent {
+        let one = if rate >= 1.0 {
+            event
+        } else if matches!(event, DpEvent::PureDp { .. }) {
+            DpEvent::LocalSampled {
+                rate,
+                event: Box::new(event),
+            }
+        } else {
+            DpEvent::PoissonSampled {
+                rate,
+                event: Box::new(event),
+            }
+        };
+        DpEvent::SelfComposed {
+            event: Box::new(one),
+            count: steps,
+        }
+    }
+
+    /// The pure ε this event is *declared* to satisfy, when it is built from
+    /// [`DpEvent::PureDp`] events only (docs/ALGORITHMS.md §5.1: pure ε-DP composes to `Σ ε`
+    /// at δ = 0): `PureDp` → ε; `LocalSampled` → the inner ε (visible participation: no
+    /// amplification); `PoissonSampled` → the inner ε (amplification not credited: a valid,
+    /// possibly loose bound); `Composed` → the sum; `SelfComposed` → `count·ε`. `None` as soon
+    /// as any other event appears: Gaussian, Skellam and RDP curves have no pure ε, and a
+    /// Laplace event is accounted through its RDP curve only (its `1/scale` is not declared).
+    pub fn declared_pure_epsilon(&self) -> Option<f64> {
+        match self {
+            DpEvent::PureDp { epsilon } => Some(*epsilon),
+            DpEvent::LocalSampled { event, .. } | DpEvent::PoissonSampled { event, .. } => {
+                event.declared_pure_epsilon()
+            }
+            DpEvent::Composed { events } => events
+                .iter()
+                .map(DpEvent::declared_pure_epsilon)
+                .try_fold(0.0, |acc, e| e.map(|e| acc + e)),
+            DpEvent::SelfComposed { event, count } => event
+                .declared_pure_epsilon()
+                .map(|e| if *count == 0 { 0.0 } else { e * *count as f64 }),
+            DpEvent::Gaussian { .. }
+            | DpEvent::Laplace { .. }
+            | DpEvent::Skellam { .. }
+            | DpEvent::RdpCurve { .. } => None,
+        }
+    }
+
     /// A short human-readable name, used in error messages (e.g. `PoissonSampled(Laplace)`).
     pub fn name(&self) -> String {
         match self {
@@ -186,6 +238,49 @@ impl DpEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sampled_steps_pick_local_sampling_for_pure_dp_only() {
+        let g = DpEvent::Gaussian {
+            noise_multiplier: 1.0,
+        };
+        let p = DpEvent::PureDp { epsilon: 1.0 };
+        assert_eq!(
+            DpEvent::sampled_steps(g.clone(), 0.5, 3),
+            DpEvent::SelfComposed {
+                event: Box::new(DpEvent::PoissonSampled {
+                    rate: 0.5,
+                    event: Box::new(g.clone()),
+                }),
+                count: 3,
+            }
+        );
+        assert_eq!(
+            DpEvent::sampled_steps(p.clone(), 0.5, 3),
+            DpEvent::SelfComposed {
+                event: Box::new(DpEvent::LocalSampled {
+                    rate: 0.5,
+                    event: Box::new(p.clone()),
+                }),
+                count: 3,
+            }
+        );
+        assert_eq!(
+            DpEvent::sampled_steps(p.clone(), 1.0, 2),
+            DpEvent::SelfComposed {
+                event: Box::new(p.clone()),
+                count: 2,
+            }
+        );
+        assert_eq!(
+            DpEvent::sampled_steps(p, 0.5, 4).declared_pure_epsilon(),
+            Some(4.0)
+        );
+        assert_eq!(
+            DpEvent::sampled_steps(g, 1.0, 4).declared_pure_epsilon(),
+            None
+        );
+    }
 
     #[test]
     fn serde_round_trip() {

@@ -2,7 +2,11 @@
 //!
 //! * [`DpEvent`]: privacy events as data (Gaussian, Laplace, pure ε-DP, Skellam, Poisson
 //!   sampling, local sampling with visible participation, composition, user RDP curves).
-//! * [`RdpAccountant`] and [`PldAccountant`]: compose events, answer ε for δ and δ for ε.
+//! * [`PrivacyAccountant`]: the accountant interface (compose, supports, ε for δ, δ for ε, a
+//!   [`Ledger`] of composed events, the [`NeighbouringRelation`] assumed).
+//! * [`RdpAccountant`] and [`PldAccountant`]: compose events, answer ε for δ and δ for ε;
+//!   [`PureCappedRdpAccountant`]: RDP capped by pure composition `Σ ε_t` when every step is
+//!   pure ε-DP.
 //! * [`calibrate`]: the noise that meets a target (ε, δ).
 //! * [`analysis`]: Draw-and-Discard adversaries, reconstruction protection, analytic Gaussian.
 //!
@@ -22,7 +26,12 @@
 //!
 //! Numerics (log-sum-exp, log binomials, `ln Φ`, normal-tail differences, the incomplete beta
 //! function at `(x, 1 − x)`, bisection) come from `privfed-special`, the base crate shared with
-//! `privfed-mechanisms`; the private `numerics` module only re-exports them.
+//! `privfed-mechanisms`.
+//!
+//! The analytic-Gaussian privacy profile and its inverses live in `privfed_mechanisms::gaussian`
+//! (the mechanism owns its calibration); [`analysis::analytic_gaussian_sigma`] and the Gaussian
+//! PLD ([`pld::gaussian_delta`], [`pld::gaussian_epsilon`]) call them. This crate depends on
+//! `privfed-mechanisms`, never the reverse.
 //!
 //! ```
 //! use privfed_accounting::{DpEvent, RdpAccountant};
@@ -32,17 +41,20 @@
 //! assert!(r.epsilon > 0.5 && r.epsilon < 2.0);
 //! ```
 
+pub mod accountant;
 pub mod analysis;
 pub mod calibrate;
 pub mod error;
 pub mod event;
-mod numerics;
 pub mod pld;
+pub mod pure_cap;
 pub mod rdp;
 pub mod skellam;
 
+pub use accountant::{Ledger, NeighbouringRelation, PrivacyAccountant};
 pub use calibrate::{AccountantKind, Calibration};
 pub use error::{AccountingError, Result};
 pub use event::DpEvent;
 pub use pld::{DiscretePld, PldAccountant};
+pub use pure_cap::{BoundSource, CappedDelta, CappedEpsilon, PureCappedRdpAccountant};
 pub use rdp::{RdpAccountant, RdpEpsilon};

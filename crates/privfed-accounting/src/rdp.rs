@@ -3,10 +3,11 @@
 //! A curve `ε(α)` is kept on a fixed grid of orders; events add their curves; the improved
 //! conversion (Canonne, Kamath, Steinke 2020, Prop. 12; 001 Lemma 2.3) turns it into (ε, δ).
 
+use crate::accountant::{Ledger, NeighbouringRelation, PrivacyAccountant};
 use crate::error::{AccountingError, Result, check_delta, check_nonnegative, check_rate};
 use crate::event::DpEvent;
-use crate::numerics::{log_add, log_comb, log_sum_exp};
 use crate::skellam::skellam_rdp_bound;
+use privfed_special::{ln_binomial as log_comb, log_add_exp as log_add, log_sum_exp};
 
 /// The default order grid: `1 + k/20` for k = 1..=200 (1.05 … 11, step 0.05), every integer
 /// 12 … 256, then 288, 320, 384, 448, 512, 640, 768, 896, 1024, 1536, 2048.
@@ -119,16 +120,7 @@ fn log_a_int(q: f64, z: f64, alpha: u64) -> f64 {
             log_comb(a, k) + k * lq + (a - k) * l1q + ln_expm1((k * k - k) / (2.0 * z * z))
         })
         .collect();
-    ln1p_exp(log_sum_exp(&terms))
-}
-
-/// `ln(1 + e^x)` without overflow or loss of accuracy.
-fn ln1p_exp(x: f64) -> f64 {
-    if x > 0.0 {
-        x + libm::log1p((-x).exp())
-    } else {
-        libm::log1p(x.exp())
-    }
+    privfed_special::softplus(log_sum_exp(&terms))
 }
 
 /// `ln A_α` at any real `α > 1`: `A_α = E_{x~N(0,z²)}[((1−q) + q·e^{(2x−1)/(2z²)})^α]` by the
@@ -180,7 +172,7 @@ fn log_a_quad(q: f64, z: f64, alpha: f64) -> Option<f64> {
 
 /// RDP of the Poisson-subsampled Gaussian (rate `q`, noise multiplier `z`) at order `α > 1`:
 /// `ln(A_α)/(α−1)` with the exact binomial sum at integer orders and the quadrature of
-/// [`log_a_quad`] at fractional ones (falling back to the larger order `⌈α⌉`, an upper bound
+/// `log_a_quad` at fractional ones (falling back to the larger order `⌈α⌉`, an upper bound
 /// since RDP is non-decreasing in α, only if the quadrature would be too long). Also capped by
 /// the un-sampled Gaussian `α/(2z²)`.
 pub fn poisson_gaussian_rdp(q: f64, z: f64, alpha: f64) -> f64 {
@@ -389,6 +381,7 @@ pub struct RdpEpsilon {
 pub struct RdpAccountant {
     orders: Vec<f64>,
     rdp: Vec<f64>,
+    ledger: Ledger,
 }
 
 impl Default for RdpAccountant {
@@ -402,7 +395,11 @@ impl RdpAccountant {
     pub fn new() -> Self {
         let orders = default_orders();
         let rdp = vec![0.0; orders.len()];
-        Self { orders, rdp }
+        Self {
+            orders,
+            rdp,
+            ledger: Ledger::new(),
+        }
     }
 
     /// An empty accountant on a custom grid (orders > 1, finite, strictly increasing).
@@ -413,7 +410,11 @@ impl RdpAccountant {
         }
         .validate()?;
         let rdp = vec![0.0; orders.len()];
-        Ok(Self { orders, rdp })
+        Ok(Self {
+            orders,
+            rdp,
+            ledger: Ledger::new(),
+        })
     }
 
     /// The order grid.
@@ -439,7 +440,13 @@ impl RdpAccountant {
         for (t, v) in self.rdp.iter_mut().zip(curve) {
             *t += v;
         }
+        self.ledger.record(event);
         Ok(())
+    }
+
+    /// The events composed so far.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 
     /// ε at `delta` ∈ (0,1) with the optimal order ([`rdp_to_epsilon`]).
@@ -459,6 +466,39 @@ impl RdpAccountant {
     /// δ at `epsilon` ≥ 0 ([`rdp_to_delta`]).
     pub fn get_delta(&self, epsilon: f64) -> Result<f64> {
         Ok(rdp_to_delta(&self.orders, &self.rdp, epsilon)?.0)
+    }
+}
+
+/// Every valid event is supported; neighbouring relation add/remove-one (the relation of every
+/// [`DpEvent`]; Poisson-sampled events use the add/remove bounds of Mironov et al. 2019 and Zhu &
+/// Wang 2019).
+impl PrivacyAccountant for RdpAccountant {
+    fn name(&self) -> &'static str {
+        "rdp"
+    }
+
+    fn neighbouring_relation(&self) -> NeighbouringRelation {
+        NeighbouringRelation::AddOrRemoveOne
+    }
+
+    fn supports(&self, event: &DpEvent) -> bool {
+        event.validate().is_ok()
+    }
+
+    fn compose(&mut self, event: &DpEvent) -> Result<()> {
+        RdpAccountant::compose(self, event)
+    }
+
+    fn get_epsilon(&self, delta: f64) -> Result<f64> {
+        RdpAccountant::get_epsilon(self, delta)
+    }
+
+    fn get_delta(&self, epsilon: f64) -> Result<f64> {
+        RdpAccountant::get_delta(self, epsilon)
+    }
+
+    fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 }
 

@@ -2,7 +2,7 @@
 //! one-dimensional pmf, RDP and privacy-loss atoms.
 
 use crate::error::{AccountingError, Result, check_positive};
-use crate::numerics::log_sum_exp;
+use privfed_special::log_sum_exp;
 
 /// RDP bound of adding `Sk(μ)` to each coordinate of an integer query with ℓ1 sensitivity `Δ₁`
 /// and ℓ2 sensitivity `Δ₂` (001 Thm. 3.5 / Cor. 3.6 / Cor. 4.1, docs/ALGORITHMS.md §2.2, exactly as
@@ -47,7 +47,7 @@ pub fn skellam_ln_pmf(mu: f64, kmax: usize) -> Result<Vec<f64>> {
     }
     // Σ_{k∈ℤ} I_|k|/I_0 = 1 + 2 Σ_{k≥1}.
     let tail = log_sum_exp(&ln_rel[1..]);
-    let ln_total = crate::numerics::log_add(0.0, std::f64::consts::LN_2 + tail);
+    let ln_total = privfed_special::log_add_exp(0.0, std::f64::consts::LN_2 + tail);
     ln_rel.truncate(kmax + 1);
     Ok(ln_rel.into_iter().map(|v| v - ln_total).collect())
 }

@@ -562,6 +562,43 @@ pub fn design_mvu(
     constraint: DpConstraint,
     options: &DesignOptions,
 ) -> Result<DesignReport> {
+    check_request(input_bits, output_bits, epsilon, constraint)?;
+    let req = Request {
+        input_bits,
+        output_bits,
+        epsilon,
+        constraint,
+        options,
+        n: 1usize << input_bits,
+        m: 1usize << output_bits,
+    };
+    let grr = grr_design(input_bits, output_bits, epsilon, constraint)?;
+    let grr_variance = objective(grr.p(), grr.alphabet());
+    let (starts, linear_spreads) = starts(&req, &grr)?;
+    // Alternation from every start, then from the centred gapped starts, which depend on the
+    // first batch's results.
+    let mut search = Search {
+        best: Some((grr.clone(), grr_variance, "grr".to_owned())),
+        ends: Vec::new(),
+        lp_solves: 0,
+    };
+    for (name, p0, a0) in starts {
+        search.run_start(&req, name, p0, a0);
+    }
+    for (name, a) in centred_gapped_starts(&req, &search.ends, &linear_spreads) {
+        search.run_start(&req, name, Vec::new(), a);
+    }
+    search.refine_ends(&req);
+    verified_report(search, grr_variance)
+}
+
+/// Validates the parameters of [`design_mvu`] (bits, ε, metric power).
+fn check_request(
+    input_bits: u32,
+    output_bits: u32,
+    epsilon: f64,
+    constraint: DpConstraint,
+) -> Result<()> {
     check_bits("input_bits", input_bits)?;
     check_bits("output_bits", output_bits)?;
     if !(epsilon.is_finite() && epsilon > 0.0) {
@@ -580,12 +617,36 @@ pub fn design_mvu(
             "the metric power must be 1 or 2",
         ));
     }
-    let n = 1usize << input_bits;
-    let e0 = ldp_budget_for(epsilon, constraint, n);
-    let grr = grr_design(input_bits, output_bits, epsilon, constraint)?;
-    let grr_variance = objective(grr.p(), grr.alphabet());
+    Ok(())
+}
 
-    let mut starts: Vec<(String, Vec<Vec<f64>>, Vec<f64>)> =
+/// The fixed parameters of one [`design_mvu`] request.
+struct Request<'a> {
+    input_bits: u32,
+    output_bits: u32,
+    epsilon: f64,
+    constraint: DpConstraint,
+    options: &'a DesignOptions,
+    /// `B_in`.
+    n: usize,
+    /// `B_out`.
+    m: usize,
+}
+
+/// A start of the alternation: its name, a mechanism (empty: alphabet-only start) and an
+/// alphabet.
+type Start = (String, Vec<Vec<f64>>, Vec<f64>);
+
+/// The linear-alphabet starts' names and spreads (the centred gapped starts scale from the best).
+type LinearSpreads = Vec<(String, f64)>;
+
+/// The starts of the alternation, in order: gRR, bitwise RR, linear and curved alphabets, gapped
+/// alphabets, pseudo-random symmetric alphabets; with the linear starts' names and spreads.
+fn starts(req: &Request, grr: &MvuDesign) -> Result<(Vec<Start>, LinearSpreads)> {
+    let (input_bits, output_bits, options) = (req.input_bits, req.output_bits, req.options);
+    let (n, m) = (req.n, req.m);
+    let e0 = ldp_budget_for(req.epsilon, req.constraint, n);
+    let mut starts: Vec<Start> =
         vec![("grr".to_owned(), grr.p().to_vec(), grr.alphabet().to_vec())];
     if let Ok(brr) = BitwiseRr::new(e0, output_bits, 0.0, 1.0)
         && let Ok((p, a)) = start_from_pmfs(n, |x| brr.pmf(x), brr.alphabet())
@@ -596,13 +657,12 @@ pub fn design_mvu(
     // Alphabet-only starts: symmetric linear alphabets `a_j = 1/2 + s(j/(B_out−1) − 1/2)` with
     // spreads `s` on a geometric grid between 1 and twice gRR's spread; the first P-step decides
     // whether each is feasible (an infeasible LP just skips the start).
-    let m = 1usize << output_bits;
     let grr_spread = {
         let a = grr.alphabet();
         (a[m - 1] - a[0]).max(1.0 + 1e-9)
     };
     let n_scaled = options.scaled_starts;
-    let mut linear_spreads: Vec<(String, f64)> = Vec::new();
+    let mut linear_spreads: LinearSpreads = Vec::new();
     for k in 0..n_scaled {
         let t = (k as f64 + 1.0) / n_scaled as f64;
         let s = (2.0 * grr_spread).powf(t);
@@ -698,16 +758,32 @@ pub fn design_mvu(
             starts.push((format!("random-alphabet({k})"), Vec::new(), a));
         }
     }
+    Ok((starts, linear_spreads))
+}
 
-    let mut best: Option<(MvuDesign, f64, String)> =
-        Some((grr.clone(), grr_variance, "grr".to_owned()));
-    // The best validated iterate of every start: the candidates of the joint refinement.
-    let mut ends: Vec<(MvuDesign, f64, String)> = Vec::new();
-    let mut lp_solves = 0;
-    let mut run_start = |ends: &mut Vec<(MvuDesign, f64, String)>,
-                         name: String,
-                         p0: Vec<Vec<f64>>,
-                         a0: Vec<f64>| {
+/// The state of the search over starts: the best validated design so far (with its variance
+/// and start name), the best validated iterate of every start (the candidates of the joint
+/// refinement) and the number of LP solves.
+struct Search {
+    best: Option<(MvuDesign, f64, String)>,
+    ends: Vec<(MvuDesign, f64, String)>,
+    lp_solves: usize,
+}
+
+impl Search {
+    fn offer_best(&mut self, d: &MvuDesign, v: f64, name: &str) {
+        if v < self.best.as_ref().map_or(f64::INFINITY, |b| b.1) {
+            self.best = Some((d.clone(), v, name.to_owned()));
+        }
+    }
+
+    /// The alternation from one start (module docs): LP step in P, polish, alphabet step, until
+    /// the relative improvement falls below the tolerance; keeps the start's best validated
+    /// iterate.
+    fn run_start(&mut self, req: &Request, name: String, p0: Vec<Vec<f64>>, a0: Vec<f64>) {
+        let (input_bits, output_bits, epsilon, constraint) =
+            (req.input_bits, req.output_bits, req.epsilon, req.constraint);
+        let (options, n) = (req.options, req.n);
         let mut start_best: Option<(MvuDesign, f64)> = None;
         let keep = |d: MvuDesign, v: f64, start_best: &mut Option<(MvuDesign, f64)>| {
             if v < start_best.as_ref().map_or(f64::INFINITY, |b| b.1) {
@@ -732,7 +808,7 @@ pub fn design_mvu(
             }
         }
         for _ in 0..options.max_iterations {
-            lp_solves += 1;
+            self.lp_solves += 1;
             let Some(p_lp) = lp_step(&a, n, epsilon, constraint) else {
                 break;
             };
@@ -763,21 +839,65 @@ pub fn design_mvu(
             current = v;
         }
         if let Some((d, v)) = start_best {
-            if v < best.as_ref().map_or(f64::INFINITY, |b| b.1) {
-                best = Some((d.clone(), v, name.clone()));
-            }
-            ends.push((d, v, name));
+            self.offer_best(&d, v, &name);
+            self.ends.push((d, v, name));
         }
-    };
-    for (name, p0, a0) in starts {
-        run_start(&mut ends, name, p0, a0);
     }
-    // Centred gapped starts (5 or more output bits): five letters around 1/2 and the rest
-    // evenly spaced beyond a gap on both sides, at spreads just below the best linear start's —
-    // the shape of paper 004's trust-region iterate at 5 bits, ε = 1 (13 + 5 + 14 letters), whose
-    // basin the other starts miss. Their spreads depend on the first batch, so they run second.
+
+    /// Joint refinement (module docs): a few steps from every distinct end point, then more from
+    /// the best few.
+    fn refine_ends(&mut self, req: &Request) {
+        let (output_bits, options) = (req.output_bits, req.options);
+        let mut ends = std::mem::take(&mut self.ends);
+        ends.sort_by(|x, y| x.1.total_cmp(&y.1));
+        ends.dedup_by(|x, y| (x.1 - y.1).abs() <= 1e-9 * y.1.abs());
+        let mut probed: Vec<(MvuDesign, f64, f64, String)> = Vec::new();
+        let small = output_bits <= 4;
+        let n_probe = options
+            .refine_probe_candidates
+            .unwrap_or(if small { 8 } else { 4 });
+        let n_refine = options
+            .refine_candidates
+            .unwrap_or(if small { 3 } else { 1 });
+        for (d, v, name) in ends.into_iter().take(n_probe) {
+            let (d, v, r, steps) = refine(
+                d,
+                v,
+                options.refine_radius,
+                options.refine_probe_steps,
+                options,
+            );
+            self.lp_solves += steps;
+            probed.push((d, v, r, name));
+        }
+        probed.sort_by(|x, y| x.1.total_cmp(&y.1));
+        for (i, (d, v, r, name)) in probed.into_iter().enumerate() {
+            let (d, v, _, steps) = if i < n_refine {
+                refine(d, v, r, options.refine_iterations, options)
+            } else {
+                (d, v, r, 0)
+            };
+            self.lp_solves += steps;
+            if v < self.best.as_ref().map_or(f64::INFINITY, |b| b.1) {
+                self.best = Some((d, v, format!("{name}+refined")));
+            }
+        }
+    }
+}
+
+/// Centred gapped starts (5 or more output bits): five letters around 1/2 and the rest evenly
+/// spaced beyond a gap on both sides, at spreads just below the best linear start's — the shape
+/// of paper 004's trust-region iterate at 5 bits, ε = 1 (13 + 5 + 14 letters), whose basin the
+/// other starts miss. Their spreads depend on the first batch (`ends`), so they run second.
+fn centred_gapped_starts(
+    req: &Request,
+    ends: &[(MvuDesign, f64, String)],
+    linear_spreads: &[(String, f64)],
+) -> Vec<(String, Vec<f64>)> {
+    let (output_bits, m) = (req.output_bits, req.m);
+    let mut out = Vec::new();
     if output_bits >= 5 {
-        let best_linear = ends_linear_best(&ends, &linear_spreads);
+        let best_linear = ends_linear_best(ends, linear_spreads);
         if let Some(s_lin) = best_linear {
             let c = 5usize;
             let side = m - c;
@@ -795,15 +915,13 @@ pub fn design_mvu(
                         a.extend((0..c).map(|i| 0.5 - h + 2.0 * h * i as f64 / (c - 1) as f64));
                         a.extend((0..right).map(|i| 0.5 + spaced(right, i)));
                         a.sort_by(f64::total_cmp);
-                        run_start(
-                            &mut ends,
+                        out.push((
                             format!(
                                 "centred-gapped-alphabet(spread={:.4}, gap={frac}, left={left})",
                                 2.0 * outer
                             ),
-                            Vec::new(),
                             a,
-                        );
+                        ));
                         if left == right {
                             break;
                         }
@@ -812,43 +930,14 @@ pub fn design_mvu(
             }
         }
     }
+    out
+}
 
-    // Joint refinement (module docs): a few steps from every distinct end point, then more from
-    // the best few.
-    ends.sort_by(|x, y| x.1.total_cmp(&y.1));
-    ends.dedup_by(|x, y| (x.1 - y.1).abs() <= 1e-9 * y.1.abs());
-    let mut probed: Vec<(MvuDesign, f64, f64, String)> = Vec::new();
-    let small = output_bits <= 4;
-    let n_probe = options
-        .refine_probe_candidates
-        .unwrap_or(if small { 8 } else { 4 });
-    let n_refine = options
-        .refine_candidates
-        .unwrap_or(if small { 3 } else { 1 });
-    for (d, v, name) in ends.into_iter().take(n_probe) {
-        let (d, v, r, steps) = refine(
-            d,
-            v,
-            options.refine_radius,
-            options.refine_probe_steps,
-            options,
-        );
-        lp_solves += steps;
-        probed.push((d, v, r, name));
-    }
-    probed.sort_by(|x, y| x.1.total_cmp(&y.1));
-    for (i, (d, v, r, name)) in probed.into_iter().enumerate() {
-        let (d, v, _, steps) = if i < n_refine {
-            refine(d, v, r, options.refine_iterations, options)
-        } else {
-            (d, v, r, 0)
-        };
-        lp_solves += steps;
-        if v < best.as_ref().map_or(f64::INFINITY, |b| b.1) {
-            best = Some((d, v, format!("{name}+refined")));
-        }
-    }
-    let (design, variance, start) = best.ok_or_else(|| {
+/// The report of the best design: its variance, worst case, exact ε and the verification of
+/// every constraint ([`MvuDesign::violations`], the DP violation clamped at 0).
+fn verified_report(search: Search, grr_variance: f64) -> Result<DesignReport> {
+    let lp_solves = search.lp_solves;
+    let (design, variance, start) = search.best.ok_or_else(|| {
         MechanismError::Numerical("no start of the MVU designer could be validated".into())
     })?;
     let mut violations = design.violations();

@@ -11,7 +11,11 @@
 //! (exact over continuous inputs); for the vector mechanism use [`rdp::vector_rdp_lp`] (or the
 //! cheaper [`rdp::vector_rdp_greedy`]) per order. Either curve is a user-supplied RDP curve for the
 //! accountant (an event such as `DpEvent::RdpCurve { orders, epsilons }`, composed by adding per
-//! order and converted to (ε, δ) there).
+//! order and converted to (ε, δ) there). [`account`] packages this: the per-step curve and pure ε
+//! ([`account::scalar_step`], [`account::vector_step`]: per order the smallest of the LP, greedy
+//! and pure-DP bounds) and the `privfed-accounting` accountant for `T` locally sampled steps,
+//! capped by pure composition ([`account::steps_accountant`]). This crate depends on
+//! `privfed-accounting` (for events, local sampling and the pure-DP RDP), never the reverse.
 //!
 //! ## Example
 //! ```
@@ -23,6 +27,7 @@
 //! assert!(r.variance <= r.grr_variance);
 //! ```
 
+pub mod account;
 pub mod designer;
 mod linalg;
 pub mod rdp;

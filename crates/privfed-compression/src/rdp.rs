@@ -84,7 +84,8 @@ pub fn mvu_rdp_curve(design: &MvuDesign, orders: &[f64]) -> Result<Vec<f64>> {
         .collect()
 }
 
-fn check_vector(p: u32, sensitivity: f64) -> Result<()> {
+/// The vector mechanism's metric power (1 or 2) and ℓp sensitivity (finite, > 0).
+pub(crate) fn check_vector(p: u32, sensitivity: f64) -> Result<()> {
     if !(p == 1 || p == 2) {
         return Err(MechanismError::invalid("p", f64::from(p), "must be 1 or 2"));
     }
@@ -94,6 +95,14 @@ fn check_vector(p: u32, sensitivity: f64) -> Result<()> {
             sensitivity,
             "must be finite and > 0",
         ));
+    }
+    Ok(())
+}
+
+/// The vector mechanism's dimension (at least 1).
+pub(crate) fn check_dim(dim: usize) -> Result<()> {
+    if dim == 0 {
+        return Err(MechanismError::invalid("dim", 0.0, "must be >= 1"));
     }
     Ok(())
 }
@@ -158,9 +167,7 @@ pub fn vector_rdp_lp(
     dim: usize,
 ) -> Result<f64> {
     check_vector(p, sensitivity)?;
-    if dim == 0 {
-        return Err(MechanismError::invalid("dim", 0.0, "must be >= 1"));
-    }
+    check_dim(dim)?;
     let d = d_alpha_matrix(design, alpha)?;
     let n = d.len();
     let budget = ((n - 1) as f64 * sensitivity).powi(p as i32);
@@ -182,13 +189,8 @@ mod tests {
     };
     use privfed_mechanisms::mvu::DpConstraint;
 
-    /// The ε-DP RDP bound, tight for binary RR (docs/ALGORITHMS.md §5.1):
-    /// `ln((sinh αε − sinh(α−1)ε)/sinh ε)/(α−1) = ln(cosh((2α−1)ε/2)/cosh(ε/2))/(α−1)`
-    /// (sinh u − sinh v = 2 cosh((u+v)/2) sinh((u−v)/2)), with a stable ln cosh.
-    fn pure_dp_rdp(eps: f64, alpha: f64) -> f64 {
-        let ln_cosh = |y: f64| y.abs() + (-2.0 * y.abs()).exp().ln_1p() - std::f64::consts::LN_2;
-        (ln_cosh((2.0 * alpha - 1.0) * eps / 2.0) - ln_cosh(eps / 2.0)) / (alpha - 1.0)
-    }
+    // The ε-DP RDP bound, tight for binary RR (docs/ALGORITHMS.md §5.1).
+    use privfed_accounting::rdp::pure_dp_rdp;
 
     #[test]
     fn one_bit_design_matches_binary_rr_rdp() {

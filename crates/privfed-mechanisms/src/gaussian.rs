@@ -14,6 +14,11 @@
 //! ratio below (a private helper here; `special.rs` will own Φ and ln Φ). All values are checked
 //! against 60-digit mpmath (`scripts/reference/gaussian_analytic.py`).
 //!
+//! **One home.** These are the only implementation of the analytic-Gaussian profile in privfed:
+//! `privfed-accounting` calls them for `analysis::analytic_gaussian_sigma` and for the Gaussian
+//! PLD, whose μ form `δ(ε) = Φ((μ − ε)/√(2μ)) − e^ε·Φ((−μ − ε)/√(2μ))` is this profile at
+//! `σ = 1`, `Δ = √(2μ)` (μ = Δ²/(2σ²)).
+//!
 //! **Floating point.** As for [`crate::laplace`], the guarantee is that of the ideal real-valued
 //! mechanism; `f64` Gaussian samples are not hardened against floating-point attacks.
 

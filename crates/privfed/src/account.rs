@@ -10,10 +10,10 @@ use privfed_accounting::analysis::{
 use privfed_accounting::calibrate::{
     AccountantKind, calibrate_laplace_scale, calibrate_noise_multiplier, calibrate_skellam_variance,
 };
-use privfed_accounting::rdp::{default_orders, local_sampled_rdp, pure_dp_rdp};
-use privfed_accounting::{DpEvent, PldAccountant, RdpAccountant};
-use privfed_compression::rdp::{mvu_rdp_curve, vector_rdp_greedy, vector_rdp_lp};
-use privfed_mechanisms::mvu::{DpConstraint, MvuDesign};
+use privfed_accounting::rdp::default_orders;
+use privfed_accounting::{DpEvent, PldAccountant, PureCappedRdpAccountant};
+use privfed_compression::account::{scalar_step, steps_accountant, vector_step};
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -292,26 +292,8 @@ pub fn run_account(args: &AccountArgs) -> Result<Value> {
             args.mechanism.name()
         )
     })?;
-    let inner = step_event(args)?;
-    let one = if q >= 1.0 {
-        inner
-    } else if args.mechanism == MechanismArg::Pure {
-        // A local randomizer: whether a client took part is visible (local sampling, no
-        // amplification of the pure ε), not a secret sample of a central data set.
-        DpEvent::LocalSampled {
-            rate: q,
-            event: Box::new(inner),
-        }
-    } else {
-        DpEvent::PoissonSampled {
-            rate: q,
-            event: Box::new(inner),
-        }
-    };
-    let event = DpEvent::SelfComposed {
-        event: Box::new(one),
-        count: args.steps,
-    };
+    // Pure: a local randomizer (local sampling); the others: central Poisson subsampling.
+    let event = DpEvent::sampled_steps(step_event(args)?, q, args.steps);
     let mut out = json!({
         "accountant": accountant.name(),
         "mechanism": args.mechanism.name(),
@@ -324,14 +306,11 @@ pub fn run_account(args: &AccountArgs) -> Result<Value> {
             if args.value_discretization.is_some() {
                 bail!("--value-discretization applies to --accountant pld only");
             }
-            let mut acc = RdpAccountant::new();
+            // A pure ε-DP step also composes to T·ε with δ = 0, tighter than RDP at small T: the
+            // capped accountant reports the smaller (other events have no pure ε: plain RDP).
+            let mut acc = PureCappedRdpAccountant::new();
             acc.compose(&event).context("composing the event")?;
-            // A pure ε-DP step also composes to T·ε with δ = 0, tighter than RDP at small T.
-            let pure_total = match (args.mechanism, args.local_epsilon) {
-                (MechanismArg::Pure, Some(e)) => Some(e * args.steps as f64),
-                _ => None,
-            };
-            rdp_answer(&acc, args, pure_total, &mut out)?;
+            rdp_answer(&acc, args, &mut out)?;
         }
         AccountantArg::Pld => {
             let mut acc = match args.value_discretization {
@@ -358,91 +337,11 @@ pub fn run_account(args: &AccountArgs) -> Result<Value> {
     Ok(out)
 }
 
-/// The per-step RDP curve of an MVU design on `orders`, its pure ε, and a description of the bound.
-struct MvuStep {
-    curve: Vec<f64>,
-    pure_epsilon: f64,
-    bound: Value,
-}
-
-/// Scalar mechanism: the exact curve `max_{i,i'} D^α_{i,i'}` (`privfed-compression` `rdp`),
-/// pure ε the design's exact ε-LDP.
-fn mvu_scalar_step(design: &MvuDesign, orders: &[f64]) -> Result<MvuStep> {
-    Ok(MvuStep {
-        curve: mvu_rdp_curve(design, orders)?,
-        pure_epsilon: design.ldp_epsilon(),
-        bound: json!({
-            "rdp_bound": "exact_scalar",
-            "note": "max over pairs of input levels of D_alpha(P_i || P_i'); exact over continuous inputs",
-        }),
-    })
-}
-
-/// Vector mechanism (Lemma 6; dithered inputs whose rescaled ℓp distance is at most `sens`): per
-/// order the smallest of three valid upper bounds — the LP relaxation (4), the greedy bound
-/// (Lemma 7; never below the LP, kept as a check) and the RDP of a pure ε-DP mechanism at the
-/// vector's pure ε.
-///
-/// Pure ε of the vector: each coordinate whose level changes costs at least 1 in
-/// `Σ_l |i_l − i'_l|^p ≤ ((B_in − 1)·Δ)^p` and contributes at most the design's ε-LDP, so at most
-/// `min(d, ⌊((B_in − 1)Δ)^p⌋)·ε_LDP`; for a metric design also `ε_metric·Δ^p` (Lemma 6).
-fn mvu_vector_step(design: &MvuDesign, orders: &[f64], dim: usize, sens: f64) -> Result<MvuStep> {
-    if dim == 0 {
-        bail!("--dim must be at least 1");
-    }
-    if !(sens.is_finite() && sens > 0.0) {
-        bail!("--sensitivity must be finite and > 0, got {sens}");
-    }
-    let (p, metric) = match design.constraint() {
-        DpConstraint::Metric { power } => (power, Some(design.exact_epsilon())),
-        DpConstraint::Ldp => (1, None),
-    };
-    let budget = ((design.num_inputs() - 1) as f64 * sens).powi(p as i32);
-    // A tiny relative slack so that a budget that is an integer up to rounding counts fully.
-    let changed = (budget * (1.0 + 1e-12)).floor().min(dim as f64);
-    let mut pure = changed * design.ldp_epsilon();
-    if let Some(em) = metric {
-        pure = pure.min(em * sens.powi(p as i32));
-    }
-    let mut curve = Vec::with_capacity(orders.len());
-    let mut wins = [0usize; 3];
-    for &a in orders {
-        let lp = vector_rdp_lp(design, a, p, sens, dim)?;
-        let greedy = vector_rdp_greedy(design, a, p, sens)?;
-        let pure_rdp = pure_dp_rdp(pure, a);
-        // The value is the smallest; the credit goes to the LP unless another bound is below it
-        // by more than rounding (the LP and the greedy bound coincide when the best ratio
-        // D_k/k^p is at a distance the budget per coordinate covers, up to one ulp).
-        let v = lp.min(greedy).min(pure_rdp);
-        let k = if lp <= v * (1.0 + 1e-12) {
-            0
-        } else if greedy <= pure_rdp {
-            1
-        } else {
-            2
-        };
-        wins[k] += 1;
-        curve.push(v);
-    }
-    let names = ["lp_relaxation", "greedy", "pure_dp"];
-    let used: Vec<&str> = (0..3).filter(|&k| wins[k] > 0).map(|k| names[k]).collect();
-    Ok(MvuStep {
-        curve,
-        pure_epsilon: pure,
-        bound: json!({
-            "rdp_bound": used.join("+"),
-            "orders_per_bound": {"lp_relaxation": wins[0], "greedy": wins[1], "pure_dp": wins[2]},
-            "note": "per order the smallest of the LP relaxation (4), the greedy bound (Lemma 7) and the pure-DP RDP at the vector's pure epsilon",
-            "vector": {"dim": dim, "sensitivity": sens, "p": p},
-        }),
-    })
-}
-
 /// `privfed account --mechanism mvu`: the design's per-step RDP curve on the accountant's orders
-/// (scalar: exact; vector: see [`mvu_vector_step`]), locally Poisson-sampled if `q < 1`
-/// ([`local_sampled_rdp`]), composed `--steps` times by the RDP accountant as a
-/// `DpEvent::RdpCurve`, converted to (ε, δ); the result is also capped by pure composition
-/// (`T·ε_pure`, which sampling does not reduce in the local model).
+/// (scalar: exact; vector: the smallest of three bounds per order; `privfed_compression::account`),
+/// locally sampled if `q < 1`, composed `--steps` times as a `DpEvent::RdpCurve`, converted to
+/// (ε, δ) and capped by pure composition (`T·ε_pure`, which sampling does not reduce in the local
+/// model).
 fn account_mvu(args: &AccountArgs, q: f64) -> Result<Value> {
     if args.accountant == Some(AccountantArg::Pld) {
         bail!(
@@ -460,30 +359,20 @@ fn account_mvu(args: &AccountArgs, q: f64) -> Result<Value> {
     let design = crate::mvu::load_design(path)?;
     let orders = default_orders();
     let step = match (args.dim, args.sensitivity) {
-        (None, None) => mvu_scalar_step(&design, &orders)?,
-        (Some(dim), Some(sens)) => mvu_vector_step(&design, &orders, dim, sens)?,
+        (None, None) => scalar_step(&design, &orders)?,
+        (Some(dim), Some(sens)) => {
+            if dim == 0 {
+                bail!("--dim must be at least 1");
+            }
+            if !(sens.is_finite() && sens > 0.0) {
+                bail!("--sensitivity must be finite and > 0, got {sens}");
+            }
+            vector_step(&design, &orders, dim, sens)?
+        }
         _ => bail!("--dim and --sensitivity go together (the vector mechanism)"),
     };
-    let curve = if q < 1.0 {
-        step.curve
-            .iter()
-            .zip(&orders)
-            .map(|(&e, &a)| local_sampled_rdp(q, e, a))
-            .collect::<Result<Vec<_>, _>>()?
-    } else {
-        step.curve
-    };
-    let event = DpEvent::SelfComposed {
-        event: Box::new(DpEvent::RdpCurve {
-            orders,
-            epsilons: curve,
-        }),
-        count: args.steps,
-    };
-    let mut acc = RdpAccountant::new();
-    acc.compose(&event)
+    let (event, acc) = steps_accountant(&step, &orders, q, args.steps)
         .with_context(|| format!("composing the RDP curve of {}", path.display()))?;
-    let pure_total = step.pure_epsilon * args.steps as f64;
     let mut out = json!({
         "accountant": "rdp",
         "mechanism": "mvu",
@@ -501,56 +390,28 @@ fn account_mvu(args: &AccountArgs, q: f64) -> Result<Value> {
              ln(1 - q + q*exp((alpha-1)*eps(alpha)))/(alpha-1), exact when absence is visible"
         );
     }
-    rdp_answer(&acc, args, Some(pure_total), &mut out)?;
+    rdp_answer(&acc, args, &mut out)?;
     Ok(out)
 }
 
-/// The RDP accountant's answer to `--delta` (ε and the optimal order) or `--epsilon` (δ), into
-/// `out`. With `pure_total = Some(T·ε)` (every step pure ε-DP) the answer is capped by pure
-/// composition (ε ≤ T·ε at δ = 0), the RDP figure kept beside it (`epsilon_rdp` / `delta_rdp`)
-/// and the source named (`epsilon_from` / `delta_from`: `rdp` or `pure_composition`).
-fn rdp_answer(
-    acc: &RdpAccountant,
-    args: &AccountArgs,
-    pure_total: Option<f64>,
-    out: &mut Value,
-) -> Result<()> {
-    if let Some(total) = pure_total {
-        out["epsilon_pure_composition"] = json!(total);
-    }
+/// The capped RDP accountant's answer to `--delta` (ε and the optimal order) or `--epsilon` (δ),
+/// merged into `out` (`PureCappedRdpAccountant::epsilon_answer` / `delta_answer`: with a pure
+/// total the RDP figure is kept as `epsilon_rdp` / `delta_rdp` and the source named in
+/// `epsilon_from` / `delta_from`).
+fn rdp_answer(acc: &PureCappedRdpAccountant, args: &AccountArgs, out: &mut Value) -> Result<()> {
     if let Some(delta) = args.delta {
-        let r = acc.get_epsilon_and_order(delta)?;
-        out["delta"] = json!(delta);
-        out["optimal_order"] = json!(r.optimal_order);
-        match pure_total {
-            None => out["epsilon"] = float_or_null(r.epsilon),
-            Some(total) => {
-                out["epsilon_rdp"] = float_or_null(r.epsilon);
-                let (eps, from) = if r.epsilon <= total {
-                    (r.epsilon, "rdp")
-                } else {
-                    (total, "pure_composition")
-                };
-                out["epsilon"] = json!(eps);
-                out["epsilon_from"] = json!(from);
-            }
-        }
+        merge(out, &acc.epsilon_answer(delta)?)
     } else {
         let eps = args.epsilon.expect("clap enforces --delta or --epsilon");
-        let d_rdp = acc.get_delta(eps)?;
-        out["epsilon"] = json!(eps);
-        match pure_total {
-            None => out["delta"] = json!(d_rdp),
-            Some(total) => {
-                out["delta_rdp"] = json!(d_rdp);
-                let (delta, from) = if eps >= total {
-                    (0.0, "pure_composition")
-                } else {
-                    (d_rdp, "rdp")
-                };
-                out["delta"] = json!(delta);
-                out["delta_from"] = json!(from);
-            }
+        merge(out, &acc.delta_answer(eps)?)
+    }
+}
+
+/// Adds the fields of a library report to the JSON object `out`, in order.
+fn merge(out: &mut Value, report: &impl Serialize) -> Result<()> {
+    if let Value::Object(fields) = serde_json::to_value(report)? {
+        for (k, v) in fields {
+            out[k.as_str()] = v;
         }
     }
     Ok(())

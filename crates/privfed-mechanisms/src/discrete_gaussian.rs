@@ -161,3 +161,82 @@ fn isqrt(n: u128) -> u128 {
     }
     x
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::seeded_rng_for_experiments;
+    use privfed_testkit::{assert_chi_square_gof, assert_mean, assert_variance};
+
+    /// Draws against the exact pmf `∝ e^{−k²/(2σ²)}` (normalized over ±(12σ + 10)), chi-square
+    /// at α = 1e-6 for σ² = 0.3, 4, 100.7, 10^4, 2.5·10^7; mean 0 (z-test, α = 1e-6).
+    #[test]
+    fn matches_the_discrete_gaussian_pmf() {
+        let mut rng = seeded_rng_for_experiments(303);
+        for &s2 in &[0.3, 4.0, 100.7, 1e4, 2.5e7] {
+            let dg = DiscreteGaussian::new(s2).unwrap();
+            let s2 = dg.sigma2();
+            let n = 200_000;
+            let mut draws = vec![0i64; n];
+            dg.fill(&mut draws, &mut rng);
+            let w = (12.0 * s2.sqrt() + 10.0) as i64;
+            let weights: Vec<f64> = (-w..=w)
+                .map(|k| (-((k * k) as f64) / (2.0 * s2)).exp())
+                .collect();
+            let z: f64 = weights.iter().sum();
+            let probs: Vec<f64> = weights.iter().map(|v| v / z).collect();
+            let mut counts = vec![0u64; probs.len()];
+            for &k in &draws {
+                assert!(k.abs() <= w, "σ² = {s2}: draw {k} beyond 12σ");
+                counts[(k + w) as usize] += 1;
+            }
+            assert_chi_square_gof(&counts, &probs, 1e-6, &format!("N_Z(0, {s2})"));
+            let xs: Vec<f64> = draws.iter().map(|&k| k as f64).collect();
+            assert_mean(&xs, 0.0, 1e-6, &format!("N_Z(0, {s2}) mean"));
+            let var: f64 = probs
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p * ((i as i64 - w) as f64).powi(2))
+                .sum();
+            assert_variance(&xs, var, 1e-6, &format!("N_Z(0, {s2}) variance"));
+        }
+    }
+
+    #[test]
+    fn exact_bernoulli_exp_frequencies() {
+        // Bernoulli(e^{−n/d}) for γ = 0, 0.37, 1, 2.5: binomial z-tests at α = 1e-6.
+        let mut rng = seeded_rng_for_experiments(9);
+        let n = 400_000usize;
+        for (num, den) in [(0u128, 1u128), (37, 100), (1, 1), (5, 2)] {
+            let p = (-(num as f64) / den as f64).exp();
+            let hits = (0..n)
+                .filter(|_| bernoulli_exp_neg(num, den, &mut rng))
+                .count();
+            let z = privfed_testkit::z_mean_known_variance(
+                hits as f64 / n as f64,
+                n,
+                p,
+                p * (1.0 - p).max(1e-300),
+            );
+            if p < 1.0 {
+                privfed_testkit::assert_z(z, 1e-6, &format!("e^-({num}/{den})"));
+            } else {
+                assert_eq!(hits, n);
+            }
+        }
+    }
+
+    #[test]
+    fn variance_is_rounded_up_and_validated() {
+        let dg = DiscreteGaussian::new(1.0 / 3.0).unwrap();
+        assert!(dg.sigma2() >= 1.0 / 3.0 && dg.sigma2() < 1.0 / 3.0 + 2f64.powi(-16));
+        assert_eq!(DiscreteGaussian::new(4.0).unwrap().sigma2(), 4.0);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 2.0 * MAX_VARIANCE] {
+            assert!(DiscreteGaussian::new(bad).is_err(), "{bad}");
+        }
+        assert_eq!(isqrt(0), 0);
+        assert_eq!(isqrt(15), 3);
+        assert_eq!(isqrt(16), 4);
+        assert_eq!(isqrt((1u128 << 40) - 1), (1 << 20) - 1);
+    }
+}

@@ -168,3 +168,113 @@ impl Skellam {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::seeded_rng_for_experiments;
+    use privfed_testkit::{assert_chi_square_gof, assert_mean, assert_variance};
+
+    /// Cells `lo..=hi` plus one cell for everything outside, with their exact probabilities.
+    fn window_probs(lo: i64, hi: i64, pmf: impl Fn(i64) -> f64) -> Vec<f64> {
+        let mut p: Vec<f64> = (lo..=hi).map(&pmf).collect();
+        let inside: f64 = p.iter().sum();
+        p.push((1.0 - inside).max(0.0));
+        p
+    }
+
+    fn window_counts(draws: &[i64], lo: i64, hi: i64) -> Vec<u64> {
+        let mut c = vec![0u64; (hi - lo + 2) as usize];
+        for &k in draws {
+            let i = if (lo..=hi).contains(&k) {
+                (k - lo) as usize
+            } else {
+                c.len() - 1
+            };
+            c[i] += 1;
+        }
+        c
+    }
+
+    /// Poisson draws against the exact pmf (chi-square with pooling, α = 1e-6 each, 8 means
+    /// covering both methods and the switch at 10), and their mean and variance (z-tests,
+    /// α = 1e-6 each).
+    #[test]
+    fn poisson_matches_its_pmf() {
+        let mut rng = seeded_rng_for_experiments(101);
+        for &lambda in &[0.3, 5.0, 9.99, 10.0, 37.5, 1e4, 1e8, 3e12] {
+            let p = Poisson::new(lambda).unwrap();
+            let n = 200_000;
+            let draws: Vec<i64> = (0..n).map(|_| p.sample(&mut rng) as i64).collect();
+            let sd = lambda.sqrt();
+            let lo = (lambda - 6.0 * sd).floor().max(0.0) as i64;
+            let hi = (lambda + 6.0 * sd).ceil() as i64 + 3;
+            // At 3e12 the window has ~1e7 cells: bin the draws by the standardized value
+            // instead (64 equal-probability-ish cells from the normal approximation would test
+            // the approximation, not the sampler), so check only the moments there.
+            if hi - lo < 2_000_000 {
+                let probs = window_probs(lo, hi, |k| {
+                    privfed_special::ln_poisson_pmf(k as u64, lambda).exp()
+                });
+                assert_chi_square_gof(
+                    &window_counts(&draws, lo, hi),
+                    &probs,
+                    1e-6,
+                    &format!("Poisson({lambda})"),
+                );
+            }
+            let xs: Vec<f64> = draws.iter().map(|&k| k as f64).collect();
+            assert_mean(&xs, lambda, 1e-6, &format!("Poisson({lambda}) mean"));
+            assert_variance(&xs, lambda, 1e-6, &format!("Poisson({lambda}) variance"));
+        }
+    }
+
+    /// Skellam draws against the exact pmf of `Poisson(μ/2) − Poisson(μ/2)`, computed by
+    /// convolving the two Poisson pmfs (independent of the accounting crate's Bessel recurrence),
+    /// chi-square at α = 1e-6 for μ = 0.5, 3, 100, 10^4; symmetric; variance μ.
+    #[test]
+    fn skellam_matches_the_difference_of_poissons() {
+        let mut rng = seeded_rng_for_experiments(202);
+        for &mu in &[0.5, 3.0, 100.0, 1e4] {
+            let sk = Skellam::new(mu).unwrap();
+            let n = 200_000;
+            let mut draws = vec![0i64; n];
+            sk.fill(&mut draws, &mut rng);
+            let half = mu / 2.0;
+            let w = (half + 10.0 * half.sqrt() + 10.0) as i64;
+            let pois: Vec<f64> = (0..=2 * w)
+                .map(|j| privfed_special::ln_poisson_pmf(j as u64, half).exp())
+                .collect();
+            let pmf = |k: i64| -> f64 {
+                let k = k.unsigned_abs() as usize;
+                (k..pois.len()).map(|j| pois[j] * pois[j - k]).sum()
+            };
+            let span = (7.0 * mu.sqrt()).ceil() as i64 + 3;
+            let probs = window_probs(-span, span, pmf);
+            assert_chi_square_gof(
+                &window_counts(&draws, -span, span),
+                &probs,
+                1e-6,
+                &format!("Skellam({mu})"),
+            );
+            let xs: Vec<f64> = draws.iter().map(|&k| k as f64).collect();
+            assert_mean(&xs, 0.0, 1e-6, &format!("Skellam({mu}) mean"));
+            assert_variance(&xs, mu, 1e-6, &format!("Skellam({mu}) variance"));
+        }
+    }
+
+    #[test]
+    fn zero_and_invalid_means() {
+        let mut rng = seeded_rng_for_experiments(1);
+        assert_eq!(Poisson::new(0.0).unwrap().sample(&mut rng), 0);
+        assert_eq!(Skellam::new(0.0).unwrap().sample(&mut rng), 0);
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 2.0 * MAX_MEAN] {
+            assert!(Poisson::new(bad).is_err(), "{bad}");
+        }
+        assert!(Skellam::new(-0.1).is_err());
+        assert!(Skellam::new(4.0 * MAX_MEAN).is_err());
+        // The largest accepted means draw values near them.
+        let big = Poisson::new(MAX_MEAN).unwrap().sample(&mut rng) as f64;
+        assert!((big - MAX_MEAN).abs() < 10.0 * MAX_MEAN.sqrt());
+    }
+}

@@ -61,15 +61,14 @@ fn cases() -> Vec<(DpEvent, f64)> {
 }
 
 #[test]
+#[cfg_attr(not(has_dp_accounting), ignore = "python3 cannot import dp_accounting")]
 fn pld_epsilon_agrees_and_is_not_below() {
     let cases = cases();
     let queries: Vec<_> = cases
         .iter()
         .map(|(e, d)| json!({"kind": "pld_epsilon", "event": e, "delta": d}))
         .collect();
-    let Some(answers) = oracle(&json!(queries)) else {
-        return;
-    };
+    let answers = oracle(&json!(queries));
     for ((event, delta), ans) in cases.iter().zip(answers) {
         let theirs = ans["epsilon"].as_f64().unwrap();
         let mut acc = PldAccountant::new();
@@ -95,6 +94,7 @@ fn pld_epsilon_agrees_and_is_not_below() {
 }
 
 #[test]
+#[cfg_attr(not(has_dp_accounting), ignore = "python3 cannot import dp_accounting")]
 fn pld_delta_agrees() {
     let cases: Vec<(DpEvent, f64)> = vec![
         (DpEvent::poisson_gaussian(0.02, 1.1, 300), 1.0),
@@ -110,9 +110,7 @@ fn pld_delta_agrees() {
         .iter()
         .map(|(e, eps)| json!({"kind": "pld_delta", "event": e, "epsilon": eps}))
         .collect();
-    let Some(answers) = oracle(&json!(queries)) else {
-        return;
-    };
+    let answers = oracle(&json!(queries));
     for ((event, eps), ans) in cases.iter().zip(answers) {
         let theirs = ans["delta"].as_f64().unwrap();
         let mut acc = PldAccountant::new();
@@ -129,6 +127,7 @@ fn pld_delta_agrees() {
 }
 
 #[test]
+#[cfg_attr(not(has_dp_accounting), ignore = "python3 cannot import dp_accounting")]
 fn calibration_agrees_with_dp_accounting() {
     let cases = [
         (AccountantKind::Rdp, 2.0, 1e-5, 0.01, 1000u64),
@@ -144,9 +143,7 @@ fn calibration_agrees_with_dp_accounting() {
                    "rate": q, "steps": t})
         })
         .collect();
-    let Some(answers) = oracle(&json!(queries)) else {
-        return;
-    };
+    let answers = oracle(&json!(queries));
     for (&(kind, eps, delta, q, steps), ans) in cases.iter().zip(answers) {
         let theirs = ans["noise_multiplier"].as_f64().unwrap();
         let ours = calibrate_noise_multiplier(kind, eps, delta, q, steps).unwrap();

@@ -27,15 +27,14 @@ fn cases() -> Vec<(DpEvent, Vec<(u64, f64)>)> {
 }
 
 #[test]
+#[cfg_attr(not(has_dp_accounting), ignore = "python3 cannot import dp_accounting")]
 fn epsilon_never_looser_than_dp_accounting() {
     let cases = cases();
     let queries: Vec<_> = cases
         .iter()
         .map(|(e, pairs)| json!({"kind": "rdp_epsilons", "event": e, "pairs": pairs}))
         .collect();
-    let Some(answers) = oracle(&json!(queries)) else {
-        return;
-    };
+    let answers = oracle(&json!(queries));
     let (mut n, mut tighter) = (0, 0);
     let mut max_gain: f64 = 0.0;
     for ((event, pairs), ans) in cases.iter().zip(answers) {
@@ -80,6 +79,7 @@ fn epsilon_never_looser_than_dp_accounting() {
 }
 
 #[test]
+#[cfg_attr(not(has_dp_accounting), ignore = "python3 cannot import dp_accounting")]
 fn per_order_curves_agree_with_dp_accounting() {
     // The same events on dp_accounting's integer orders (both use the exact binomial sum).
     // Fractional orders are checked against mpmath instead (`fractional_orders_match_mpmath`):
@@ -99,9 +99,7 @@ fn per_order_curves_agree_with_dp_accounting() {
         .iter()
         .map(|e| json!({"kind": "rdp_curve", "event": e, "orders": orders}))
         .collect();
-    let Some(answers) = oracle(&json!(queries)) else {
-        return;
-    };
+    let answers = oracle(&json!(queries));
     let mut dropped = 0; // stays 0 at integer orders
     for (event, ans) in events.iter().zip(answers) {
         let mut acc = RdpAccountant::with_orders(orders.clone()).unwrap();

@@ -1,15 +1,10 @@
-//! Mechanism options shared by `describe` and `dme`, and construction of the mechanism.
+//! Mechanism options shared by `describe` and `dme`; construction is
+//! [`privfed_sim::mechanism::MechanismSpec::build`].
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
-use privfed_mechanisms::gaussian::Gaussian;
-use privfed_mechanisms::grid_rr::GridRr;
-use privfed_mechanisms::laplace::Laplace;
-use privfed_mechanisms::privunit_inf::PrivUnitInf;
-use privfed_mechanisms::privunit2::PrivUnit2;
-use privfed_mechanisms::privunitg::PrivUnitG;
-use privfed_mechanisms::separated::Separated;
-use privfed_mechanisms::{AnyRandomizer, Domain};
+use privfed_mechanisms::AnyRandomizer;
+use privfed_sim::mechanism as spec;
 
 /// The mechanisms the CLI knows (stable names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -126,123 +121,62 @@ pub struct MechanismArgs {
     pub magnitude_epsilon: Option<f64>,
 }
 
-impl MechanismArgs {
-    fn vector_dim(&self) -> Result<usize> {
-        match self.dim {
-            Some(d) => Ok(d),
-            None => bail!(
-                "--dim is required for {}",
-                self.mechanism
-                    .to_possible_value()
-                    .map(|v| v.get_name().to_owned())
-                    .unwrap_or_default()
-            ),
+impl MechanismName {
+    fn kind(self) -> spec::MechanismKind {
+        use spec::MechanismKind as K;
+        match self {
+            Self::Privunit2 => K::Privunit2,
+            Self::Privunitg => K::Privunitg,
+            Self::PrivunitInf => K::PrivunitInf,
+            Self::ScalarDp => K::ScalarDp,
+            Self::ScalarRelDp => K::ScalarRelDp,
+            Self::Grr => K::Grr,
+            Self::Separated => K::Separated,
+            Self::Laplace => K::Laplace,
+            Self::Gaussian => K::Gaussian,
+            Self::BitwiseRr => K::BitwiseRr,
+            Self::Mvu => K::Mvu,
         }
     }
+}
 
-    fn scalar_dim(&self) -> Result<()> {
-        match self.dim {
-            None | Some(1) => Ok(()),
-            Some(d) => bail!("this mechanism is scalar: --dim must be 1 (got {d})"),
+impl MechanismArgs {
+    /// The options as a library spec.
+    pub fn spec(&self) -> spec::MechanismSpec {
+        spec::MechanismSpec {
+            kind: self.mechanism.kind(),
+            epsilon: self.epsilon,
+            dim: self.dim,
+            parameterization: match self.parameterization {
+                Parameterization::Optimized => spec::Parameterization::Optimized,
+                Parameterization::Paper000 => spec::Parameterization::Paper000,
+                Parameterization::DimensionFree => spec::Parameterization::DimensionFree,
+            },
+            epsilon0: self.epsilon0,
+            delta: self.delta,
+            norm: match self.norm {
+                NormBall::Sphere => spec::NormBall::Sphere,
+                NormBall::L1 => spec::NormBall::L1,
+                NormBall::L2 => spec::NormBall::L2,
+                NormBall::Linf => spec::NormBall::Linf,
+            },
+            radius: self.radius,
+            r_max: self.r_max,
+            k: self.k,
+            a: self.a,
+            kappa: self.kappa,
+            bits: self.bits,
+            lo: self.lo,
+            hi: self.hi,
+            input_bits: self.input_bits,
+            output_bits: self.output_bits,
+            design: self.design.clone(),
+            magnitude_epsilon: self.magnitude_epsilon,
         }
     }
 }
 
 /// Builds the mechanism the options describe, with every parameter validated by the library.
 pub fn build(args: &MechanismArgs) -> Result<AnyRandomizer> {
-    use MechanismName as N;
-    let eps = args.epsilon;
-    Ok(match args.mechanism {
-        N::Privunit2 => {
-            let d = args.vector_dim()?;
-            match args.parameterization {
-                Parameterization::Optimized => PrivUnit2::optimized(eps, d)?.into(),
-                Parameterization::Paper000 => {
-                    let Some(e0) = args.epsilon0 else {
-                        bail!(
-                            "--parameterization paper000 needs --epsilon0 (the budget for the cap probability)"
-                        )
-                    };
-                    PrivUnit2::paper000(eps, e0, d)?.into()
-                }
-                Parameterization::DimensionFree => {
-                    bail!("--parameterization dimension-free applies to privunitg only")
-                }
-            }
-        }
-        N::Privunitg => {
-            let d = args.vector_dim()?;
-            match args.parameterization {
-                Parameterization::Optimized => PrivUnitG::optimized(eps, d)?.into(),
-                Parameterization::DimensionFree => PrivUnitG::dimension_free(eps, d)?.into(),
-                Parameterization::Paper000 => {
-                    bail!("--parameterization paper000 applies to privunit2 only")
-                }
-            }
-        }
-        N::PrivunitInf => PrivUnitInf::optimized(eps, args.vector_dim()?)?.into(),
-        N::ScalarDp => {
-            args.scalar_dim()?;
-            match args.k {
-                Some(k) => GridRr::scalar_dp_with_k(eps, args.r_max, k)?.into(),
-                None => GridRr::scalar_dp(eps, args.r_max)?.into(),
-            }
-        }
-        N::ScalarRelDp => {
-            args.scalar_dim()?;
-            let (Some(a), Some(kappa)) = (args.a, args.kappa) else {
-                bail!(
-                    "scalar-rel-dp needs --a (first positive grid point) and --kappa (geometric growth)"
-                )
-            };
-            GridRr::scalar_rel_dp(eps, args.r_max, a, kappa)?.into()
-        }
-        N::Grr => {
-            args.scalar_dim()?;
-            GridRr::unbiased_grr(eps, args.bits, args.lo, args.hi)?.into()
-        }
-        N::Separated => {
-            let d = args.vector_dim()?;
-            let e2 = args.magnitude_epsilon.unwrap_or((eps / 10.0).min(1.0));
-            if !(e2 > 0.0 && e2 < eps) {
-                bail!("--magnitude-epsilon must lie in (0, --epsilon) = (0, {eps}); got {e2}");
-            }
-            Separated::new(eps - e2, e2, d, args.r_max)?.into()
-        }
-        N::BitwiseRr => {
-            args.scalar_dim()?;
-            privfed_mechanisms::bitwise_rr::BitwiseRr::new(eps, args.bits, args.lo, args.hi)?.into()
-        }
-        N::Mvu => {
-            args.scalar_dim()?;
-            crate::mvu::build_mvu(args)?.into()
-        }
-        N::Laplace => Laplace::new(eps, args.baseline_domain()?)?.into(),
-        N::Gaussian => {
-            let Some(delta) = args.delta else {
-                bail!("gaussian needs --delta")
-            };
-            Gaussian::new(eps, delta, args.baseline_domain()?)?.into()
-        }
-    })
-}
-
-impl MechanismArgs {
-    /// The input domain of the Laplace / Gaussian baselines.
-    fn baseline_domain(&self) -> Result<Domain> {
-        let dim = self.dim.unwrap_or(1);
-        if dim == 0 {
-            bail!("--dim must be at least 1");
-        }
-        let radius = self.radius;
-        if !(radius.is_finite() && radius > 0.0) {
-            bail!("--radius must be finite and > 0 (got {radius})");
-        }
-        Ok(match self.norm {
-            NormBall::Sphere => Domain::UnitSphere { dim },
-            NormBall::L1 => Domain::L1Ball { dim, radius },
-            NormBall::L2 => Domain::L2Ball { dim, radius },
-            NormBall::Linf => Domain::LInfBall { dim, radius },
-        })
-    }
+    Ok(args.spec().build()?)
 }

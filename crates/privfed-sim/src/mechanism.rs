@@ -58,29 +58,34 @@ fn options<T>(msg: impl Into<String>) -> Result<T, BuildError> {
 }
 
 /// The mechanisms that can be built from options (the CLI's stable names: [`Self::name`]).
+///
+/// With the `clap` feature these enums are the command line's value enums (the doc comments
+/// are its help text, hence written in plain text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum MechanismKind {
     /// PrivUnit2: spherical caps, unit vectors (papers 000, 002).
     Privunit2,
     /// PrivUnitG: Gaussian PrivUnit, unit vectors (paper 002).
     Privunitg,
-    /// PrivUnitInf: hypercube caps, vectors in `[-1,1]^d` (paper 000).
+    /// PrivUnitInf: hypercube caps, vectors in [-1,1]^d (paper 000).
     PrivunitInf,
-    /// ScalarDP: randomized response on a uniform grid over `[0, r_max]` (paper 000).
+    /// ScalarDP: randomized response on a uniform grid over [0, r_max] (paper 000).
     ScalarDp,
-    /// ScalarRelDP: randomized response on a geometric grid over `[0, r_max]` (paper 000).
+    /// ScalarRelDP: randomized response on a geometric grid over [0, r_max] (paper 000).
     ScalarRelDp,
-    /// Unbiased generalized randomized response on `2^bits` points over `[lo, hi]` (paper 004).
+    /// Unbiased generalized randomized response on 2^bits points over [lo, hi] (paper 004).
     Grr,
-    /// Separated direction (PrivUnit2) × magnitude (ScalarDP), vectors in the ℓ2 ball (paper 000).
+    /// Separated direction (PrivUnit2) × magnitude (ScalarDP), vectors in the l2 ball (paper 000).
     Separated,
-    /// Laplace noise calibrated to the ℓ1 diameter of the domain.
+    /// Laplace noise calibrated to the l1 diameter of the domain.
     Laplace,
-    /// Gaussian noise, analytic calibration to (ε, δ) on the ℓ2 diameter of the domain.
+    /// Gaussian noise, analytic calibration to (ε, δ) on the l2 diameter of the domain.
     Gaussian,
-    /// Unbiased bitwise randomized response on `bits` bits over `[lo, hi]` (paper 004).
+    /// Unbiased bitwise randomized response on --bits bits over [lo, hi] (paper 004).
     BitwiseRr,
-    /// The MVU mechanism over `[lo, hi]` (paper 004), designed or loaded from a design file.
+    /// The MVU mechanism over [lo, hi] (paper 004): designed for --input-bits/--output-bits
+    /// (default --bits) and --epsilon, or loaded from --design FILE.
     Mvu,
 }
 
@@ -105,27 +110,29 @@ impl MechanismKind {
 
 /// How PrivUnit2 / PrivUnitG parameters are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Parameterization {
-    /// Exact ε, variance-optimal parameters.
+    /// Exact ε, variance-optimal parameters (default).
     #[default]
     Optimized,
-    /// Paper 000's sufficient conditions (16a/16b) with the split `epsilon0` (PrivUnit2).
+    /// Paper 000's sufficient conditions (16a/16b) with the split --epsilon0 (privunit2).
     Paper000,
-    /// The dimension-free threshold of paper 002 (PrivUnitG).
+    /// The dimension-free threshold of paper 002 (privunitg).
     DimensionFree,
 }
 
-/// Input domain of the Laplace and Gaussian baselines.
+/// Input domain for the Laplace and Gaussian baselines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum NormBall {
     /// Unit sphere.
     Sphere,
-    /// ℓ1 ball of radius `radius`.
+    /// l1 ball of radius --radius.
     L1,
-    /// ℓ2 ball of radius `radius`.
+    /// l2 ball of radius --radius.
     #[default]
     L2,
-    /// ℓ∞ ball (cube) of half-width `radius`.
+    /// l∞ ball (cube) of half-width --radius.
     Linf,
 }
 

@@ -2,68 +2,16 @@
 //! [`privfed_sim::mechanism::MechanismSpec::build`].
 
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use privfed_mechanisms::AnyRandomizer;
-use privfed_sim::mechanism as spec;
-
-/// The mechanisms the CLI knows (stable names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MechanismName {
-    /// PrivUnit2: spherical caps, unit vectors (papers 000, 002).
-    Privunit2,
-    /// PrivUnitG: Gaussian PrivUnit, unit vectors (paper 002).
-    Privunitg,
-    /// PrivUnitInf: hypercube caps, vectors in [-1,1]^d (paper 000).
-    PrivunitInf,
-    /// ScalarDP: randomized response on a uniform grid over [0, r_max] (paper 000).
-    ScalarDp,
-    /// ScalarRelDP: randomized response on a geometric grid over [0, r_max] (paper 000).
-    ScalarRelDp,
-    /// Unbiased generalized randomized response on 2^bits points over [lo, hi] (paper 004).
-    Grr,
-    /// Separated direction (PrivUnit2) × magnitude (ScalarDP), vectors in the l2 ball (paper 000).
-    Separated,
-    /// Laplace noise calibrated to the l1 diameter of the domain.
-    Laplace,
-    /// Gaussian noise, analytic calibration to (ε, δ) on the l2 diameter of the domain.
-    Gaussian,
-    /// Unbiased bitwise randomized response on --bits bits over [lo, hi] (paper 004).
-    BitwiseRr,
-    /// The MVU mechanism over [lo, hi] (paper 004): designed for --input-bits/--output-bits
-    /// (default --bits) and --epsilon, or loaded from --design FILE.
-    Mvu,
-}
-
-/// How PrivUnit2 / PrivUnitG parameters are chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Parameterization {
-    /// Exact ε, variance-optimal parameters (default).
-    Optimized,
-    /// Paper 000's sufficient conditions (16a/16b) with the split --epsilon0 (privunit2).
-    Paper000,
-    /// The dimension-free threshold of paper 002 (privunitg).
-    DimensionFree,
-}
-
-/// Input domain for the Laplace and Gaussian baselines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum NormBall {
-    /// Unit sphere.
-    Sphere,
-    /// l1 ball of radius --radius.
-    L1,
-    /// l2 ball of radius --radius.
-    L2,
-    /// l∞ ball (cube) of half-width --radius.
-    Linf,
-}
+use privfed_sim::mechanism::{MechanismKind, MechanismSpec, NormBall, Parameterization};
 
 /// Options that select and parameterize a mechanism.
 #[derive(Debug, Clone, Args)]
 pub struct MechanismArgs {
     /// The mechanism.
     #[arg(value_enum)]
-    pub mechanism: MechanismName,
+    pub mechanism: MechanismKind,
     /// Privacy parameter ε (natural log); for `separated`, the total.
     #[arg(long, allow_negative_numbers = true)]
     pub epsilon: f64,
@@ -121,45 +69,17 @@ pub struct MechanismArgs {
     pub magnitude_epsilon: Option<f64>,
 }
 
-impl MechanismName {
-    fn kind(self) -> spec::MechanismKind {
-        use spec::MechanismKind as K;
-        match self {
-            Self::Privunit2 => K::Privunit2,
-            Self::Privunitg => K::Privunitg,
-            Self::PrivunitInf => K::PrivunitInf,
-            Self::ScalarDp => K::ScalarDp,
-            Self::ScalarRelDp => K::ScalarRelDp,
-            Self::Grr => K::Grr,
-            Self::Separated => K::Separated,
-            Self::Laplace => K::Laplace,
-            Self::Gaussian => K::Gaussian,
-            Self::BitwiseRr => K::BitwiseRr,
-            Self::Mvu => K::Mvu,
-        }
-    }
-}
-
 impl MechanismArgs {
     /// The options as a library spec.
-    pub fn spec(&self) -> spec::MechanismSpec {
-        spec::MechanismSpec {
-            kind: self.mechanism.kind(),
+    fn spec(&self) -> MechanismSpec {
+        MechanismSpec {
+            kind: self.mechanism,
             epsilon: self.epsilon,
             dim: self.dim,
-            parameterization: match self.parameterization {
-                Parameterization::Optimized => spec::Parameterization::Optimized,
-                Parameterization::Paper000 => spec::Parameterization::Paper000,
-                Parameterization::DimensionFree => spec::Parameterization::DimensionFree,
-            },
+            parameterization: self.parameterization,
             epsilon0: self.epsilon0,
             delta: self.delta,
-            norm: match self.norm {
-                NormBall::Sphere => spec::NormBall::Sphere,
-                NormBall::L1 => spec::NormBall::L1,
-                NormBall::L2 => spec::NormBall::L2,
-                NormBall::Linf => spec::NormBall::Linf,
-            },
+            norm: self.norm,
             radius: self.radius,
             r_max: self.r_max,
             k: self.k,

@@ -434,6 +434,16 @@ mod tests {
         assert!(design_mvu_timed(2, 0, 1.0, DpConstraint::Ldp, &DesignOptions::default()).is_err());
     }
 
+    /// The stable names are the command line's value names.
+    #[cfg(feature = "clap")]
+    #[test]
+    fn names_are_the_clap_value_names() {
+        use clap::ValueEnum;
+        for k in MechanismKind::value_variants() {
+            assert_eq!(k.to_possible_value().unwrap().get_name(), k.name());
+        }
+    }
+
     /// A design file round-trips; one whose exact ε exceeds the budget is refused.
     #[test]
     fn mvu_from_a_design_file() {

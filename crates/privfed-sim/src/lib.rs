@@ -1,18 +1,25 @@
 //! # privfed-sim
 //!
-//! Simulations of privfed deployments (systems layer: this crate may read data files and write
-//! results):
+//! Simulations and experiments of privfed deployments (systems layer: this crate may read data
+//! files and write results):
 //! * [`data`]: datasets of paper 003 — MNIST (IDX), UCI Adult, the synthetic production model —
 //!   and the data-directory lookup (`$PRIVFED_DATA_DIR`, else `../shared/data`);
 //! * [`simulate`]: the Draw-and-Discard training simulation (paper 003 §V, `docs/ALGORITHMS.md`
 //!   §4.4) over any [`simulate::ModelServer`]: in memory ([`simulate::InProcessServer`]) or a live
 //!   server over HTTP ([`http::HttpModelServer`], through the device-side `privfed-client`);
 //! * [`adversary`]: the three-adversary report of a simulated deployment, computed by
-//!   `privfed_accounting::analysis::draw_and_discard`.
+//!   `privfed_accounting::analysis::draw_and_discard`;
+//! * [`dme`]: the distributed-mean-estimation engine (chunked, reproducible parallel trials; the
+//!   MSE with its 95% interval against the exact prediction);
+//! * [`experiments`]: paper 003's Draw-and-Discard grids and paper 004's MVU experiments;
+//! * [`mechanism`]: building a mechanism from options ([`mechanism::MechanismSpec`]), including
+//!   designing or loading an MVU design.
 //!
 //! The protocol itself (client step, server engine) is `privfed-ddml`; models are
 //! `privfed-learn`. Randomness comes in as `rng: &mut R` with `R: Rng + CryptoRng`; a seeded
 //! generator (`privfed_mechanisms::rng::seeded_rng_for_experiments`) makes runs reproducible.
+//! Progress is reported through callbacks ([`experiments::Observer`]); drawing it is the front
+//! end's job.
 //!
 //! ## Example: a short in-process simulation on synthetic data
 //! ```
@@ -31,5 +38,8 @@
 
 pub mod adversary;
 pub mod data;
+pub mod dme;
+pub mod experiments;
 pub mod http;
+pub mod mechanism;
 pub mod simulate;

@@ -356,7 +356,7 @@ fn account_mvu(args: &AccountArgs, q: f64) -> Result<Value> {
         .design
         .as_ref()
         .ok_or_else(|| anyhow!("--design FILE is required for --mechanism mvu"))?;
-    let design = crate::mvu::load_design(path)?;
+    let design = privfed_sim::mechanism::load_design(path)?;
     let orders = default_orders();
     let step = match (args.dim, args.sensitivity) {
         (None, None) => scalar_step(&design, &orders)?,

@@ -4,6 +4,7 @@
 use crate::*;
 use privfed_mechanisms::hadamard::RandomizedHadamard;
 use privfed_mechanisms::rng::seeded_rng_for_experiments;
+use privfed_testkit::assert_mean;
 
 const SEED: [u8; 32] = [9; 32];
 
@@ -110,15 +111,8 @@ fn run(p: &Plan, xs: &[Vec<f64>], trials: usize, seed: u64) -> Trials {
     out
 }
 
-fn mean_and_se(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, (var / n).sqrt())
-}
-
-/// Unbiased and with exactly the predicted error, with and without noise. Two-sided z-tests at
-/// |z| < 4.5 (false-positive rate 6.8e-6 each, 4 per setting).
+/// Unbiased and with exactly the predicted error, with and without noise. Two-sided z-tests
+/// (`privfed_testkit::assert_mean`) at α = 1e-6 each, 2 per setting.
 #[test]
 fn decoded_mean_is_unbiased_with_the_predicted_mse() {
     for (sigma, bits) in [(0.05, 20u32), (0.0, 16), (0.2, 24)] {
@@ -127,15 +121,17 @@ fn decoded_mean_is_unbiased_with_the_predicted_mse() {
         let t = run(&p, &xs, 2000, 11);
         assert_eq!(t.wraps_suspected, 0);
         let want = exact_mse(&p, &xs);
-        let (m, se) = mean_and_se(&t.sq_err);
-        assert!(
-            ((m - want) / se).abs() < 4.5,
-            "σ={sigma}: MSE {m} ± {se} vs exact {want}"
+        assert_mean(
+            &t.sq_err,
+            want,
+            1e-6,
+            &format!("σ={sigma}: MSE vs exact {want}"),
         );
-        let (b, se_b) = mean_and_se(&t.sum_err);
-        assert!(
-            (b / se_b).abs() < 4.5,
-            "σ={sigma}: bias of Σ error {b} ± {se_b}"
+        assert_mean(
+            &t.sum_err,
+            0.0,
+            1e-6,
+            &format!("σ={sigma}: bias of Σ error"),
         );
         // The planner's quantization term uses the average f(1−f) = 1/6: without wraps its
         // noise + quantization must be within 15% of the exact value for these inputs (the noise
@@ -213,9 +209,8 @@ fn dropouts_are_decoded_and_accounted_with_the_survivors() {
     let xs = inputs(10, 64);
     let survivors = &xs[..6];
     let t = run(&p, survivors, 1500, 8);
-    // Unbiased for the survivors' mean (z-test, |z| < 4.5: FPR 6.8e-6).
-    let (b, se) = mean_and_se(&t.sum_err);
-    assert!((b / se).abs() < 4.5, "{b} ± {se}");
+    // Unbiased for the survivors' mean (z-test, α = 1e-6).
+    assert_mean(&t.sum_err, 0.0, 1e-6, "bias with 6 of 10 clients");
     let full = epsilon_for_rounds(&p.params, 10, 1.0, 1, 1e-5)
         .unwrap()
         .epsilon;

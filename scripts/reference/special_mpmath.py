@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference values for privfed-mechanisms' special functions (src/special*), from mpmath.
+"""Reference values for privfed-special's functions (crates/privfed-special/src), from mpmath.
 
 Precision: mp.dps = 60 (60 significant decimal digits) for every value, with extra working
 precision where a difference is taken (see `beta_log_tails`). Output: JSON on stdout; the test

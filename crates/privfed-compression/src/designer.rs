@@ -980,7 +980,7 @@ mod tests {
     fn beats_the_trust_region_reference_at_two_bits() {
         // scripts/reference/mvu_trust_constr.py 2 1 5 (session 1's re-implementation of the
         // paper's approach: scipy trust-constr from the gRR start; the paper's own code is
-        // compared in tests/paper004_reference.rs) returned variance 1.0012973799 at ε = 1 (max violation 2.4e-12)
+        // compared in tests/it/paper004_reference.rs) returned variance 1.0012973799 at ε = 1 (max violation 2.4e-12)
         // and 0.0076444832 at ε = 5 (worse than gRR's 0.0076396565, max violation 1.1e-9).
         let o = DesignOptions::default();
         let r = design_mvu(2, 2, 1.0, DpConstraint::Ldp, &o).unwrap();

@@ -46,7 +46,7 @@ pub(crate) fn beta_delta(a: f64, b: f64) -> f64 {
 ///   accuracy near the zeros `x = 1` and `x = 2`).
 ///
 /// Tested against mpmath (60 digits) to `10⁻¹⁴` relative error for `x` from `10⁻³⁰⁰` to `10⁸`
-/// (`tests/special_reference.rs`).
+/// (`tests/it/special_reference.rs`).
 ///
 /// Internal numerics: `x ≤ 0` or NaN returns NaN (callers validate); `ln Γ(+∞) = +∞`.
 pub fn ln_gamma(x: f64) -> f64 {

@@ -47,7 +47,7 @@
 //! return NaN. Callers validate their user-facing parameters (and map NaN to a typed error, e.g.
 //! `privfed_mechanisms::MechanismError::Numerical`, if it ever appears).
 //!
-//! Accuracy is checked against mpmath at 60 digits by `tests/special_reference.rs` (fixtures
+//! Accuracy is checked against mpmath at 60 digits by `tests/it/special_reference.rs` (fixtures
 //! from `scripts/reference/special_mpmath.py`): `ln Γ`, `ln B` to `10⁻¹²` relative; `I_x` and
 //! its complement to `10⁻¹⁰` relative wherever the value is `≥ 10⁻³⁰⁰`; their logs to
 //! `10⁻¹⁰·max(1, |ln I|)` absolute (including `ln I ≈ −2·10⁵`); the normal functions from

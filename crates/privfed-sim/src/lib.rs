@@ -11,6 +11,8 @@
 //!   `privfed_accounting::analysis::draw_and_discard`;
 //! * [`dme`]: the distributed-mean-estimation engine (chunked, reproducible parallel trials; the
 //!   MSE with its 95% interval against the exact prediction);
+//! * [`distributed_dme`]: the same with distributed DP (paper 001): Skellam encoding, modular
+//!   sum, decoding, dropouts, wraps and per-trial ε; the continuous-Gaussian baseline;
 //! * [`experiments`]: paper 003's Draw-and-Discard grids and paper 004's MVU experiments;
 //! * [`mechanism`]: building a mechanism from options ([`mechanism::MechanismSpec`]), including
 //!   designing or loading an MVU design.
@@ -38,6 +40,7 @@
 
 pub mod adversary;
 pub mod data;
+pub mod distributed_dme;
 pub mod dme;
 pub mod experiments;
 pub mod http;

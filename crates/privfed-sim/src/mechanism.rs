@@ -87,6 +87,10 @@ pub enum MechanismKind {
     /// The MVU mechanism over [lo, hi] (paper 004): designed for --input-bits/--output-bits
     /// (default --bits) and --epsilon, or loaded from --design FILE.
     Mvu,
+    /// Distributed DP with Skellam noise (paper 001): clients quantize to --bits with --clip and
+    /// add Skellam shares; secure aggregation sums mod 2^bits (describe: the planner; dme: the
+    /// whole pipeline).
+    Skellam,
 }
 
 impl MechanismKind {
@@ -104,6 +108,7 @@ impl MechanismKind {
             Self::Gaussian => "gaussian",
             Self::BitwiseRr => "bitwise-rr",
             Self::Mvu => "mvu",
+            Self::Skellam => "skellam",
         }
     }
 }
@@ -312,6 +317,11 @@ impl MechanismSpec {
             K::Mvu => {
                 self.scalar_dim()?;
                 self.build_mvu()?.into()
+            }
+            K::Skellam => {
+                return options(
+                    "skellam is a distributed mechanism, not a local randomizer: it is planned and run by privfed_distributed",
+                );
             }
             K::Laplace => Laplace::new(eps, self.baseline_domain()?)?.into(),
             K::Gaussian => {

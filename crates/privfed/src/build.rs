@@ -12,9 +12,10 @@ pub struct MechanismArgs {
     /// The mechanism.
     #[arg(value_enum)]
     pub mechanism: MechanismKind,
-    /// Privacy parameter ε (natural log); for `separated`, the total.
+    /// Privacy parameter ε (natural log); for `separated`, the total. Required except for
+    /// `skellam`, where it is an optional target (with --delta) instead of --noise-stddev.
     #[arg(long, allow_negative_numbers = true)]
-    pub epsilon: f64,
+    pub epsilon: Option<f64>,
     /// Dimension (vector mechanisms; scalar mechanisms have dimension 1).
     #[arg(long)]
     pub dim: Option<usize>,
@@ -37,6 +38,7 @@ pub struct MechanismArgs {
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub r_max: f64,
     /// Grid size k (scalar-dp: k+1 points); default: the k minimizing worst-case variance.
+    /// For skellam: the aggregate standard deviations the modular range holds (default 4).
     #[arg(long)]
     pub k: Option<usize>,
     /// First positive grid point a (scalar-rel-dp).
@@ -45,7 +47,7 @@ pub struct MechanismArgs {
     /// Geometric growth κ of the grid (scalar-rel-dp).
     #[arg(long, allow_negative_numbers = true)]
     pub kappa: Option<f64>,
-    /// Output bits (grr: 2^bits grid points).
+    /// Output bits (grr: 2^bits grid points; skellam: the modulus 2^bits of secure aggregation).
     #[arg(long, default_value_t = 3)]
     pub bits: u32,
     /// Lower end of the grr input range.
@@ -69,12 +71,78 @@ pub struct MechanismArgs {
     pub magnitude_epsilon: Option<f64>,
 }
 
+/// The options of the distributed mechanisms (`skellam`; `gaussian` with --clip is paper 001's
+/// continuous-Gaussian baseline).
+#[derive(Debug, Clone, Args)]
+pub struct DistributedArgs {
+    /// ℓ2 clip norm c of each client's vector (distributed mechanisms).
+    #[arg(long, allow_negative_numbers = true)]
+    pub clip: Option<f64>,
+    /// Local (per-client) noise standard deviation σ in unscaled units (skellam, instead of an
+    /// --epsilon target); the central standard deviation is σ·√clients.
+    #[arg(long, allow_negative_numbers = true)]
+    pub noise_stddev: Option<f64>,
+    /// Conditional-rounding parameter β ∈ [0, 1) (skellam; 0: plain stochastic rounding).
+    #[arg(long, default_value_t = (-0.5f64).exp(), allow_negative_numbers = true)]
+    pub beta: f64,
+    /// Poisson sampling rate of the clients per round (skellam accounting).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub sampling_rate: f64,
+    /// Rounds composed in the ε report (skellam accounting).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: u64,
+}
+
 impl MechanismArgs {
+    /// The distributed-DP plan request these options describe (`clients`: the cohort).
+    pub fn plan_request(
+        &self,
+        d: &DistributedArgs,
+        clients: usize,
+    ) -> Result<privfed_distributed::PlanRequest> {
+        use anyhow::bail;
+        use privfed_distributed::{NoiseTarget, PlanRequest};
+        let Some(clip) = d.clip else {
+            bail!("--clip is required for the distributed mechanisms");
+        };
+        let Some(dim) = self.dim else {
+            bail!("--dim is required for the distributed mechanisms");
+        };
+        let noise = match (self.epsilon, d.noise_stddev) {
+            (Some(e), None) => {
+                if self.delta.is_none() {
+                    bail!("--epsilon as a target needs --delta");
+                }
+                NoiseTarget::Epsilon(e)
+            }
+            (None, Some(s)) => NoiseTarget::LocalStddev(s),
+            (Some(_), Some(_)) => {
+                bail!("give either --epsilon (a target) or --noise-stddev, not both")
+            }
+            (None, None) => bail!("give --epsilon with --delta (a target) or --noise-stddev"),
+        };
+        Ok(PlanRequest {
+            dim,
+            clip,
+            bits: self.bits,
+            clients,
+            k: self.k.map_or(4.0, |k| k as f64),
+            beta: d.beta,
+            noise,
+            delta: self.delta,
+            sampling_rate: d.sampling_rate,
+            rounds: d.rounds,
+        })
+    }
+
     /// The options as a library spec.
-    fn spec(&self) -> MechanismSpec {
-        MechanismSpec {
+    fn spec(&self) -> Result<MechanismSpec> {
+        let Some(epsilon) = self.epsilon else {
+            anyhow::bail!("--epsilon is required for {}", self.mechanism.name());
+        };
+        Ok(MechanismSpec {
             kind: self.mechanism,
-            epsilon: self.epsilon,
+            epsilon,
             dim: self.dim,
             parameterization: self.parameterization,
             epsilon0: self.epsilon0,
@@ -92,11 +160,11 @@ impl MechanismArgs {
             output_bits: self.output_bits,
             design: self.design.clone(),
             magnitude_epsilon: self.magnitude_epsilon,
-        }
+        })
     }
 }
 
 /// Builds the mechanism the options describe, with every parameter validated by the library.
 pub fn build(args: &MechanismArgs) -> Result<AnyRandomizer> {
-    Ok(args.spec().build()?)
+    Ok(args.spec()?.build()?)
 }

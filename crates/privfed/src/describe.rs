@@ -1,10 +1,11 @@
 //! `privfed describe`: the exact guarantee and variance of a mechanism.
 
-use crate::build::{MechanismArgs, build};
+use crate::build::{DistributedArgs, MechanismArgs, build};
 use crate::output::print_report;
 use anyhow::Result;
 use clap::Args;
 use privfed_mechanisms::LocalRandomizer;
+use privfed_sim::mechanism::MechanismKind;
 use serde_json::json;
 
 /// Arguments of `privfed describe`.
@@ -12,6 +13,11 @@ use serde_json::json;
 pub struct DescribeArgs {
     #[command(flatten)]
     mech: MechanismArgs,
+    #[command(flatten)]
+    distributed: DistributedArgs,
+    /// Clients per round (skellam: the minimum number expected to survive).
+    #[arg(long)]
+    clients: Option<usize>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -19,6 +25,15 @@ pub struct DescribeArgs {
 
 /// Runs `privfed describe`.
 pub fn run(args: &DescribeArgs) -> Result<()> {
+    if args.mech.mechanism == MechanismKind::Skellam {
+        let Some(clients) = args.clients else {
+            anyhow::bail!("--clients is required for skellam");
+        };
+        let req = args.mech.plan_request(&args.distributed, clients)?;
+        let plan = privfed_distributed::plan(&req)?;
+        print_report(&serde_json::to_value(&plan)?, args.json)?;
+        return Ok(());
+    }
     let m = build(&args.mech)?;
     let g = m.guarantee();
     let report = json!({

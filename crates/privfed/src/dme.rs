@@ -1,18 +1,26 @@
 //! `privfed dme`: distributed mean estimation ([`privfed_sim::dme`], docs/ALGORITHMS.md §6)
 //! with a progress bar.
 
-use crate::build::{MechanismArgs, build};
+use crate::build::{DistributedArgs, MechanismArgs, build};
 use crate::output::print_report;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use privfed_sim::distributed_dme::{DistributedDmeConfig, DistributedNoise, run_distributed_dme};
 use privfed_sim::dme::{DmeConfig, run_dme};
+use privfed_sim::mechanism::MechanismKind;
 
 /// Arguments of `privfed dme`.
 #[derive(Debug, Args)]
 pub struct DmeArgs {
     #[command(flatten)]
     mech: MechanismArgs,
+    #[command(flatten)]
+    distributed: DistributedArgs,
+    /// Probability that a client drops out of a round before sending (skellam, and gaussian with
+    /// --clip); the mean is over the survivors and ε is accounted with their noise.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    dropout: f64,
     /// Number of clients N.
     #[arg(long)]
     clients: usize,
@@ -42,20 +50,19 @@ pub fn run(args: &DmeArgs) -> Result<()> {
     if args.trials == 0 {
         bail!("--trials must be at least 1");
     }
+    let distributed = match args.mech.mechanism {
+        MechanismKind::Skellam => Some(DistributedNoise::Skellam),
+        MechanismKind::Gaussian if args.distributed.clip.is_some() => {
+            Some(DistributedNoise::Gaussian)
+        }
+        _ => None,
+    };
+    if let Some(noise) = distributed {
+        return run_distributed(args, noise);
+    }
     let mech = build(&args.mech)?;
     let total = (args.clients as u64) * (args.trials as u64);
-    let progress = if args.quiet {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(total)
-    };
-    progress.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} privatizations ({per_sec}, eta {eta})",
-        )
-        .context("progress template")?
-        .progress_chars("=> "),
-    );
+    let progress = bar(args.quiet, total, "privatizations")?;
     let config = DmeConfig {
         clients: args.clients,
         trials: args.trials,
@@ -66,4 +73,42 @@ pub fn run(args: &DmeArgs) -> Result<()> {
     progress.finish_and_clear();
     print_report(&serde_json::to_value(report?)?, args.json)?;
     Ok(())
+}
+
+/// `privfed dme skellam …` and `privfed dme gaussian --clip …`: paper 001's distributed DME.
+fn run_distributed(args: &DmeArgs, noise: DistributedNoise) -> Result<()> {
+    let request = args.mech.plan_request(&args.distributed, args.clients)?;
+    let progress = bar(
+        args.quiet,
+        (args.clients as u64) * (args.trials as u64),
+        "clients",
+    )?;
+    let config = DistributedDmeConfig {
+        noise,
+        request,
+        trials: args.trials,
+        seed: args.seed,
+        dropout: args.dropout,
+    };
+    let report = run_distributed_dme(&config, &|n| progress.inc(n));
+    progress.finish_and_clear();
+    print_report(&serde_json::to_value(report?)?, args.json)?;
+    Ok(())
+}
+
+/// A progress bar over `total` items (hidden when `quiet`).
+fn bar(quiet: bool, total: u64, what: &str) -> Result<ProgressBar> {
+    let progress = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total)
+    };
+    progress.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {what} ({{per_sec}}, eta {{eta}})"
+        ))
+        .context("progress template")?
+        .progress_chars("=> "),
+    );
+    Ok(progress)
 }

@@ -4,6 +4,7 @@
 mod cli;
 mod cli_account;
 mod cli_ddml;
+mod cli_distributed;
 mod cli_mvu;
 mod common;
 mod ddml_server;

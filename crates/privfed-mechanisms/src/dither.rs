@@ -13,7 +13,7 @@
 //! can exceed the norm of the input (paper 004 Lemma 10: for `‖v‖₂ ≤ 1` and spacing `Δ`,
 //! `‖v'‖₂² ≤ ‖v‖₂² + √2‖v‖₂Δ·log(4/δ) + dΔ²/4 + √(2d)Δ·log(4/δ)` with probability `1 − δ`;
 //! [`lemma10_l2_bound`]). A mechanism whose privacy analysis needs the *dithered* vector inside a
-//! ball of radius `R` uses [`conditional_dither_vector`]: dither, and redraw the whole vector
+//! ball of radius `R` uses [`conditional_dither_vector_indices`]: dither, and redraw the whole vector
 //! until `‖v'‖_p ≤ R` (rejection sampling, paper 004 App. B.1).
 //!
 //! **Bias of conditional dithering.** The result is distributed as `v'` conditioned on the event

@@ -246,7 +246,7 @@ impl VectorSetup {
 }
 
 /// The vector MVU mechanism for a target ε: `delta = None` → ε-LDP by Lemma 6 (the design budget
-/// of [`VectorSetup::pure_budget`]; the returned ε is [`MvuVector::epsilon`], computed from the
+/// of `VectorSetup::pure_budget`; the returned ε is [`MvuVector::epsilon`], computed from the
 /// realized rows); otherwise (ε, δ)-DP through the RDP LP-relaxation bound (§3.5) over all pairs of
 /// dithered inputs (rescaled ℓp distance ≤ R), with the largest design budget found by bisection
 /// (18 geometric steps over `[em, 400·em]`) whose converted ε is at most the target. Returns the

@@ -25,7 +25,10 @@ fn summary(name: &str, mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let repeats: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(7);
+    let repeats: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
     let d = 1 << 20;
     let p = plan(&PlanRequest {
         dim: d,
@@ -71,5 +74,9 @@ fn main() {
     let n = summary("Skellam noise (2^20)", noise);
     let e = summary("encode (clip..wrap)", encode);
     summary("decode", decode);
-    println!("floor = FWHT + noise = {:.2} ms; encode / floor = {:.2}", f + n, e / (f + n));
+    println!(
+        "floor = FWHT + noise = {:.2} ms; encode / floor = {:.2}",
+        f + n,
+        e / (f + n)
+    );
 }

@@ -128,6 +128,13 @@ mod tests {
             sk1.clone(),
             sk2.clone(),
             curve.clone(),
+            DpEvent::DistributedDiscreteGaussian {
+                sigma: 30.0,
+                l1_sensitivity: 40.0,
+                l2_sensitivity: 6.0,
+                tau: 1e-3,
+                dim: 64,
+            },
         ];
         for inner in [&g, &l, &p, &sk1, &sk2, &curve] {
             for rate in [0.1, 1.0] {
@@ -230,6 +237,7 @@ mod tests {
             [
                 "Skellam",
                 "RdpCurve",
+                "DistributedDiscreteGaussian",
                 "PoissonSampled(PureDp)",
                 "PoissonSampled(Skellam)",
                 "PoissonSampled(Skellam)",

@@ -42,6 +42,20 @@ pub enum DpEvent {
         /// ℓ2 sensitivity Δ₂ of the integer query (> 0).
         l2_sensitivity: f64,
     },
+    /// The distributed discrete Gaussian: `n` clients each add `N_ℤ(0, σ²/n)` to an integer query
+    /// (Kairouz, Liu and Steinke 2021; paper 001's DDG baseline), integer domain.
+    DistributedDiscreteGaussian {
+        /// Central standard deviation σ of the summed noise (> 0).
+        sigma: f64,
+        /// ℓ1 sensitivity Δ₁ of one client's integer vector (> 0).
+        l1_sensitivity: f64,
+        /// ℓ2 sensitivity Δ₂ of one client's integer vector (> 0).
+        l2_sensitivity: f64,
+        /// The sum-of-discrete-Gaussians correction τ (≥ 0; [`crate::ddg::ddg_tau`]).
+        tau: f64,
+        /// Coordinates d (≥ 1).
+        dim: u64,
+    },
     /// The inner event run on a Poisson sample of the data set with rate `rate`.
     PoissonSampled {
         /// Sampling rate q ∈ (0, 1].
@@ -150,6 +164,7 @@ impl DpEvent {
             DpEvent::Gaussian { .. }
             | DpEvent::Laplace { .. }
             | DpEvent::Skellam { .. }
+            | DpEvent::DistributedDiscreteGaussian { .. }
             | DpEvent::RdpCurve { .. } => None,
         }
     }
@@ -161,6 +176,7 @@ impl DpEvent {
             DpEvent::Laplace { .. } => "Laplace".into(),
             DpEvent::PureDp { .. } => "PureDp".into(),
             DpEvent::Skellam { .. } => "Skellam".into(),
+            DpEvent::DistributedDiscreteGaussian { .. } => "DistributedDiscreteGaussian".into(),
             DpEvent::PoissonSampled { event, .. } => format!("PoissonSampled({})", event.name()),
             DpEvent::LocalSampled { event, .. } => format!("LocalSampled({})", event.name()),
             DpEvent::Composed { events: v } => format!(
@@ -194,6 +210,27 @@ impl DpEvent {
                 check_positive("mu", *mu)?;
                 check_positive("l1_sensitivity", *l1_sensitivity)?;
                 check_positive("l2_sensitivity", *l2_sensitivity)?;
+            }
+            DpEvent::DistributedDiscreteGaussian {
+                sigma,
+                l1_sensitivity,
+                l2_sensitivity,
+                tau,
+                dim,
+            } => {
+                check_positive("sigma", *sigma)?;
+                check_positive("l1_sensitivity", *l1_sensitivity)?;
+                check_positive("l2_sensitivity", *l2_sensitivity)?;
+                if !(tau.is_finite() && *tau >= 0.0) {
+                    return Err(AccountingError::invalid(
+                        "tau",
+                        *tau,
+                        "must be finite and ≥ 0",
+                    ));
+                }
+                if *dim == 0 {
+                    return Err(AccountingError::invalid("dim", 0.0, "must be at least 1"));
+                }
             }
             DpEvent::PoissonSampled { rate, event } | DpEvent::LocalSampled { rate, event } => {
                 check_rate(*rate)?;

@@ -44,6 +44,7 @@
 pub mod accountant;
 pub mod analysis;
 pub mod calibrate;
+pub mod ddg;
 pub mod error;
 pub mod event;
 pub mod pld;

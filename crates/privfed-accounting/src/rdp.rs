@@ -229,6 +229,25 @@ pub(crate) fn rdp_curve(event: &DpEvent, orders: &[f64]) -> Result<Vec<f64>> {
             // §2.2 holds at integer orders; RDP is non-decreasing in α, so ε(⌈α⌉) bounds ε(α).
             .map(|&a| skellam_rdp_bound(*mu, *l1_sensitivity, *l2_sensitivity, a.ceil().max(2.0)))
             .collect(),
+        DpEvent::DistributedDiscreteGaussian {
+            sigma,
+            l1_sensitivity,
+            l2_sensitivity,
+            tau,
+            dim,
+        } => orders
+            .iter()
+            .map(|&a| {
+                crate::ddg::ddg_rdp_bound(
+                    *sigma,
+                    *l1_sensitivity,
+                    *l2_sensitivity,
+                    *tau,
+                    *dim as f64,
+                    a,
+                )
+            })
+            .collect(),
         DpEvent::RdpCurve {
             orders: o,
             epsilons,

@@ -38,6 +38,34 @@ pub fn round_event(params: &SkellamParams, contributors: usize) -> Result<DpEven
     })
 }
 
+/// The event of one round of the **distributed discrete Gaussian** baseline with `contributors`
+/// clients each adding `N_ℤ(0, s²σ²)`: central σ = `√m·s·σ`, the same sensitivities, and the
+/// sum-of-discrete-Gaussians correction `τ` ([`privfed_accounting::ddg`]) over `d'` coordinates.
+pub fn ddg_round_event(params: &SkellamParams, contributors: usize) -> Result<DpEvent> {
+    if contributors == 0 {
+        return Err(DistributedError::invalid(
+            "contributors",
+            0.0,
+            "a round with no contribution releases nothing to account",
+        ));
+    }
+    let local = params.scale() * params.local_noise_stddev();
+    if local <= 0.0 {
+        return Err(DistributedError::invalid(
+            "local_noise_stddev",
+            params.local_noise_stddev(),
+            "no noise: the round has no differential-privacy guarantee",
+        ));
+    }
+    Ok(DpEvent::DistributedDiscreteGaussian {
+        sigma: (contributors as f64).sqrt() * local,
+        l1_sensitivity: params.l1_sensitivity(),
+        l2_sensitivity: params.l2_sensitivity(),
+        tau: privfed_accounting::ddg::ddg_tau(contributors as u64, local)?,
+        dim: params.padded_dim() as u64,
+    })
+}
+
 /// A round event under Poisson sampling of the clients with rate `q` (`q = 1`: no sampling),
 /// amplified by the accountant's generic bound for Poisson subsampling (Zhu & Wang 2019).
 pub fn sampled_round_event(

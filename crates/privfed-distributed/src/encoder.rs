@@ -4,6 +4,7 @@
 use crate::error::{DistributedError, Result};
 use crate::modular::wrap;
 use crate::params::SkellamParams;
+use privfed_mechanisms::discrete_gaussian::DiscreteGaussian;
 use privfed_mechanisms::hadamard::RandomizedHadamard;
 use privfed_mechanisms::skellam::Skellam;
 use rand::{CryptoRng, Rng, RngExt};
@@ -22,22 +23,55 @@ pub struct EncodeStats {
     pub rounding_tries: u32,
 }
 
+/// Which integer noise each client adds (variance `s²σ²` per coordinate either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseShare {
+    /// `Sk(s²σ²)`: paper 001's mechanism (sums stay Skellam).
+    Skellam,
+    /// `N_ℤ(0, s²σ²)`: the distributed discrete Gaussian baseline (Kairouz et al. 2021); the sum
+    /// is only close to a discrete Gaussian ([`crate::accounting::ddg_round_event`] accounts
+    /// for the gap).
+    DiscreteGaussian,
+}
+
+#[derive(Debug, Clone)]
+enum Sampler {
+    Skellam(Skellam),
+    DiscreteGaussian(DiscreteGaussian),
+}
+
 /// A client's encoder for one round: the shared parameters and the round's rotation.
 #[derive(Debug, Clone)]
 pub struct SkellamEncoder {
     params: SkellamParams,
     rotation: RandomizedHadamard,
-    noise: Option<Skellam>,
+    noise: Option<Sampler>,
 }
 
 impl SkellamEncoder {
     /// The encoder for `params`, with the rotation's sign diagonal expanded from the round's shared
     /// `rotation_seed` (see [`crate::seed::rotation_seed`]).
     pub fn new(params: SkellamParams, rotation_seed: [u8; 32]) -> Result<Self> {
+        Self::with_noise(params, rotation_seed, NoiseShare::Skellam)
+    }
+
+    /// The same pipeline with the chosen noise share (the DDG baseline uses
+    /// [`NoiseShare::DiscreteGaussian`]).
+    pub fn with_noise(
+        params: SkellamParams,
+        rotation_seed: [u8; 32],
+        share: NoiseShare,
+    ) -> Result<Self> {
         let rotation = RandomizedHadamard::new(params.dim(), rotation_seed)?;
         let mu = params.local_mu();
         let noise = if mu > 0.0 {
-            Some(Skellam::new(mu)?)
+            Some(match share {
+                NoiseShare::Skellam => Sampler::Skellam(Skellam::new(mu)?),
+                NoiseShare::DiscreteGaussian => {
+                    Sampler::DiscreteGaussian(DiscreteGaussian::new(mu)?)
+                }
+            })
         } else {
             None
         };
@@ -72,7 +106,8 @@ impl SkellamEncoder {
         let stats = self.round_into(x, &mut rounded, rng)?;
         for (o, &r) in out.iter_mut().zip(&rounded) {
             let noisy = match &self.noise {
-                Some(sk) => r + sk.sample(rng),
+                Some(Sampler::Skellam(sk)) => r + sk.sample(rng),
+                Some(Sampler::DiscreteGaussian(dg)) => r + dg.sample(rng),
                 None => r,
             };
             *o = wrap(noisy, p.bits());

@@ -51,9 +51,11 @@ pub mod params;
 pub mod planner;
 pub mod seed;
 
-pub use accounting::{EpsilonReport, epsilon_for_rounds, round_event, sampled_round_event};
+pub use accounting::{
+    EpsilonReport, ddg_round_event, epsilon_for_rounds, round_event, sampled_round_event,
+};
 pub use decoder::{Decoded, SkellamDecoder};
-pub use encoder::{EncodeStats, SkellamEncoder};
+pub use encoder::{EncodeStats, NoiseShare, SkellamEncoder};
 pub use error::{DistributedError, Result};
 pub use modular::ModularSum;
 pub use params::{SkellamConfig, SkellamParams};

@@ -40,6 +40,8 @@ const SKELLAM_1D: &str =
     "the exact PLD is one-dimensional: needs l1_sensitivity == l2_sensitivity, an integer";
 const POISSON_KINDS: &str =
     "Poisson sampling is supported for the Gaussian and the Laplace only (use the RDP accountant)";
+const DDG: &str =
+    "the distributed discrete Gaussian is accounted by its RDP bound only (use the RDP accountant)";
 const LOCAL_KINDS: &str = "local sampling is supported for the Gaussian, Laplace, pure-DP and one-dimensional Skellam events only (use the RDP accountant)";
 const RDP_CURVE: &str = "an RDP curve does not determine a PLD";
 
@@ -173,6 +175,7 @@ impl PldAccountant {
                 Self::check_supported(e, total)
             }
             DpEvent::RdpCurve { .. } => Err(Self::unsupported(event, RDP_CURVE)),
+            DpEvent::DistributedDiscreteGaussian { .. } => Err(Self::unsupported(event, DDG)),
         }
     }
 
@@ -297,6 +300,9 @@ impl PldAccountant {
                 self.compose_inner(e, total_count(count, *c)?)?;
             }
             DpEvent::RdpCurve { .. } => return Err(Self::unsupported(event, RDP_CURVE)),
+            DpEvent::DistributedDiscreteGaussian { .. } => {
+                return Err(Self::unsupported(event, DDG));
+            }
         }
         Ok(())
     }

@@ -41,6 +41,7 @@ fn main() {
         delta: None,
         sampling_rate: 1.0,
         rounds: 1,
+        share: Default::default(),
     })
     .expect("plan");
     println!(

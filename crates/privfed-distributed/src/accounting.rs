@@ -7,6 +7,7 @@
 //! [`SkellamParams::l1_sensitivity`]), all in the integer domain, which is what
 //! [`DpEvent::Skellam`] takes (docs/ALGORITHMS.md §2.2).
 
+use crate::encoder::NoiseShare;
 use crate::error::{DistributedError, Result};
 use crate::params::SkellamParams;
 use privfed_accounting::{DpEvent, RdpAccountant};
@@ -84,6 +85,18 @@ pub fn sampled_round_event(
     })
 }
 
+/// The round event of `share`'s mechanism ([`round_event`] or [`ddg_round_event`]).
+pub fn round_event_for(
+    share: NoiseShare,
+    params: &SkellamParams,
+    contributors: usize,
+) -> Result<DpEvent> {
+    match share {
+        NoiseShare::Skellam => round_event(params, contributors),
+        NoiseShare::DiscreteGaussian => ddg_round_event(params, contributors),
+    }
+}
+
 /// ε at `delta` after composing `event` (RDP accountant).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct EpsilonReport {
@@ -95,7 +108,7 @@ pub struct EpsilonReport {
     pub rdp_order: f64,
 }
 
-/// ε for δ of `rounds` identical sampled rounds with `contributors` each.
+/// ε for δ of `rounds` identical sampled Skellam rounds with `contributors` each.
 pub fn epsilon_for_rounds(
     params: &SkellamParams,
     contributors: usize,
@@ -103,7 +116,32 @@ pub fn epsilon_for_rounds(
     rounds: u64,
     delta: f64,
 ) -> Result<EpsilonReport> {
-    let e = sampled_round_event(params, contributors, sampling_rate)?;
+    epsilon_for_rounds_with(
+        NoiseShare::Skellam,
+        params,
+        contributors,
+        sampling_rate,
+        rounds,
+        delta,
+    )
+}
+
+/// ε for δ of `rounds` identical sampled rounds of `share`'s mechanism with `contributors` each.
+pub fn epsilon_for_rounds_with(
+    share: NoiseShare,
+    params: &SkellamParams,
+    contributors: usize,
+    sampling_rate: f64,
+    rounds: u64,
+    delta: f64,
+) -> Result<EpsilonReport> {
+    let mut e = round_event_for(share, params, contributors)?;
+    if sampling_rate < 1.0 {
+        e = DpEvent::PoissonSampled {
+            rate: sampling_rate,
+            event: Box::new(e),
+        };
+    }
     let mut acc = RdpAccountant::new();
     acc.compose(&DpEvent::SelfComposed {
         event: Box::new(e),

@@ -8,7 +8,7 @@ use privfed_mechanisms::discrete_gaussian::DiscreteGaussian;
 use privfed_mechanisms::hadamard::RandomizedHadamard;
 use privfed_mechanisms::skellam::Skellam;
 use rand::{CryptoRng, Rng, RngExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Retry cap of conditional rounding. Each try fails with probability at most `β` (001 Prop. 4.2),
 /// so a correct input fails the cap with probability `≤ β^1000` (below 10⁻²¹⁷ at `β = e^{−0.5}`).
@@ -24,10 +24,11 @@ pub struct EncodeStats {
 }
 
 /// Which integer noise each client adds (variance `s²σ²` per coordinate either way).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoiseShare {
     /// `Sk(s²σ²)`: paper 001's mechanism (sums stay Skellam).
+    #[default]
     Skellam,
     /// `N_ℤ(0, s²σ²)`: the distributed discrete Gaussian baseline (Kairouz et al. 2021); the sum
     /// is only close to a discrete Gaussian ([`crate::accounting::ddg_round_event`] accounts

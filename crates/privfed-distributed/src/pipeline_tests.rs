@@ -20,6 +20,7 @@ fn request(dim: usize, bits: u32, clients: usize, sigma: f64, beta: f64) -> Plan
         delta: Some(1e-5),
         sampling_rate: 1.0,
         rounds: 1,
+        share: Default::default(),
     }
 }
 

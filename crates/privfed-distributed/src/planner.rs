@@ -13,7 +13,8 @@
 //! residual without a bracket; past ε_∞ it returns σ from the flat tail of that curve — their
 //! issue #66's jump from σ ≈ 6.9 to 162,582.)
 
-use crate::accounting::{EpsilonReport, epsilon_for_rounds};
+use crate::accounting::{EpsilonReport, epsilon_for_rounds_with};
+use crate::encoder::NoiseShare;
 use crate::error::{DistributedError, Result};
 use crate::params::{
     MAX_BITS, MAX_SCALED_NORM, SkellamConfig, SkellamParams, heuristic_scale, rounded_l1_bound,
@@ -58,6 +59,9 @@ pub struct PlanRequest {
     pub sampling_rate: f64,
     /// Rounds `T ≥ 1`.
     pub rounds: u64,
+    /// The noise each client adds: Skellam (paper 001) or the discrete-Gaussian baseline.
+    #[serde(default)]
+    pub share: NoiseShare,
 }
 
 /// The expected squared error `E‖x̂ − x̄‖²` of the decoded mean over `m` contributors, by source.
@@ -128,6 +132,8 @@ pub struct Plan {
     pub sampling_rate: f64,
     /// Rounds `T`.
     pub rounds: u64,
+    /// The noise share the ε is for.
+    pub share: NoiseShare,
 }
 
 impl Plan {
@@ -228,7 +234,14 @@ fn params_for(req: &PlanRequest, sigma: f64) -> Result<SkellamParams> {
 }
 
 fn epsilon_of(req: &PlanRequest, p: &SkellamParams, delta: f64) -> Result<EpsilonReport> {
-    epsilon_for_rounds(p, req.clients, req.sampling_rate, req.rounds, delta)
+    epsilon_for_rounds_with(
+        req.share,
+        p,
+        req.clients,
+        req.sampling_rate,
+        req.rounds,
+        delta,
+    )
 }
 
 /// The smallest ε reachable at `bits`: σ → ∞, so `s → 0`, the central integer variance fills the
@@ -240,10 +253,21 @@ fn epsilon_floor(req: &PlanRequest, bits: u32, padded: usize, delta: f64) -> Res
         return Ok(f64::INFINITY);
     }
     let l2 = rounded_l2_bound(0.0, req.beta, padded);
-    let mut e = DpEvent::Skellam {
-        mu: (room / (4.0 * req.k * req.k)).min(n * 2.0 * MAX_MEAN),
-        l1_sensitivity: rounded_l1_bound(l2, padded),
-        l2_sensitivity: l2,
+    let mu = (room / (4.0 * req.k * req.k)).min(n * 2.0 * MAX_MEAN);
+    let mut e = match req.share {
+        NoiseShare::Skellam => DpEvent::Skellam {
+            mu,
+            l1_sensitivity: rounded_l1_bound(l2, padded),
+            l2_sensitivity: l2,
+        },
+        // σ_local → ∞: τ → 0, the discrete Gaussians sum like Gaussians.
+        NoiseShare::DiscreteGaussian => DpEvent::DistributedDiscreteGaussian {
+            sigma: mu.sqrt(),
+            l1_sensitivity: rounded_l1_bound(l2, padded),
+            l2_sensitivity: l2,
+            tau: 0.0,
+            dim: padded as u64,
+        },
     };
     if req.sampling_rate < 1.0 {
         e = DpEvent::PoissonSampled {
@@ -383,6 +407,7 @@ fn finish(req: &PlanRequest, params: SkellamParams) -> Result<Plan> {
         rdp_order: eps.map(|e| e.rdp_order),
         sampling_rate: req.sampling_rate,
         rounds: req.rounds,
+        share: req.share,
     };
     plan.mse = plan.predicted_mse(req.clients);
     Ok(plan)
@@ -391,6 +416,7 @@ fn finish(req: &PlanRequest, params: SkellamParams) -> Result<Plan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::accounting::epsilon_for_rounds;
 
     fn golden(bits: u32) -> PlanRequest {
         PlanRequest {
@@ -404,6 +430,7 @@ mod tests {
             delta: None,
             sampling_rate: 1.0,
             rounds: 1,
+            share: Default::default(),
         }
     }
 
@@ -463,6 +490,7 @@ mod tests {
             delta: Some(0.01),
             sampling_rate: 1.0,
             rounds: 150,
+            share: Default::default(),
         }
     }
 
@@ -567,5 +595,27 @@ mod tests {
             Err(DistributedError::Infeasible { knob, .. }) => assert_eq!(knob, "epsilon"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The DDG baseline is planned with its own accounting: the target ε is met (to 1e-6), and
+    /// its floor at 16 bits in the #66 setting differs from Skellam's but is refused the same way.
+    #[test]
+    fn ddg_share_is_planned_with_its_own_accounting() {
+        let ddg = PlanRequest {
+            share: NoiseShare::DiscreteGaussian,
+            ..target(18, 6.0)
+        };
+        let p = plan(&ddg).unwrap();
+        let e = p.epsilon.unwrap();
+        assert!(e <= 6.0 && e > 6.0 * (1.0 - 1e-6), "{e}");
+        assert_eq!(p.share, NoiseShare::DiscreteGaussian);
+        let direct =
+            epsilon_for_rounds_with(NoiseShare::DiscreteGaussian, &p.params, 16, 1.0, 150, 0.01)
+                .unwrap();
+        assert_eq!(Some(direct.epsilon), p.epsilon);
+        assert!(matches!(
+            plan(&PlanRequest { bits: 16, ..ddg }),
+            Err(DistributedError::Infeasible { knob: "bits", .. })
+        ));
     }
 }

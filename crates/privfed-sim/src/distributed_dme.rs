@@ -14,8 +14,8 @@
 use crate::dme::t_quantile_975;
 use privfed_distributed::modular::to_signed;
 use privfed_distributed::{
-    DistributedError, ModularSum, NoiseTarget, PlanRequest, SkellamDecoder, SkellamEncoder,
-    epsilon_for_rounds, plan, rotation_seed,
+    DistributedError, ModularSum, NoiseShare, NoiseTarget, PlanRequest, SkellamDecoder,
+    SkellamEncoder, epsilon_for_rounds_with, plan, rotation_seed,
 };
 use privfed_mechanisms::gaussian::{analytic_gaussian_sigma, gaussian_epsilon};
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
@@ -30,6 +30,9 @@ use std::time::Instant;
 pub enum DistributedNoise {
     /// Paper 001's Skellam pipeline (quantized, modular).
     Skellam,
+    /// The same pipeline with discrete-Gaussian shares (DDG, Kairouz et al. 2021), accounted by
+    /// the DDG bound.
+    Ddg,
     /// Continuous Gaussian shares, central σ from the analytic Gaussian (no quantization).
     Gaussian,
 }
@@ -161,10 +164,15 @@ pub fn run_distributed_dme(
         Some(s) => seeded_rng_for_experiments(s),
         None => rand::make_rng::<ExperimentRng>(),
     };
-    // The Skellam plan (also the source of validation for the shared options).
-    let skellam = plan(req)?;
+    // The plan (also the source of validation for the shared options); DDG plans its noise
+    // with its own accounting.
+    let share = match cfg.noise {
+        DistributedNoise::Ddg => NoiseShare::DiscreteGaussian,
+        _ => NoiseShare::Skellam,
+    };
+    let skellam = plan(&PlanRequest { share, ..*req })?;
     let (planned_epsilon, local_sigma) = match cfg.noise {
-        DistributedNoise::Skellam => (
+        DistributedNoise::Skellam | DistributedNoise::Ddg => (
             skellam.epsilon.unwrap_or(f64::INFINITY),
             skellam.local_noise_stddev,
         ),
@@ -204,9 +212,9 @@ pub fn run_distributed_dme(
             .map(|j| alive.iter().map(|&i| xs[i][j]).sum::<f64>() / m as f64)
             .collect();
         let estimate = match cfg.noise {
-            DistributedNoise::Skellam => {
+            DistributedNoise::Skellam | DistributedNoise::Ddg => {
                 let seed = rotation_seed(b"privfed dme", trial as u64);
-                let enc = SkellamEncoder::new(skellam.params, seed)?;
+                let enc = SkellamEncoder::with_noise(skellam.params, seed, share)?;
                 let dec = SkellamDecoder::new(skellam.params, seed)?;
                 let mut sum = ModularSum::new(req.bits, skellam.padded_dim)?;
                 let mut exact = vec![0i128; skellam.padded_dim];
@@ -225,7 +233,8 @@ pub fn run_distributed_dme(
                 let p = skellam.predicted_mse(m);
                 predicted += p.quantization + p.noise;
                 predicted_wrap += p.wrap;
-                let eps = epsilon_for_rounds(&skellam.params, m, 1.0, 1, delta)?.epsilon;
+                let eps =
+                    epsilon_for_rounds_with(share, &skellam.params, m, 1.0, 1, delta)?.epsilon;
                 worst_eps = worst_eps.max(eps);
                 decoded.mean
             }
@@ -284,7 +293,7 @@ pub fn run_distributed_dme(
         planned_epsilon,
         delta,
         scale: match cfg.noise {
-            DistributedNoise::Skellam => skellam.scale,
+            DistributedNoise::Skellam | DistributedNoise::Ddg => skellam.scale,
             DistributedNoise::Gaussian => 0.0,
         },
         local_noise_stddev: local_sigma,
@@ -310,6 +319,7 @@ mod tests {
                 delta: Some(1e-5),
                 sampling_rate: 1.0,
                 rounds: 1,
+                share: Default::default(),
             },
             trials: 300,
             seed: Some(4),
@@ -323,7 +333,11 @@ mod tests {
     /// dropout; dropouts raise ε above the plan.
     #[test]
     fn mse_matches_prediction_and_dropout_raises_epsilon() {
-        for noise in [DistributedNoise::Skellam, DistributedNoise::Gaussian] {
+        for noise in [
+            DistributedNoise::Skellam,
+            DistributedNoise::Ddg,
+            DistributedNoise::Gaussian,
+        ] {
             for dropout in [0.0, 0.3] {
                 let r = run_distributed_dme(&cfg(noise, dropout), &|_| {}).unwrap();
                 let se = (r.mse_ci95[1] - r.mse) / t_quantile_975(r.trials - 1);

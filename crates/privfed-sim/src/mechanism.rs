@@ -91,6 +91,9 @@ pub enum MechanismKind {
     /// add Skellam shares; secure aggregation sums mod 2^bits (describe: the planner; dme: the
     /// whole pipeline).
     Skellam,
+    /// The distributed discrete Gaussian (DDG), paper 001's baseline: the Skellam pipeline with
+    /// discrete-Gaussian shares, accounted by Kairouz et al. 2021's bound.
+    Ddg,
 }
 
 impl MechanismKind {
@@ -109,6 +112,7 @@ impl MechanismKind {
             Self::BitwiseRr => "bitwise-rr",
             Self::Mvu => "mvu",
             Self::Skellam => "skellam",
+            Self::Ddg => "ddg",
         }
     }
 }
@@ -318,7 +322,7 @@ impl MechanismSpec {
                 self.scalar_dim()?;
                 self.build_mvu()?.into()
             }
-            K::Skellam => {
+            K::Skellam | K::Ddg => {
                 return options(
                     "skellam is a distributed mechanism, not a local randomizer: it is planned and run by privfed_distributed",
                 );

@@ -132,6 +132,7 @@ impl MechanismArgs {
             delta: self.delta,
             sampling_rate: d.sampling_rate,
             rounds: d.rounds,
+            share: Default::default(),
         })
     }
 

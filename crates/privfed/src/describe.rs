@@ -25,11 +25,17 @@ pub struct DescribeArgs {
 
 /// Runs `privfed describe`.
 pub fn run(args: &DescribeArgs) -> Result<()> {
-    if args.mech.mechanism == MechanismKind::Skellam {
+    let share = match args.mech.mechanism {
+        MechanismKind::Skellam => Some(privfed_distributed::NoiseShare::Skellam),
+        MechanismKind::Ddg => Some(privfed_distributed::NoiseShare::DiscreteGaussian),
+        _ => None,
+    };
+    if let Some(share) = share {
         let Some(clients) = args.clients else {
-            anyhow::bail!("--clients is required for skellam");
+            anyhow::bail!("--clients is required for {}", args.mech.mechanism.name());
         };
-        let req = args.mech.plan_request(&args.distributed, clients)?;
+        let mut req = args.mech.plan_request(&args.distributed, clients)?;
+        req.share = share;
         let plan = privfed_distributed::plan(&req)?;
         print_report(&serde_json::to_value(&plan)?, args.json)?;
         return Ok(());

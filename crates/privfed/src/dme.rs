@@ -52,6 +52,7 @@ pub fn run(args: &DmeArgs) -> Result<()> {
     }
     let distributed = match args.mech.mechanism {
         MechanismKind::Skellam => Some(DistributedNoise::Skellam),
+        MechanismKind::Ddg => Some(DistributedNoise::Ddg),
         MechanismKind::Gaussian if args.distributed.clip.is_some() => {
             Some(DistributedNoise::Gaussian)
         }

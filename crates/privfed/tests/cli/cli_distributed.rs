@@ -140,6 +140,58 @@ fn dme_skellam_reports_mse_wraps_and_epsilon() {
     assert!(d["mean_survivors"].as_f64().unwrap() < 20.0);
 }
 
+/// The DDG baseline through the same options: planned to the same ε with its own accounting.
+#[test]
+fn ddg_is_planned_and_run_with_its_own_accounting() {
+    let v = json_ok(&[
+        "dme",
+        "ddg",
+        "--bits",
+        "16",
+        "--clip",
+        "1",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-5",
+        "--clients",
+        "20",
+        "--dim",
+        "100",
+        "--trials",
+        "20",
+        "--seed",
+        "3",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(v["mechanism"], "ddg");
+    for key in ["mse", "predicted_mse", "wraps", "epsilon", "seconds"] {
+        assert!(v.get(key).is_some(), "missing {key}: {v}");
+    }
+    let e = v["epsilon"].as_f64().unwrap();
+    assert!(e <= 2.0 + 1e-9 && e > 1.99, "{e}");
+    let d = json_ok(&[
+        "describe",
+        "ddg",
+        "--bits",
+        "16",
+        "--clip",
+        "1",
+        "--clients",
+        "100",
+        "--dim",
+        "4096",
+        "--noise-stddev",
+        "0.1",
+        "--delta",
+        "1e-5",
+        "--json",
+    ]);
+    assert_eq!(d["share"], "discrete_gaussian");
+    assert!(d["epsilon"].as_f64().unwrap().is_finite());
+}
+
 #[test]
 fn dme_gaussian_with_clip_is_the_distributed_baseline() {
     let v = json_ok(&[

@@ -53,9 +53,9 @@ pub fn ddg_rdp_bound(sigma: f64, l1: f64, l2: f64, tau: f64, dim: f64, alpha: f6
 mod tests {
     use super::*;
 
-    /// Values from the formulas as the authors' code writes them (distributed_dp
-    /// `compute_rdp_dgaussian` and the τ loop of `ddgauss_epsilon`), evaluated by hand in Python:
-    /// n = 10, σ_local = 0.5 → τ = 10·Σ_{k=1}^{9} e^{−π²/2·k/(k+1)} = 0.69993660…
+    /// τ against its sum written out term by term (n = 10, σ_local = 0.5: the terms
+    /// e^{−π²/2·k/(k+1)} of the authors' `ddgauss_epsilon` loop), τ → 0 for large σ_local, where
+    /// the bound is the Gaussian's, and the bound against each of its three branches.
     #[test]
     fn tau_and_bound_by_hand() {
         let tau = ddg_tau(10, 0.5).unwrap();

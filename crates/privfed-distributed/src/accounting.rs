@@ -13,36 +13,9 @@ use crate::params::SkellamParams;
 use privfed_accounting::{DpEvent, RdpAccountant};
 use serde::Serialize;
 
-/// The event of one round with `contributors` clients' noise in the sum.
-///
-/// Errors when nobody contributed or the parameters carry no noise (`σ = 0`: no DP guarantee).
-pub fn round_event(params: &SkellamParams, contributors: usize) -> Result<DpEvent> {
-    if contributors == 0 {
-        return Err(DistributedError::invalid(
-            "contributors",
-            0.0,
-            "a round with no contribution releases nothing to account",
-        ));
-    }
-    let mu = contributors as f64 * params.local_mu();
-    if mu <= 0.0 {
-        return Err(DistributedError::invalid(
-            "local_noise_stddev",
-            params.local_noise_stddev(),
-            "no noise: the round has no differential-privacy guarantee",
-        ));
-    }
-    Ok(DpEvent::Skellam {
-        mu,
-        l1_sensitivity: params.l1_sensitivity(),
-        l2_sensitivity: params.l2_sensitivity(),
-    })
-}
-
-/// The event of one round of the **distributed discrete Gaussian** baseline with `contributors`
-/// clients each adding `N_ℤ(0, s²σ²)`: central σ = `√m·s·σ`, the same sensitivities, and the
-/// sum-of-discrete-Gaussians correction `τ` ([`privfed_accounting::ddg`]) over `d'` coordinates.
-pub fn ddg_round_event(params: &SkellamParams, contributors: usize) -> Result<DpEvent> {
+/// The local integer noise standard deviation `s·σ`, after checking that the round has
+/// contributors and noise (errors: nobody contributed, or `σ = 0`, no DP guarantee).
+fn local_integer_stddev(params: &SkellamParams, contributors: usize) -> Result<f64> {
     if contributors == 0 {
         return Err(DistributedError::invalid(
             "contributors",
@@ -58,30 +31,32 @@ pub fn ddg_round_event(params: &SkellamParams, contributors: usize) -> Result<Dp
             "no noise: the round has no differential-privacy guarantee",
         ));
     }
+    Ok(local)
+}
+
+/// The event of one round with `contributors` clients' noise in the sum.
+///
+/// Errors when nobody contributed or the parameters carry no noise (`σ = 0`: no DP guarantee).
+pub fn round_event(params: &SkellamParams, contributors: usize) -> Result<DpEvent> {
+    local_integer_stddev(params, contributors)?;
+    Ok(DpEvent::Skellam {
+        mu: contributors as f64 * params.local_mu(),
+        l1_sensitivity: params.l1_sensitivity(),
+        l2_sensitivity: params.l2_sensitivity(),
+    })
+}
+
+/// The event of one round of the **distributed discrete Gaussian** baseline with `contributors`
+/// clients each adding `N_ℤ(0, s²σ²)`: central σ = `√m·s·σ`, the same sensitivities, and the
+/// sum-of-discrete-Gaussians correction `τ` ([`privfed_accounting::ddg`]) over `d'` coordinates.
+pub fn ddg_round_event(params: &SkellamParams, contributors: usize) -> Result<DpEvent> {
+    let local = local_integer_stddev(params, contributors)?;
     Ok(DpEvent::DistributedDiscreteGaussian {
         sigma: (contributors as f64).sqrt() * local,
         l1_sensitivity: params.l1_sensitivity(),
         l2_sensitivity: params.l2_sensitivity(),
         tau: privfed_accounting::ddg::ddg_tau(contributors as u64, local)?,
         dim: params.padded_dim() as u64,
-    })
-}
-
-/// A round event under Poisson sampling of the clients with rate `q` (`q = 1`: no sampling),
-/// amplified by the accountant's generic bound for Poisson subsampling (Zhu & Wang 2019).
-pub fn sampled_round_event(
-    params: &SkellamParams,
-    contributors: usize,
-    sampling_rate: f64,
-) -> Result<DpEvent> {
-    let e = round_event(params, contributors)?;
-    Ok(if sampling_rate >= 1.0 {
-        e
-    } else {
-        DpEvent::PoissonSampled {
-            rate: sampling_rate,
-            event: Box::new(e),
-        }
     })
 }
 
@@ -106,6 +81,25 @@ pub struct EpsilonReport {
     pub delta: f64,
     /// The Rényi order that attained it.
     pub rdp_order: f64,
+}
+
+/// ε at `delta` (RDP accountant) of `rounds` uses of the round event `event`, each on a Poisson
+/// sample of the clients with rate `sampling_rate` (`1`: no sampling; amplified by the
+/// accountant's generic bound, Zhu & Wang 2019): [`DpEvent::sampled_steps`].
+pub(crate) fn epsilon_after_rounds(
+    event: DpEvent,
+    sampling_rate: f64,
+    rounds: u64,
+    delta: f64,
+) -> Result<EpsilonReport> {
+    let mut acc = RdpAccountant::new();
+    acc.compose(&DpEvent::sampled_steps(event, sampling_rate, rounds))?;
+    let r = acc.get_epsilon_and_order(delta)?;
+    Ok(EpsilonReport {
+        epsilon: r.epsilon,
+        delta,
+        rdp_order: r.optimal_order,
+    })
 }
 
 /// ε for δ of `rounds` identical sampled Skellam rounds with `contributors` each.
@@ -135,22 +129,10 @@ pub fn epsilon_for_rounds_with(
     rounds: u64,
     delta: f64,
 ) -> Result<EpsilonReport> {
-    let mut e = round_event_for(share, params, contributors)?;
-    if sampling_rate < 1.0 {
-        e = DpEvent::PoissonSampled {
-            rate: sampling_rate,
-            event: Box::new(e),
-        };
-    }
-    let mut acc = RdpAccountant::new();
-    acc.compose(&DpEvent::SelfComposed {
-        event: Box::new(e),
-        count: rounds,
-    })?;
-    let r = acc.get_epsilon_and_order(delta)?;
-    Ok(EpsilonReport {
-        epsilon: r.epsilon,
+    epsilon_after_rounds(
+        round_event_for(share, params, contributors)?,
+        sampling_rate,
+        rounds,
         delta,
-        rdp_order: r.optimal_order,
-    })
+    )
 }

@@ -53,7 +53,7 @@ pub mod seed;
 
 pub use accounting::{
     EpsilonReport, ddg_round_event, epsilon_for_rounds, epsilon_for_rounds_with, round_event,
-    round_event_for, sampled_round_event,
+    round_event_for,
 };
 pub use decoder::{Decoded, SkellamDecoder};
 pub use encoder::{EncodeStats, NoiseShare, SkellamEncoder};

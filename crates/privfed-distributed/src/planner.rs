@@ -13,14 +13,14 @@
 //! residual without a bracket; past ε_∞ it returns σ from the flat tail of that curve — their
 //! issue #66's jump from σ ≈ 6.9 to 162,582.)
 
-use crate::accounting::{EpsilonReport, epsilon_for_rounds_with};
+use crate::accounting::{EpsilonReport, epsilon_after_rounds, epsilon_for_rounds_with};
 use crate::encoder::NoiseShare;
 use crate::error::{DistributedError, Result};
 use crate::params::{
     MAX_BITS, MAX_SCALED_NORM, SkellamConfig, SkellamParams, heuristic_scale, rounded_l1_bound,
     rounded_l2_bound,
 };
-use privfed_accounting::{DpEvent, RdpAccountant};
+use privfed_accounting::DpEvent;
 use privfed_mechanisms::skellam::MAX_MEAN;
 use privfed_special::norm_sf;
 use serde::{Deserialize, Serialize};
@@ -254,7 +254,7 @@ fn epsilon_floor(req: &PlanRequest, bits: u32, padded: usize, delta: f64) -> Res
     }
     let l2 = rounded_l2_bound(0.0, req.beta, padded);
     let mu = (room / (4.0 * req.k * req.k)).min(n * 2.0 * MAX_MEAN);
-    let mut e = match req.share {
+    let e = match req.share {
         NoiseShare::Skellam => DpEvent::Skellam {
             mu,
             l1_sensitivity: rounded_l1_bound(l2, padded),
@@ -269,18 +269,7 @@ fn epsilon_floor(req: &PlanRequest, bits: u32, padded: usize, delta: f64) -> Res
             dim: padded as u64,
         },
     };
-    if req.sampling_rate < 1.0 {
-        e = DpEvent::PoissonSampled {
-            rate: req.sampling_rate,
-            event: Box::new(e),
-        };
-    }
-    let mut acc = RdpAccountant::new();
-    acc.compose(&DpEvent::SelfComposed {
-        event: Box::new(e),
-        count: req.rounds,
-    })?;
-    Ok(acc.get_epsilon(delta)?)
+    Ok(epsilon_after_rounds(e, req.sampling_rate, req.rounds, delta)?.epsilon)
 }
 
 /// Plans a round (see the module docs). Errors name the parameter at fault; an unreachable

@@ -567,24 +567,18 @@ pub fn default_data_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("../shared/data"))
 }
 
+/// The team's shared datasets beside the repository (`shared/data`), as the tests find them;
+/// the tests that read them run only with `cfg(has_shared_data)` (see `build.rs`).
+#[cfg(test)]
+pub(crate) fn shared_data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use privfed_mechanisms::rng::seeded_rng_for_experiments;
     use std::io::Write;
-
-    /// `/work/shared/data`, found from the crate's manifest directory.
-    fn shared_data() -> Option<PathBuf> {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-        if p.join("mnist").is_dir() && p.join("adult").is_dir() {
-            Some(p)
-        } else if std::env::var_os("CI").is_some() {
-            panic!("shared data not found at {} (CI is set)", p.display());
-        } else {
-            eprintln!("SKIPPED: shared data not found at {}", p.display());
-            None
-        }
-    }
 
     /// A fresh temporary directory for one test.
     fn temp_dir(name: &str) -> PathBuf {
@@ -601,8 +595,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_shared_data),
+        ignore = "shared/data (mnist, adult) not found beside the repository"
+    )]
     fn mnist_counts_and_class_counts() {
-        let Some(dir) = shared_data() else { return };
+        let dir = shared_data();
         let d = load_mnist(&dir).unwrap();
         assert_eq!((d.train.len(), d.test.len()), (60_000, 10_000));
         assert_eq!(d.train.features(), 784);
@@ -627,8 +625,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_shared_data),
+        ignore = "shared/data (mnist, adult) not found beside the repository"
+    )]
     fn adult_counts_and_encoding() {
-        let Some(dir) = shared_data() else { return };
+        let dir = shared_data();
         let d = load_adult(&dir).unwrap();
         assert_eq!((d.train.len(), d.test.len()), (32_561, 16_281));
         let high = d.train.labels().iter().filter(|&&y| y == 1.0).count();

@@ -5,17 +5,13 @@ use crate::common::{fails_with, json_ok, privfed};
 use serde_json::Value;
 use std::path::PathBuf;
 
-/// `/work/shared/data` (the shared copies), or `None` with a message when absent outside CI.
-fn shared_data() -> Option<String> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    if p.join("mnist").is_dir() && p.join("adult").is_dir() {
-        Some(p.to_string_lossy().into_owned())
-    } else if std::env::var_os("CI").is_some() {
-        panic!("shared data not found at {} (CI is set)", p.display());
-    } else {
-        eprintln!("SKIPPED: shared data not found at {}", p.display());
-        None
-    }
+/// The team's shared datasets beside the repository; the tests that read them run only with
+/// `cfg(has_shared_data)` (see the crate's `build.rs`).
+fn shared_data() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// `ddml simulate` on synthetic-production (k = 10, γ = 0.2, seed 5) with `train` rows and
@@ -172,8 +168,12 @@ fn bad_arguments_are_clear_errors() {
 /// One pass of MNIST, no noise, k = 10, γ = 0.05: accuracy far above the 10% of chance
 /// (measured 0.82; asserted > 0.6).
 #[test]
+#[cfg_attr(
+    not(has_shared_data),
+    ignore = "shared/data (mnist, adult) not found beside the repository"
+)]
 fn mnist_short_run_learns() {
-    let Some(dir) = shared_data() else { return };
+    let dir = shared_data();
     let v = json_ok(&[
         "ddml",
         "simulate",
@@ -201,8 +201,12 @@ fn mnist_short_run_learns() {
 /// Two passes of Adult with ε = ln 32 noise, k = 10, γ = 0.05: accuracy above the 76.4% of the
 /// majority class (measured 0.799; asserted > 0.78).
 #[test]
+#[cfg_attr(
+    not(has_shared_data),
+    ignore = "shared/data (mnist, adult) not found beside the repository"
+)]
 fn adult_short_run_learns() {
-    let Some(dir) = shared_data() else { return };
+    let dir = shared_data();
     let v = json_ok(&[
         "ddml",
         "simulate",

@@ -1059,5 +1059,4 @@ mod tests {
         eprintln!("Adult short run accuracy {}", r.accuracy);
         assert!(r.accuracy > 0.80, "accuracy {}", r.accuracy);
     }
-
 }

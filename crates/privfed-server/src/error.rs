@@ -21,6 +21,10 @@ pub enum StoreError {
     /// The backend failed (I/O, database, network); the detail is for logs only.
     #[error("store backend: {0}")]
     Backend(String),
+    /// The store cannot accept or persist writes right now (outage, failed disk, lost
+    /// persistence); nothing was acknowledged. Answered as 503 with `Retry-After`.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// An error answered to an HTTP client.
@@ -57,7 +61,14 @@ pub enum ApiError {
     /// 500: an internal failure (detail logged, never sent).
     #[error("internal error")]
     Internal(String),
+    /// 503: the store cannot take the request now (detail logged, never sent); retry after
+    /// [`RETRY_AFTER_SECONDS`].
+    #[error("the store is unavailable; retry later")]
+    Unavailable(String),
 }
+
+/// The `Retry-After` of a 503, in seconds.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
 
 impl ApiError {
     /// The HTTP status of this error.
@@ -73,6 +84,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Rejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -89,6 +101,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Rejected(_) => "rejected_by_spam_filter",
             ApiError::Internal(_) => "internal",
+            ApiError::Unavailable(_) => "unavailable",
         }
     }
 }
@@ -99,14 +112,17 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound(n) => ApiError::NotFound(format!("no model named `{n}`")),
             StoreError::Conflict(n) => ApiError::Conflict(format!("a model named `{n}` exists")),
             StoreError::Backend(d) => ApiError::Internal(d),
+            StoreError::Unavailable(d) => ApiError::Unavailable(d),
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if let ApiError::Internal(detail) = &self {
-            tracing::error!(%detail, "internal error");
+        match &self {
+            ApiError::Internal(detail) => tracing::error!(%detail, "internal error"),
+            ApiError::Unavailable(detail) => tracing::warn!(%detail, "store unavailable"),
+            _ => {}
         }
         let status = self.status();
         let mut body = serde_json::json!({"error": self.code(), "message": self.to_string()});
@@ -117,6 +133,10 @@ impl IntoResponse for ApiError {
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
         }
         resp
     }

@@ -38,11 +38,33 @@ impl ClientError {
     }
 }
 
+/// The header carrying a draw's single-use ticket.
+pub const TICKET_HEADER: &str = "privfed-ticket";
+
+/// A drawn instance and the ticket to send back with the update computed from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drawn {
+    /// The instance's weights.
+    pub weights: Vec<f32>,
+    /// The draw's ticket (`Privfed-Ticket`), if the server issued one.
+    pub ticket: Option<String>,
+}
+
+fn ticket_of(resp: &reqwest::Response) -> Option<String> {
+    resp.headers()
+        .get(TICKET_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
 /// Result of a submitted update.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Submitted {
     /// 202: stored.
     Accepted,
+    /// 202 with `"replayed": true`: this ticket's update was stored by an earlier attempt (a
+    /// retry); nothing new was applied.
+    Replayed,
     /// 422: rejected by the spam filter, with the server's reason.
     Rejected(Rejection),
 }
@@ -193,13 +215,13 @@ impl Client {
         }
     }
 
-    /// `GET /v1/models/{name}/draw` in the binary format.
-    pub async fn draw(&self, name: &str) -> Result<Vec<f32>, ClientError> {
+    /// `GET /v1/models/{name}/draw` in the binary format: an instance and its ticket.
+    pub async fn draw(&self, name: &str) -> Result<Drawn, ClientError> {
         self.draw_path(&format!("/v1/models/{name}/draw")).await
     }
 
     /// `GET` of a draw-like path (binary); used for the benchmark ceiling too.
-    pub async fn draw_path(&self, path: &str) -> Result<Vec<f32>, ClientError> {
+    pub async fn draw_path(&self, path: &str) -> Result<Drawn, ClientError> {
         let resp = self
             .http
             .get(self.url(path))
@@ -209,46 +231,68 @@ impl Client {
         if resp.status().as_u16() != 200 {
             return Err(api_error(resp).await);
         }
+        let ticket = ticket_of(&resp);
         let b = resp.bytes().await?;
-        decode_f32(&b).ok_or_else(|| ClientError::Decode("length not a multiple of 4".into()))
+        let weights = decode_f32(&b)
+            .ok_or_else(|| ClientError::Decode("length not a multiple of 4".into()))?;
+        Ok(Drawn { weights, ticket })
     }
 
     /// `GET /v1/models/{name}/draw` in JSON.
-    pub async fn draw_json(&self, name: &str) -> Result<Vec<f32>, ClientError> {
+    pub async fn draw_json(&self, name: &str) -> Result<Drawn, ClientError> {
         self.draw_json_path(&format!("/v1/models/{name}/draw"))
             .await
     }
 
     /// `GET` of a draw-like path in JSON.
-    pub async fn draw_json_path(&self, path: &str) -> Result<Vec<f32>, ClientError> {
+    pub async fn draw_json_path(&self, path: &str) -> Result<Drawn, ClientError> {
         let resp = self.http.get(self.url(path)).send().await?;
         if resp.status().as_u16() != 200 {
             return Err(api_error(resp).await);
         }
-        Ok(resp.json::<WeightsBody>().await?.weights)
+        let ticket = ticket_of(&resp);
+        let weights = resp.json::<WeightsBody>().await?.weights;
+        Ok(Drawn { weights, ticket })
     }
 
-    /// `POST /v1/models/{name}/updates` in the binary format.
-    pub async fn submit(&self, name: &str, weights: &[f32]) -> Result<Submitted, ClientError> {
-        self.submit_path(&format!("/v1/models/{name}/updates"), weights)
+    /// `POST /v1/models/{name}/updates` in the binary format, with the ticket of the draw the
+    /// update steps from (retrying with the same ticket is safe: it is applied once).
+    pub async fn submit(
+        &self,
+        name: &str,
+        ticket: Option<&str>,
+        weights: &[f32],
+    ) -> Result<Submitted, ClientError> {
+        self.submit_path(&format!("/v1/models/{name}/updates"), ticket, weights)
             .await
     }
 
     /// `POST` of an update to a path (binary); used for the benchmark ceiling too.
-    pub async fn submit_path(&self, path: &str, weights: &[f32]) -> Result<Submitted, ClientError> {
-        let resp = self
+    pub async fn submit_path(
+        &self,
+        path: &str,
+        ticket: Option<&str>,
+        weights: &[f32],
+    ) -> Result<Submitted, ClientError> {
+        let mut rb = self
             .http
             .post(self.url(path))
-            .header("content-type", "application/octet-stream")
-            .body(encode_f32(weights))
-            .send()
-            .await?;
+            .header("content-type", "application/octet-stream");
+        if let Some(t) = ticket {
+            rb = rb.header(TICKET_HEADER, t);
+        }
+        let resp = rb.body(encode_f32(weights)).send().await?;
         Self::submitted(resp).await
     }
 
     /// `POST /v1/models/{name}/updates` in JSON.
-    pub async fn submit_json(&self, name: &str, weights: &[f32]) -> Result<Submitted, ClientError> {
-        self.submit_json_path(&format!("/v1/models/{name}/updates"), weights)
+    pub async fn submit_json(
+        &self,
+        name: &str,
+        ticket: Option<&str>,
+        weights: &[f32],
+    ) -> Result<Submitted, ClientError> {
+        self.submit_json_path(&format!("/v1/models/{name}/updates"), ticket, weights)
             .await
     }
 
@@ -256,11 +300,14 @@ impl Client {
     pub async fn submit_json_path(
         &self,
         path: &str,
+        ticket: Option<&str>,
         weights: &[f32],
     ) -> Result<Submitted, ClientError> {
-        let resp = self
-            .http
-            .post(self.url(path))
+        let mut rb = self.http.post(self.url(path));
+        if let Some(t) = ticket {
+            rb = rb.header(TICKET_HEADER, t);
+        }
+        let resp = rb
             .json(&serde_json::json!({ "weights": weights }))
             .send()
             .await?;
@@ -269,7 +316,14 @@ impl Client {
 
     async fn submitted(resp: reqwest::Response) -> Result<Submitted, ClientError> {
         match resp.status().as_u16() {
-            202 => Ok(Submitted::Accepted),
+            202 => {
+                let body: serde_json::Value = resp.json().await.unwrap_or_default();
+                if body["replayed"] == serde_json::Value::Bool(true) {
+                    Ok(Submitted::Replayed)
+                } else {
+                    Ok(Submitted::Accepted)
+                }
+            }
             422 => Ok(Submitted::Rejected(rejection(resp).await?)),
             _ => Err(api_error(resp).await),
         }

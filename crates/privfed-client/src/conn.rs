@@ -33,11 +33,13 @@ pub enum WireError {
     Protocol(String),
 }
 
-/// An HTTP answer: status and the whole body.
+/// An HTTP answer: status, the draw ticket if any, and the whole body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     /// Status code.
     pub status: u16,
+    /// The `Privfed-Ticket` header (a draw's single-use ticket), if present.
+    pub ticket: Option<String>,
     /// Body bytes.
     pub body: Vec<u8>,
 }
@@ -126,7 +128,7 @@ impl Conn {
     }
 
     async fn read_answer(&mut self) -> Result<Answer, WireError> {
-        let (head_len, status, content_length) = loop {
+        let (head_len, status, content_length, ticket) = loop {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut resp = httparse::Response::new(&mut headers);
             match resp.parse(&self.buf) {
@@ -135,6 +137,7 @@ impl Conn {
                         .code
                         .ok_or_else(|| WireError::Protocol("no status".into()))?;
                     let mut len = None;
+                    let mut ticket = None;
                     for h in resp.headers.iter() {
                         if h.name.eq_ignore_ascii_case("content-length") {
                             let v = std::str::from_utf8(h.value)
@@ -146,6 +149,8 @@ impl Conn {
                             return Err(WireError::Protocol(
                                 "chunked answers are not supported".into(),
                             ));
+                        } else if h.name.eq_ignore_ascii_case("privfed-ticket") {
+                            ticket = std::str::from_utf8(h.value).ok().map(str::to_string);
                         } else if h.name.eq_ignore_ascii_case("connection")
                             && h.value.eq_ignore_ascii_case(b"close")
                         {
@@ -153,7 +158,7 @@ impl Conn {
                         }
                     }
                     let len = len.ok_or_else(|| WireError::Protocol("no Content-Length".into()))?;
-                    break (n, status, len);
+                    break (n, status, len, ticket);
                 }
                 Ok(httparse::Status::Partial) => {
                     if self.buf.len() > MAX_HEAD {
@@ -179,7 +184,11 @@ impl Conn {
         }
         let body = self.buf[head_len..total].to_vec();
         self.buf.drain(..total);
-        Ok(Answer { status, body })
+        Ok(Answer {
+            status,
+            ticket,
+            body,
+        })
     }
 }
 
@@ -212,7 +221,7 @@ mod tests {
     #[tokio::test]
     async fn reads_content_length_bodies_in_pieces_and_keeps_alive() {
         let addr = scripted(vec![
-            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello".to_vec(),
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nPrivfed-Ticket: 00ff\r\n\r\nhello".to_vec(),
             b"HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\n{}".to_vec(),
         ])
         .await;
@@ -222,6 +231,7 @@ mod tests {
             a,
             Answer {
                 status: 200,
+                ticket: Some("00ff".into()),
                 body: b"hello".to_vec()
             }
         );
@@ -233,6 +243,7 @@ mod tests {
             a,
             Answer {
                 status: 202,
+                ticket: None,
                 body: b"{}".to_vec()
             }
         );

@@ -16,10 +16,13 @@
 //! use privfed_client::client::{Client, Submitted};
 //!
 //! let client = Client::new("http://127.0.0.1:8080")?;
-//! let w = client.draw("demo").await?;
+//! let drawn = client.draw("demo").await?;
 //! // ... a local step on the device's data (privfed_ddml::client::ClientStep) ...
-//! match client.submit("demo", &w).await? {
-//!     Submitted::Accepted => {}
+//! let update = drawn.weights.clone();
+//! // The draw's ticket: the server checks the update as a step from the instance drawn, and
+//! // applies a retried post once.
+//! match client.submit("demo", drawn.ticket.as_deref(), &update).await? {
+//!     Submitted::Accepted | Submitted::Replayed => {}
 //!     Submitted::Rejected(r) => eprintln!("rejected: {}", r.message),
 //! }
 //! # Ok(())

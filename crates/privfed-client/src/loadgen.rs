@@ -188,7 +188,12 @@ struct WeightsBody {
 }
 
 /// One draw on `c`; an answer other than 200 with `dim` weights is an error.
-async fn draw(c: &mut Conn, path: &str, json: bool, dim: usize) -> Result<Vec<f32>, WireError> {
+async fn draw(
+    c: &mut Conn,
+    path: &str,
+    json: bool,
+    dim: usize,
+) -> Result<(Vec<f32>, Option<String>), WireError> {
     let a = if json {
         c.request("GET", path, &[], &[]).await?
     } else {
@@ -208,7 +213,7 @@ async fn draw(c: &mut Conn, path: &str, json: bool, dim: usize) -> Result<Vec<f3
     if w.len() != dim {
         return Err(WireError::Protocol(format!("draw has {} weights", w.len())));
     }
-    Ok(w)
+    Ok((w, a.ticket))
 }
 
 /// One update on `c`: `Ok(true)` for 202, `Ok(false)` for 422 (spam filter), else an error.
@@ -216,24 +221,29 @@ async fn submit(
     c: &mut Conn,
     path: &str,
     json: bool,
+    ticket: Option<&str>,
     w: &[f32],
     body: &mut Vec<u8>,
 ) -> Result<bool, WireError> {
     body.clear();
+    let ticket_line = ticket.map(|t| format!("Privfed-Ticket: {t}"));
+    let mut headers: [&str; 2] = ["", ""];
+    let n = match &ticket_line {
+        Some(t) => {
+            headers[1] = t;
+            2
+        }
+        None => 1,
+    };
     let a = if json {
         serde_json::to_writer(&mut *body, &serde_json::json!({ "weights": w }))
             .map_err(|e| WireError::Protocol(e.to_string()))?;
-        c.request("POST", path, &["Content-Type: application/json"], body)
-            .await?
+        headers[0] = "Content-Type: application/json";
+        c.request("POST", path, &headers[..n], body).await?
     } else {
         encode_f32_into(w, body);
-        c.request(
-            "POST",
-            path,
-            &["Content-Type: application/octet-stream"],
-            body,
-        )
-        .await?
+        headers[0] = "Content-Type: application/octet-stream";
+        c.request("POST", path, &headers[..n], body).await?
     };
     match a.status {
         202 => Ok(true),
@@ -327,7 +337,7 @@ pub async fn run(cfg: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> {
                 let Some(c) = conn.as_mut() else { continue };
                 let t0 = Instant::now();
                 let drawn = draw(c, &draw_path, json_wire, dim).await;
-                let drawn = match drawn {
+                let (drawn, ticket) = match drawn {
                     Ok(w) => w,
                     Err(_) => {
                         res.errors += 1;
@@ -342,7 +352,15 @@ pub async fn run(cfg: &LoadgenConfig) -> Result<LoadgenReport, LoadgenError> {
                     local_step(&step, &pool, nc, &drawn, &mut rng)
                 };
                 let t1 = Instant::now();
-                let sent = submit(c, &post_path, json_wire, &update, &mut body).await;
+                let sent = submit(
+                    c,
+                    &post_path,
+                    json_wire,
+                    ticket.as_deref(),
+                    &update,
+                    &mut body,
+                )
+                .await;
                 let done = Instant::now();
                 let lat = t_draw + (done - t1);
                 let counted = done >= measure_from && done <= end;

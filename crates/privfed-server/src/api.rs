@@ -5,7 +5,8 @@ use crate::metrics::Metrics;
 use crate::model::{
     CreateModel, ModelSpec, encode_f32, f64_to_f32_weights, validate_name, validate_weights,
 };
-use crate::store::{Store, SubmitOutcome};
+use crate::store::{Store, Submission, SubmitOutcome};
+use crate::ticket::{TICKET_HEADER, Ticket};
 use axum::body::Body;
 use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
 use axum::http::request::Parts;
@@ -347,8 +348,27 @@ async fn draw<S: Store>(
     ModelName(name): ModelName,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let le = st.store.draw(&name).await?;
-    encoded_weights_response(&headers, le)
+    let drawn = st.store.draw(&name).await?;
+    let mut resp = encoded_weights_response(&headers, drawn.weights)?;
+    if let Ok(v) = HeaderValue::from_str(&drawn.ticket.to_string()) {
+        resp.headers_mut().insert(TICKET_HEADER, v);
+    }
+    Ok(resp)
+}
+
+/// The `Privfed-Ticket` header of an update, if any; 400 if malformed.
+fn ticket_of(headers: &HeaderMap) -> Result<Option<Ticket>, ApiError> {
+    match headers.get(TICKET_HEADER) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(Ticket::parse)
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::BadRequest("the Privfed-Ticket header must be 32 hex digits".into())
+            }),
+    }
 }
 
 async fn post_update<S: Store>(
@@ -357,6 +377,7 @@ async fn post_update<S: Store>(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let ticket = ticket_of(&headers)?;
     let spec = st.store.spec(&name).await?;
     let weights = read_weights(
         &headers,
@@ -366,7 +387,12 @@ async fn post_update<S: Store>(
         spec.binary_body_limit(),
     )
     .await?;
-    match st.store.submit(&name, weights).await? {
+    let sub = Submission {
+        generation: spec.generation,
+        ticket,
+        weights,
+    };
+    match st.store.submit(&name, sub).await? {
         SubmitOutcome::Accepted => {
             st.metrics.accepted();
             Ok(accepted_response())
@@ -375,6 +401,14 @@ async fn post_update<S: Store>(
             st.metrics.rejected();
             Err(ApiError::Rejected(r))
         }
+        SubmitOutcome::Replayed(first) => match *first {
+            SubmitOutcome::Rejected(r) => Err(ApiError::Rejected(r)),
+            _ => Ok((
+                StatusCode::ACCEPTED,
+                Json(serde_json::json!({"status": "accepted", "replayed": true})),
+            )
+                .into_response()),
+        },
     }
 }
 

@@ -4,9 +4,9 @@
 //! status below. Internal failures (store I/O, Redis) are logged with their detail and reach the
 //! client only as `{"error": "internal", "message": "internal error"}`.
 
+use crate::store::Rejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use privfed_ddml::engine::SpamRejection;
 
 /// A store failure.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +25,23 @@ pub enum StoreError {
     /// persistence); nothing was acknowledged. Answered as 503 with `Retry-After`.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// There is no store where one was expected (a new one must be created explicitly).
+    #[error("no store at {0}: create one explicitly (`privfed serve --init-store`)")]
+    Missing(String),
+    /// The model's records are damaged; it is set aside (other models are served) until an
+    /// admin deletes it.
+    #[error("model `{0}` is quarantined: its stored records are damaged")]
+    Quarantined(String),
+    /// The presented ticket is unknown, expired, for another model, or its instance was
+    /// retired.
+    #[error("the ticket is unknown, expired or no longer valid: draw again")]
+    TicketInvalid,
+    /// The model's update guard needs the ticket of the draw.
+    #[error("this model checks each update against the instance drawn: send the draw's ticket")]
+    TicketRequired,
+    /// The ticket is being redeemed by a concurrent request.
+    #[error("the ticket is being used by another request")]
+    TicketInUse,
 }
 
 /// An error answered to an HTTP client.
@@ -55,9 +72,9 @@ pub enum ApiError {
     /// 415: unsupported content type.
     #[error("unsupported content type `{0}`: use application/json or application/octet-stream")]
     UnsupportedMediaType(String),
-    /// 422: the spam filter rejected the update.
+    /// 422: the update guard or the spam filter rejected the update.
     #[error("{0}")]
-    Rejected(SpamRejection),
+    Rejected(Rejection),
     /// 500: an internal failure (detail logged, never sent).
     #[error("internal error")]
     Internal(String),
@@ -65,6 +82,15 @@ pub enum ApiError {
     /// [`RETRY_AFTER_SECONDS`].
     #[error("the store is unavailable; retry later")]
     Unavailable(String),
+    /// 409: a ticket problem (invalid or in use): the message says which.
+    #[error("{0}")]
+    Ticket(String),
+    /// 428: the model needs the draw's ticket.
+    #[error("{0}")]
+    TicketRequired(String),
+    /// 500: the model's records are damaged and it is quarantined.
+    #[error("{0}")]
+    Quarantined(String),
 }
 
 /// The `Retry-After` of a 503, in seconds.
@@ -85,6 +111,9 @@ impl ApiError {
             ApiError::Rejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Ticket(_) => StatusCode::CONFLICT,
+            ApiError::TicketRequired(_) => StatusCode::PRECONDITION_REQUIRED,
+            ApiError::Quarantined(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -99,9 +128,12 @@ impl ApiError {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
-            ApiError::Rejected(_) => "rejected_by_spam_filter",
+            ApiError::Rejected(Rejection::Spam(_)) => "rejected_by_spam_filter",
             ApiError::Internal(_) => "internal",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::Ticket(_) => "ticket_invalid",
+            ApiError::TicketRequired(_) => "ticket_required",
+            ApiError::Quarantined(_) => "quarantined",
         }
     }
 }
@@ -113,6 +145,12 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(n) => ApiError::Conflict(format!("a model named `{n}` exists")),
             StoreError::Backend(d) => ApiError::Internal(d),
             StoreError::Unavailable(d) => ApiError::Unavailable(d),
+            e @ StoreError::Missing(_) => ApiError::Unavailable(e.to_string()),
+            e @ (StoreError::TicketInvalid | StoreError::TicketInUse) => {
+                ApiError::Ticket(e.to_string())
+            }
+            e @ StoreError::TicketRequired => ApiError::TicketRequired(e.to_string()),
+            e @ StoreError::Quarantined(_) => ApiError::Quarantined(e.to_string()),
         }
     }
 }
@@ -127,7 +165,9 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let mut body = serde_json::json!({"error": self.code(), "message": self.to_string()});
         if let ApiError::Rejected(r) = &self {
-            body["rejection"] = serde_json::to_value(r).unwrap_or_default();
+            body["rejection"] = match r {
+                Rejection::Spam(r) => serde_json::to_value(r).unwrap_or_default(),
+            };
         }
         let mut resp = (status, axum::Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {

@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod model;
 pub mod openapi;
 pub mod store;
+pub mod ticket;
 
 /// The device-side client, re-exported from `privfed_client::client` (its home) so that
 /// `privfed_server::client::Client` keeps working.

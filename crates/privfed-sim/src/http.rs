@@ -164,7 +164,8 @@ impl ModelServer for HttpModelServer {
     }
 
     fn draw<R: Rng + CryptoRng + ?Sized>(&mut self, _rng: &mut R) -> Result<Drawn, RemoteError> {
-        let w = self.block_on(self.client.draw(&self.name))??;
+        let d = self.block_on(self.client.draw(&self.name))??;
+        let w = d.weights;
         if w.len() != self.dim {
             return Err(LearnError::DimensionMismatch {
                 what: "instance sent by the server",
@@ -176,19 +177,21 @@ impl ModelServer for HttpModelServer {
         Ok(Drawn {
             index: None,
             weights: w.into_iter().map(f64::from).collect(),
+            ticket: d.ticket,
         })
     }
 
     fn submit<R: Rng + CryptoRng + ?Sized>(
         &mut self,
-        _drawn: &Drawn,
+        drawn: &Drawn,
         update: &[f64],
         _rng: &mut R,
     ) -> Result<Outcome, RemoteError> {
         // A weight beyond the f32 range becomes infinite and the server answers 400.
         let w: Vec<f32> = update.iter().map(|&x| x as f32).collect();
-        match self.block_on(self.client.submit(&self.name, &w))?? {
-            Submitted::Accepted => Ok(Outcome::Accepted),
+        let ticket = drawn.ticket.as_deref();
+        match self.block_on(self.client.submit(&self.name, ticket, &w))?? {
+            Submitted::Accepted | Submitted::Replayed => Ok(Outcome::Accepted),
             Submitted::Rejected(r) => match r.detail {
                 Some(d) => Ok(Outcome::Rejected(d)),
                 None => Err(RemoteError::RejectionWithoutDetail(r.message)),

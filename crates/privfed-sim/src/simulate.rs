@@ -45,6 +45,9 @@ pub struct Drawn {
     pub index: Option<usize>,
     /// Its weights.
     pub weights: Vec<f64>,
+    /// The HTTP server's single-use ticket for the update stepping from this draw (`None` in
+    /// process).
+    pub ticket: Option<String>,
 }
 
 /// The server side of a Draw-and-Discard simulation: the operations the simulated clients and
@@ -111,6 +114,7 @@ impl ModelServer for InProcessServer {
     fn draw<R: Rng + CryptoRng + ?Sized>(&mut self, rng: &mut R) -> Result<Drawn> {
         let index = self.engine.draw(rng);
         Ok(Drawn {
+            ticket: None,
             index: Some(index),
             weights: self.engine.instance(index).to_vec(),
         })

@@ -49,7 +49,7 @@ impl Live {
             .build()
             .unwrap();
         let (url, tx) = rt.block_on(async {
-            let store = EmbeddedStore::open(&dir.0).unwrap();
+            let store = EmbeddedStore::create(&dir.0).unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}", listener.local_addr().unwrap());
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -162,6 +162,8 @@ fn spam_rejections_come_back_with_their_reason() {
     assert_eq!(srv.submit(&d, &mean, &mut rng).unwrap(), Outcome::Accepted);
     let mut bad = srv.mean_model().unwrap();
     bad[2] += 1000.0;
+    // A fresh draw: the first draw's ticket is used (its retry would replay "accepted").
+    let d = srv.draw(&mut rng).unwrap();
     let Outcome::Rejected(r) = srv.submit(&d, &bad, &mut rng).unwrap() else {
         panic!("expected a rejection");
     };

@@ -12,9 +12,13 @@ pub struct ServeArgs {
     /// Address to listen on, HOST:PORT.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
-    /// Directory of the embedded database (the default store).
+    /// Directory of the embedded database (the default store). The store must exist unless
+    /// --init-store is given: a lost data directory is an error, never a silently empty server.
     #[arg(long, default_value = "privfed-data")]
     pub data_dir: PathBuf,
+    /// Create a new, empty embedded store in --data-dir (refused if one exists there).
+    #[arg(long, conflicts_with = "store")]
+    pub init_store: bool,
     /// Bearer token required by the model-management routes (or env PRIVFED_ADMIN_TOKEN, which
     /// keeps it out of the process list).
     #[arg(long, env = "PRIVFED_ADMIN_TOKEN", hide_env_values = true)]
@@ -81,9 +85,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async {
         match &args.store {
             None => {
-                let store = EmbeddedStore::open(&args.data_dir).with_context(|| {
+                let opened = if args.init_store {
+                    EmbeddedStore::create(&args.data_dir)
+                } else {
+                    EmbeddedStore::open(&args.data_dir)
+                };
+                let store = opened.with_context(|| {
                     format!("cannot open the store in {}", args.data_dir.display())
                 })?;
+                for (name, why) in store.quarantined() {
+                    eprintln!("privfed serve: model `{name}` is quarantined: {why}");
+                }
                 run_with(args, store).await
             }
             Some(url) if url.starts_with("redis://") => {

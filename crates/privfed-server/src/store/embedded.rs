@@ -10,20 +10,38 @@
 //! * the `accepted`/`rejected` counters live in the same transaction as the instances, so they
 //!   match what was applied;
 //! * every acknowledged update was committed before its acknowledgement.
+//!
+//! Failure handling:
+//! * **Fail closed.** If a commit fails (disk error) or the database file is no longer the one
+//!   that was opened (deleted or replaced under the running server), the store stops taking
+//!   writes: that batch and every later write answer [`StoreError::Unavailable`] (503), and
+//!   [`Store::healthy`] turns false. Nothing is acknowledged that is not durably in the file.
+//! * **Explicit creation.** [`EmbeddedStore::open`] opens an existing store only; a new one is
+//!   made by [`EmbeddedStore::create`], so a lost data directory is an error at start-up, not a
+//!   silently empty server.
+//! * **Quarantine.** A model whose records are damaged is not loaded: it answers
+//!   [`StoreError::Quarantined`] and is listed by [`EmbeddedStore::quarantined`], while every
+//!   other model is served; deleting it removes its records.
+//! * **Identity.** An update is applied only to the incarnation (generation) of the model it
+//!   was validated against, and its length is checked again where it is written.
 
-use super::{ModelSnapshot, Store, SubmitOutcome};
+use super::{Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
+use crate::ticket::{Redeemed, RetiredInstances, TicketBook, TicketLimits};
 use bytes::Bytes;
 use privfed_ddml::engine::{InstanceStats, replacement_index};
 use rand::SeedableRng;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
+
+/// The database file inside the data directory.
+pub const DB_FILE: &str = "privfed.redb";
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("models");
 const INSTANCES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("instances");
@@ -55,13 +73,21 @@ struct ModelState {
     rejected: AtomicU64,
     overwrites: AtomicU64,
     deleted: AtomicBool,
+    tickets: TicketBook<SubmitOutcome>,
+    retired: RetiredInstances,
 }
 
 impl ModelState {
-    fn new(spec: ModelSpec, instances: Vec<Arc<[f32]>>, accepted: u64, rejected: u64) -> Self {
-        let stats = InstanceStats::from_instances(&instances)
-            .expect("instances validated before building the state");
-        Self {
+    fn new(
+        spec: ModelSpec,
+        instances: Vec<Arc<[f32]>>,
+        accepted: u64,
+        rejected: u64,
+        limits: TicketLimits,
+    ) -> Result<Self, StoreError> {
+        let stats = InstanceStats::from_instances(&instances).map_err(backend)?;
+        let (k, dim) = (spec.k, spec.dim);
+        Ok(Self {
             spec: Arc::new(spec),
             instances: RwLock::new(Instances {
                 encoded: instances
@@ -75,7 +101,9 @@ impl ModelState {
             rejected: AtomicU64::new(rejected),
             overwrites: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
-        }
+            tickets: TicketBook::new(limits),
+            retired: RetiredInstances::new(limits.retired_cap(k, dim)),
+        })
     }
 }
 
@@ -98,18 +126,77 @@ enum WriteOp {
     },
     Reject {
         model: Arc<ModelState>,
-        rejection: privfed_ddml::engine::SpamRejection,
+        rejection: Rejection,
         ack: Ack<SubmitOutcome>,
     },
 }
 
 type Models = Arc<RwLock<HashMap<String, Arc<ModelState>>>>;
 
+/// Models set aside at start-up, with why.
+type Quarantine = Arc<RwLock<HashMap<String, String>>>;
+
+/// Why the store stopped taking writes, once it has.
+type Failure = Arc<Mutex<Option<String>>>;
+
+/// How [`EmbeddedStore::open_with`] treats the data directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// The store must exist.
+    Existing,
+    /// The store must not exist; a new empty one is created.
+    Create,
+}
+
 /// The redb-backed store (see the [module documentation](self)).
 #[derive(Clone)]
 pub struct EmbeddedStore {
     models: Models,
+    quarantine: Quarantine,
+    failure: Failure,
+    file: FileIdentity,
     tx: mpsc::UnboundedSender<WriteOp>,
+}
+
+/// The database file's path and identity (device and inode) when opened: if the path no longer
+/// names that file, writes would go to a file nobody will open again.
+#[derive(Clone)]
+struct FileIdentity {
+    path: PathBuf,
+    id: (u64, u64),
+}
+
+impl FileIdentity {
+    fn of(path: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            path: path.to_path_buf(),
+            id: file_id(path)?,
+        })
+    }
+
+    /// `Err` with a reason if the path is gone or names another file.
+    fn check(&self) -> Result<(), String> {
+        match file_id(&self.path) {
+            Ok(id) if id == self.id => Ok(()),
+            Ok(_) => Err(format!(
+                "{} was replaced by another file while the server ran",
+                self.path.display()
+            )),
+            Err(e) => Err(format!("{} is gone: {e}", self.path.display())),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    std::fs::metadata(path).map(|_| (0, 0))
 }
 
 fn backend<E: std::fmt::Display>(e: E) -> StoreError {
@@ -121,81 +208,208 @@ fn lock_poisoned() -> StoreError {
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) `DIR/privfed.redb`, loads every model and starts the writer thread.
-    /// Errors if the directory cannot be created, the database cannot be opened (e.g. another
-    /// process holds it) or a stored instance has the wrong length.
+    /// Opens the existing store `DIR/privfed.redb`, loads every model (quarantining damaged ones)
+    /// and starts the writer thread. Errors if there is no store there (a new one is an explicit
+    /// choice: [`EmbeddedStore::create`]), or the database cannot be opened (e.g. another process
+    /// holds it).
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(data_dir).map_err(backend)?;
-        let db = Database::create(data_dir.join("privfed.redb")).map_err(backend)?;
+        Self::open_with(data_dir, OpenMode::Existing, TicketLimits::default())
+    }
+
+    /// Creates a new empty store in `data_dir` (made if absent). Errors if one exists there.
+    pub fn create(data_dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(data_dir, OpenMode::Create, TicketLimits::default())
+    }
+
+    /// [`EmbeddedStore::open`] or [`EmbeddedStore::create`], with the given ticket limits.
+    pub fn open_with(
+        data_dir: &Path,
+        mode: OpenMode,
+        limits: TicketLimits,
+    ) -> Result<Self, StoreError> {
+        let path = data_dir.join(DB_FILE);
+        let exists = path.try_exists().map_err(backend)?;
+        let db = match (mode, exists) {
+            (OpenMode::Existing, true) => Database::open(&path).map_err(backend)?,
+            (OpenMode::Existing, false) => {
+                return Err(StoreError::Missing(path.display().to_string()));
+            }
+            (OpenMode::Create, true) => {
+                return Err(StoreError::Backend(format!(
+                    "a store exists already at {}",
+                    path.display()
+                )));
+            }
+            (OpenMode::Create, false) => {
+                std::fs::create_dir_all(data_dir).map_err(backend)?;
+                Database::create(&path).map_err(backend)?
+            }
+        };
         {
             let w = db.begin_write().map_err(backend)?;
             w.open_table(META).map_err(backend)?;
             w.open_table(INSTANCES).map_err(backend)?;
             w.commit().map_err(backend)?;
         }
+        let file = FileIdentity::of(&path).map_err(backend)?;
         let mut map = HashMap::new();
+        let mut quarantine = HashMap::new();
         {
             let r = db.begin_read().map_err(backend)?;
             let meta = r.open_table(META).map_err(backend)?;
             let inst = r.open_table(INSTANCES).map_err(backend)?;
             for entry in meta.iter().map_err(backend)? {
-                let (_, v) = entry.map_err(backend)?;
-                let m: StoredMeta = serde_json::from_slice(v.value()).map_err(backend)?;
-                let mut instances = Vec::with_capacity(m.spec.k);
-                for i in 0..m.spec.k {
-                    let blob = inst
-                        .get((m.spec.name.as_str(), i as u32))
-                        .map_err(backend)?
-                        .ok_or_else(|| {
-                            StoreError::Backend(format!(
-                                "model `{}` is missing instance {i}",
-                                m.spec.name
-                            ))
-                        })?;
-                    let w = decode_f32(blob.value())
-                        .filter(|w| w.len() == m.spec.dim && w.iter().all(|x| x.is_finite()))
-                        .ok_or_else(|| {
-                            StoreError::Backend(format!(
-                                "model `{}` instance {i} is corrupt",
-                                m.spec.name
-                            ))
-                        })?;
-                    instances.push(Arc::from(w));
+                let (key, v) = entry.map_err(backend)?;
+                let name = key.value().to_string();
+                match load_model(&name, v.value(), &inst, limits) {
+                    Ok(state) => {
+                        map.insert(name, Arc::new(state));
+                    }
+                    Err(why) => {
+                        tracing::error!(model = %name, reason = %why, "model quarantined");
+                        quarantine.insert(name, why);
+                    }
                 }
-                let name = m.spec.name.clone();
-                map.insert(
-                    name,
-                    Arc::new(ModelState::new(m.spec, instances, m.accepted, m.rejected)),
-                );
             }
         }
         let models: Models = Arc::new(RwLock::new(map));
+        let quarantine: Quarantine = Arc::new(RwLock::new(quarantine));
+        let failure: Failure = Arc::new(Mutex::new(None));
         let (tx, rx) = mpsc::unbounded_channel();
-        let writer_models = models.clone();
+        let writer = Writer {
+            db,
+            models: models.clone(),
+            quarantine: quarantine.clone(),
+            failure: failure.clone(),
+            file: file.clone(),
+            limits,
+        };
         std::thread::Builder::new()
             .name("privfed-redb-writer".into())
-            .spawn(move || writer_loop(db, writer_models, rx))
+            .spawn(move || writer.run(rx))
             .map_err(backend)?;
-        Ok(Self { models, tx })
+        Ok(Self {
+            models,
+            quarantine,
+            failure,
+            file,
+            tx,
+        })
+    }
+
+    /// Models set aside at start-up because their records are damaged, with the reason.
+    pub fn quarantined(&self) -> Vec<(String, String)> {
+        let q = self.quarantine.read().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<(String, String)> = q.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
+        v.sort();
+        v
+    }
+
+    /// Why the store stopped taking writes, if it has.
+    pub fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        match self.failure() {
+            Some(why) => Err(StoreError::Unavailable(why)),
+            None => Ok(()),
+        }
     }
 
     fn get(&self, name: &str) -> Result<Arc<ModelState>, StoreError> {
-        self.models
+        if let Some(m) = self.models.read().map_err(|_| lock_poisoned())?.get(name) {
+            return Ok(m.clone());
+        }
+        if self
+            .quarantine
             .read()
             .map_err(|_| lock_poisoned())?
-            .get(name)
-            .cloned()
-            .ok_or_else(|| StoreError::NotFound(name.to_string()))
+            .contains_key(name)
+        {
+            return Err(StoreError::Quarantined(name.to_string()));
+        }
+        Err(StoreError::NotFound(name.to_string()))
     }
 
     async fn send<T>(&self, make: impl FnOnce(Ack<T>) -> WriteOp) -> Result<T, StoreError> {
+        self.check_writable()?;
         let (ack, rx) = oneshot::channel();
         self.tx
             .send(make(ack))
-            .map_err(|_| StoreError::Backend("the writer thread has stopped".into()))?;
+            .map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))?;
         rx.await
-            .map_err(|_| StoreError::Backend("the writer thread dropped a request".into()))?
+            .map_err(|_| StoreError::Unavailable("the writer thread dropped a request".into()))?
     }
+
+    /// Applies a submission whose ticket (if any) is held in progress by this call.
+    async fn apply(
+        &self,
+        model: Arc<ModelState>,
+        base: Option<Arc<[f32]>>,
+        weights: Vec<f32>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        let verdict = if model.spec.spam.is_some() {
+            let stats = model.stats.read().map_err(|_| lock_poisoned())?;
+            crate::store::check_update(&model.spec, base.as_deref(), &weights, Some(&stats))
+        } else {
+            crate::store::check_update(&model.spec, base.as_deref(), &weights, None)
+        };
+        match verdict {
+            None => {
+                let weights: Arc<[f32]> = Arc::from(weights);
+                self.send(|ack| WriteOp::Update {
+                    model,
+                    weights,
+                    ack,
+                })
+                .await
+            }
+            Some(rejection) => {
+                self.send(|ack| WriteOp::Reject {
+                    model,
+                    rejection,
+                    ack,
+                })
+                .await
+            }
+        }
+    }
+}
+
+/// Reads one stored model; `Err` with the reason when any of its records is damaged.
+fn load_model(
+    name: &str,
+    meta: &[u8],
+    inst: &impl ReadableTable<(&'static str, u32), &'static [u8]>,
+    limits: TicketLimits,
+) -> Result<ModelState, String> {
+    let m: StoredMeta =
+        serde_json::from_slice(meta).map_err(|e| format!("unreadable metadata: {e}"))?;
+    if m.spec.name != name {
+        return Err(format!("metadata names `{}`", m.spec.name));
+    }
+    let mut instances = Vec::with_capacity(m.spec.k);
+    for i in 0..m.spec.k {
+        let blob = inst
+            .get((name, i as u32))
+            .map_err(|e| format!("instance {i}: {e}"))?
+            .ok_or_else(|| format!("instance {i} is missing"))?;
+        let w = decode_f32(blob.value())
+            .filter(|w| w.len() == m.spec.dim && w.iter().all(|x| x.is_finite()))
+            .ok_or_else(|| {
+                format!(
+                    "instance {i} has {} bytes, not {} finite weights",
+                    blob.value().len(),
+                    m.spec.dim
+                )
+            })?;
+        instances.push(Arc::from(w));
+    }
+    ModelState::new(m.spec, instances, m.accepted, m.rejected, limits).map_err(|e| e.to_string())
 }
 
 impl Store for EmbeddedStore {
@@ -221,36 +435,45 @@ impl Store for EmbeddedStore {
         Ok(self.get(name)?.spec.clone())
     }
 
-    async fn draw(&self, name: &str) -> Result<Bytes, StoreError> {
+    async fn draw(&self, name: &str) -> Result<Drawn, StoreError> {
         let m = self.get(name)?;
         let i = replacement_index(m.spec.k, &mut rand::rng());
-        let inst = m.instances.read().map_err(|_| lock_poisoned())?;
-        Ok(inst.encoded[i].clone())
+        let (weights, instance) = {
+            let inst = m.instances.read().map_err(|_| lock_poisoned())?;
+            (inst.encoded[i].clone(), inst.weights[i].clone())
+        };
+        let ticket = m.tickets.issue(&instance);
+        Ok(Drawn { weights, ticket })
     }
 
-    async fn submit(&self, name: &str, weights: Vec<f32>) -> Result<SubmitOutcome, StoreError> {
+    async fn submit(&self, name: &str, sub: Submission) -> Result<SubmitOutcome, StoreError> {
         let model = self.get(name)?;
-        let verdict = match &model.spec.spam {
-            None => Ok(()),
-            Some(f) => f.check(&*model.stats.read().map_err(|_| lock_poisoned())?, &weights),
-        };
-        match verdict {
-            Ok(()) => {
-                let weights: Arc<[f32]> = Arc::from(weights);
-                self.send(|ack| WriteOp::Update {
-                    model,
-                    weights,
-                    ack,
-                })
-                .await
+        if model.spec.generation != sub.generation || sub.weights.len() != model.spec.dim {
+            // The model the update was validated against was deleted (and maybe re-created).
+            return Err(StoreError::NotFound(name.to_string()));
+        }
+        let Some(ticket) = sub.ticket else {
+            if crate::store::needs_ticket(&model.spec) {
+                return Err(StoreError::TicketRequired);
             }
-            Err(rejection) => {
-                self.send(|ack| WriteOp::Reject {
-                    model,
-                    rejection,
-                    ack,
-                })
-                .await
+            return self.apply(model, None, sub.weights).await;
+        };
+        let base = match model.tickets.redeem(ticket) {
+            Redeemed::Fresh(base) => base,
+            Redeemed::Replay(o) => return Ok(SubmitOutcome::Replayed(Box::new(o))),
+            Redeemed::InProgress => return Err(StoreError::TicketInUse),
+            Redeemed::Invalid => return Err(StoreError::TicketInvalid),
+        };
+        let tickets = model.clone();
+        match self.apply(model, Some(base.clone()), sub.weights).await {
+            Ok(o) => {
+                tickets.tickets.finish(ticket, o.clone());
+                Ok(o)
+            }
+            Err(e) => {
+                // Not applied: the client may retry with the same ticket.
+                tickets.tickets.release(ticket, &base);
+                Err(e)
             }
         }
     }
@@ -272,106 +495,325 @@ impl Store for EmbeddedStore {
     }
 
     async fn healthy(&self) -> bool {
-        !self.tx.is_closed()
+        if self.tx.is_closed() || self.failure().is_some() {
+            return false;
+        }
+        if let Err(why) = self.file.check() {
+            fail(&self.failure, why);
+            return false;
+        }
+        true
     }
 }
 
-/// The writer thread: group commit.
-fn writer_loop(db: Database, models: Models, mut rx: mpsc::UnboundedReceiver<WriteOp>) {
-    let mut rng = rand::rngs::ChaCha20Rng::from_rng(&mut rand::rng());
-    while let Some(first) = rx.blocking_recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
-            }
+/// Marks the store failed (first reason wins) and logs it.
+fn fail(failure: &Failure, why: String) {
+    let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
+    if f.is_none() {
+        tracing::error!(reason = %why, "the store stops taking writes");
+        *f = Some(why);
+    }
+}
+
+/// The writer thread's state: group commit.
+struct Writer {
+    db: Database,
+    models: Models,
+    quarantine: Quarantine,
+    failure: Failure,
+    file: FileIdentity,
+    limits: TicketLimits,
+}
+
+impl Writer {
+    fn failed(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// After a commit: the commit went to the file that will be opened again.
+    fn committed(&self, r: Result<(), StoreError>) -> Result<(), StoreError> {
+        let r = r.and_then(|()| {
+            self.file
+                .check()
+                .map_err(|why| StoreError::Unavailable(why.clone()))
+        });
+        if let Err(e) = &r {
+            fail(&self.failure, e.to_string());
+            return Err(StoreError::Unavailable(e.to_string()));
         }
-        // Creates and deletes get their own transactions; runs of updates share one.
-        let mut updates = Vec::new();
-        for op in batch {
-            match op {
-                WriteOp::Create {
-                    spec,
-                    instances,
+        r
+    }
+
+    fn run(self, mut rx: mpsc::UnboundedReceiver<WriteOp>) {
+        let mut rng = rand::rngs::ChaCha20Rng::from_rng(&mut rand::rng());
+        while let Some(first) = rx.blocking_recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(op) => batch.push(op),
+                    Err(_) => break,
+                }
+            }
+            if let Some(why) = self.failed() {
+                for op in batch {
+                    op.refuse(&why);
+                }
+                continue;
+            }
+            // Creates and deletes get their own transactions; runs of updates share one.
+            let mut updates = Vec::new();
+            for op in batch {
+                match op {
+                    WriteOp::Create {
+                        spec,
+                        instances,
+                        ack,
+                    } => {
+                        self.commit_updates(std::mem::take(&mut updates), &mut rng);
+                        let _ = ack.send(self.create(spec, instances));
+                    }
+                    WriteOp::Delete { name, ack } => {
+                        self.commit_updates(std::mem::take(&mut updates), &mut rng);
+                        let _ = ack.send(self.delete(&name));
+                    }
+                    other => updates.push(other),
+                }
+            }
+            self.commit_updates(updates, &mut rng);
+        }
+    }
+
+    fn create(&self, spec: ModelSpec, instances: Vec<Vec<f32>>) -> Result<(), StoreError> {
+        if let Some(why) = self.failed() {
+            return Err(StoreError::Unavailable(why));
+        }
+        if self
+            .models
+            .read()
+            .map_err(|_| lock_poisoned())?
+            .contains_key(&spec.name)
+            || self
+                .quarantine
+                .read()
+                .map_err(|_| lock_poisoned())?
+                .contains_key(&spec.name)
+        {
+            return Err(StoreError::Conflict(spec.name));
+        }
+        if instances.len() != spec.k || instances.iter().any(|w| w.len() != spec.dim) {
+            return Err(StoreError::Backend(format!(
+                "model `{}`: initial instances do not match k × dim",
+                spec.name
+            )));
+        }
+        let r = (|| -> Result<(), StoreError> {
+            let mut w = self.db.begin_write().map_err(backend)?;
+            w.set_durability(Durability::Immediate).map_err(backend)?;
+            {
+                let mut meta = w.open_table(META).map_err(backend)?;
+                let mut inst = w.open_table(INSTANCES).map_err(backend)?;
+                let stored = StoredMeta {
+                    spec: spec.clone(),
+                    accepted: 0,
+                    rejected: 0,
+                };
+                let bytes = serde_json::to_vec(&stored).map_err(backend)?;
+                meta.insert(spec.name.as_str(), bytes.as_slice())
+                    .map_err(backend)?;
+                for (i, v) in instances.iter().enumerate() {
+                    inst.insert((spec.name.as_str(), i as u32), encode_f32(v).as_slice())
+                        .map_err(backend)?;
+                }
+            }
+            w.commit().map_err(backend)
+        })();
+        self.committed(r)?;
+        let instances: Vec<Arc<[f32]>> = instances.into_iter().map(Arc::from).collect();
+        let name = spec.name.clone();
+        let state = ModelState::new(spec, instances, 0, 0, self.limits)?;
+        self.models
+            .write()
+            .map_err(|_| lock_poisoned())?
+            .insert(name, Arc::new(state));
+        Ok(())
+    }
+
+    fn delete(&self, name: &str) -> Result<(), StoreError> {
+        if let Some(why) = self.failed() {
+            return Err(StoreError::Unavailable(why));
+        }
+        let model = self
+            .models
+            .read()
+            .map_err(|_| lock_poisoned())?
+            .get(name)
+            .cloned();
+        let quarantined = self
+            .quarantine
+            .read()
+            .map_err(|_| lock_poisoned())?
+            .contains_key(name);
+        if model.is_none() && !quarantined {
+            return Err(StoreError::NotFound(name.to_string()));
+        }
+        let r = (|| -> Result<(), StoreError> {
+            let mut w = self.db.begin_write().map_err(backend)?;
+            w.set_durability(Durability::Immediate).map_err(backend)?;
+            {
+                let mut meta = w.open_table(META).map_err(backend)?;
+                let mut inst = w.open_table(INSTANCES).map_err(backend)?;
+                meta.remove(name).map_err(backend)?;
+                // Every instance record of the name, whatever k the (maybe damaged) metadata says.
+                inst.retain_in((name, 0u32)..=(name, u32::MAX), |_, _| false)
+                    .map_err(backend)?;
+            }
+            w.commit().map_err(backend)
+        })();
+        self.committed(r)?;
+        if let Some(model) = model {
+            model.deleted.store(true, Ordering::Release);
+        }
+        self.models
+            .write()
+            .map_err(|_| lock_poisoned())?
+            .remove(name);
+        self.quarantine
+            .write()
+            .map_err(|_| lock_poisoned())?
+            .remove(name);
+        Ok(())
+    }
+
+    fn commit_updates(&self, ops: Vec<WriteOp>, rng: &mut rand::rngs::ChaCha20Rng) {
+        if ops.is_empty() {
+            return;
+        }
+        if let Some(why) = self.failed() {
+            for op in ops {
+                op.refuse(&why);
+            }
+            return;
+        }
+        let mut plans: Vec<Planned> = Vec::new();
+        let mut acks: Vec<(Ack<SubmitOutcome>, SubmitOutcome)> = Vec::with_capacity(ops.len());
+        for op in ops {
+            let (model, ack, outcome, write) = match op {
+                WriteOp::Update {
+                    model,
+                    weights,
                     ack,
-                } => {
-                    commit_updates(&db, std::mem::take(&mut updates), &mut rng);
-                    let _ = ack.send(create(&db, &models, spec, instances));
+                } => (model, ack, SubmitOutcome::Accepted, Some(weights)),
+                WriteOp::Reject {
+                    model,
+                    rejection,
+                    ack,
+                } => (model, ack, SubmitOutcome::Rejected(rejection), None),
+                WriteOp::Create { ack, .. } | WriteOp::Delete { ack, .. } => {
+                    let _ = ack.send(Err(StoreError::Backend("misrouted write".into())));
+                    continue;
                 }
-                WriteOp::Delete { name, ack } => {
-                    commit_updates(&db, std::mem::take(&mut updates), &mut rng);
-                    let _ = ack.send(delete(&db, &models, &name));
+            };
+            if model.deleted.load(Ordering::Acquire) {
+                let _ = ack.send(Err(StoreError::NotFound(model.spec.name.clone())));
+                continue;
+            }
+            if let Some(w) = &write
+                && w.len() != model.spec.dim
+            {
+                // The length is checked where it is written, whatever the caller did.
+                let _ = ack.send(Err(StoreError::Backend(format!(
+                    "update of {} weights for model `{}` of dim {}",
+                    w.len(),
+                    model.spec.name,
+                    model.spec.dim
+                ))));
+                continue;
+            }
+            let plan = match plans.iter_mut().position(|p| Arc::ptr_eq(&p.model, &model)) {
+                Some(i) => &mut plans[i],
+                None => {
+                    plans.push(Planned {
+                        model: model.clone(),
+                        finals: HashMap::new(),
+                        writes: Vec::new(),
+                        accepted: 0,
+                        rejected: 0,
+                    });
+                    plans.last_mut().expect("just pushed")
                 }
-                other => updates.push(other),
+            };
+            match write {
+                Some(w) => {
+                    let j = replacement_index(model.spec.k, rng);
+                    let le = Bytes::from(encode_f32(&w));
+                    plan.finals.insert(j, le.clone());
+                    plan.writes.push((j, w, le));
+                    plan.accepted += 1;
+                }
+                None => plan.rejected += 1,
+            }
+            acks.push((ack, outcome));
+        }
+        let result = (|| -> Result<(), StoreError> {
+            let mut w = self.db.begin_write().map_err(backend)?;
+            w.set_durability(Durability::Immediate).map_err(backend)?;
+            {
+                let mut meta = w.open_table(META).map_err(backend)?;
+                let mut inst = w.open_table(INSTANCES).map_err(backend)?;
+                for p in &plans {
+                    let name = p.model.spec.name.as_str();
+                    for (&j, le) in &p.finals {
+                        inst.insert((name, j as u32), le.as_ref())
+                            .map_err(backend)?;
+                    }
+                    let stored = StoredMeta {
+                        spec: (*p.model.spec).clone(),
+                        accepted: p.model.accepted.load(Ordering::Acquire) + p.accepted,
+                        rejected: p.model.rejected.load(Ordering::Acquire) + p.rejected,
+                    };
+                    meta.insert(
+                        name,
+                        serde_json::to_vec(&stored).map_err(backend)?.as_slice(),
+                    )
+                    .map_err(backend)?;
+                }
+            }
+            w.commit().map_err(backend)
+        })();
+        match self.committed(result) {
+            Ok(()) => {
+                for p in plans {
+                    apply_to_memory(&p);
+                }
+                for (ack, outcome) in acks {
+                    let _ = ack.send(Ok(outcome));
+                }
+            }
+            Err(e) => {
+                for (ack, _) in acks {
+                    let _ = ack.send(Err(StoreError::Unavailable(e.to_string())));
+                }
             }
         }
-        commit_updates(&db, updates, &mut rng);
     }
 }
 
-fn create(
-    db: &Database,
-    models: &Models,
-    spec: ModelSpec,
-    instances: Vec<Vec<f32>>,
-) -> Result<(), StoreError> {
-    if models
-        .read()
-        .map_err(|_| lock_poisoned())?
-        .contains_key(&spec.name)
-    {
-        return Err(StoreError::Conflict(spec.name));
-    }
-    let mut w = db.begin_write().map_err(backend)?;
-    w.set_durability(Durability::Immediate).map_err(backend)?;
-    {
-        let mut meta = w.open_table(META).map_err(backend)?;
-        let mut inst = w.open_table(INSTANCES).map_err(backend)?;
-        let stored = StoredMeta {
-            spec: spec.clone(),
-            accepted: 0,
-            rejected: 0,
-        };
-        let bytes = serde_json::to_vec(&stored).map_err(backend)?;
-        meta.insert(spec.name.as_str(), bytes.as_slice())
-            .map_err(backend)?;
-        for (i, v) in instances.iter().enumerate() {
-            inst.insert((spec.name.as_str(), i as u32), encode_f32(v).as_slice())
-                .map_err(backend)?;
+impl WriteOp {
+    /// Answers the operation with the store's failure.
+    fn refuse(self, why: &str) {
+        let e = || StoreError::Unavailable(why.to_string());
+        match self {
+            WriteOp::Create { ack, .. } | WriteOp::Delete { ack, .. } => {
+                let _ = ack.send(Err(e()));
+            }
+            WriteOp::Update { ack, .. } | WriteOp::Reject { ack, .. } => {
+                let _ = ack.send(Err(e()));
+            }
         }
     }
-    w.commit().map_err(backend)?;
-    let instances: Vec<Arc<[f32]>> = instances.into_iter().map(Arc::from).collect();
-    let name = spec.name.clone();
-    models
-        .write()
-        .map_err(|_| lock_poisoned())?
-        .insert(name, Arc::new(ModelState::new(spec, instances, 0, 0)));
-    Ok(())
-}
-
-fn delete(db: &Database, models: &Models, name: &str) -> Result<(), StoreError> {
-    let model = models
-        .read()
-        .map_err(|_| lock_poisoned())?
-        .get(name)
-        .cloned()
-        .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
-    let mut w = db.begin_write().map_err(backend)?;
-    w.set_durability(Durability::Immediate).map_err(backend)?;
-    {
-        let mut meta = w.open_table(META).map_err(backend)?;
-        let mut inst = w.open_table(INSTANCES).map_err(backend)?;
-        meta.remove(name).map_err(backend)?;
-        for i in 0..model.spec.k {
-            inst.remove((name, i as u32)).map_err(backend)?;
-        }
-    }
-    w.commit().map_err(backend)?;
-    model.deleted.store(true, Ordering::Release);
-    models.write().map_err(|_| lock_poisoned())?.remove(name);
-    Ok(())
 }
 
 /// One planned change to a model within a batch.
@@ -383,99 +825,6 @@ struct Planned {
     writes: Vec<(usize, Arc<[f32]>, Bytes)>,
     accepted: u64,
     rejected: u64,
-}
-
-fn commit_updates(db: &Database, ops: Vec<WriteOp>, rng: &mut rand::rngs::ChaCha20Rng) {
-    if ops.is_empty() {
-        return;
-    }
-    let mut plans: Vec<Planned> = Vec::new();
-    let mut acks: Vec<(Ack<SubmitOutcome>, SubmitOutcome)> = Vec::with_capacity(ops.len());
-    for op in ops {
-        let (model, ack, outcome, write) = match op {
-            WriteOp::Update {
-                model,
-                weights,
-                ack,
-            } => (model, ack, SubmitOutcome::Accepted, Some(weights)),
-            WriteOp::Reject {
-                model,
-                rejection,
-                ack,
-            } => (model, ack, SubmitOutcome::Rejected(rejection), None),
-            WriteOp::Create { .. } | WriteOp::Delete { .. } => unreachable!("handled by caller"),
-        };
-        if model.deleted.load(Ordering::Acquire) {
-            let _ = ack.send(Err(StoreError::NotFound(model.spec.name.clone())));
-            continue;
-        }
-        let plan = match plans.iter_mut().position(|p| Arc::ptr_eq(&p.model, &model)) {
-            Some(i) => &mut plans[i],
-            None => {
-                plans.push(Planned {
-                    model: model.clone(),
-                    finals: HashMap::new(),
-                    writes: Vec::new(),
-                    accepted: 0,
-                    rejected: 0,
-                });
-                plans.last_mut().expect("just pushed")
-            }
-        };
-        match write {
-            Some(w) => {
-                let j = replacement_index(model.spec.k, rng);
-                let le = Bytes::from(encode_f32(&w));
-                plan.finals.insert(j, le.clone());
-                plan.writes.push((j, w, le));
-                plan.accepted += 1;
-            }
-            None => plan.rejected += 1,
-        }
-        acks.push((ack, outcome));
-    }
-    let result = (|| -> Result<(), StoreError> {
-        let mut w = db.begin_write().map_err(backend)?;
-        w.set_durability(Durability::Immediate).map_err(backend)?;
-        {
-            let mut meta = w.open_table(META).map_err(backend)?;
-            let mut inst = w.open_table(INSTANCES).map_err(backend)?;
-            for p in &plans {
-                let name = p.model.spec.name.as_str();
-                for (&j, le) in &p.finals {
-                    inst.insert((name, j as u32), le.as_ref())
-                        .map_err(backend)?;
-                }
-                let stored = StoredMeta {
-                    spec: (*p.model.spec).clone(),
-                    accepted: p.model.accepted.load(Ordering::Acquire) + p.accepted,
-                    rejected: p.model.rejected.load(Ordering::Acquire) + p.rejected,
-                };
-                meta.insert(
-                    name,
-                    serde_json::to_vec(&stored).map_err(backend)?.as_slice(),
-                )
-                .map_err(backend)?;
-            }
-        }
-        w.commit().map_err(backend)
-    })();
-    match result {
-        Ok(()) => {
-            for p in plans {
-                apply_to_memory(&p);
-            }
-            for (ack, outcome) in acks {
-                let _ = ack.send(Ok(outcome));
-            }
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "group commit failed");
-            for (ack, _) in acks {
-                let _ = ack.send(Err(StoreError::Backend(e.to_string())));
-            }
-        }
-    }
 }
 
 fn apply_to_memory(p: &Planned) {
@@ -494,6 +843,8 @@ fn apply_to_memory(p: &Planned) {
         } else {
             stats.replace(&old, w);
         }
+        // A ticket may still need the instance its client drew.
+        m.retired.retire(old);
     }
     m.accepted.fetch_add(p.accepted, Ordering::AcqRel);
     m.rejected.fetch_add(p.rejected, Ordering::AcqRel);

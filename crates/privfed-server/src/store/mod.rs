@@ -11,17 +11,72 @@ pub mod redis;
 
 use crate::error::StoreError;
 use crate::model::ModelSpec;
+use crate::ticket::Ticket;
 use privfed_ddml::engine::SpamRejection;
 use std::future::Future;
 use std::sync::Arc;
+
+/// Why an update was refused (counted durably as rejected).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Rejection {
+    /// The spam filter of paper 003 §III-D4.
+    #[error("{0}")]
+    Spam(SpamRejection),
+}
 
 /// What became of a submitted update.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SubmitOutcome {
     /// Durably stored over a uniformly random instance.
     Accepted,
-    /// Rejected by the spam filter (counted durably).
-    Rejected(SpamRejection),
+    /// Refused (counted durably).
+    Rejected(Rejection),
+    /// The ticket was used before; this is the outcome of its first use, and nothing was
+    /// applied now (a retried post is applied once).
+    Replayed(Box<SubmitOutcome>),
+}
+
+/// Whether updates to this model must carry the ticket of their draw.
+pub fn needs_ticket(_spec: &ModelSpec) -> bool {
+    false
+}
+
+/// The checks an update passes before it is written, in order: the spam filter (against
+/// `stats`, which must be given when the spec has a filter). `None` if it passes.
+pub fn check_update(
+    spec: &ModelSpec,
+    _base: Option<&[f32]>,
+    weights: &[f32],
+    stats: Option<&privfed_ddml::engine::InstanceStats>,
+) -> Option<Rejection> {
+    if let (Some(f), Some(stats)) = (&spec.spam, stats)
+        && let Err(r) = f.check(stats, weights)
+    {
+        return Some(Rejection::Spam(r));
+    }
+    None
+}
+
+/// A drawn instance and its ticket.
+#[derive(Debug, Clone)]
+pub struct Drawn {
+    /// The instance as little-endian `f32` (`4·dim` bytes: the binary wire format).
+    pub weights: bytes::Bytes,
+    /// The single-use ticket for the update that follows.
+    pub ticket: Ticket,
+}
+
+/// An update as submitted: what the HTTP layer validated it against, and its ticket.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The generation of the model the update was validated against; a store applies it only
+    /// to that incarnation of the model (a model deleted and re-created meanwhile answers
+    /// not found).
+    pub generation: u64,
+    /// The ticket of the draw this update steps from, if the client sent one.
+    pub ticket: Option<Ticket>,
+    /// The weights (length `dim` of that generation, finite).
+    pub weights: Vec<f32>,
 }
 
 /// A model's state as reported by `GET /v1/models/{name}`.
@@ -57,15 +112,17 @@ pub trait Store: Send + Sync + 'static {
     fn spec(&self, name: &str) -> impl Future<Output = Result<Arc<ModelSpec>, StoreError>> + Send;
 
     /// A uniformly random instance, as its little-endian `f32` encoding (`4·dim` bytes: the
-    /// binary wire format and the stored format, so a draw copies no weights).
-    fn draw(&self, name: &str) -> impl Future<Output = Result<bytes::Bytes, StoreError>> + Send;
+    /// binary wire format and the stored format, so a draw copies no weights), with a fresh
+    /// ticket.
+    fn draw(&self, name: &str) -> impl Future<Output = Result<Drawn, StoreError>> + Send;
 
-    /// Applies the spam filter and, if it passes, overwrites a uniformly random instance with
-    /// `weights` (already validated: length `dim`, finite).
+    /// Redeems the ticket, applies the update guard and the spam filter and, if they pass,
+    /// overwrites a uniformly random instance of generation `sub.generation` with the weights.
+    /// A model whose guard is on needs a ticket ([`StoreError::TicketRequired`]).
     fn submit(
         &self,
         name: &str,
-        weights: Vec<f32>,
+        sub: Submission,
     ) -> impl Future<Output = Result<SubmitOutcome, StoreError>> + Send;
 
     /// Counters and instances.

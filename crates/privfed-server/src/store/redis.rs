@@ -12,9 +12,10 @@
 //! lock-free design of paper 003 allows anyway). An acknowledged update is as durable as the
 //! Redis deployment makes it (its AOF/RDB and replication settings).
 
-use super::{ModelSnapshot, Store, SubmitOutcome};
+use super::{Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
+use crate::ticket::{Ticket, TicketLimits};
 use bytes::Bytes;
 use privfed_ddml::engine::{InstanceStats, replacement_index};
 use redis::aio::ConnectionManager;
@@ -38,16 +39,90 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('DEL', unpack(KEYS))
 return 1";
 
-const UPDATE: &str = r"
-if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'accepted', 1)
+// Draw: KEYS = meta, instance i, ticket; ARGV = i, ttl ms, key prefix `privfed:{name}:`.
+// Records the ticket as `gen:i:v` (v = the instance's version) and pins that version, so an
+// overwrite keeps it for the ticket's lifetime. Returns the instance, or false if the model is gone.
+const DRAW: &str = r"
+local gen = redis.call('HGET', KEYS[1], 'gen')
+if not gen then return false end
+local w = redis.call('GET', KEYS[2])
+if not w then return false end
+local v = redis.call('HGET', KEYS[1], 'v:' .. ARGV[1]) or '0'
+redis.call('SET', KEYS[3], gen .. ':' .. ARGV[1] .. ':' .. v, 'PX', ARGV[2])
+redis.call('SET', ARGV[3] .. 'pin:' .. gen .. ':' .. ARGV[1] .. ':' .. v, '1', 'PX', ARGV[2])
+return w";
+
+// Redeem: KEYS = meta, ticket; ARGV = expected generation, key prefix, in-progress hold ms.
+// Returns {'fresh', base} (and holds the ticket in progress for the hold time), {'used', outcome},
+// {'busy'} or {'invalid'}. A hold that lapsed (its request died) makes the ticket fresh again.
+const REDEEM: &str = r"
+local t = redis.call('GET', KEYS[2])
+if not t then return {'invalid'} end
+if string.sub(t, 1, 2) == 'u:' then return {'used', string.sub(t, 3)} end
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+if string.sub(t, 1, 2) == 'p:' then
+  local until_ms, rest = string.match(t, '^p:(%d+):(.*)$')
+  if tonumber(until_ms) > now_ms then return {'busy'} end
+  t = rest
+end
+local gen, i, v = string.match(t, '^(%d+):(%d+):(%d+)$')
+if gen ~= ARGV[1] then return {'invalid'} end
+local cur = redis.call('HGET', KEYS[1], 'v:' .. i) or '0'
+local base
+if cur == v then
+  base = redis.call('GET', ARGV[2] .. 'inst:' .. i)
+else
+  base = redis.call('GET', ARGV[2] .. 'old:' .. gen .. ':' .. i .. ':' .. v)
+end
+if not base then return {'invalid'} end
+redis.call('SET', KEYS[2], 'p:' .. (now_ms + tonumber(ARGV[3])) .. ':' .. t, 'KEEPTTL')
+return {'fresh', base}";
+
+// Release an in-progress ticket (its update was not applied): KEYS = ticket.
+const RELEASE: &str = r"
+local t = redis.call('GET', KEYS[1])
+if t and string.sub(t, 1, 2) == 'p:' then
+  redis.call('SET', KEYS[1], string.match(t, '^p:%d+:(.*)$'), 'KEEPTTL')
+end
 return 1";
 
+// Update: KEYS = meta, instance j, ticket (or a dummy key); ARGV = expected generation, new
+// value, j, key prefix, ttl ms, cap, whether a ticket is used ('1'/'0'). Checks the generation
+// and the length where the value is written; keeps the old value if a ticket pinned it (at most
+// cap kept: the oldest is dropped). Returns 1, 0 (model gone) or -1 (wrong length).
+const UPDATE: &str = r"
+local gen = redis.call('HGET', KEYS[1], 'gen')
+if gen ~= ARGV[1] then return 0 end
+if redis.call('STRLEN', KEYS[2]) ~= string.len(ARGV[2]) then return -1 end
+local j = ARGV[3]
+local v = redis.call('HGET', KEYS[1], 'v:' .. j) or '0'
+if redis.call('EXISTS', ARGV[4] .. 'pin:' .. gen .. ':' .. j .. ':' .. v) == 1 then
+  local old = ARGV[4] .. 'old:' .. gen .. ':' .. j .. ':' .. v
+  redis.call('SET', old, redis.call('GET', KEYS[2]), 'PX', ARGV[5])
+  local list = ARGV[4] .. 'retired'
+  redis.call('RPUSH', list, old)
+  redis.call('PEXPIRE', list, ARGV[5])
+  while redis.call('LLEN', list) > tonumber(ARGV[6]) do
+    redis.call('DEL', redis.call('LPOP', list))
+  end
+end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'v:' .. j, 1)
+redis.call('HINCRBY', KEYS[1], 'accepted', 1)
+if ARGV[7] == '1' then redis.call('SET', KEYS[3], 'u:a', 'KEEPTTL') end
+return 1";
+
+// Reject: KEYS = meta, ticket (or a dummy key); ARGV = expected generation, outcome JSON, whether
+// a ticket is used.
 const REJECT: &str = r"
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end
 redis.call('HINCRBY', KEYS[1], 'rejected', 1)
+if ARGV[3] == '1' then redis.call('SET', KEYS[2], 'u:r' .. ARGV[2], 'KEEPTTL') end
 return 1";
+
+/// How long a redeemed ticket is held for its request before a retry may use it again.
+const TICKET_HOLD_MS: u64 = 10_000;
 
 struct Cached {
     spec: Arc<ModelSpec>,
@@ -64,6 +139,10 @@ pub struct RedisStore {
     delete: Arc<redis::Script>,
     update: Arc<redis::Script>,
     reject: Arc<redis::Script>,
+    draw: Arc<redis::Script>,
+    redeem: Arc<redis::Script>,
+    release: Arc<redis::Script>,
+    limits: TicketLimits,
 }
 
 fn backend<E: std::fmt::Display>(e: E) -> StoreError {
@@ -76,6 +155,32 @@ fn meta_key(name: &str) -> String {
 
 fn inst_key(name: &str, i: usize) -> String {
     format!("privfed:{name}:inst:{i}")
+}
+
+fn prefix(name: &str) -> String {
+    format!("privfed:{name}:")
+}
+
+fn ticket_key(name: &str, t: Ticket) -> String {
+    format!("privfed:{name}:t:{t}")
+}
+
+/// How a used ticket's outcome is stored for replays: `a` (accepted) or `r` + the rejection.
+fn encode_outcome(o: &SubmitOutcome) -> String {
+    match o {
+        SubmitOutcome::Rejected(Rejection::Spam(r)) => serde_json::to_string(r).unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+fn decode_outcome(s: &str) -> SubmitOutcome {
+    match s.strip_prefix('r') {
+        Some(json) => match serde_json::from_str(json) {
+            Ok(r) => SubmitOutcome::Rejected(Rejection::Spam(r)),
+            Err(_) => SubmitOutcome::Accepted,
+        },
+        None => SubmitOutcome::Accepted,
+    }
 }
 
 impl RedisStore {
@@ -94,6 +199,10 @@ impl RedisStore {
             delete: Arc::new(redis::Script::new(DELETE)),
             update: Arc::new(redis::Script::new(UPDATE)),
             reject: Arc::new(redis::Script::new(REJECT)),
+            draw: Arc::new(redis::Script::new(DRAW)),
+            redeem: Arc::new(redis::Script::new(REDEEM)),
+            release: Arc::new(redis::Script::new(RELEASE)),
+            limits: TicketLimits::default(),
         })
     }
 
@@ -162,6 +271,77 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// Checks and writes an update whose ticket (if any) this call holds.
+    async fn apply(
+        &self,
+        name: &str,
+        spec: &Arc<ModelSpec>,
+        ticket: Option<Ticket>,
+        weights: Vec<f32>,
+        base: Option<&[f32]>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        let stats = match &spec.spam {
+            Some(_) => Some(self.stats(spec).await?),
+            None => None,
+        };
+        let verdict = crate::store::check_update(spec, base, &weights, stats.as_deref());
+        let mut con = self.con.clone();
+        let gen_arg = spec.generation.to_string();
+        let ticket_key_or_dummy = match ticket {
+            Some(t) => ticket_key(name, t),
+            None => format!("{}t:none", prefix(name)),
+        };
+        let has_ticket = if ticket.is_some() { "1" } else { "0" };
+        let (ok, outcome): (i64, SubmitOutcome) = match verdict {
+            None => {
+                let j = replacement_index(spec.k, &mut rand::rng());
+                let r = self
+                    .update
+                    .key(meta_key(name))
+                    .key(inst_key(name, j))
+                    .key(ticket_key_or_dummy)
+                    .arg(gen_arg)
+                    .arg(encode_f32(&weights))
+                    .arg(j)
+                    .arg(prefix(name))
+                    .arg(self.limits.ttl.as_millis() as u64)
+                    .arg(self.limits.retired_cap(spec.k, spec.dim))
+                    .arg(has_ticket)
+                    .invoke_async(&mut con)
+                    .await
+                    .map_err(backend)?;
+                (r, SubmitOutcome::Accepted)
+            }
+            Some(rej) => {
+                let outcome = SubmitOutcome::Rejected(rej);
+                let r = self
+                    .reject
+                    .key(meta_key(name))
+                    .key(ticket_key_or_dummy)
+                    .arg(gen_arg)
+                    .arg(encode_outcome(&outcome))
+                    .arg(has_ticket)
+                    .invoke_async(&mut con)
+                    .await
+                    .map_err(backend)?;
+                (r, outcome)
+            }
+        };
+        match ok {
+            1 => Ok(outcome),
+            -1 => Err(StoreError::Backend(format!(
+                "update of {} weights does not match the stored instances of `{name}`",
+                weights.len()
+            ))),
+            _ => {
+                self.forget(name);
+                Err(StoreError::NotFound(name.to_string()))
+            }
+        }
+    }
+}
+
 impl Store for RedisStore {
     async fn create_model(
         &self,
@@ -224,18 +404,28 @@ impl Store for RedisStore {
         Ok(spec)
     }
 
-    async fn draw(&self, name: &str) -> Result<Bytes, StoreError> {
+    async fn draw(&self, name: &str) -> Result<Drawn, StoreError> {
         let spec = self.spec(name).await?;
         let i = replacement_index(spec.k, &mut rand::rng());
+        let ticket = Ticket::random();
         let mut con = self.con.clone();
-        let blob: Option<Vec<u8>> = redis::cmd("GET")
-            .arg(inst_key(name, i))
-            .query_async(&mut con)
+        let blob: Option<Vec<u8>> = self
+            .draw
+            .key(meta_key(name))
+            .key(inst_key(name, i))
+            .key(ticket_key(name, ticket))
+            .arg(i)
+            .arg(self.limits.ttl.as_millis() as u64)
+            .arg(prefix(name))
+            .invoke_async(&mut con)
             .await
             .map_err(backend)?;
         match blob {
             // Stored as the wire format: answer it as is.
-            Some(b) if b.len() == 4 * spec.dim => Ok(Bytes::from(b)),
+            Some(b) if b.len() == 4 * spec.dim => Ok(Drawn {
+                weights: Bytes::from(b),
+                ticket,
+            }),
             _ => {
                 self.forget(name);
                 Err(StoreError::NotFound(name.to_string()))
@@ -243,50 +433,79 @@ impl Store for RedisStore {
         }
     }
 
-    async fn submit(&self, name: &str, weights: Vec<f32>) -> Result<SubmitOutcome, StoreError> {
+    async fn submit(&self, name: &str, sub: Submission) -> Result<SubmitOutcome, StoreError> {
         let spec = self.spec(name).await?;
-        if weights.len() != spec.dim {
-            // The model changed under a stale cache: treat as gone.
+        if spec.generation != sub.generation || sub.weights.len() != spec.dim {
+            // The model the update was validated against is gone (or the cache is stale).
             self.forget(name);
             return Err(StoreError::NotFound(name.to_string()));
         }
-        let verdict = match &spec.spam {
-            None => Ok(()),
-            Some(f) => f.check(&*self.stats(&spec).await?, &weights),
-        };
         let mut con = self.con.clone();
-        let gen_arg = spec.generation.to_string();
-        let (ok, outcome): (i64, SubmitOutcome) = match verdict {
-            Ok(()) => {
-                let j = replacement_index(spec.k, &mut rand::rng());
-                let r = self
-                    .update
-                    .key(meta_key(name))
-                    .key(inst_key(name, j))
-                    .arg(gen_arg)
-                    .arg(encode_f32(&weights))
-                    .invoke_async(&mut con)
-                    .await
-                    .map_err(backend)?;
-                (r, SubmitOutcome::Accepted)
-            }
-            Err(rej) => {
-                let r = self
-                    .reject
-                    .key(meta_key(name))
-                    .arg(gen_arg)
-                    .invoke_async(&mut con)
-                    .await
-                    .map_err(backend)?;
-                (r, SubmitOutcome::Rejected(rej))
-            }
-        };
-        if ok == 1 {
-            Ok(outcome)
-        } else {
-            self.forget(name);
-            Err(StoreError::NotFound(name.to_string()))
+        let gen_arg = sub.generation.to_string();
+        let base: Option<Vec<f32>> =
+            match sub.ticket {
+                None if crate::store::needs_ticket(&spec) => {
+                    return Err(StoreError::TicketRequired);
+                }
+                None => None,
+                Some(t) => {
+                    let r: Vec<redis::Value> = self
+                        .redeem
+                        .key(meta_key(name))
+                        .key(ticket_key(name, t))
+                        .arg(&gen_arg)
+                        .arg(prefix(name))
+                        .arg(TICKET_HOLD_MS)
+                        .invoke_async(&mut con)
+                        .await
+                        .map_err(backend)?;
+                    let tag: String = r
+                        .first()
+                        .map(redis::from_redis_value_ref)
+                        .transpose()
+                        .map_err(backend)?
+                        .unwrap_or_default();
+                    match tag.as_str() {
+                        "fresh" => {
+                            let b: Vec<u8> = r
+                                .get(1)
+                                .map(redis::from_redis_value_ref)
+                                .transpose()
+                                .map_err(backend)?
+                                .unwrap_or_default();
+                            Some(decode_f32(&b).filter(|w| w.len() == spec.dim).ok_or_else(
+                                || StoreError::Backend(format!("corrupt instance of `{name}`")),
+                            )?)
+                        }
+                        "used" => {
+                            let o: String = r
+                                .get(1)
+                                .map(redis::from_redis_value_ref)
+                                .transpose()
+                                .map_err(backend)?
+                                .unwrap_or_default();
+                            return Ok(SubmitOutcome::Replayed(Box::new(decode_outcome(&o))));
+                        }
+                        "busy" => return Err(StoreError::TicketInUse),
+                        _ => return Err(StoreError::TicketInvalid),
+                    }
+                }
+            };
+        let ticket = sub.ticket;
+        let result = self
+            .apply(name, &spec, ticket, sub.weights, base.as_deref())
+            .await;
+        if let (Err(_), Some(t)) = (&result, ticket) {
+            // Not applied: let the client retry with the same ticket (best effort; otherwise
+            // the hold lapses after TICKET_HOLD_MS).
+            let mut con = self.con.clone();
+            let _: Result<i64, _> = self
+                .release
+                .key(ticket_key(name, t))
+                .invoke_async(&mut con)
+                .await;
         }
+        result
     }
 
     async fn snapshot(&self, name: &str) -> Result<ModelSnapshot, StoreError> {

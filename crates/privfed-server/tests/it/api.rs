@@ -20,7 +20,7 @@ struct App {
 
 fn app() -> App {
     let dir = common::TempDir::new("api");
-    let store = EmbeddedStore::open(&dir.0).unwrap();
+    let store = EmbeddedStore::create(&dir.0).unwrap();
     let mut state = AppState::new(store, TOKEN);
     state.bench_routes = true;
     App {

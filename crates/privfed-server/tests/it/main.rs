@@ -2,13 +2,15 @@
 //! * [`api`]: the router in-process with the real embedded store, every route and error code;
 //! * [`socket`]: over a real socket with the embedded store (concurrency, durability);
 //! * [`redis`]: the Redis store against a real `redis-server`;
-//! * [`replacement`]: both stores overwrite a uniformly random instance.
+//! * [`replacement`]: both stores overwrite a uniformly random instance;
+//! * [`identity`]: model identity under races, tickets, quarantine, failing closed.
 //!
 //! Tests that need `redis-server` are ignored, with the reason "redis-server not on PATH", when
 //! the build script did not find it (and the build fails under `CI` instead).
 
 mod api;
 mod common;
+mod identity;
 mod redis;
 mod replacement;
 mod socket;

@@ -47,13 +47,13 @@ async fn two_servers_share_one_model_in_redis() {
             let c = Client::new(&url).unwrap();
             let mut sent = Vec::new();
             for s in 0..40u32 {
-                let w = c.draw("m").await.unwrap();
+                let w = c.draw("m").await.unwrap().weights;
                 assert!(w.iter().all(|x| *x == w[0]), "torn draw");
                 let v = (t * 1000 + s + 1) as f32;
                 let r = if s % 2 == 0 {
-                    c.submit("m", &[v; 50]).await.unwrap()
+                    c.submit("m", None, &[v; 50]).await.unwrap()
                 } else {
-                    c.submit_json("m", &[v; 50]).await.unwrap()
+                    c.submit_json("m", None, &[v; 50]).await.unwrap()
                 };
                 assert_eq!(r, Submitted::Accepted);
                 sent.push(v.to_bits());
@@ -72,21 +72,27 @@ async fn two_servers_share_one_model_in_redis() {
     assert_eq!(ia.updates_accepted, 16 * 40);
     assert_eq!(ia.mean, ib.mean);
     for _ in 0..200 {
-        let w = cb.draw("m").await.unwrap();
+        let w = cb.draw("m").await.unwrap().weights;
         assert!(w.iter().all(|x| *x == w[0]));
         assert!(w[0] == 0.0 || sent.contains(&w[0].to_bits()));
     }
     // Bad input changes nothing and gets the same codes as with the embedded store.
     assert_eq!(
-        ca.submit("m", &[1.0; 49]).await.unwrap_err().status(),
+        ca.submit("m", None, &[1.0; 49]).await.unwrap_err().status(),
         Some(400)
     );
     assert_eq!(
-        ca.submit("m", &[f32::NAN; 50]).await.unwrap_err().status(),
+        ca.submit("m", None, &[f32::NAN; 50])
+            .await
+            .unwrap_err()
+            .status(),
         Some(400)
     );
     assert_eq!(
-        ca.submit("zz", &[1.0; 50]).await.unwrap_err().status(),
+        ca.submit("zz", None, &[1.0; 50])
+            .await
+            .unwrap_err()
+            .status(),
         Some(404)
     );
     assert_eq!(cb.model("m").await.unwrap().updates_accepted, 16 * 40);
@@ -100,7 +106,7 @@ async fn two_servers_share_one_model_in_redis() {
         Some(404)
     );
     assert_eq!(
-        ca.submit("m", &[1.0; 50]).await.unwrap_err().status(),
+        ca.submit("m", None, &[1.0; 50]).await.unwrap_err().status(),
         Some(404)
     );
 }
@@ -124,21 +130,27 @@ async fn redis_spam_filter_and_recreation() {
         .iter()
         .map(|m| *m as f32)
         .collect();
-    assert_eq!(c.submit("s", &mean).await.unwrap(), Submitted::Accepted);
+    assert_eq!(
+        c.submit("s", None, &mean).await.unwrap(),
+        Submitted::Accepted
+    );
     let mut bad = mean.clone();
     bad[1] += 1000.0;
     assert!(
-        matches!(c.submit("s", &bad).await.unwrap(), Submitted::Rejected(m) if m.message.contains("outside"))
+        matches!(c.submit("s", None, &bad).await.unwrap(), Submitted::Rejected(m) if m.message.contains("outside"))
     );
     let info = c.model("s").await.unwrap();
     assert_eq!((info.updates_accepted, info.updates_rejected), (1, 1));
     // Re-create with another size: the old spec in the cache must not let a wrong-length write in.
     admin.delete_model("s").await.unwrap();
     admin.create_model(&common::spec("s", 3, 2)).await.unwrap();
-    let r = c.submit("s", &[1.0; 4]).await;
+    let r = c.submit("s", None, &[1.0; 4]).await;
     assert!(matches!(r, Err(e) if matches!(e.status(), Some(400) | Some(404))));
     // After the cache expires (1 s) the new spec is used.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    assert_eq!(c.submit("s", &[1.0; 3]).await.unwrap(), Submitted::Accepted);
-    assert_eq!(c.draw("s").await.unwrap().len(), 3);
+    assert_eq!(
+        c.submit("s", None, &[1.0; 3]).await.unwrap(),
+        Submitted::Accepted
+    );
+    assert_eq!(c.draw("s").await.unwrap().weights.len(), 3);
 }

@@ -8,7 +8,7 @@ use crate::common;
 use privfed_testkit::assert_chi_square_gof;
 
 use privfed_server::model::ModelSpec;
-use privfed_server::store::{Store, SubmitOutcome};
+use privfed_server::store::{Store, Submission, SubmitOutcome};
 use privfed_server::{EmbeddedStore, RedisStore};
 
 fn spec() -> ModelSpec {
@@ -31,7 +31,17 @@ async fn replacement_counts<S: Store>(store: &S) -> [u64; 4] {
     for i in 1..=800u32 {
         let v = i as f32;
         assert_eq!(
-            store.submit("r", vec![v; 3]).await.unwrap(),
+            store
+                .submit(
+                    "r",
+                    Submission {
+                        generation: 7,
+                        ticket: None,
+                        weights: vec![v; 3],
+                    }
+                )
+                .await
+                .unwrap(),
             SubmitOutcome::Accepted
         );
         let snap = store.snapshot("r").await.unwrap();
@@ -47,7 +57,7 @@ async fn replacement_counts<S: Store>(store: &S) -> [u64; 4] {
 #[tokio::test]
 async fn embedded_store_replaces_uniformly() {
     let dir = common::TempDir::new("replace");
-    let store = EmbeddedStore::open(&dir.0).unwrap();
+    let store = EmbeddedStore::create(&dir.0).unwrap();
     let c = replacement_counts(&store).await;
     assert_chi_square_gof(&c, &[0.25; 4], 1e-6, &format!("{c:?}"));
 }

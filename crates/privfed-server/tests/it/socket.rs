@@ -20,7 +20,12 @@ async fn start(
     // The previous server's writer thread may still hold the database for a moment.
     let t0 = Instant::now();
     let store = loop {
-        match EmbeddedStore::open(dir) {
+        let opened = if dir.join(privfed_server::store::embedded::DB_FILE).exists() {
+            EmbeddedStore::open(dir)
+        } else {
+            EmbeddedStore::create(dir)
+        };
+        match opened {
             Ok(s) => break s,
             Err(e) if t0.elapsed() < Duration::from_secs(10) => {
                 let _ = e;
@@ -59,15 +64,15 @@ async fn concurrent_clients_cannot_tear_instances_and_state_survives_restart() {
         tasks.push(tokio::spawn(async move {
             let mut acked = Vec::new();
             for s in 0..60u32 {
-                let drawn = c.draw("m").await.unwrap();
+                let drawn = c.draw("m").await.unwrap().weights;
                 assert_eq!(drawn.len(), 387);
                 assert!(drawn.iter().all(|w| *w == drawn[0]), "torn draw");
                 let v = (t * 1000 + s + 1) as f32;
                 let w = vec![v; 387];
                 let r = if s % 2 == 0 {
-                    c.submit("m", &w).await.unwrap()
+                    c.submit("m", None, &w).await.unwrap()
                 } else {
-                    c.submit_json("m", &w).await.unwrap()
+                    c.submit_json("m", None, &w).await.unwrap()
                 };
                 assert_eq!(r, Submitted::Accepted);
                 acked.push(v);
@@ -87,7 +92,7 @@ async fn concurrent_clients_cannot_tear_instances_and_state_survives_restart() {
     // 400 draws see all 8 instances except with probability 8·(7/8)^400 ≈ 5e-23.
     let mut seen = HashSet::new();
     for _ in 0..400 {
-        let w = c.draw("m").await.unwrap();
+        let w = c.draw("m").await.unwrap().weights;
         assert!(w.iter().all(|x| *x == w[0]), "torn instance");
         assert!(w[0] == 0.0 || sent.contains(&w[0].to_bits()));
         seen.insert(w[0].to_bits());

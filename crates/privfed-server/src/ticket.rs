@@ -1,0 +1,410 @@
+//! Single-use draw tickets: each draw hands the client a random ticket naming the instance it drew;
+//! the update that follows presents it, so the server can check the update as a step *from that
+//! instance* ([`privfed_ddml::guard::StepGuard`]) and apply it at most once (a retried post with
+//! the same ticket is answered with the first outcome instead of being applied twice).
+//!
+//! A ticket is 128 bits from the operating system's CSPRNG-seeded thread generator (guessing one is
+//! hopeless), travels as 32 hex digits in the `Privfed-Ticket` header, expires after a TTL and is
+//! forgotten first-in-first-out beyond a per-model cap, so the book's memory is bounded.
+//!
+//! The book holds a [`Weak`] reference to the drawn instance. The store keeps a retired instance
+//! alive (up to a bound) while a ticket may still need it ([`RetiredInstances`]); if it was
+//! dropped, the ticket is answered as expired and the client draws again.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// HTTP header carrying a ticket (answer of a draw, request of an update); its home is the
+/// device-side client.
+pub use privfed_client::client::TICKET_HEADER;
+
+/// Default lifetime of an unused ticket.
+pub const DEFAULT_TICKET_TTL: Duration = Duration::from_secs(600);
+/// Default number of outstanding tickets kept per model (older ones are forgotten first).
+pub const DEFAULT_MAX_TICKETS: usize = 1 << 16;
+/// Default memory per model for overwritten instances that tickets still refer to.
+pub const DEFAULT_RETIRED_BYTES: usize = 64 << 20;
+
+/// A 128-bit draw ticket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ticket(pub u128);
+
+impl Ticket {
+    /// A fresh random ticket.
+    pub fn random() -> Self {
+        use rand::Rng;
+        let mut rng = rand::rng();
+        Ticket((u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64()))
+    }
+
+    /// Parses 32 hex digits; `None` otherwise.
+    pub fn parse(s: &str) -> Option<Self> {
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u128::from_str_radix(s, 16).ok().map(Ticket)
+    }
+}
+
+impl std::fmt::Display for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// Limits of a [`TicketBook`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketLimits {
+    /// Lifetime of an unused ticket (and how long a used one is remembered for replays).
+    pub ttl: Duration,
+    /// Outstanding tickets kept per model.
+    pub max_tickets: usize,
+    /// Memory per model for overwritten instances kept for tickets (at least `k` instances are
+    /// kept whatever their size).
+    pub retired_bytes: usize,
+}
+
+impl TicketLimits {
+    /// How many overwritten instances of a model with `k` instances of `dim` weights are kept:
+    /// `max(k, retired_bytes / (4·dim))`.
+    pub fn retired_cap(&self, k: usize, dim: usize) -> usize {
+        k.max(self.retired_bytes / (4 * dim.max(1)))
+    }
+}
+
+impl Default for TicketLimits {
+    fn default() -> Self {
+        Self {
+            ttl: DEFAULT_TICKET_TTL,
+            max_tickets: DEFAULT_MAX_TICKETS,
+            retired_bytes: DEFAULT_RETIRED_BYTES,
+        }
+    }
+}
+
+/// What a presented ticket turned out to be.
+#[derive(Debug, Clone)]
+pub enum Redeemed<O> {
+    /// Valid and unused: the instance the client drew. The ticket is now held as in progress;
+    /// [`TicketBook::finish`] or [`TicketBook::release`] must follow.
+    Fresh(Arc<[f32]>),
+    /// Already used: the outcome of its first use (a retry).
+    Replay(O),
+    /// Being used by a concurrent request right now.
+    InProgress,
+    /// Unknown, expired, or its instance was retired: draw again.
+    Invalid,
+}
+
+enum State<O> {
+    Issued(Weak<[f32]>),
+    // Holds no reference: the redeeming request holds the instance itself.
+    InProgress,
+    Used(O),
+}
+
+struct Entry<O> {
+    state: State<O>,
+    expires: Instant,
+}
+
+struct Book<O> {
+    map: HashMap<u128, Entry<O>>,
+    order: VecDeque<(u128, Instant)>,
+}
+
+/// The tickets of one model (see the [module documentation](self)). `O` is the outcome
+/// remembered for replays.
+pub struct TicketBook<O> {
+    inner: Mutex<Book<O>>,
+    limits: TicketLimits,
+}
+
+impl<O: Clone> TicketBook<O> {
+    /// An empty book.
+    pub fn new(limits: TicketLimits) -> Self {
+        Self {
+            inner: Mutex::new(Book {
+                map: HashMap::new(),
+                order: VecDeque::new(),
+            }),
+            limits,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Book<O>> {
+        // No code panics while holding the lock; recover the data anyway.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Issues a ticket for a draw of `instance`.
+    pub fn issue(&self, instance: &Arc<[f32]>) -> Ticket {
+        let t = Ticket::random();
+        let now = Instant::now();
+        let expires = now + self.limits.ttl;
+        let mut b = self.lock();
+        // Forget expired tickets, and the oldest beyond the cap.
+        while let Some(&(id, exp)) = b.order.front() {
+            if exp <= now || b.order.len() >= self.limits.max_tickets.max(1) {
+                b.order.pop_front();
+                if b.map.get(&id).is_some_and(|e| e.expires == exp) {
+                    b.map.remove(&id);
+                }
+            } else {
+                break;
+            }
+        }
+        b.map.insert(
+            t.0,
+            Entry {
+                state: State::Issued(Arc::downgrade(instance)),
+                expires,
+            },
+        );
+        b.order.push_back((t.0, expires));
+        t
+    }
+
+    /// Looks a ticket up and, if fresh, marks it in progress.
+    pub fn redeem(&self, t: Ticket) -> Redeemed<O> {
+        let now = Instant::now();
+        let mut b = self.lock();
+        let Some(e) = b.map.get_mut(&t.0) else {
+            return Redeemed::Invalid;
+        };
+        if e.expires <= now {
+            return Redeemed::Invalid;
+        }
+        match &e.state {
+            State::Used(o) => Redeemed::Replay(o.clone()),
+            State::InProgress => Redeemed::InProgress,
+            State::Issued(w) => match w.upgrade() {
+                Some(inst) => {
+                    e.state = State::InProgress;
+                    Redeemed::Fresh(inst)
+                }
+                None => Redeemed::Invalid,
+            },
+        }
+    }
+
+    /// Records the outcome of an in-progress ticket; replays answer it until the ticket expires.
+    pub fn finish(&self, t: Ticket, outcome: O) {
+        let mut b = self.lock();
+        if let Some(e) = b.map.get_mut(&t.0) {
+            e.state = State::Used(outcome);
+        }
+    }
+
+    /// Returns an in-progress ticket to the issued state for the instance `base` it redeemed
+    /// (its update was not applied, e.g. the store was unavailable), so the client may retry.
+    pub fn release(&self, t: Ticket, base: &Arc<[f32]>) {
+        let mut b = self.lock();
+        if let Some(e) = b.map.get_mut(&t.0)
+            && let State::InProgress = &e.state
+        {
+            e.state = State::Issued(Arc::downgrade(base));
+        }
+    }
+
+    /// Number of tickets held (outstanding, in progress or remembered).
+    pub fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+
+    /// Whether the book holds no ticket.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Instances that were overwritten while a ticket still referred to them, kept alive so that the
+/// ticket's update can be checked against what the client drew. At most `cap` are kept (those no
+/// ticket refers to any more are dropped first, then the oldest), so a model's memory is at most
+/// `(k + cap)·dim` floats.
+pub struct RetiredInstances {
+    kept: Mutex<Kept>,
+    cap: usize,
+}
+
+struct Kept {
+    queue: VecDeque<Arc<[f32]>>,
+    /// Retirements since the last sweep of unreferenced instances (sweeps cost O(cap), so they
+    /// run at most once per `cap / 2` retirements).
+    since_sweep: usize,
+}
+
+impl RetiredInstances {
+    /// Keeps at most `cap` retired instances.
+    pub fn new(cap: usize) -> Self {
+        Self {
+            kept: Mutex::new(Kept {
+                queue: VecDeque::new(),
+                since_sweep: 0,
+            }),
+            cap,
+        }
+    }
+
+    /// Called with an instance that was just overwritten: kept if a ticket refers to it.
+    pub fn retire(&self, old: Arc<[f32]>) {
+        if Arc::weak_count(&old) == 0 || self.cap == 0 {
+            return;
+        }
+        let mut k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        k.since_sweep += 1;
+        if k.queue.len() >= self.cap && k.since_sweep >= self.cap / 2 {
+            k.queue.retain(|a| Arc::weak_count(a) > 0);
+            k.since_sweep = 0;
+        }
+        if k.queue.len() >= self.cap {
+            k.queue.pop_front();
+        }
+        k.queue.push_back(old);
+    }
+
+    /// Number of instances kept.
+    pub fn len(&self) -> usize {
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .queue
+            .len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(x: f32) -> Arc<[f32]> {
+        Arc::from(vec![x; 3])
+    }
+
+    #[test]
+    fn tickets_round_trip_as_hex_and_are_distinct() {
+        let a = Ticket::random();
+        let b = Ticket::random();
+        assert_ne!(a, b);
+        let s = a.to_string();
+        assert_eq!(s.len(), 32);
+        assert_eq!(Ticket::parse(&s), Some(a));
+        assert_eq!(Ticket::parse("xyz"), None);
+        assert_eq!(Ticket::parse(&format!("{s}0")), None);
+        assert_eq!(Ticket::parse("+0000000000000000000000000000001"), None);
+    }
+
+    #[test]
+    fn a_ticket_is_single_use_and_replays_its_outcome() {
+        let book: TicketBook<&'static str> = TicketBook::new(TicketLimits::default());
+        let i = inst(1.0);
+        let t = book.issue(&i);
+        let Redeemed::Fresh(base) = book.redeem(t) else {
+            panic!("fresh ticket")
+        };
+        assert!(Arc::ptr_eq(&base, &i));
+        assert!(matches!(book.redeem(t), Redeemed::InProgress));
+        book.finish(t, "accepted");
+        assert!(matches!(book.redeem(t), Redeemed::Replay("accepted")));
+        assert!(matches!(book.redeem(Ticket::random()), Redeemed::Invalid));
+    }
+
+    #[test]
+    fn released_tickets_can_be_retried() {
+        let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
+        let i = inst(1.0);
+        let t = book.issue(&i);
+        let Redeemed::Fresh(base) = book.redeem(t) else {
+            panic!("fresh")
+        };
+        book.release(t, &base);
+        assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
+    }
+
+    #[test]
+    fn expiry_cap_and_dropped_instances_invalidate() {
+        let book: TicketBook<()> = TicketBook::new(TicketLimits {
+            ttl: Duration::ZERO,
+            max_tickets: 10,
+            ..TicketLimits::default()
+        });
+        let i = inst(1.0);
+        let t = book.issue(&i);
+        assert!(matches!(book.redeem(t), Redeemed::Invalid));
+
+        let book: TicketBook<()> = TicketBook::new(TicketLimits {
+            ttl: Duration::from_secs(60),
+            max_tickets: 3,
+            ..TicketLimits::default()
+        });
+        let ts: Vec<Ticket> = (0..5).map(|_| book.issue(&i)).collect();
+        assert!(book.len() <= 3);
+        assert!(matches!(book.redeem(ts[0]), Redeemed::Invalid));
+        assert!(matches!(book.redeem(ts[4]), Redeemed::Fresh(_)));
+
+        let j = inst(2.0);
+        let t = book.issue(&j);
+        drop(j);
+        assert!(matches!(book.redeem(t), Redeemed::Invalid));
+    }
+
+    #[test]
+    fn the_retired_cap_is_a_memory_budget_but_at_least_k() {
+        let l = TicketLimits::default();
+        assert_eq!(l.retired_cap(20, 387), (64 << 20) / (4 * 387));
+        assert_eq!(l.retired_cap(20, 1 << 22), 20);
+    }
+
+    #[test]
+    fn unreferenced_instances_are_swept_before_referenced_ones_are_dropped() {
+        let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
+        let retired = RetiredInstances::new(4);
+        let keep = inst(9.0);
+        let t = book.issue(&keep);
+        retired.retire(keep);
+        // Three more whose tickets are then used (no reference left).
+        for x in 0..3 {
+            let a = inst(x as f32);
+            let u = book.issue(&a);
+            retired.retire(a);
+            let Redeemed::Fresh(_) = book.redeem(u) else {
+                panic!("fresh")
+            };
+            book.finish(u, ());
+        }
+        // Full: the next retirement sweeps the three unreferenced ones, keeping the first.
+        let b = inst(5.0);
+        let _tb = book.issue(&b);
+        retired.retire(b);
+        assert_eq!(retired.len(), 2);
+        assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
+    }
+
+    #[test]
+    fn retired_instances_are_kept_only_while_referenced_and_up_to_the_cap() {
+        let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
+        let retired = RetiredInstances::new(2);
+        let a = inst(1.0);
+        let t = book.issue(&a);
+        retired.retire(a);
+        assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
+        let unreferenced = inst(5.0);
+        let w = Arc::downgrade(&unreferenced);
+        drop(w);
+        retired.retire(unreferenced);
+        assert_eq!(retired.len(), 1);
+        let (b, c) = (inst(2.0), inst(3.0));
+        let (tb, tc) = (book.issue(&b), book.issue(&c));
+        retired.retire(b);
+        retired.retire(c);
+        assert_eq!(retired.len(), 2);
+        assert!(matches!(book.redeem(tb), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(tc), Redeemed::Fresh(_)));
+    }
+}

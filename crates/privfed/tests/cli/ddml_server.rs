@@ -580,3 +580,37 @@ fn simulate_server_errors() {
     // The existing model was left alone.
     assert_eq!(model_info(url, "taken").unwrap().updates_accepted, 0);
 }
+
+/// Issue 16 item 7: `privfed serve` on a directory without a store refuses to start (the old
+/// binary silently created an empty store, losing every model without a word); `--init-store`
+/// creates one, and refuses when one exists.
+#[test]
+fn serve_refuses_a_missing_store_unless_asked_to_create_one() {
+    let dir = TempDir::new("missing-store");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_privfed"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--admin-token", TOKEN])
+            .arg("--data-dir")
+            .arg(dir.0.join("data"))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no store at") && err.contains("--init-store"),
+        "{err}"
+    );
+    assert!(!dir.0.join("data").exists(), "nothing may be created");
+    {
+        let _server = Server::start(&dir.0.join("data"), &[]);
+    }
+    let out = run(&["--init-store"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("exists already"), "{err}");
+}

@@ -2,6 +2,7 @@
 //! * [`api`]: the router in-process with the real embedded store, every route and error code;
 //! * [`socket`]: over a real socket with the embedded store (concurrency, durability);
 //! * [`redis`]: the Redis store against a real `redis-server`;
+//! * [`redis_durability`]: Redis persistence checks, kill -9 of Redis under load, outages;
 //! * [`replacement`]: both stores overwrite a uniformly random instance.
 //!
 //! Tests that need `redis-server` are ignored, with the reason "redis-server not on PATH", when
@@ -10,5 +11,6 @@
 mod api;
 mod common;
 mod redis;
+mod redis_durability;
 mod replacement;
 mod socket;

@@ -65,6 +65,18 @@ impl RedisServer {
         }
     }
 
+    /// Sends `signal` (a `kill` name: `STOP`, `CONT`, …) to the running process.
+    #[allow(dead_code)]
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("redis-server is running").id();
+        let ok = Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{signal} {pid}");
+    }
+
     /// Starts it again with the same port, directory and configuration (it then loads its
     /// AOF/RDB; it may answer `LOADING` for a moment).
     #[allow(dead_code)]

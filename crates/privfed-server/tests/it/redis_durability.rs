@@ -414,3 +414,49 @@ async fn redis_outage_answers_503_fast_and_recovers() {
     let info = Client::new(&url).unwrap().model("m").await.unwrap();
     assert!(info.updates_accepted >= 2, "{}", info.updates_accepted);
 }
+
+/// Item 9, a hung Redis (SIGSTOP: connections stay open, nothing answers): requests answered
+/// only when Redis resumed. Now a POST and `/healthz` answer 503 within seconds (guard: 5 s; the
+/// reply timeout is 1 s) and everything recovers after SIGCONT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
+async fn hung_redis_answers_503_within_seconds_and_recovers() {
+    let redis = common::start_redis();
+    let store = RedisStore::connect(&redis.url()).await.unwrap();
+    let (url, _stop) = serve(store).await;
+    let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
+    admin.create_model(&common::spec("m", 3, 2)).await.unwrap();
+    assert_eq!(post_update(&url, "m", &[1.0; 3]).await.unwrap().status, 202);
+
+    redis.signal("STOP");
+    let mut slowest = Duration::ZERO;
+    for _ in 0..2 {
+        let t0 = Instant::now();
+        let r = post_update(&url, "m", &[2.0; 3]).await.unwrap();
+        slowest = slowest.max(t0.elapsed());
+        assert_eq!(
+            (r.status, r.retry_after.as_deref()),
+            (503, Some("1")),
+            "{r:?}"
+        );
+        let t0 = Instant::now();
+        assert_eq!(
+            http(&url, "GET", "/healthz", None).await.unwrap().status,
+            503
+        );
+        slowest = slowest.max(t0.elapsed());
+        assert!(slowest < Duration::from_secs(5), "took {slowest:?}");
+    }
+    eprintln!("with redis-server stopped the slowest answer took {slowest:?}");
+    redis.signal("CONT");
+    eventually(Duration::from_secs(30), "/healthz recovers", || {
+        let url = url.clone();
+        async move {
+            http(&url, "GET", "/healthz", None)
+                .await
+                .is_ok_and(|r| r.status == 200)
+        }
+    })
+    .await;
+    assert_eq!(post_update(&url, "m", &[3.0; 3]).await.unwrap().status, 202);
+}

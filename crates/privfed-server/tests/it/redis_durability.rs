@@ -195,6 +195,65 @@ fn redis_version(info: &str) -> (u32, u32) {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
+/// Item 9, `CONFIG` renamed away (`rename-command CONFIG ""`, common in hardened deployments):
+/// the store falls back to `INFO persistence`, which shows whether the AOF is on but not its fsync
+/// policy. Without the AOF strict start-up refuses, naming `aof_enabled` and the setting; with it,
+/// Redis ≥ 7.2 is accepted (each write is confirmed by `WAITAOF`) and older Redis is refused
+/// with a message saying why (no `WAITAOF`, `appendfsync` unreadable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
+async fn strict_start_without_config_command_falls_back_to_info() {
+    let no_aof = common::start_redis_with(&["--rename-command", "CONFIG", ""]);
+    let msg = RedisStore::connect(&no_aof.url())
+        .await
+        .err()
+        .expect("no AOF: refused")
+        .to_string();
+    assert!(
+        msg.contains("aof_enabled:0") && msg.contains("appendonly yes"),
+        "{msg}"
+    );
+
+    let aof = common::start_redis_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--rename-command",
+        "CONFIG",
+        "",
+    ]);
+    let client = redis::Client::open(aof.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    match RedisStore::connect(&aof.url()).await {
+        Ok(store) => {
+            assert!(redis_version(&info) >= (7, 2), "accepted without WAITAOF");
+            let (url, _stop) = serve(store).await;
+            let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
+            admin.create_model(&common::spec("m", 3, 2)).await.unwrap();
+            let r = post_update(&url, "m", &[1.0; 3]).await.unwrap();
+            assert_eq!(r.status, 202, "{r:?}");
+            assert_eq!(
+                http(&url, "GET", "/healthz", None).await.unwrap().status,
+                200
+            );
+        }
+        Err(e) => {
+            assert!(redis_version(&info) < (7, 2), "refused with WAITAOF: {e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains("CONFIG GET is unavailable") && msg.contains("WAITAOF"),
+                "{msg}"
+            );
+        }
+    }
+}
+
 /// Item 9 (the run-time side of the check): an operator turns the AOF off with `CONFIG SET` while
 /// the server runs. Every later write answers 503 with `Retry-After` (it is no longer durable, so
 /// it is not acknowledged) and `/healthz` answers 503; turning it back on recovers both without a

@@ -110,6 +110,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                     },
                     ..RedisOptions::default()
                 };
+                if options.durability == Durability::BestEffort {
+                    eprintln!(
+                        "privfed serve: --redis-durability best-effort: a crash of Redis may lose \
+                         acknowledged updates; 202 answers \"durable\": false"
+                    );
+                }
                 let store = RedisStore::connect_with(url, options)
                     .await
                     .with_context(|| format!("cannot use the Redis store at {url}"))?;

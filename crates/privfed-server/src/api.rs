@@ -395,7 +395,7 @@ async fn post_update<S: Store>(
     match st.store.submit(&name, sub).await? {
         SubmitOutcome::Accepted => {
             st.metrics.accepted();
-            Ok(accepted_response())
+            Ok(accepted_response(st.store.durable_acks()))
         }
         SubmitOutcome::Rejected(r) => {
             st.metrics.rejected();
@@ -412,15 +412,21 @@ async fn post_update<S: Store>(
     }
 }
 
-/// `202 {"status":"accepted"}`, built without serializing (it is the hot path's answer).
-fn accepted_response() -> Response {
+/// `202 {"status":"accepted"}`, or `{"status":"accepted","durable":false}` when the store does
+/// not promise that an accepted update survives a crash ([`Store::durable_acks`]); built without
+/// serializing (it is the hot path's answer).
+fn accepted_response(durable: bool) -> Response {
     (
         StatusCode::ACCEPTED,
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        r#"{"status":"accepted"}"#,
+        if durable {
+            r#"{"status":"accepted"}"#
+        } else {
+            r#"{"status":"accepted","durable":false}"#
+        },
     )
         .into_response()
 }
@@ -459,5 +465,5 @@ async fn bench_draw(Dim(dim): Dim, headers: HeaderMap) -> Result<Response, ApiEr
 /// Ceiling: reads and validates an update exactly like the real route, stores nothing.
 async fn bench_update(Dim(dim): Dim, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     read_weights(&headers, body, dim, 64 + 32 * dim, 4 * dim + 1024).await?;
-    Ok(accepted_response())
+    Ok(accepted_response(true))
 }

@@ -1,7 +1,8 @@
 //! `privfed serve`: the Draw-and-Discard model server (paper 003) over HTTP.
 
 use anyhow::{Context, bail};
-use clap::Args;
+use clap::{Args, ValueEnum};
+use privfed_server::store::redis::{Durability, RedisOptions};
 use privfed_server::{AppState, EmbeddedStore, RedisStore, Store};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,12 +27,27 @@ pub struct ServeArgs {
     /// Keep the instances in Redis instead (redis://HOST:PORT[/DB]); several servers may share it.
     #[arg(long)]
     pub store: Option<String>,
+    /// With --store redis://…: what a 202 promises. `strict` (default) refuses to start unless
+    /// Redis fsyncs every write to its append-only file (`appendonly yes`, `appendfsync always`)
+    /// and confirms each write before answering; `best-effort` starts on any configuration and
+    /// answers 202 `{"status":"accepted","durable":false}` (a Redis crash may lose it).
+    #[arg(long, value_enum, default_value_t = RedisDurability::Strict)]
+    pub redis_durability: RedisDurability,
     /// Also mount the benchmark ceiling routes /bench/{dim} (answer and read a payload, no store).
     #[arg(long)]
     pub bench_routes: bool,
     /// Tokio worker threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+}
+
+/// `--redis-durability`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RedisDurability {
+    /// Acknowledged updates survive a crash of redis-server (or the server refuses to start).
+    Strict,
+    /// Acknowledged updates are as durable as Redis is configured; 202 says `"durable": false`.
+    BestEffort,
 }
 
 async fn run_with<S: Store>(args: &ServeArgs, store: S) -> anyhow::Result<()> {
@@ -99,12 +115,57 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 run_with(args, store).await
             }
             Some(url) if url.starts_with("redis://") => {
-                let store = RedisStore::connect(url)
+                let options = RedisOptions {
+                    durability: match args.redis_durability {
+                        RedisDurability::Strict => Durability::Strict,
+                        RedisDurability::BestEffort => Durability::BestEffort,
+                    },
+                    ..RedisOptions::default()
+                };
+                if options.durability == Durability::BestEffort {
+                    eprintln!(
+                        "privfed serve: --redis-durability best-effort: a crash of Redis may lose \
+                         acknowledged updates; 202 answers \"durable\": false"
+                    );
+                }
+                let store = RedisStore::connect_with(url, options)
                     .await
-                    .with_context(|| format!("cannot connect to {url}"))?;
+                    .with_context(|| format!("cannot use the Redis store at {url}"))?;
                 run_with(args, store).await
             }
             Some(other) => bail!("unsupported --store `{other}` (expected redis://HOST:PORT)"),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn redis_durability_defaults_to_strict_and_parses_best_effort() {
+        let w =
+            Wrap::try_parse_from(["x", "--admin-token", "t", "--store", "redis://h:1"]).unwrap();
+        assert_eq!(w.serve.redis_durability, RedisDurability::Strict);
+        let w = Wrap::try_parse_from([
+            "x",
+            "--admin-token",
+            "t",
+            "--redis-durability",
+            "best-effort",
+        ])
+        .unwrap();
+        assert_eq!(w.serve.redis_durability, RedisDurability::BestEffort);
+        assert!(
+            Wrap::try_parse_from(["x", "--admin-token", "t", "--redis-durability", "none"])
+                .is_err()
+        );
+    }
 }

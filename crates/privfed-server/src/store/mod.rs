@@ -133,4 +133,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Whether the backend answers.
     fn healthy(&self) -> impl Future<Output = bool> + Send;
+
+    /// Whether an accepted update (202) survives a crash of the store's backend. `false` only
+    /// for a store the operator explicitly runs without that guarantee (Redis with
+    /// [`redis::Durability::BestEffort`]); the API then answers `"durable": false`.
+    fn durable_acks(&self) -> bool {
+        true
+    }
 }

@@ -9,8 +9,37 @@
 //!
 //! Each process caches a model's spec for [`SPEC_TTL`] and the per-weight spread used by the spam
 //! filter for [`STATS_TTL`] (the filter then judges against a view at most that old, which the
-//! lock-free design of paper 003 allows anyway). An acknowledged update is as durable as the
-//! Redis deployment makes it (its AOF/RDB and replication settings).
+//! lock-free design of paper 003 allows anyway).
+//!
+//! ## Durability ([`Durability`])
+//! Under Redis' stock configuration (RDB snapshots, no AOF) a crash of `redis-server` loses every
+//! write since the last snapshot: kill -9 under load lost 25k–66k acknowledged updates (issue 16).
+//! So [`RedisStore::connect`] reads the server's persistence configuration
+//! (`CONFIG GET appendonly appendfsync`, or `INFO persistence` when `CONFIG` is renamed or denied)
+//! and, in the default [`Durability::Strict`] mode, refuses to start unless every write is
+//! fsynced to the append-only file before Redis answers: `appendonly yes` and
+//! `appendfsync always`. Then each write is also confirmed before it is acknowledged:
+//! * Redis ≥ 7.2: `WAITAOF 1 0 ms` after the write (on the same connection, so it covers it):
+//!   the write is acknowledged only once Redis reports it fsynced to the local AOF;
+//! * older Redis (no `WAITAOF`; with `appendfsync always` the write is fsynced before Redis
+//!   replies): `CONFIG GET appendonly appendfsync` right after the write, so an operator who
+//!   turns persistence off at run time (`CONFIG SET appendonly no`) gets 503s from the next write
+//!   on, never a false acknowledgment.
+//!
+//! A failed confirmation answers 503 ([`StoreError::Unavailable`]); the write may then have been
+//! applied without being acknowledged. [`Store::healthy`] runs the same check, so `/healthz`
+//! fails while persistence is off. [`Durability::BestEffort`] skips all of this for deployments
+//! that accept the risk; its 202 says so (`{"status":"accepted","durable":false}`, through
+//! [`Store::durable_acks`]).
+//!
+//! ## Outages
+//! The connection ([`RedisOptions`]) times out a connection attempt and a reply after about 1 s
+//! and retries a reconnection once, so while Redis is down or hung a request answers 503 with
+//! `Retry-After` within about 0.1 s (connection refused) to about 2 s (unreachable host) instead
+//! of hanging; connection, timeout and I/O errors, and Redis' own "not now" errors (`LOADING`,
+//! `BUSY`, `MISCONF`, `OOM`, `READONLY`, …), become [`StoreError::Unavailable`], other errors
+//! [`StoreError::Backend`]. The next request after a failure reconnects, so the server recovers
+//! by itself when Redis returns.
 
 use super::{Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
 use crate::error::StoreError;
@@ -18,7 +47,7 @@ use crate::model::{ModelSpec, decode_f32, encode_f32};
 use crate::ticket::{Ticket, TicketLimits};
 use bytes::Bytes;
 use privfed_ddml::engine::{InstanceStats, replacement_index};
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -143,6 +172,8 @@ pub struct RedisStore {
     redeem: Arc<redis::Script>,
     release: Arc<redis::Script>,
     limits: TicketLimits,
+    durability: Durability,
+    confirm: Confirm,
 }
 
 fn backend<E: std::fmt::Display>(e: E) -> StoreError {
@@ -184,14 +215,45 @@ fn decode_outcome(s: &str) -> SubmitOutcome {
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://HOST:PORT[/DB]`) and checks the connection with a `PING`.
+    /// Connects to `url` (`redis://HOST:PORT[/DB]`) with the default [`RedisOptions`]
+    /// ([`Durability::Strict`]): fails unless Redis persists every write before answering (see
+    /// the [module documentation](self)).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, RedisOptions::default()).await
+    }
+
+    /// Connects to `url` with `options`: applies the timeouts, reads the server's version and
+    /// persistence configuration and, in [`Durability::Strict`] mode, refuses (with
+    /// [`StoreError::Unavailable`] naming the setting to change) a Redis that would lose
+    /// acknowledged writes in a crash.
+    pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         let client = redis::Client::open(url).map_err(backend)?;
-        let mut con = ConnectionManager::new(client).await.map_err(backend)?;
+        let mut con = ConnectionManager::new_with_config(client, options.manager_config())
+            .await
+            .map_err(redis_err)?;
         let _: String = redis::cmd("PING")
             .query_async(&mut con)
             .await
-            .map_err(backend)?;
+            .map_err(redis_err)?;
+        let confirm = match options.durability {
+            Durability::BestEffort => {
+                tracing::warn!(
+                    "Redis durability is best-effort: an acknowledged update may be lost if \
+                     redis-server crashes (202 answers \"durable\": false)"
+                );
+                Confirm::Nothing
+            }
+            Durability::Strict => {
+                let p = read_persistence(&mut con).await?;
+                p.strict_confirm().map_err(|why| {
+                    StoreError::Unavailable(format!(
+                        "this Redis would lose acknowledged updates in a crash: {why}; or \
+                         accept that risk with best-effort durability \
+                         (--redis-durability best-effort), whose 202 answers \"durable\": false"
+                    ))
+                })?
+            }
+        };
         Ok(Self {
             con,
             cache: Arc::new(Mutex::new(HashMap::new())),
@@ -203,6 +265,8 @@ impl RedisStore {
             redeem: Arc::new(redis::Script::new(REDEEM)),
             release: Arc::new(redis::Script::new(RELEASE)),
             limits: TicketLimits::default(),
+            durability: options.durability,
+            confirm,
         })
     }
 
@@ -219,7 +283,7 @@ impl RedisStore {
             .arg("spec")
             .query_async(&mut con)
             .await
-            .map_err(backend)?;
+            .map_err(redis_err)?;
         let raw = raw.ok_or_else(|| StoreError::NotFound(name.to_string()))?;
         let spec: ModelSpec = serde_json::from_str(&raw).map_err(backend)?;
         Ok(Arc::new(spec))
@@ -232,7 +296,7 @@ impl RedisStore {
             .arg(&keys)
             .query_async(&mut con)
             .await
-            .map_err(backend)?;
+            .map_err(redis_err)?;
         blobs
             .into_iter()
             .map(|b| {
@@ -310,7 +374,7 @@ impl RedisStore {
                     .arg(has_ticket)
                     .invoke_async(&mut con)
                     .await
-                    .map_err(backend)?;
+                    .map_err(redis_err)?;
                 (r, SubmitOutcome::Accepted)
             }
             Some(rej) => {
@@ -324,12 +388,15 @@ impl RedisStore {
                     .arg(has_ticket)
                     .invoke_async(&mut con)
                     .await
-                    .map_err(backend)?;
+                    .map_err(redis_err)?;
                 (r, outcome)
             }
         };
         match ok {
-            1 => Ok(outcome),
+            1 => {
+                self.confirm_durable().await?;
+                Ok(outcome)
+            }
             -1 => Err(StoreError::Backend(format!(
                 "update of {} weights does not match the stored instances of `{name}`",
                 weights.len()
@@ -358,9 +425,10 @@ impl Store for RedisStore {
         for w in &instances {
             inv.arg(encode_f32(w));
         }
-        let created: i64 = inv.invoke_async(&mut con).await.map_err(backend)?;
+        let created: i64 = inv.invoke_async(&mut con).await.map_err(redis_err)?;
         if created == 1 {
             self.forget(&spec.name);
+            self.confirm_durable().await?;
             Ok(())
         } else {
             Err(StoreError::Conflict(spec.name))
@@ -374,9 +442,10 @@ impl Store for RedisStore {
         for i in 0..spec.k {
             inv.key(inst_key(name, i));
         }
-        let deleted: i64 = inv.invoke_async(&mut con).await.map_err(backend)?;
+        let deleted: i64 = inv.invoke_async(&mut con).await.map_err(redis_err)?;
         self.forget(name);
         if deleted == 1 {
+            self.confirm_durable().await?;
             Ok(())
         } else {
             Err(StoreError::NotFound(name.to_string()))
@@ -419,7 +488,7 @@ impl Store for RedisStore {
             .arg(prefix(name))
             .invoke_async(&mut con)
             .await
-            .map_err(backend)?;
+            .map_err(redis_err)?;
         match blob {
             // Stored as the wire format: answer it as is.
             Some(b) if b.len() == 4 * spec.dim => Ok(Drawn {
@@ -458,7 +527,7 @@ impl Store for RedisStore {
                         .arg(TICKET_HOLD_MS)
                         .invoke_async(&mut con)
                         .await
-                        .map_err(backend)?;
+                        .map_err(redis_err)?;
                     let tag: String = r
                         .first()
                         .map(redis::from_redis_value_ref)
@@ -514,7 +583,7 @@ impl Store for RedisStore {
             .arg(meta_key(name))
             .query_async(&mut con)
             .await
-            .map_err(backend)?;
+            .map_err(redis_err)?;
         let raw = meta
             .get("spec")
             .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
@@ -535,9 +604,398 @@ impl Store for RedisStore {
 
     async fn healthy(&self) -> bool {
         let mut con = self.con.clone();
-        redis::cmd("PING")
-            .query_async::<String>(&mut con)
-            .await
-            .is_ok()
+        match self.durability {
+            Durability::BestEffort => redis::cmd("PING")
+                .query_async::<String>(&mut con)
+                .await
+                .is_ok(),
+            // Answers and still persists every write as promised at start-up.
+            Durability::Strict => match read_persistence(&mut con).await {
+                Ok(p) => p.strict_confirm().is_ok(),
+                Err(_) => false,
+            },
+        }
+    }
+
+    fn durable_acks(&self) -> bool {
+        self.durability == Durability::Strict
+    }
+}
+
+/// What an acknowledged write (202) of a [`RedisStore`] promises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Survives a crash of `redis-server`: start-up requires `appendonly yes` and
+    /// `appendfsync always`, and each write is confirmed persistent before it is acknowledged
+    /// (`WAITAOF` on Redis ≥ 7.2, a configuration re-check before). The default.
+    #[default]
+    Strict,
+    /// As durable as the Redis deployment happens to make it (the stock configuration loses the
+    /// writes since the last RDB snapshot); 202 answers `{"status":"accepted","durable":false}`.
+    BestEffort,
+}
+
+/// Connection options of [`RedisStore::connect_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedisOptions {
+    /// What a 202 promises.
+    pub durability: Durability,
+    /// Limit of one attempt to (re)connect to Redis (default 1 s).
+    pub connection_timeout: Duration,
+    /// Limit of one command's reply (default 1 s; keep it above [`WAITAOF_TIMEOUT`]).
+    pub response_timeout: Duration,
+    /// Attempts to reconnect after the first failed one, with a backoff of 100–500 ms
+    /// (default 1), before a request fails with 503. Each later request tries again.
+    pub reconnect_retries: usize,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Strict,
+            connection_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(1),
+            reconnect_retries: 1,
+        }
+    }
+}
+
+impl RedisOptions {
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_number_of_retries(self.reconnect_retries)
+            .set_min_delay(Duration::from_millis(100))
+            .set_max_delay(Duration::from_millis(500))
+    }
+}
+
+/// How long `WAITAOF` (Redis ≥ 7.2, [`Durability::Strict`]) waits for a write to reach the AOF
+/// on disk before the write is answered 503 instead of 202.
+pub const WAITAOF_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How a strict store confirms each write before acknowledging it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Confirm {
+    /// Best-effort: nothing.
+    Nothing,
+    /// `WAITAOF 1 0 ms` (Redis ≥ 7.2).
+    WaitAof,
+    /// `CONFIG GET appendonly` / `appendfsync` still `yes` / `always` (Redis < 7.2, where
+    /// `appendfsync always` fsyncs before the reply).
+    Config,
+}
+
+/// A Redis server's persistence, as read at start-up and by health checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Persistence {
+    /// `redis_version` of `INFO server`, `(0, 0, 0)` when unknown.
+    version: (u32, u32, u32),
+    /// `appendonly` (`CONFIG GET`), or `aof_enabled` of `INFO persistence`.
+    appendonly: bool,
+    /// `appendfsync`, `None` when `CONFIG GET` is unavailable.
+    appendfsync: Option<String>,
+    /// Why `CONFIG GET` could not be used (renamed, disabled, denied by an ACL).
+    config_error: Option<String>,
+}
+
+impl Persistence {
+    /// How each write is confirmed in strict mode, or why strict mode is impossible (naming the
+    /// setting to change).
+    fn strict_confirm(&self) -> Result<Confirm, String> {
+        let has_waitaof = self.version >= (7, 2, 0);
+        if !self.appendonly {
+            let source = match &self.config_error {
+                None => "appendonly is `no`".to_string(),
+                Some(e) => format!(
+                    "INFO persistence reports aof_enabled:0 (CONFIG GET is unavailable: {e})"
+                ),
+            };
+            return Err(format!(
+                "{source}; set `appendonly yes` and `appendfsync always` (in redis.conf, or \
+                 CONFIG SET appendonly yes, CONFIG SET appendfsync always, CONFIG REWRITE)"
+            ));
+        }
+        match (self.appendfsync.as_deref(), &self.config_error) {
+            (Some("always"), _) if has_waitaof => Ok(Confirm::WaitAof),
+            (Some("always"), _) => Ok(Confirm::Config),
+            (Some(other), _) => Err(format!(
+                "appendfsync is `{other}`, so the writes of up to the last second or more are lost \
+                 in a crash; set `appendfsync always` (in redis.conf, or CONFIG SET appendfsync \
+                 always, CONFIG REWRITE)"
+            )),
+            // WAITAOF confirms each write whatever the fsync policy.
+            (None, _) if has_waitaof => Ok(Confirm::WaitAof),
+            (None, e) => Err(format!(
+                "appendfsync cannot be read (CONFIG GET is unavailable: {}; INFO persistence does \
+                 not report it) and Redis {}.{}.{} has no WAITAOF (7.2) to confirm each write; \
+                 allow CONFIG GET for this connection and set `appendfsync always`, or use \
+                 Redis ≥ 7.2 with `appendonly yes`",
+                e.as_deref().unwrap_or("unknown"),
+                self.version.0,
+                self.version.1,
+                self.version.2
+            )),
+        }
+    }
+}
+
+/// Whether a Redis error means "not now" (outage, timeout, Redis loading or refusing writes):
+/// such errors answer 503 with `Retry-After`, all others 500.
+fn is_outage(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ReadOnly
+            )
+        )
+        || matches!(
+            e.code(),
+            Some("MISCONF" | "BUSY" | "OOM" | "NOREPLICAS" | "LOADING" | "MASTERDOWN")
+        )
+}
+
+/// A Redis error as a store error: [`StoreError::Unavailable`] for an outage ([`is_outage`]),
+/// [`StoreError::Backend`] otherwise.
+fn redis_err(e: redis::RedisError) -> StoreError {
+    if is_outage(&e) {
+        StoreError::Unavailable(format!("redis: {e}"))
+    } else {
+        StoreError::Backend(format!("redis: {e}"))
+    }
+}
+
+/// The value of `field` in the text of `INFO` (`field:value` lines).
+fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// `"7.0.15"` as `(7, 0, 15)`; missing or unparsable parts count as 0.
+fn parse_version(v: &str) -> (u32, u32, u32) {
+    let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    )
+}
+
+/// `(appendonly, appendfsync)` from `CONFIG GET`; the inner `Err` says why `CONFIG` cannot be
+/// used (a server error such as an unknown or denied command), the outer one is an outage.
+async fn read_config(
+    con: &mut ConnectionManager,
+) -> Result<Result<(bool, String), String>, StoreError> {
+    // One parameter per CONFIG GET (several need Redis 7), pipelined in one round trip.
+    let r: redis::RedisResult<(HashMap<String, String>, HashMap<String, String>)> = redis::pipe()
+        .cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .cmd("CONFIG")
+        .arg("GET")
+        .arg("appendfsync")
+        .query_async(con)
+        .await;
+    match r {
+        Ok((a, f)) => match (a.get("appendonly"), f.get("appendfsync")) {
+            (Some(a), Some(f)) => Ok(Ok((a.eq_ignore_ascii_case("yes"), f.to_ascii_lowercase()))),
+            _ => Ok(Err(
+                "CONFIG GET did not return appendonly/appendfsync".into()
+            )),
+        },
+        Err(e) if is_outage(&e) => Err(redis_err(e)),
+        Err(e) => Ok(Err(e.to_string())),
+    }
+}
+
+/// The server's version and persistence configuration (`INFO persistence` when `CONFIG` is
+/// unavailable).
+async fn read_persistence(con: &mut ConnectionManager) -> Result<Persistence, StoreError> {
+    let server: redis::RedisResult<String> =
+        redis::cmd("INFO").arg("server").query_async(con).await;
+    let version = match server {
+        Ok(info) => info_field(&info, "redis_version").map_or((0, 0, 0), parse_version),
+        Err(e) if is_outage(&e) => return Err(redis_err(e)),
+        Err(_) => (0, 0, 0),
+    };
+    match read_config(con).await? {
+        Ok((appendonly, fsync)) => Ok(Persistence {
+            version,
+            appendonly,
+            appendfsync: Some(fsync),
+            config_error: None,
+        }),
+        Err(why) => {
+            let info: String = redis::cmd("INFO")
+                .arg("persistence")
+                .query_async(con)
+                .await
+                .map_err(redis_err)?;
+            Ok(Persistence {
+                version,
+                appendonly: info_field(&info, "aof_enabled") == Some("1"),
+                appendfsync: None,
+                config_error: Some(why),
+            })
+        }
+    }
+}
+
+impl RedisStore {
+    /// What a 202 of this store promises.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// After a write, before it is acknowledged: confirms that it is as durable as promised
+    /// (see [`Durability::Strict`]), or answers [`StoreError::Unavailable`].
+    async fn confirm_durable(&self) -> Result<(), StoreError> {
+        let mut con = self.con.clone();
+        match self.confirm {
+            Confirm::Nothing => Ok(()),
+            Confirm::WaitAof => {
+                let r: redis::RedisResult<(u64, u64)> = redis::cmd("WAITAOF")
+                    .arg(1)
+                    .arg(0)
+                    .arg(WAITAOF_TIMEOUT.as_millis() as u64)
+                    .query_async(&mut con)
+                    .await;
+                match r {
+                    Ok((local, _)) if local >= 1 => Ok(()),
+                    Ok(_) => Err(StoreError::Unavailable(format!(
+                        "redis: the write did not reach the AOF on disk within {} ms (WAITAOF)",
+                        WAITAOF_TIMEOUT.as_millis()
+                    ))),
+                    Err(e) if is_outage(&e) => Err(redis_err(e)),
+                    // E.g. "WAITAOF cannot be used when numlocal is set but appendonly is
+                    // disabled": persistence was turned off at run time.
+                    Err(e) => Err(StoreError::Unavailable(format!(
+                        "redis: cannot confirm persistence: {e}"
+                    ))),
+                }
+            }
+            Confirm::Config => match read_config(&mut con).await? {
+                Ok((true, fsync)) if fsync == "always" => Ok(()),
+                Ok((appendonly, fsync)) => Err(StoreError::Unavailable(format!(
+                    "redis: persistence changed at run time (appendonly {}, appendfsync {fsync}): \
+                     writes are no longer durable",
+                    if appendonly { "yes" } else { "no" }
+                ))),
+                Err(why) => Err(StoreError::Unavailable(format!(
+                    "redis: cannot confirm persistence: {why}"
+                ))),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(version: (u32, u32, u32), appendonly: bool, fsync: Option<&str>) -> Persistence {
+        Persistence {
+            version,
+            appendonly,
+            appendfsync: fsync.map(String::from),
+            config_error: fsync
+                .is_none()
+                .then(|| "ERR unknown command 'CONFIG'".into()),
+        }
+    }
+
+    #[test]
+    fn strict_requires_aof_with_fsync_always() {
+        let e = p((7, 0, 15), false, Some("everysec"))
+            .strict_confirm()
+            .unwrap_err();
+        assert!(
+            e.contains("appendonly is `no`") && e.contains("appendonly yes"),
+            "{e}"
+        );
+        let e = p((7, 0, 15), true, Some("everysec"))
+            .strict_confirm()
+            .unwrap_err();
+        assert!(e.contains("appendfsync is `everysec`") && e.contains("appendfsync always"));
+        assert_eq!(
+            p((7, 0, 15), true, Some("always")).strict_confirm(),
+            Ok(Confirm::Config)
+        );
+        assert_eq!(
+            p((7, 2, 0), true, Some("always")).strict_confirm(),
+            Ok(Confirm::WaitAof)
+        );
+        // Even 7.2's WAITAOF is not accepted in place of `always` when the policy is known to
+        // be weaker: a write would wait up to a second, past the fail-fast timeouts.
+        assert!(p((7, 4, 1), true, Some("no")).strict_confirm().is_err());
+    }
+
+    #[test]
+    fn without_config_strict_needs_waitaof() {
+        let e = p((7, 0, 15), true, None).strict_confirm().unwrap_err();
+        assert!(
+            e.contains("CONFIG GET is unavailable") && e.contains("WAITAOF"),
+            "{e}"
+        );
+        assert_eq!(
+            p((8, 0, 2), true, None).strict_confirm(),
+            Ok(Confirm::WaitAof)
+        );
+        let e = p((8, 0, 2), false, None).strict_confirm().unwrap_err();
+        assert!(
+            e.contains("aof_enabled:0") && e.contains("appendonly yes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn info_and_version_parsing() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n";
+        assert_eq!(info_field(info, "redis_version"), Some("7.0.15"));
+        assert_eq!(info_field(info, "redis"), None);
+        assert_eq!(parse_version("7.0.15"), (7, 0, 15));
+        assert_eq!(parse_version("7.2"), (7, 2, 0));
+        assert_eq!(parse_version("x"), (0, 0, 0));
+        assert!(parse_version("7.2.4") >= (7, 2, 0) && parse_version("7.0.15") < (7, 2, 0));
+        let pers = "# Persistence\r\nloading:0\r\naof_enabled:1\r\n";
+        assert_eq!(info_field(pers, "aof_enabled"), Some("1"));
+    }
+
+    #[test]
+    fn outages_are_unavailable_other_errors_backend() {
+        use redis::{ErrorKind, RedisError, ServerErrorKind};
+        for k in [
+            std::io::ErrorKind::ConnectionRefused,
+            std::io::ErrorKind::TimedOut,
+            std::io::ErrorKind::BrokenPipe,
+            std::io::ErrorKind::UnexpectedEof,
+        ] {
+            let e = RedisError::from(std::io::Error::from(k));
+            assert!(matches!(redis_err(e), StoreError::Unavailable(_)), "{k:?}");
+        }
+        let loading = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::BusyLoading),
+            "Redis is loading the dataset in memory",
+        ));
+        assert!(matches!(redis_err(loading), StoreError::Unavailable(_)));
+        let err = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "wrong kind of value",
+        ));
+        assert!(matches!(redis_err(err), StoreError::Backend(_)));
+        let ty = RedisError::from((ErrorKind::UnexpectedReturnType, "not a string"));
+        assert!(matches!(redis_err(ty), StoreError::Backend(_)));
     }
 }

@@ -36,46 +36,74 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A `redis-server` child on a free loopback port, killed on drop.
+/// A `redis-server` child on a free loopback port with its data directory, killed on drop; it
+/// can be killed with SIGKILL and restarted on the same port and directory.
 pub struct RedisServer {
-    child: Child,
+    child: Option<Child>,
     pub port: u16,
-    _dir: TempDir,
+    dir: TempDir,
+    args: Vec<String>,
 }
 
 impl RedisServer {
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
+
+    /// The data directory (`--dir`).
+    #[allow(dead_code)]
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir.0
+    }
+
+    /// SIGKILL (`kill -9`): no shutdown, no final save.
+    #[allow(dead_code)]
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends `signal` (a `kill` name: `STOP`, `CONT`, …) to the running process.
+    #[allow(dead_code)]
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("redis-server is running").id();
+        let ok = Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{signal} {pid}");
+    }
+
+    /// Starts it again with the same port, directory and configuration (it then loads its
+    /// AOF/RDB; it may answer `LOADING` for a moment).
+    #[allow(dead_code)]
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.child = Some(spawn_redis(self.port, &self.dir.0, &self.args));
+    }
 }
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill9();
     }
 }
 
-/// Starts `redis-server` on 127.0.0.1. Tests that call it are
-/// `#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]`: the build script
-/// sets `has_redis_server` when it finds `redis-server` on PATH (and fails the build under `CI`
-/// when it does not), so a missing server shows as an ignored test, never as a pass.
-pub fn start_redis() -> RedisServer {
-    let dir = TempDir::new("redis");
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args([
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            dir.0.to_str().unwrap(),
-        ])
+fn spawn_redis(port: u16, dir: &std::path::Path, args: &[String]) -> Child {
+    let mut cmd = Command::new("redis-server");
+    cmd.args([
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let child = cmd
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -88,10 +116,37 @@ pub fn start_redis() -> RedisServer {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    child
+}
+
+/// Starts `redis-server` on 127.0.0.1 in the configuration the strict Redis store requires
+/// (`appendonly yes`, `appendfsync always`; no RDB snapshots). Tests that call it are
+/// `#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]`: the build script
+/// sets `has_redis_server` when it finds `redis-server` on PATH (and fails the build under `CI`
+/// when it does not), so a missing server shows as an ignored test, never as a pass.
+pub fn start_redis() -> RedisServer {
+    start_redis_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ])
+}
+
+/// Starts `redis-server` with these configuration arguments (after `--bind`, `--port`, `--dir`
+/// in a fresh temporary directory); `&[]` is Redis' stock configuration.
+pub fn start_redis_with(args: &[&str]) -> RedisServer {
+    let dir = TempDir::new("redis");
+    let port = free_port();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let child = spawn_redis(port, &dir.0, &args);
     RedisServer {
-        child,
+        child: Some(child),
         port,
-        _dir: dir,
+        dir,
+        args,
     }
 }
 

@@ -2,6 +2,7 @@
 //! * [`api`]: the router in-process with the real embedded store, every route and error code;
 //! * [`socket`]: over a real socket with the embedded store (concurrency, durability);
 //! * [`redis`]: the Redis store against a real `redis-server`;
+//! * [`redis_durability`]: Redis persistence checks, kill -9 of Redis under load, outages;
 //! * [`replacement`]: both stores overwrite a uniformly random instance;
 //! * [`identity`]: model identity under races, tickets, quarantine, failing closed.
 //!
@@ -12,5 +13,6 @@ mod api;
 mod common;
 mod identity;
 mod redis;
+mod redis_durability;
 mod replacement;
 mod socket;

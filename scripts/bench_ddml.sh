@@ -21,16 +21,19 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 start_server() { # $1 = extra args; sets SPID and URL
   local port; port=$(free_port)
-  $B serve --addr 127.0.0.1:$port --data-dir "$WORK/data-$port" --admin-token bench --bench-routes --threads "$ST" $1 \
+  $B serve --addr 127.0.0.1:$port --admin-token bench --bench-routes --threads "$ST" $1 \
     2>"$WORK/serve-$port.log" &
   SPID=$!
   URL=http://127.0.0.1:$port
   for _ in $(seq 100); do curl -sf "$URL/healthz" >/dev/null && return; sleep 0.1; done
   echo "server did not start" >&2; exit 1
 }
+# The hardened default: the update guard declares loadgen's client step (gamma = 0.005, Laplace,
+# epsilon = ln 32, per weight), so every update is checked against the instance its ticket drew.
+GUARD='{"learning_rate":0.005,"noise":{"kind":"laplace","epsilon":3.4657359027997265}}'
 create() { # name dim
   curl -sf -X POST -H 'Authorization: Bearer bench' -H 'content-type: application/json' \
-    -d "{\"name\":\"$1\",\"dim\":$2,\"k\":20,\"init_std\":0.01}" "$URL/v1/models" >/dev/null
+    -d "{\"name\":\"$1\",\"dim\":$2,\"k\":20,\"init_std\":0.01,\"update_guard\":$GUARD}" "$URL/v1/models" >/dev/null
 }
 cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
 measure() { # label, loadgen args...
@@ -55,7 +58,7 @@ wrk_measure() { # label, dim, draw path, post path, connections
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, C=$CONC, server threads=$ST, loadgen threads=$LG_THREADS, wrk=$HAVE_WRK"
 [ "$HAVE_WRK" = 1 ] || echo "# wrk not installed (apt-get install wrk): wrk rows skipped"
-start_server ""
+start_server "--data-dir $WORK/data --init-store"
 create p387 387
 create p50k 50000
 measure embedded-387 --model p387 --concurrency "$CONC"
@@ -71,18 +74,26 @@ wrk_measure wrk-ceiling-50k 50000 /bench/50000 /bench/50000 8
 kill $SPID; wait $SPID 2>/dev/null || true
 
 if command -v redis-server >/dev/null; then
-  RPORT=$(free_port)
-  redis-server --bind 127.0.0.1 --port "$RPORT" --save '' --appendonly no --dir "$WORK" >/dev/null &
-  sleep 0.5
-  start_server "--store redis://127.0.0.1:$RPORT/"
-  create p387 387
-  create p50k 50000
-  measure redis-387 --model p387 --concurrency "$CONC"
-  measure ceiling-387 --ceiling 387 --concurrency "$CONC"
-  wrk_measure wrk-redis-387 387 /v1/models/p387/draw /v1/models/p387/updates "$CONC"
-  measure redis-50k --model p50k --concurrency 8
-  wrk_measure wrk-redis-50k 50000 /v1/models/p50k/draw /v1/models/p50k/updates 8
-  kill $SPID; wait $SPID 2>/dev/null || true
+  # Strict (the default): AOF with appendfsync always, checked by the server. Then best-effort on
+  # a Redis without persistence (what earlier sessions measured), for comparison.
+  for mode in strict best-effort; do
+    RPORT=$(free_port)
+    if [ $mode = strict ]; then persist="--appendonly yes --appendfsync always"; else persist="--appendonly no"; fi
+    mkdir -p "$WORK/redis-$mode"
+    redis-server --bind 127.0.0.1 --port "$RPORT" --save '' $persist --dir "$WORK/redis-$mode" >/dev/null &
+    RPID=$!
+    sleep 0.5
+    start_server "--store redis://127.0.0.1:$RPORT/ --redis-durability $mode"
+    create p387 387
+    create p50k 50000
+    measure redis-$mode-387 --model p387 --concurrency "$CONC"
+    measure ceiling-387 --ceiling 387 --concurrency "$CONC"
+    wrk_measure wrk-redis-$mode-387 387 /v1/models/p387/draw /v1/models/p387/updates "$CONC"
+    measure redis-$mode-50k --model p50k --concurrency 8
+    wrk_measure wrk-redis-$mode-50k 50000 /v1/models/p50k/draw /v1/models/p50k/updates 8
+    kill $SPID; wait $SPID 2>/dev/null || true
+    kill $RPID; wait $RPID 2>/dev/null || true
+  done
 else
   echo "# redis-server not installed: Redis rows skipped"
 fi

@@ -23,13 +23,14 @@ for ST in ${STS:-1 2}; do
   for C in ${CS:-32 64 128}; do
     for r in $(seq "$REPEATS"); do
       port=$(free_port)
-      $B serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --admin-token bench --threads "$ST" \
+      $B serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench --threads "$ST" \
         2>"$WORK/serve-$port.log" &
       SPID=$!
       URL=http://127.0.0.1:$port
       for _ in $(seq 100); do curl -sf "$URL/healthz" >/dev/null && break; sleep 0.1; done
       curl -sf -X POST -H 'Authorization: Bearer bench' -H 'content-type: application/json' \
-        -d '{"name":"p387","dim":387,"k":20,"init_std":0.01}' "$URL/v1/models" >/dev/null
+        -d '{"name":"p387","dim":387,"k":20,"init_std":0.01,"update_guard":{"learning_rate":0.005,"noise":{"kind":"laplace","epsilon":3.4657359027997265}}}' \
+        "$URL/v1/models" >/dev/null
       s0=$(cpu $SPID)
       out=$( { DIM=387 DRAW=/v1/models/p387/draw POST=/v1/models/p387/updates /usr/bin/time -f '%U %S' \
         wrk -t1 -c"$C" -d"${DUR}s" -s scripts/bench/ddml_wrk.lua "$URL" | tail -1; } 2>"$WORK/time" )

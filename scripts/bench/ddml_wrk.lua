@@ -1,24 +1,43 @@
 -- wrk script for the Draw-and-Discard server (scripts/bench_ddml.sh): every connection is a
 -- device that alternates a draw (GET, binary) and an update (POST, raw little-endian f32).
--- Environment: DIM (weights), DRAW and POST (paths). The update body is a fixed finite vector
--- (the server's work does not depend on the values; create the model without a spam filter).
--- Non-2xx answers are counted by wrk as errors ("Non-2xx or 3xx responses").
+-- Environment: DIM (weights), DRAW and POST (paths). The update posts back the instance drawn,
+-- with the draw's single-use ticket (Privfed-Ticket): a zero step, which passes the update guard;
+-- the server's work does not depend on the values. Tickets are queued per wrk thread, so each is
+-- used once even when connections interleave. The ceiling route issues no ticket and gets the
+-- same request built the same way. Non-2xx answers are counted by wrk as errors.
 local dim = tonumber(os.getenv("DIM") or "387")
 local draw_path = os.getenv("DRAW") or ("/bench/" .. dim)
 local post_path = os.getenv("POST") or ("/bench/" .. dim)
-local draw_req, post_req
+local draw_req
 local n = 0
+local queue, head, tail = {}, 1, 0
+local zero
 
 function init(args)
-  local body = string.rep("\0\0\0\0", dim)
+  zero = string.rep("\0\0\0\0", dim)
   draw_req = wrk.format("GET", draw_path, { ["Accept"] = "application/octet-stream" }, nil)
-  post_req = wrk.format("POST", post_path,
-    { ["Content-Type"] = "application/octet-stream" }, body)
+end
+
+function response(status, headers, body)
+  if #body == 4 * dim then
+    tail = tail + 1
+    queue[tail] = { headers["privfed-ticket"] or headers["Privfed-Ticket"], body }
+  end
 end
 
 function request()
   n = n + 1
-  if n % 2 == 1 then return draw_req else return post_req end
+  if n % 2 == 1 then return draw_req end
+  local h = { ["Content-Type"] = "application/octet-stream" }
+  local body = zero
+  if head <= tail then
+    local d = queue[head]
+    queue[head] = nil
+    head = head + 1
+    if d[1] then h["Privfed-Ticket"] = d[1] end
+    body = d[2]
+  end
+  return wrk.format("POST", post_path, h, body)
 end
 
 function done(summary, latency, requests)

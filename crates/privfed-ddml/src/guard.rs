@@ -423,7 +423,10 @@ mod tests {
     fn assert_rate(k: u64, n: u64, p: f64, what: &str) {
         let n_f = n as f64;
         let z = (k as f64 / n_f - p) / (p * (1.0 - p) / n_f).sqrt();
-        eprintln!("{what}: {k}/{n} = {:.5} vs {p:.5} (z = {z:.2})", k as f64 / n_f);
+        eprintln!(
+            "{what}: {k}/{n} = {:.5} vs {p:.5} (z = {z:.2})",
+            k as f64 / n_f
+        );
         assert_z(z, 1e-6, what);
     }
 
@@ -535,7 +538,10 @@ mod tests {
             GuardTest::MaxAbsWeight
         );
         u[7] = f32::NAN;
-        assert_eq!(g.check(&base, &u).unwrap_err().test, GuardTest::MaxAbsWeight);
+        assert_eq!(
+            g.check(&base, &u).unwrap_err().test,
+            GuardTest::MaxAbsWeight
+        );
         let c = g.coordinate_bound();
         let mut u = base.clone();
         u[3] = (0.25 + c * 1.001) as f32;
@@ -544,10 +550,15 @@ mod tests {
         assert!(r.to_string().contains("at weight 3"), "{r}");
         u[3] = (0.25 - c * 0.999) as f32;
         assert!(g.check(&base, &u).is_ok());
-        let all: Vec<f32> = base.iter().map(|b| (f64::from(*b) + 0.999 * c) as f32).collect();
+        let all: Vec<f32> = base
+            .iter()
+            .map(|b| (f64::from(*b) + 0.999 * c) as f32)
+            .collect();
         let r = g.check(&base, &all).unwrap_err();
         assert_eq!((r.test, r.index), (GuardTest::Norm, None));
-        let sign: Vec<f64> = (0..d).map(|i| if i % 2 == 0 { 1.0 } else { -1.0 }).collect();
+        let sign: Vec<f64> = (0..d)
+            .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
+            .collect();
         let strong = g.strongest_step(&base, &sign);
         assert!(g.check(&base, &strong).is_ok());
         let l1: f64 = strong
@@ -636,12 +647,15 @@ mod tests {
             spec.false_rejection = Some(0.05);
             let g = StepGuard::new(&spec, d).unwrap();
             let s = g.step().noise_scale();
-            let (c, nb, q) = (g.coordinate_bound(), g.norm_bound(), g.noise_norm_quantile());
+            let (c, nb, q) = (
+                g.coordinate_bound(),
+                g.norm_bound(),
+                g.noise_norm_quantile(),
+            );
             let (p_c, p_norm) = match noise {
-                ClientNoise::Laplace { .. } => (
-                    (-c / s).exp(),
-                    gamma_inc_complement(d as f64, nb / s),
-                ),
+                ClientNoise::Laplace { .. } => {
+                    ((-c / s).exp(), gamma_inc_complement(d as f64, nb / s))
+                }
                 _ => (
                     2.0 * norm_sf(c / s),
                     gamma_inc_complement(d as f64 / 2.0, (nb / s).powi(2) / 2.0),

@@ -92,6 +92,7 @@ fn spec(name: &str, dim: usize, k: usize, init_std: f64, spam: Option<f64>) -> C
         init_std: Some(init_std),
         spam_sigmas: spam,
         spam_max_outside_fraction: None,
+        update_guard: None,
     }
 }
 

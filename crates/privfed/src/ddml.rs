@@ -330,6 +330,7 @@ fn simulate_on_server(
         init_std: Some(initial_std(dataset, config)?),
         spam_sigmas: config.spam_sigmas,
         spam_max_outside_fraction: None,
+        update_guard: None,
     };
     let client = Client::new(url)
         .with_context(|| format!("cannot build an HTTP client for {url}"))?

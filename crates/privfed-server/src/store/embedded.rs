@@ -232,7 +232,11 @@ impl Store for EmbeddedStore {
         let model = self.get(name)?;
         let verdict = match &model.spec.spam {
             None => Ok(()),
-            Some(f) => f.check(&*model.stats.read().map_err(|_| lock_poisoned())?, &weights),
+            Some(f) => f.check(
+                &*model.stats.read().map_err(|_| lock_poisoned())?,
+                &weights,
+                model.spec.init_std,
+            ),
         };
         match verdict {
             Ok(()) => {
@@ -487,12 +491,11 @@ fn apply_to_memory(p: &Planned) {
         let old = std::mem::replace(&mut inst.weights[*j], w.clone());
         inst.encoded[*j] = le.clone();
         let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
-        if n.is_multiple_of(RECOMPUTE_EVERY) {
-            if let Ok(s) = InstanceStats::from_instances(&inst.weights) {
-                *stats = s;
-            }
-        } else {
-            stats.replace(&old, w);
+        // Recompute also when the running sums lost their precision (issue 16 item 3).
+        if (n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(&old, w))
+            && let Ok(s) = InstanceStats::from_instances(&inst.weights)
+        {
+            *stats = s;
         }
     }
     m.accepted.fetch_add(p.accepted, Ordering::AcqRel);

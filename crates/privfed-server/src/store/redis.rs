@@ -252,7 +252,7 @@ impl Store for RedisStore {
         }
         let verdict = match &spec.spam {
             None => Ok(()),
-            Some(f) => f.check(&*self.stats(&spec).await?, &weights),
+            Some(f) => f.check(&*self.stats(&spec).await?, &weights, spec.init_std),
         };
         let mut con = self.con.clone();
         let gen_arg = spec.generation.to_string();

@@ -92,6 +92,7 @@ fn spec(name: &str, dim: usize, k: usize) -> CreateModel {
         init_std: None,
         spam_sigmas: None,
         spam_max_outside_fraction: None,
+        update_guard: None,
     }
 }
 

@@ -254,7 +254,8 @@ impl InstanceStats {
 
     fn weight_is_stale(&self, j: usize) -> bool {
         let pk = self.peak[j];
-        pk > 0.0 && !(pk <= STALE_RATIO * self.m2(j).max(0.0))
+        let limit = STALE_RATIO * self.m2(j).max(0.0);
+        pk > 0.0 && (pk > limit || limit.is_nan())
     }
 
     /// Number of instances `k`.
@@ -407,10 +408,10 @@ impl SpamFilter {
             } else {
                 f64::INFINITY
             };
-            if !(z <= self.sigmas) {
+            if z > self.sigmas || z.is_nan() {
                 outside += 1;
             }
-            if !(z <= worst) {
+            if z > worst {
                 worst = z;
                 worst_index = j;
             }

@@ -318,11 +318,11 @@ impl StepGuard {
         let mut acc = 0.0f64;
         for (i, (&b, &u)) in base.iter().zip(update).enumerate() {
             let (b, u) = (f64::from(b), f64::from(u));
-            if abs_fail.is_none() && !(u.abs() <= self.max_abs) {
+            if abs_fail.is_none() && (u.is_nan() || u.abs() > self.max_abs) {
                 abs_fail = Some((i, u.abs()));
             }
             let excess = ((u - b).abs() - u.abs() * F32_ROUNDING).max(0.0);
-            if !(excess <= worst.1) {
+            if excess > worst.1 {
                 worst = (i, excess);
             }
             acc += match self.norm {
@@ -352,7 +352,7 @@ impl StepGuard {
                 bound: self.max_abs,
             });
         }
-        if !(worst <= self.coordinate) {
+        if worst > self.coordinate || worst.is_nan() {
             return Err(GuardRejection {
                 test: GuardTest::Coordinate,
                 index: Some(index),
@@ -360,7 +360,7 @@ impl StepGuard {
                 bound: self.coordinate,
             });
         }
-        if !(norm <= self.norm_bound) {
+        if norm > self.norm_bound || norm.is_nan() {
             return Err(GuardRejection {
                 test: GuardTest::Norm,
                 index: None,

@@ -75,7 +75,10 @@ pub const RECOMMENDED_SPAM_SIGMAS: f64 = 8.0;
 /// `max_i x_ij + n·t·SPAM_SD_CAP·init_std` (it grows at most linearly; without the cap the band
 /// widened with every accepted outlier and posts at 7.5σ took the mean past 1e30 in 109 posts).
 /// The filter is a coarse outlier filter, not a defence against poisoning: the update guard
-/// ([`crate::guard`]) bounds each post by the clients' declared step instead.
+/// ([`crate::guard`]) bounds each post by the clients' declared step instead. The other side of
+/// the cap: a model whose instances already hold far outliers (poisoned before the cap existed,
+/// e.g. `1e30`) keeps a mean that no honest update is within `t·SPAM_SD_CAP·init_std` of, and
+/// rejects every update; such a model must be re-created.
 pub const SPAM_SD_CAP: f64 = 2.0;
 
 /// The spam filter's band never uses a standard deviation below `SPAM_SD_FLOOR · init_std`

@@ -35,9 +35,10 @@
 //! coordinate by `C` at once: `‖Δ‖₁ ≤ d·C`. The norm test caps the total: an ℓ1 budget of `N`
 //! spread over the coordinates (at most `C` each), i.e. `⌈N/C⌉` coordinates at the maximum, or
 //! every coordinate by `N/d`. With Laplace `ε = ln 32`, `γ = 0.005`, `d = 387` and `α = 1e-9`
-//! (the BENCHMARKS setting) `C ≈ 0.084`, `N ≈ 3.5` against `d·C ≈ 33`: a tenfold cut, and of
-//! `N`, `γ·d = 1.9` is the honest gradient's share and `q ≈ 1.6` the noise's (an honest step has
-//! `E‖z‖₁ = d·b ≈ 1.1`).
+//! (the BENCHMARKS setting) `C ≈ 0.084`, `N ≈ 3.43` against `d·C ≈ 32.5`: a ninefold cut, and
+//! of `N`, `γ·d = 1.94` is the honest gradient's share and `q ≈ 1.50` the noise's (an honest step
+//! has `E‖z‖₁ = d·b ≈ 1.12`). Clients must use the declared step: a client with a larger `γ` or
+//! less noise than declared is rejected.
 //!
 //! **Rounding.** Clients post `f32` weights: an honest client computes `B + Δ` in `f64` and rounds
 //! it, which moves `B'_i` by up to half an `f32` ulp (`≤ |B'_i|·2⁻²⁴`). The guard subtracts

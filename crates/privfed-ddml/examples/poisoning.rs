@@ -1,7 +1,8 @@
 //! What the update guard costs honest clients and what it leaves an attacker with draw access
 //! (issue 16; the numbers in `docs/SERVER_THREAT_MODEL.md`).
 //!
-//! `cargo run --release -p privfed-ddml --example poisoning` (about a minute).
+//! `cargo run --release -p privfed-ddml --example poisoning` (about two minutes of CPU, one thread
+//! per setting: about a minute on an idle 2-core machine).
 //!
 //! In-process Draw-and-Discard (k = 20 instances) of a logistic GLM with 387 weights on synthetic
 //! data; honest clients take one clipped gradient step on 10 examples plus noise (paper 003

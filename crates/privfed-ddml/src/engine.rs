@@ -14,9 +14,12 @@
 //!   `((k−1)/k)·D + σ²`, so the fixed point is `D = kσ²` and the sample variance is `D/2`.
 //! * **Spam filter** (§III-D4, [`SpamFilter`]): per weight, the mean `μ` and sample standard
 //!   deviation `s` across the `k` instances; a weight of an update is *outside* when
-//!   `|w − μ| > t·s`. The update is rejected when more than `⌊f·p⌋` of its `p` weights are outside
-//!   (`t` = `sigmas`, `f` = `max_outside_fraction`, default 0). A weight whose spread is 0 accepts
-//!   only the exact mean. **Choose `t` large.** The instances are not a normal sample: they share
+//!   `|w − μ| > t·s̃`, where `s̃` is `s` clamped to `[SPAM_SD_FLOOR, SPAM_SD_CAP]·init_std`
+//!   (`[¼, 2]` times the model's declared initialization spread, [`SpamFilter::band_sd`]: accepted
+//!   outliers cannot widen the band, and it cannot collapse to a point). The update is rejected
+//!   when more than `⌊f·p⌋` of its `p` weights are outside (`t` = `sigmas`, `f` =
+//!   `max_outside_fraction`, default 0). Without a usable `init_std` a weight whose spread is 0
+//!   accepts only the exact mean. **Choose `t` large.** The instances are not a normal sample: they share
 //!   ancestry (each is a descendant of a few earlier ones), so the spread estimated from `k` of them
 //!   is often small and honest updates fall outside a narrow band; every rejection also removes
 //!   spread, which makes the next rejection likelier. Measured false-rejection rates of honest
@@ -56,6 +59,37 @@ use serde::{Deserialize, Serialize};
 /// `honest_false_rejections_at_the_recommended_band`). Updates tens of standard deviations away
 /// are still rejected at 8σ.
 pub const RECOMMENDED_SPAM_SIGMAS: f64 = 8.0;
+
+/// The spam filter's band never uses a standard deviation above `SPAM_SD_CAP · init_std`
+/// ([`SpamFilter::band_sd`]), so accepted updates cannot widen it (issue 16 item 2).
+///
+/// Why 2: `init_std² = (k/2)·σ²` is the stationary expected sample variance across instances
+/// (paper 003 Thm. 1); under honest traffic the per-weight sample standard deviation exceeds
+/// twice its expectation in about 2–3% of (weight, update) pairs (shared ancestry and Laplace
+/// tails), and capping it there does not change the honest false-rejection rate (measured with
+/// `k = 20`, `p = 387`, Laplace noise, 10 runs × 5,000 honest updates, seeds 1000–1009: 0.118%
+/// at 8σ and 5.6% at 5σ without the cap, 0.118% and 5.8% with it; a cap of 1.5 also left 8σ at
+/// 0.118%). What the cap bounds: every accepted value of weight `j` lies within
+/// `t·SPAM_SD_CAP·init_std` of the current mean, hence at most that much above the current
+/// largest instance, so after `n` accepted posts the mean of weight `j` is at most
+/// `max_i x_ij + n·t·SPAM_SD_CAP·init_std` (it grows at most linearly; without the cap the band
+/// widened with every accepted outlier and posts at 7.5σ took the mean past 1e30 in 109 posts).
+/// The filter is a coarse outlier filter, not a defence against poisoning: the update guard
+/// ([`crate::guard`]) bounds each post by the clients' declared step instead. The other side of
+/// the cap: a model whose instances already hold far outliers (poisoned before the cap existed,
+/// e.g. `1e30`) keeps a mean that no honest update is within `t·SPAM_SD_CAP·init_std` of, and
+/// rejects every update; such a model must be re-created.
+pub const SPAM_SD_CAP: f64 = 2.0;
+
+/// The spam filter's band never uses a standard deviation below `SPAM_SD_FLOOR · init_std`
+/// ([`SpamFilter::band_sd`]), so it cannot collapse to a point and reject everyone when the
+/// instances happen to coincide (or the running statistics lose precision, issue 16 item 3):
+/// a post within `t·SPAM_SD_FLOOR·init_std` of the mean is always accepted. A quarter of the
+/// expected spread halves the honest false-rejection rate at 8σ (same measurement as
+/// [`SPAM_SD_CAP`]: 0.118% → 0.056%; 5σ: 5.6% → 5.3%) and keeps the filter's rejection of
+/// outliers (tens of standard deviations away) intact; a floor of 0.5 would cut 8σ to 0.002%
+/// but also 5σ to 1.0%, i.e. override the band the operator chose for 13% of the weights.
+pub const SPAM_SD_FLOOR: f64 = 0.25;
 
 /// The stationary expected intra-model variance `(k/2)·σ²` (paper 003 Thm. 1), for per-weight
 /// client noise variance `σ²`.
@@ -139,16 +173,29 @@ pub fn replacement_index<R: Rng + ?Sized>(k: usize, rng: &mut R) -> usize {
 /// Per-weight running sums over the `k` instances, giving the mean and sample standard deviation
 /// of every weight across instances in O(1) per weight and O(p) per overwrite.
 ///
-/// Sums are kept around a shift (the mean at the last full recomputation) to limit cancellation,
-/// and [`InstanceStats::replace`] recomputes from scratch every `recompute_every` overwrites
-/// when given the instances.
+/// Sums are kept around a shift (the mean at the last full recomputation, two-pass, so
+/// [`InstanceStats::from_instances`] is accurate whatever the values). The running update of
+/// [`InstanceStats::replace`] is accurate while the values stay comparable to their spread: it
+/// tracks, per weight, the largest squared deviation from the shift seen since the last
+/// recomputation (`peak`), and when `peak` exceeds `2²⁴` times the current sum of squared
+/// deviations (`m2`) — an instance holding `1e30` was just replaced by one near 1, or the
+/// instances drifted far from the shift — the sums may have lost their precision (their
+/// rounding error is about `n·2⁻⁵³·peak` after `n` updates): `replace` then returns `false` and
+/// the caller must recompute from the instances. While it returns `true`, after at most 4096
+/// updates the relative error of the variance is below `2⁻¹⁷` and that of the mean below `2⁻²⁹`
+/// standard deviations. (Issue 16 item 3: the running sums once kept a variance of 0 after
+/// `1e30` left an instance, and the spam filter then rejected every update.)
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceStats {
     k: usize,
     shift: Vec<f64>,
     sum: Vec<f64>,
     sumsq: Vec<f64>,
+    peak: Vec<f64>,
 }
+
+/// `peak > STALE_RATIO · m2` makes running statistics stale (see [`InstanceStats`]).
+const STALE_RATIO: f64 = 16_777_216.0;
 
 impl InstanceStats {
     /// Statistics of `instances` (all of the same length, finite, at least one).
@@ -173,6 +220,7 @@ impl InstanceStats {
             shift,
             sum: vec![0.0; p],
             sumsq: vec![0.0; p],
+            peak: vec![0.0; p],
         };
         for inst in instances {
             st.add(inst.as_ref(), 1.0);
@@ -181,17 +229,36 @@ impl InstanceStats {
     }
 
     fn add<T: Copy + Into<f64>>(&mut self, w: &[T], sign: f64) {
-        for (((s, q), &m), &x) in self
+        for ((((s, q), pk), &m), &x) in self
             .sum
             .iter_mut()
             .zip(&mut self.sumsq)
+            .zip(&mut self.peak)
             .zip(&self.shift)
             .zip(w)
         {
             let d = x.into() - m;
             *s += sign * d;
             *q += sign * d * d;
+            *pk = pk.max(d * d);
         }
+    }
+
+    /// `Σ (x − mean)²` of weight `j` from the sums (may be garbage when stale).
+    fn m2(&self, j: usize) -> f64 {
+        self.sumsq[j] - self.sum[j] * self.sum[j] / self.k as f64
+    }
+
+    /// Whether the running sums may have lost their precision (see [`InstanceStats`]); a fresh
+    /// [`InstanceStats::from_instances`] never is.
+    pub fn is_stale(&self) -> bool {
+        (0..self.dim()).any(|j| self.weight_is_stale(j))
+    }
+
+    fn weight_is_stale(&self, j: usize) -> bool {
+        let pk = self.peak[j];
+        let limit = STALE_RATIO * self.m2(j).max(0.0);
+        pk > 0.0 && (pk > limit || limit.is_nan())
     }
 
     /// Number of instances `k`.
@@ -205,10 +272,13 @@ impl InstanceStats {
     }
 
     /// Updates the sums after instance `old` was overwritten by `new` (both of length `p`,
-    /// validated by the caller).
-    pub fn replace<T: Copy + Into<f64>>(&mut self, old: &[T], new: &[T]) {
+    /// validated by the caller). Returns `false` when the sums may have lost their precision
+    /// ([`InstanceStats::is_stale`]): the caller must then replace `self` by
+    /// [`InstanceStats::from_instances`] of the instances.
+    pub fn replace<T: Copy + Into<f64>>(&mut self, old: &[T], new: &[T]) -> bool {
         self.add(old, -1.0);
         self.add(new, 1.0);
+        !self.is_stale()
     }
 
     /// Mean of weight `j` across instances.
@@ -221,8 +291,7 @@ impl InstanceStats {
         if self.k < 2 {
             return 0.0;
         }
-        let k = self.k as f64;
-        ((self.sumsq[j] - self.sum[j] * self.sum[j] / k) / (k - 1.0)).max(0.0)
+        (self.m2(j) / (self.k as f64 - 1.0)).max(0.0)
     }
 
     /// All means.
@@ -308,18 +377,33 @@ impl SpamFilter {
         (self.max_outside_fraction * dim as f64).floor() as usize
     }
 
-    /// Checks `update` (finite, of length `stats.dim()`: validate first) against the band.
+    /// The standard deviation the band uses for a weight whose sample standard deviation across
+    /// instances is `sd`, given the model's declared initialization standard deviation
+    /// `init_std`: `sd` clamped to `[SPAM_SD_FLOOR·init_std, SPAM_SD_CAP·init_std]` (see
+    /// [`SPAM_SD_CAP`]). Without a usable `init_std` (0, negative or non-finite) `sd` itself.
+    pub fn band_sd(sd: f64, init_std: f64) -> f64 {
+        if init_std.is_finite() && init_std > 0.0 {
+            sd.clamp(SPAM_SD_FLOOR * init_std, SPAM_SD_CAP * init_std)
+        } else {
+            sd
+        }
+    }
+
+    /// Checks `update` (finite, of length `stats.dim()`: validate first) against the band
+    /// `mean ± t·band_sd`, with the per-weight spread clamped by [`SpamFilter::band_sd`] to
+    /// multiples of the model's declared `init_std`.
     pub fn check<T: Copy + Into<f64>>(
         &self,
         stats: &InstanceStats,
         update: &[T],
+        init_std: f64,
     ) -> std::result::Result<(), SpamRejection> {
         let mut outside = 0usize;
         let mut worst_index = 0usize;
         let mut worst = 0.0f64;
         for (j, &w) in update.iter().enumerate().take(stats.dim()) {
             let dev = (w.into() - stats.mean(j)).abs();
-            let sd = stats.variance(j).sqrt();
+            let sd = Self::band_sd(stats.variance(j).sqrt(), init_std);
             let z = if sd > 0.0 {
                 dev / sd
             } else if dev == 0.0 {
@@ -327,7 +411,7 @@ impl SpamFilter {
             } else {
                 f64::INFINITY
             };
-            if z > self.sigmas {
+            if z > self.sigmas || z.is_nan() {
                 outside += 1;
             }
             if z > worst {
@@ -443,6 +527,7 @@ pub struct DrawAndDiscard {
     strategy: Strategy,
     instances: Vec<Vec<f64>>,
     filter: Option<SpamFilter>,
+    init_std: f64,
     stats: InstanceStats,
     counters: DdmlStats,
     batch_sum: Vec<f64>,
@@ -455,6 +540,10 @@ const RECOMPUTE_EVERY: u64 = 4096;
 impl DrawAndDiscard {
     /// A server over `instances` (non-empty, equal lengths, finite). Errors on invalid instances,
     /// a strategy parameter of 0, or a spam filter with fewer than 2 instances (no spread).
+    ///
+    /// The spam filter's reference spread `init_std` ([`SpamFilter::check`]) is the standard
+    /// deviation of the initial instances (the root of their intra-model variance); set the
+    /// declared one with [`DrawAndDiscard::with_init_std`].
     pub fn new(
         strategy: Strategy,
         instances: Vec<Vec<f64>>,
@@ -478,15 +567,29 @@ impl DrawAndDiscard {
             ));
         }
         let dim = stats.dim();
+        let init_std = stats.intra_model_variance().sqrt();
         Ok(Self {
             strategy,
             instances,
             filter,
+            init_std,
             stats,
             counters: DdmlStats::default(),
             batch_sum: vec![0.0; dim],
             batch_count: 0,
         })
+    }
+
+    /// Sets the spam filter's reference spread to the declared initialization standard
+    /// deviation (see [`SpamFilter::band_sd`]). Errors unless `init_std > 0` is finite.
+    pub fn with_init_std(mut self, init_std: f64) -> Result<Self> {
+        self.init_std = check_positive("init_std", init_std)?;
+        Ok(self)
+    }
+
+    /// The spam filter's reference spread (see [`DrawAndDiscard::new`]).
+    pub fn init_std(&self) -> f64 {
+        self.init_std
     }
 
     /// The strategy.
@@ -542,13 +645,13 @@ impl DrawAndDiscard {
     fn overwrite(&mut self, index: usize, new: Vec<f64>) {
         let old = std::mem::replace(&mut self.instances[index], new);
         self.counters.overwrites += 1;
-        if self.counters.overwrites.is_multiple_of(RECOMPUTE_EVERY) {
+        if self.counters.overwrites.is_multiple_of(RECOMPUTE_EVERY)
+            || !self.stats.replace(&old, &self.instances[index])
+        {
             // Cannot fail: the instances were validated on the way in.
             if let Ok(s) = InstanceStats::from_instances(&self.instances) {
                 self.stats = s;
             }
-        } else {
-            self.stats.replace(&old, &self.instances[index]);
         }
     }
 
@@ -570,7 +673,7 @@ impl DrawAndDiscard {
             ));
         }
         if let Some(f) = &self.filter
-            && let Err(r) = f.check(&self.stats, update)
+            && let Err(r) = f.check(&self.stats, update, self.init_std)
         {
             self.counters.rejected += 1;
             return Ok(Outcome::Rejected(r));
@@ -764,7 +867,11 @@ mod tests {
         // Tolerating 2% of 50 = 1 weight lets it through.
         let lenient = SpamFilter::new(4.0, 0.02).unwrap();
         assert_eq!(lenient.allowed_outside(50), 1);
-        assert!(lenient.check(s.instance_stats(), &bad).is_ok());
+        assert!(
+            lenient
+                .check(s.instance_stats(), &bad, s.init_std())
+                .is_ok()
+        );
         // Malformed updates are errors and change nothing.
         assert!(s.submit(0, &bad[..10], &mut rng).is_err());
         let mut nan = s.mean_model();
@@ -907,8 +1014,16 @@ mod tests {
         let filter = SpamFilter::new(RECOMMENDED_SPAM_SIGMAS, 0.0).unwrap();
         let mut bad = s.mean_model();
         bad[100] += 20.0 * s.instance_stats().variance(100).sqrt();
-        assert!(filter.check(s.instance_stats(), &bad).is_err());
-        assert!(filter.check(s.instance_stats(), &s.mean_model()).is_ok());
+        assert!(
+            filter
+                .check(s.instance_stats(), &bad, s.init_std())
+                .is_err()
+        );
+        assert!(
+            filter
+                .check(s.instance_stats(), &s.mean_model(), s.init_std())
+                .is_ok()
+        );
         // Negative control: a 5σ band rejects honest updates at a rate the bound would catch.
         let narrow: u64 = (1000..1004)
             .map(|seed| run(5.0, seed).stats().rejected)
@@ -997,5 +1112,134 @@ mod tests {
         );
         assert_eq!(s.instance(0), &[3.0]);
         assert!(DrawAndDiscard::new(Strategy::ServerBatch { batch: 0 }, inst, None).is_err());
+    }
+
+    /// Issue 16 item 2 (the 8σ filter walked off): an attacker posting every weight at 7.5
+    /// band standard deviations above the current mean (the band computed exactly, more than
+    /// anonymous `GET`s reveal) is accepted every time, but cannot move the mean of any weight
+    /// past `max_i x_ij(0) + n·t·SPAM_SD_CAP·init_std` after `n` posts (see [`SPAM_SD_CAP`]);
+    /// the old filter (band from the raw spread) passed 1e6 in 26 posts and 1e30 in 109. After
+    /// 200 posts an honest update (an instance plus client noise) is still accepted.
+    #[test]
+    fn spam_band_cannot_be_walked_off() {
+        let (k, p, t, n) = (20usize, 30usize, RECOMMENDED_SPAM_SIGMAS, 200usize);
+        let mut rng = seeded_rng_for_experiments(21);
+        let b = 0.1;
+        let init_std = initialization_std(k, 2.0 * b * b).unwrap();
+        let inst = initialize_instances(&vec![0.0; p], k, 2.0 * b * b, &mut rng).unwrap();
+        let max0: Vec<f64> = (0..p)
+            .map(|j| inst.iter().map(|i| i[j]).fold(f64::MIN, f64::max))
+            .collect();
+        let filter = SpamFilter::new(t, 0.0).unwrap();
+        let mut s = DrawAndDiscard::new(Strategy::DrawAndDiscard, inst, Some(filter))
+            .unwrap()
+            .with_init_std(init_std)
+            .unwrap();
+        for post in 1..=n {
+            let st = s.instance_stats();
+            let bad: Vec<f64> = (0..p)
+                .map(|j| st.mean(j) + 7.5 * SpamFilter::band_sd(st.variance(j).sqrt(), init_std))
+                .collect();
+            assert!(matches!(
+                s.submit(0, &bad, &mut rng).unwrap(),
+                Outcome::Overwrote { .. }
+            ));
+            let bound = post as f64 * t * SPAM_SD_CAP * init_std;
+            for (j, m) in s.mean_model().iter().enumerate() {
+                assert!(m - max0[j] <= bound, "post {post}, weight {j}: mean {m}");
+            }
+        }
+        let moved = s.mean_model().iter().cloned().fold(f64::MIN, f64::max);
+        eprintln!(
+            "after {n} posts at 7.5σ: mean moved by at most {moved} = {} init_std (bound {})",
+            moved / init_std,
+            n as f64 * t * SPAM_SD_CAP
+        );
+        assert!(moved < 1e3 * init_std);
+        let d = s.draw(&mut rng);
+        let honest: Vec<f64> = s
+            .instance(d)
+            .iter()
+            .map(|w| w + privfed_mechanisms::laplace::sample_laplace(&mut rng, b))
+            .collect();
+        assert!(filter.check(s.instance_stats(), &honest, init_std).is_ok());
+        // The floor: with all instances equal (zero spread) a post within t·floor·init_std
+        // of the mean is accepted, one beyond is not.
+        let flat =
+            DrawAndDiscard::new(Strategy::DrawAndDiscard, vec![vec![1.0; 3]; 4], None).unwrap();
+        let near = 1.0 + 0.99 * t * SPAM_SD_FLOOR;
+        let far = 1.0 + 1.01 * t * SPAM_SD_FLOOR;
+        assert!(filter.check(flat.instance_stats(), &[near; 3], 1.0).is_ok());
+        assert!(filter.check(flat.instance_stats(), &[far; 3], 1.0).is_err());
+        // Without a usable init_std the raw spread is used (zero spread: exact mean only).
+        assert!(
+            filter
+                .check(flat.instance_stats(), &[near; 3], 0.0)
+                .is_err()
+        );
+        assert!(filter.check(flat.instance_stats(), &[1.0; 3], 0.0).is_ok());
+    }
+
+    /// Issue 16 item 3 (the filter locked everyone out): instance statistics stay sound when an
+    /// instance holding 1e30 next to instances near 1 is overwritten. The running sums report
+    /// the loss of precision (`replace` returns `false`), the engine recomputes, and the
+    /// variance and mean then agree with a two-pass computation, so an honest update passes
+    /// the filter (the old running sums gave a variance of 0 and rejected it). And with the
+    /// fixed filter such values cannot get in: a post of 1e30 (or f32::MAX) is rejected.
+    #[test]
+    fn huge_values_do_not_break_the_statistics() {
+        let (k, p) = (20usize, 8usize);
+        let mut rng = seeded_rng_for_experiments(22);
+        // Instances N(1, (k/2)·0.1) = N(1, 1).
+        let mut inst = initialize_instances(&vec![1.0; p], k, 0.1, &mut rng).unwrap();
+        inst[0] = vec![1e30; p];
+        let fresh = InstanceStats::from_instances(&inst).unwrap();
+        assert!((fresh.mean(0) / 5e28 - 1.0).abs() < 1e-12);
+        assert!(!fresh.is_stale());
+        // Directly: replacing the huge instance makes the running sums stale.
+        let mut st = fresh.clone();
+        let honest = vec![1.0f64; p];
+        assert!(!st.replace(&inst[0], &honest));
+        assert!(st.is_stale());
+        // Through the engine (the drawn instance is replaced, deterministic).
+        let mut s = DrawAndDiscard::new(Strategy::ReplaceDrawn, inst, None).unwrap();
+        s.submit(0, &honest, &mut rng).unwrap();
+        let two_pass = InstanceStats::from_instances(s.instances()).unwrap();
+        for j in 0..p {
+            let (m, v) = (two_pass.mean(j), two_pass.variance(j));
+            assert!(v > 0.2 && v < 5.0, "weight {j}: two-pass variance {v}");
+            let es = s.instance_stats();
+            assert!((es.mean(j) - m).abs() < 1e-12, "mean {} vs {m}", es.mean(j));
+            assert!(
+                (es.variance(j) - v).abs() < 1e-12 * v,
+                "var {}",
+                es.variance(j)
+            );
+        }
+        let filter = SpamFilter::new(RECOMMENDED_SPAM_SIGMAS, 0.0).unwrap();
+        let d = s.draw(&mut rng);
+        let upd: Vec<f64> = s.instance(d).iter().map(|w| w + 0.1).collect();
+        assert!(filter.check(s.instance_stats(), &upd, 1.0).is_ok());
+        // Honest traffic keeps the running sums fresh (no spurious recomputation signal).
+        let mut st = InstanceStats::from_instances(s.instances()).unwrap();
+        let mut cur = s.instances().to_vec();
+        for i in 0..1000 {
+            let j = i % k;
+            let new: Vec<f64> = cur[j].iter().map(|w| w + 0.01).collect();
+            assert!(st.replace(&cur[j], &new), "update {i}");
+            cur[j] = new;
+        }
+        // The fixed filter keeps 1e30 and f32::MAX out in the first place.
+        let mut f = DrawAndDiscard::new(Strategy::DrawAndDiscard, s.instances().to_vec(), None)
+            .unwrap()
+            .with_init_std(1.0)
+            .unwrap();
+        f.filter = Some(filter);
+        for v in [1e30, f64::from(f32::MAX)] {
+            assert!(matches!(
+                f.submit(0, &vec![v; p], &mut rng).unwrap(),
+                Outcome::Rejected(_)
+            ));
+        }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! The Draw-and-Discard protocol of paper 003 (`docs/ALGORITHMS.md` §4): the noisy client step
 //! ([`client`], Alg. 1, §4.1), the store-agnostic server engine with its strategies and spam
-//! filter ([`engine`], Alg. 2, §4.2), and the plain-data wire types that a server and a device
+//! filter ([`engine`], Alg. 2, §4.2), the update guard that accepts only plausible client steps
+//! from the drawn instance ([`guard`]), and the plain-data wire types that a server and a device
 //! both need ([`wire`]). Models and gradients come from `privfed-learn`, noise from
 //! `privfed-mechanisms`.
 //!
@@ -34,6 +35,7 @@
 
 pub mod client;
 pub mod engine;
+pub mod guard;
 pub mod wire;
 
 pub use privfed_learn::{LearnError, Result};

@@ -28,6 +28,11 @@ pub struct CreateModel {
     /// Fraction of weights allowed outside the band (default 0).
     #[serde(default)]
     pub spam_max_outside_fraction: Option<f64>,
+    /// The update guard ([`crate::guard`]): a declaration of the clients' step (updates are then
+    /// accepted only as plausible steps from the instance drawn), or `"off"`. Absent here means
+    /// "not said"; the server refuses a creation that does not say.
+    #[serde(default)]
+    pub update_guard: Option<crate::guard::UpdateGuard>,
 }
 
 /// Weights as little-endian `f32` bytes.
@@ -79,6 +84,21 @@ mod tests {
         let r: CreateModel = serde_json::from_str(r#"{"name":"m","dim":3,"k":2}"#).unwrap();
         assert_eq!(r.init_std, None);
         assert_eq!(r.spam_sigmas, None);
+        assert_eq!(r.update_guard, None);
+        let r: CreateModel =
+            serde_json::from_str(r#"{"name":"m","dim":3,"k":2,"update_guard":"off"}"#).unwrap();
+        assert_eq!(
+            r.update_guard,
+            Some(crate::guard::UpdateGuard::Off(crate::guard::GuardOff::Off))
+        );
+        let r: CreateModel = serde_json::from_str(
+            r#"{"name":"m","dim":3,"k":2,"update_guard":{"learning_rate":0.1,"noise":{"kind":"none"}}}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            r.update_guard,
+            Some(crate::guard::UpdateGuard::Step(_))
+        ));
         assert!(
             serde_json::from_str::<CreateModel>(r#"{"name":"m","dim":3,"k":2,"x":1}"#).is_err()
         );

@@ -315,6 +315,10 @@ fn model_view(spec: &ModelSpec) -> serde_json::Value {
         "name": spec.name, "dim": spec.dim, "k": spec.k, "init_std": spec.init_std,
         "spam_sigmas": spec.spam.map(|f| f.sigmas()),
         "spam_max_outside_fraction": spec.spam.map(|f| f.max_outside_fraction()),
+        "update_guard": match &spec.guard {
+            Some(g) => serde_json::to_value(g).unwrap_or_default(),
+            None => serde_json::Value::from("off"),
+        },
     })
 }
 

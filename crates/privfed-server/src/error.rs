@@ -129,6 +129,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Rejected(Rejection::Spam(_)) => "rejected_by_spam_filter",
+            ApiError::Rejected(Rejection::Guard(_)) => "rejected_by_guard",
             ApiError::Internal(_) => "internal",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Ticket(_) => "ticket_invalid",
@@ -167,6 +168,7 @@ impl IntoResponse for ApiError {
         if let ApiError::Rejected(r) = &self {
             body["rejection"] = match r {
                 Rejection::Spam(r) => serde_json::to_value(r).unwrap_or_default(),
+                Rejection::Guard(r) => serde_json::to_value(r).unwrap_or_default(),
             };
         }
         let mut resp = (status, axum::Json(body)).into_response();

@@ -2,7 +2,13 @@
 
 use crate::error::ApiError;
 use privfed_ddml::engine::SpamFilter;
+use privfed_ddml::guard::{GuardSpec, StepGuard, UpdateGuard};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// How many initialization standard deviations the guard's absolute bound must leave room for
+/// (an initial weight beyond `10·init_std` has probability below 2e-23).
+pub const INIT_STD_MARGIN: f64 = 10.0;
 
 // The request body and the weight format are shared with devices (privfed-ddml's `wire`); they
 // stay importable from here.
@@ -32,6 +38,14 @@ pub struct ModelSpec {
     /// A random identifier of this incarnation of the model (a deleted and re-created model has
     /// a new one), used by stores shared between processes.
     pub generation: u64,
+    /// The declared client step that every update is checked against
+    /// ([`privfed_ddml::guard`]); `None` when the creation said `"update_guard": "off"` (or for
+    /// a model stored before the guard existed).
+    #[serde(default)]
+    pub guard: Option<GuardSpec>,
+    /// The guard built from [`ModelSpec::guard`] ([`ModelSpec::prepared`]); not stored.
+    #[serde(skip)]
+    pub step_guard: Option<Arc<StepGuard>>,
 }
 
 /// Checks a model name.
@@ -95,14 +109,50 @@ impl ModelSpec {
                 Some(f)
             }
         };
-        Ok(ModelSpec {
+        let guard = match req.update_guard {
+            None => {
+                return Err(ApiError::BadRequest(
+                    "declare update_guard: the clients' step, e.g. {\"learning_rate\": 0.005, \"noise\": {\"kind\": \"laplace\", \"epsilon\": 3.47}}, so each update is checked as a step from the instance drawn; or \"off\" to accept any finite update".into(),
+                ));
+            }
+            Some(UpdateGuard::Off(_)) => None,
+            Some(UpdateGuard::Step(g)) => {
+                let sg = StepGuard::new(&g, req.dim)
+                    .map_err(|e| ApiError::BadRequest(format!("update_guard: {e}")))?;
+                if INIT_STD_MARGIN * init_std > sg.max_abs_weight() {
+                    return Err(ApiError::BadRequest(format!(
+                        "update_guard.max_abs_weight {} must be at least {INIT_STD_MARGIN}·init_std = {}",
+                        sg.max_abs_weight(),
+                        INIT_STD_MARGIN * init_std
+                    )));
+                }
+                Some(g)
+            }
+        };
+        ModelSpec {
             name: req.name,
             dim: req.dim,
             k: req.k,
             init_std,
             spam,
             generation,
-        })
+            guard,
+            step_guard: None,
+        }
+        .prepared()
+        .map_err(ApiError::BadRequest)
+    }
+
+    /// Builds [`ModelSpec::step_guard`] from [`ModelSpec::guard`] (after reading a stored
+    /// spec); `Err` with the reason if the stored declaration is invalid.
+    pub fn prepared(mut self) -> Result<Self, String> {
+        self.step_guard = match &self.guard {
+            None => None,
+            Some(g) => Some(Arc::new(
+                StepGuard::new(g, self.dim).map_err(|e| format!("update_guard: {e}"))?,
+            )),
+        };
+        Ok(self)
     }
 }
 

@@ -92,6 +92,10 @@ fn spec(name: &str, dim: usize, k: usize, init_std: f64, spam: Option<f64>) -> C
         init_std: Some(init_std),
         spam_sigmas: spam,
         spam_max_outside_fraction: None,
+        // These tests post arbitrary finite vectors: no step to check.
+        update_guard: Some(privfed_ddml::guard::UpdateGuard::Off(
+            privfed_ddml::guard::GuardOff::Off,
+        )),
     }
 }
 

@@ -28,6 +28,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use privfed_client::client::Client;
 use privfed_ddml::client::{ClientNoise, PrivacyUnit};
 use privfed_ddml::engine::Strategy;
+use privfed_ddml::guard::{GuardSpec, UpdateGuard};
 use privfed_ddml::wire::CreateModel;
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
 use privfed_sim::data::{Dataset, default_data_dir, load_adult, load_mnist, synthetic_production};
@@ -330,6 +331,11 @@ fn simulate_on_server(
         init_std: Some(initial_std(dataset, config)?),
         spam_sigmas: config.spam_sigmas,
         spam_max_outside_fraction: None,
+        // The server checks every update as this client step from the instance drawn.
+        update_guard: Some(UpdateGuard::Step(GuardSpec {
+            unit: config.unit,
+            ..GuardSpec::new(config.learning_rate, config.noise)
+        })),
     };
     let client = Client::new(url)
         .with_context(|| format!("cannot build an HTTP client for {url}"))?

@@ -354,9 +354,9 @@ impl EmbeddedStore {
     ) -> Result<SubmitOutcome, StoreError> {
         let verdict = if model.spec.spam.is_some() {
             let stats = model.stats.read().map_err(|_| lock_poisoned())?;
-            crate::store::check_update(&model.spec, base.as_deref(), &weights, Some(&stats))
+            crate::store::check_update(&model.spec, base.as_deref(), &weights, Some(&stats))?
         } else {
-            crate::store::check_update(&model.spec, base.as_deref(), &weights, None)
+            crate::store::check_update(&model.spec, base.as_deref(), &weights, None)?
         };
         match verdict {
             None => {
@@ -387,8 +387,9 @@ fn load_model(
     inst: &impl ReadableTable<(&'static str, u32), &'static [u8]>,
     limits: TicketLimits,
 ) -> Result<ModelState, String> {
-    let m: StoredMeta =
+    let mut m: StoredMeta =
         serde_json::from_slice(meta).map_err(|e| format!("unreadable metadata: {e}"))?;
+    m.spec = m.spec.prepared()?;
     if m.spec.name != name {
         return Err(format!("metadata names `{}`", m.spec.name));
     }
@@ -836,12 +837,11 @@ fn apply_to_memory(p: &Planned) {
         let old = std::mem::replace(&mut inst.weights[*j], w.clone());
         inst.encoded[*j] = le.clone();
         let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
-        if n.is_multiple_of(RECOMPUTE_EVERY) {
-            if let Ok(s) = InstanceStats::from_instances(&inst.weights) {
-                *stats = s;
-            }
-        } else {
-            stats.replace(&old, w);
+        // Recompute also when the running sums lost their precision (issue 16 item 3).
+        if (n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(&old, w))
+            && let Ok(s) = InstanceStats::from_instances(&inst.weights)
+        {
+            *stats = s;
         }
         // A ticket may still need the instance its client drew.
         m.retired.retire(old);

@@ -13,12 +13,17 @@ use crate::error::StoreError;
 use crate::model::ModelSpec;
 use crate::ticket::Ticket;
 use privfed_ddml::engine::SpamRejection;
+use privfed_ddml::guard::GuardRejection;
 use std::future::Future;
 use std::sync::Arc;
 
 /// Why an update was refused (counted durably as rejected).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Rejection {
+    /// The update guard: not a plausible client step from the instance drawn
+    /// ([`privfed_ddml::guard`]).
+    #[error("{0}")]
+    Guard(GuardRejection),
     /// The spam filter of paper 003 §III-D4.
     #[error("{0}")]
     Spam(SpamRejection),
@@ -36,25 +41,33 @@ pub enum SubmitOutcome {
     Replayed(Box<SubmitOutcome>),
 }
 
-/// Whether updates to this model must carry the ticket of their draw.
-pub fn needs_ticket(_spec: &ModelSpec) -> bool {
-    false
+/// Whether updates to this model must carry the ticket of their draw (those with a guard).
+pub fn needs_ticket(spec: &ModelSpec) -> bool {
+    spec.step_guard.is_some()
 }
 
-/// The checks an update passes before it is written, in order: the spam filter (against
-/// `stats`, which must be given when the spec has a filter). `None` if it passes.
+/// The checks an update passes before it is written, in order: the update guard against the
+/// instance `base` its ticket drew, then the spam filter against `stats` (which must be given
+/// when the spec has a filter). `Ok(None)` if it passes; [`StoreError::TicketRequired`] if the
+/// model has a guard and there is no base.
 pub fn check_update(
     spec: &ModelSpec,
-    _base: Option<&[f32]>,
+    base: Option<&[f32]>,
     weights: &[f32],
     stats: Option<&privfed_ddml::engine::InstanceStats>,
-) -> Option<Rejection> {
-    if let (Some(f), Some(stats)) = (&spec.spam, stats)
-        && let Err(r) = f.check(stats, weights)
-    {
-        return Some(Rejection::Spam(r));
+) -> Result<Option<Rejection>, StoreError> {
+    if let Some(g) = &spec.step_guard {
+        let base = base.ok_or(StoreError::TicketRequired)?;
+        if let Err(r) = g.check(base, weights) {
+            return Ok(Some(Rejection::Guard(r)));
+        }
     }
-    None
+    if let (Some(f), Some(stats)) = (&spec.spam, stats)
+        && let Err(r) = f.check(stats, weights, spec.init_std)
+    {
+        return Ok(Some(Rejection::Spam(r)));
+    }
+    Ok(None)
 }
 
 /// A drawn instance and its ticket.

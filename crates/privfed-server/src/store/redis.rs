@@ -196,21 +196,33 @@ fn ticket_key(name: &str, t: Ticket) -> String {
     format!("privfed:{name}:t:{t}")
 }
 
-/// How a used ticket's outcome is stored for replays: `a` (accepted) or `r` + the rejection.
+/// How a used ticket's outcome is stored for replays: `a` (accepted), or `r` followed by `s` and
+/// the spam rejection's JSON or `g` and the guard rejection's JSON (the scripts add the `r`).
 fn encode_outcome(o: &SubmitOutcome) -> String {
     match o {
-        SubmitOutcome::Rejected(Rejection::Spam(r)) => serde_json::to_string(r).unwrap_or_default(),
+        SubmitOutcome::Rejected(Rejection::Spam(r)) => {
+            format!("s{}", serde_json::to_string(r).unwrap_or_default())
+        }
+        SubmitOutcome::Rejected(Rejection::Guard(r)) => {
+            format!("g{}", serde_json::to_string(r).unwrap_or_default())
+        }
         _ => String::new(),
     }
 }
 
-fn decode_outcome(s: &str) -> SubmitOutcome {
-    match s.strip_prefix('r') {
-        Some(json) => match serde_json::from_str(json) {
-            Ok(r) => SubmitOutcome::Rejected(Rejection::Spam(r)),
-            Err(_) => SubmitOutcome::Accepted,
-        },
-        None => SubmitOutcome::Accepted,
+/// Inverse of [`encode_outcome`] (with the `r`); `Err` if the stored outcome is unreadable.
+fn decode_outcome(s: &str) -> Result<SubmitOutcome, StoreError> {
+    let bad = |e: serde_json::Error| StoreError::Backend(format!("stored ticket outcome: {e}"));
+    if let Some(json) = s.strip_prefix("rs") {
+        Ok(SubmitOutcome::Rejected(Rejection::Spam(
+            serde_json::from_str(json).map_err(bad)?,
+        )))
+    } else if let Some(json) = s.strip_prefix("rg") {
+        Ok(SubmitOutcome::Rejected(Rejection::Guard(
+            serde_json::from_str(json).map_err(bad)?,
+        )))
+    } else {
+        Ok(SubmitOutcome::Accepted)
     }
 }
 
@@ -285,7 +297,10 @@ impl RedisStore {
             .await
             .map_err(redis_err)?;
         let raw = raw.ok_or_else(|| StoreError::NotFound(name.to_string()))?;
-        let spec: ModelSpec = serde_json::from_str(&raw).map_err(backend)?;
+        let spec: ModelSpec = serde_json::from_str::<ModelSpec>(&raw)
+            .map_err(backend)?
+            .prepared()
+            .map_err(StoreError::Backend)?;
         Ok(Arc::new(spec))
     }
 
@@ -349,7 +364,7 @@ impl RedisStore {
             Some(_) => Some(self.stats(spec).await?),
             None => None,
         };
-        let verdict = crate::store::check_update(spec, base, &weights, stats.as_deref());
+        let verdict = crate::store::check_update(spec, base, &weights, stats.as_deref())?;
         let mut con = self.con.clone();
         let gen_arg = spec.generation.to_string();
         let ticket_key_or_dummy = match ticket {
@@ -553,7 +568,7 @@ impl Store for RedisStore {
                                 .transpose()
                                 .map_err(backend)?
                                 .unwrap_or_default();
-                            return Ok(SubmitOutcome::Replayed(Box::new(decode_outcome(&o))));
+                            return Ok(SubmitOutcome::Replayed(Box::new(decode_outcome(&o)?)));
                         }
                         "busy" => return Err(StoreError::TicketInUse),
                         _ => return Err(StoreError::TicketInvalid),
@@ -587,7 +602,12 @@ impl Store for RedisStore {
         let raw = meta
             .get("spec")
             .ok_or_else(|| StoreError::NotFound(name.to_string()))?;
-        let spec: Arc<ModelSpec> = Arc::new(serde_json::from_str(raw).map_err(backend)?);
+        let spec: Arc<ModelSpec> = Arc::new(
+            serde_json::from_str::<ModelSpec>(raw)
+                .map_err(backend)?
+                .prepared()
+                .map_err(StoreError::Backend)?,
+        );
         let count = |f: &str| -> Result<u64, StoreError> {
             meta.get(f)
                 .map(|v| v.parse::<u64>().map_err(backend))

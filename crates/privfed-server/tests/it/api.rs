@@ -53,7 +53,12 @@ async fn call_json(app: &App, req: Request<Body>) -> (StatusCode, Value) {
     (s, serde_json::from_slice(&b).unwrap())
 }
 
-fn create_req(body: Value, token: Option<&str>) -> Request<Body> {
+/// A creation request; objects without `update_guard` get `"off"` (these tests post arbitrary
+/// vectors), so each malformed body below is refused for its own fault.
+fn create_req(mut body: Value, token: Option<&str>) -> Request<Body> {
+    if let Some(o) = body.as_object_mut() {
+        o.entry("update_guard").or_insert(json!("off"));
+    }
     let mut r = Request::post("/v1/models").header("content-type", "application/json");
     if let Some(t) = token {
         r = r.header("authorization", format!("Bearer {t}"));
@@ -585,4 +590,122 @@ async fn path_errors_are_json() {
         (s, v["error"].as_str()),
         (StatusCode::METHOD_NOT_ALLOWED, Some("method_not_allowed"))
     );
+}
+
+/// Issue 16: the guard is on by default — a creation must declare the clients' step or say
+/// `"off"`; a declared guard needs the draw's ticket, refuses a post that is not a plausible step
+/// from the instance drawn (422 `rejected_by_guard`, counted), and accepts an honest one.
+#[tokio::test]
+async fn the_update_guard_is_on_by_default() {
+    let app = app();
+    let bare = Request::post("/v1/models")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(Body::from(
+            json!({"name": "g", "dim": 3, "k": 2}).to_string(),
+        ))
+        .unwrap();
+    let (s, v) = call_json(&app, bare).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("update_guard"),
+        "{v}"
+    );
+    let guard = json!({"learning_rate": 0.01, "noise": {"kind": "none"}});
+    for bad in [
+        json!({"learning_rate": -1.0, "noise": {"kind": "none"}}),
+        json!({"learning_rate": 0.01, "noise": {"kind": "none"}, "max_abs_weight": 1.0}),
+        json!({"learning_rate": 0.01}),
+    ] {
+        let (s, v) = call_json(
+            &app,
+            create_req(
+                json!({"name": "g", "dim": 3, "k": 2, "init_std": 0.5, "update_guard": bad}),
+                Some(TOKEN),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {v}");
+    }
+    let (s, v) = call_json(
+        &app,
+        create_req(
+            json!({"name": "g", "dim": 3, "k": 2, "init_std": 0.5, "update_guard": guard}),
+            Some(TOKEN),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["update_guard"]["learning_rate"], 0.01);
+
+    // Without a ticket: 428.
+    let (s, v) = call_json(&app, bin_update("g", &[0.0; 3])).await;
+    assert_eq!(s, StatusCode::PRECONDITION_REQUIRED, "{v}");
+    assert_eq!(v["error"], "ticket_required");
+
+    let draw = || {
+        Request::get("/v1/models/g/draw")
+            .header("accept", "application/octet-stream")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let with_ticket = |w: &[f32], t: &str| {
+        Request::post("/v1/models/g/updates")
+            .header("content-type", "application/octet-stream")
+            .header("privfed-ticket", t)
+            .body(Body::from(privfed_server::model::encode_f32(w)))
+            .unwrap()
+    };
+    // A step of exactly γ per weight (no noise declared) passes; 1.5γ does not.
+    let (w, t) = drawn(&app, draw()).await;
+    let ok: Vec<f32> = w.iter().map(|x| x - 0.01).collect();
+    let (s, v) = call(&app, with_ticket(&ok, &t)).await.into_status_json();
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    let (w, t) = drawn(&app, draw()).await;
+    let far: Vec<f32> = w.iter().map(|x| x + 0.015).collect();
+    let (s, v) = call(&app, with_ticket(&far, &t)).await.into_status_json();
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["error"], "rejected_by_guard");
+    assert_eq!(v["rejection"]["test"], "coordinate");
+    // The poison of item 4 (one f32::MAX post) is refused by the absolute bound.
+    let (w, t) = drawn(&app, draw()).await;
+    let mut poison = w.clone();
+    poison[1] = f32::MAX;
+    let (s, v) = call(&app, with_ticket(&poison, &t))
+        .await
+        .into_status_json();
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["rejection"]["test"], "max_abs_weight");
+    let m = model(&app, "g").await;
+    assert_eq!(
+        (
+            m["updates_accepted"].as_u64(),
+            m["updates_rejected"].as_u64()
+        ),
+        (Some(1), Some(2))
+    );
+}
+
+trait IntoStatusJson {
+    fn into_status_json(self) -> (StatusCode, Value);
+}
+
+impl IntoStatusJson for (StatusCode, Vec<u8>, String) {
+    fn into_status_json(self) -> (StatusCode, Value) {
+        (
+            self.0,
+            serde_json::from_slice(&self.1).unwrap_or(Value::Null),
+        )
+    }
+}
+
+/// Draws through the router: the instance and its ticket.
+async fn drawn(app: &App, req: Request<Body>) -> (Vec<f32>, String) {
+    let resp = app.router.clone().oneshot(req).await.unwrap();
+    let t = resp.headers()["privfed-ticket"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let b = resp.into_body().collect().await.unwrap().to_bytes();
+    (privfed_server::model::decode_f32(&b).unwrap(), t)
 }

@@ -19,6 +19,8 @@ fn spec() -> ModelSpec {
         init_std: 0.0,
         spam: None,
         generation: 7,
+        guard: None,
+        step_guard: None,
     }
 }
 

@@ -33,6 +33,7 @@ pub mod error;
 pub mod metrics;
 pub mod model;
 pub mod openapi;
+pub mod server;
 pub mod store;
 
 /// The device-side client, re-exported from `privfed_client::client` (its home) so that
@@ -41,22 +42,18 @@ pub use privfed_client::client;
 
 pub use api::{AppState, router};
 pub use error::{ApiError, StoreError};
+pub use server::{ServeConfig, serve_with};
 pub use store::{Store, embedded::EmbeddedStore, redis::RedisStore};
 
 use std::sync::Arc;
 
-/// Serves `state` on `listener` until `shutdown` resolves (then finishes in-flight requests).
+/// Serves `state` on `listener` until `shutdown` resolves, with the hardened defaults of
+/// [`ServeConfig`] (timeouts, connection cap, shutdown deadline): [`serve_with`] with
+/// `ServeConfig::default()`.
 pub async fn serve<S: Store>(
     listener: tokio::net::TcpListener,
     state: Arc<AppState<S>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Answers are small and latency matters: no Nagle delay on accepted connections.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, state, shutdown, ServeConfig::default()).await
 }

@@ -15,6 +15,11 @@ pub const MAX_K: usize = 1000;
 /// Largest `dim × k` (floats held per model).
 pub const MAX_FLOATS: usize = 1 << 25;
 
+/// Accepted range of `spam_sigmas`: below 1σ the band rejects most honest updates; beyond 1000σ
+/// it rejects nothing a finite `f32` could hold against any realistic spread (and products with
+/// the spread overflow for huge values).
+pub const SPAM_SIGMAS_RANGE: (f64, f64) = (1.0, 1000.0);
+
 /// A model as the server stores it. Weights are stored as `f32`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
@@ -40,12 +45,15 @@ pub fn validate_name(name: &str) -> Result<(), ApiError> {
         && name.len() <= 64
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        // Path segments `.` and `..` are resolved away by clients and proxies: unreachable.
+        && name != "."
+        && name != "..";
     if ok {
         Ok(())
     } else {
         Err(ApiError::BadRequest(
-            "model name must be 1-64 characters from [A-Za-z0-9_.-]".into(),
+            "model name must be 1-64 characters from [A-Za-z0-9_.-], not `.` or `..`".into(),
         ))
     }
 }
@@ -84,6 +92,12 @@ impl ModelSpec {
                 None
             }
             Some(t) => {
+                if !(SPAM_SIGMAS_RANGE.0..=SPAM_SIGMAS_RANGE.1).contains(&t) {
+                    return Err(ApiError::BadRequest(format!(
+                        "spam_sigmas must lie in [{}, {}]",
+                        SPAM_SIGMAS_RANGE.0, SPAM_SIGMAS_RANGE.1
+                    )));
+                }
                 let f = SpamFilter::new(t, req.spam_max_outside_fraction.unwrap_or(0.0))
                     .map_err(|e| ApiError::BadRequest(e.to_string()))?;
                 if req.k < 2 || init_std == 0.0 {

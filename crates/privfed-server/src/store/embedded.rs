@@ -274,6 +274,16 @@ impl Store for EmbeddedStore {
     async fn healthy(&self) -> bool {
         !self.tx.is_closed()
     }
+
+    async fn total_floats(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .models
+            .read()
+            .map_err(|_| lock_poisoned())?
+            .values()
+            .map(|m| (m.spec.dim as u64).saturating_mul(m.spec.k as u64))
+            .sum())
+    }
 }
 
 /// The writer thread: group commit.

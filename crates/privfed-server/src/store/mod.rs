@@ -76,4 +76,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Whether the backend answers.
     fn healthy(&self) -> impl Future<Output = bool> + Send;
+
+    /// Floats held by all models (`dim·k` summed), for the cap on total model memory.
+    fn total_floats(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }

@@ -33,9 +33,12 @@ pub const DEFAULT_MAX_MODEL_BYTES: u64 = 2 << 30;
 /// off the async workers, at most [`HEAVY_READS`] at a time, and cached for [`VIEW_TTL`].
 pub const SMALL_VIEW_FLOATS: usize = 1 << 18;
 
-/// Renders of large model views running at once; a request finding none free (and no fresh
-/// cached view) is answered 503 with `Retry-After`.
+/// Renders of large model views running at once; a request that finds no fresh cached view and
+/// waits [`HEAVY_READ_WAIT`] for a render slot is answered 503 with `Retry-After`.
 pub const HEAVY_READS: usize = 2;
+
+/// Longest wait for a render slot of a large model view.
+pub const HEAVY_READ_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a rendered view of a large model is served from cache (its counters and mean may be
 /// this much behind).
@@ -525,7 +528,7 @@ fn json_response(body: bytes::Bytes) -> Response {
 
 /// Small models are rendered exactly on each request. Views of large ones are rendered on the
 /// blocking pool (the async workers keep answering `/healthz`), at most [`HEAVY_READS`] at once
-/// (503 beyond that), and shared for [`VIEW_TTL`] by every reader: concurrent and unread answers
+/// (503 after waiting [`HEAVY_READ_WAIT`] for a slot), and shared for [`VIEW_TTL`] by every reader: concurrent and unread answers
 /// hold one copy.
 async fn get_model<S: Store>(
     State(st): State<Arc<AppState<S>>>,
@@ -544,11 +547,16 @@ async fn get_model<S: Store>(
     if let Some(body) = cached(&st) {
         return Ok(json_response(body));
     }
-    let _permit = st.heavy_reads.try_acquire().map_err(|_| {
-        ApiError::Unavailable(format!(
-            "{HEAVY_READS} views of large models are being rendered"
-        ))
-    })?;
+    // Waiting holds no memory; a request that waits too long is answered 503.
+    let _permit = tokio::time::timeout(HEAVY_READ_WAIT, st.heavy_reads.acquire())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| {
+            ApiError::Unavailable(format!(
+                "{HEAVY_READS} views of large models are being rendered"
+            ))
+        })?;
     if let Some(body) = cached(&st) {
         return Ok(json_response(body));
     }

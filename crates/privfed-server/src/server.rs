@@ -133,32 +133,13 @@ pub async fn serve_with<S: Store>(
             body_timeout: config.body_timeout,
         };
         let served = http.serve_connection(io, svc);
-        let mut phase = phase_rx.clone();
+        let phase = phase_rx.clone();
         let st = state.clone();
         tokio::spawn(async move {
-            let mut served = std::pin::pin!(served);
-            let mut draining = false;
-            loop {
-                tokio::select! {
-                    r = served.as_mut() => {
-                        if let Err(e) = r {
-                            tracing::debug!(error = %e, "connection ended with an error");
-                        }
-                        break;
-                    }
-                    c = phase.changed() => {
-                        let p = if c.is_ok() { *phase.borrow_and_update() } else { DROP_NOW };
-                        if p == DROP_NOW {
-                            break;
-                        }
-                        if p == DRAINING && !draining {
-                            draining = true;
-                            served.as_mut().graceful_shutdown();
-                        }
-                    }
-                }
-            }
-            st.metrics.connection_closed();
+            serve_connection(served, phase, &st).await;
+            // The connection (and its clone of the state) is gone before the slot is returned,
+            // so once every slot is back nothing of this server holds the state.
+            drop(st);
             drop(permit);
         });
     }
@@ -182,6 +163,55 @@ pub async fn serve_with<S: Store>(
     }
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// Drives one connection until it ends, closing it gracefully on [`DRAINING`] and dropping it on
+/// [`DROP_NOW`].
+async fn serve_connection<S: Store, F>(served: F, mut phase: watch::Receiver<u8>, st: &AppState<S>)
+where
+    F: Future<Output = hyper::Result<()>> + GracefulConnection,
+{
+    let mut served = std::pin::pin!(served);
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            r = served.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                break;
+            }
+            c = phase.changed() => {
+                let p = if c.is_ok() { *phase.borrow_and_update() } else { DROP_NOW };
+                if p == DROP_NOW {
+                    break;
+                }
+                if p == DRAINING && !draining {
+                    draining = true;
+                    served.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+    st.metrics.connection_closed();
+}
+
+/// hyper's HTTP/1 connection, for [`serve_connection`].
+trait GracefulConnection {
+    fn graceful_shutdown(self: Pin<&mut Self>);
+}
+
+impl<I, S> GracefulConnection for hyper::server::conn::http1::Connection<I, S>
+where
+    S: hyper::service::HttpService<Incoming>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    S::ResBody: HttpBody + 'static,
+    <S::ResBody as HttpBody>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        hyper::server::conn::http1::Connection::graceful_shutdown(self);
+    }
 }
 
 /// Accept errors: per-connection ones (reset before accept) are ignored; others (out of
@@ -395,6 +425,13 @@ impl<T: AsyncWrite + Unpin> TimedIo<T> {
                     self.update_phase(now);
                     if self.phase == Phase::Idle {
                         self.since = now;
+                    }
+                    // The answer may be the last thing hyper does before waiting for the next
+                    // request (its last read poll may have come while the handler ran): arm the
+                    // timer for the idle deadline now, so that it wakes the connection.
+                    let read = self.read_deadline();
+                    if read.is_some() && self.poll_deadline(cx, read).is_ready() {
+                        cx.waker().wake_by_ref();
                     }
                 }
                 Poll::Ready(Ok(n))

@@ -664,3 +664,61 @@ async fn bench_update(Dim(dim): Dim, headers: HeaderMap, body: Body) -> Result<R
     read_weights(&headers, body, dim, 64 + 32 * dim, 4 * dim + 1024).await?;
     Ok(accepted_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    /// Issue 16, item 10: the scheme is matched case-insensitively, the token exactly.
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        for ok in ["Bearer tok", "bearer tok", "BEARER tok", "bEaReR tok"] {
+            assert!(check_admin(&auth(ok), "tok").is_ok(), "{ok}");
+        }
+        for (v, code) in [
+            ("Bearer Tok", 403),
+            ("bearer tok2", 403),
+            ("Bearer ", 403),
+            ("Basic tok", 401),
+            ("Bearertok", 401),
+            ("bear", 401),
+        ] {
+            let e = check_admin(&auth(v), "tok").unwrap_err();
+            assert_eq!(e.status().as_u16(), code, "{v}");
+        }
+        assert!(check_admin(&HeaderMap::new(), "tok").is_err());
+    }
+
+    /// The streamed JSON draw is byte for byte what serializing the whole answer gives, at and
+    /// around chunk boundaries.
+    #[test]
+    fn streamed_json_matches_serde_json() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for n in [
+            1,
+            JSON_CHUNK_FLOATS - 1,
+            JSON_CHUNK_FLOATS,
+            JSON_CHUNK_FLOATS + 1,
+            3 * JSON_CHUNK_FLOATS + 7,
+        ] {
+            let w: Vec<f32> = (0..n)
+                .map(|i| (i as f32 - 17.0) * 1.2345e-3 * if i % 3 == 0 { 1e30 } else { 1.0 })
+                .collect();
+            let body = JsonWeightsBody {
+                le: crate::model::encode_f32(&w).into(),
+                pos: 0,
+            };
+            let got = rt.block_on(body.collect()).unwrap().to_bytes();
+            let want = serde_json::to_vec(&WeightsOut { weights: &w }).unwrap();
+            assert_eq!(got.as_ref(), want.as_slice(), "n = {n}");
+        }
+    }
+}

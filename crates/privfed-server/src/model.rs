@@ -166,3 +166,38 @@ pub fn f64_to_f32_weights(w: &[f64]) -> Result<Vec<f32>, ApiError> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 16, item 10: `.` and `..` are not model names (clients resolve them away).
+    #[test]
+    fn dot_names_are_refused() {
+        for bad in [".", "..", "", "a/b", "a b"] {
+            assert!(validate_name(bad).is_err(), "{bad:?}");
+        }
+        for good in ["a", "...", ".a", "a.", "m-1_x.y"] {
+            assert!(validate_name(good).is_ok(), "{good:?}");
+        }
+    }
+
+    /// Issue 16, item 10: `spam_sigmas` outside [1, 1000] is refused.
+    #[test]
+    fn spam_sigmas_range() {
+        let req = |t: f64| CreateModel {
+            name: "m".into(),
+            dim: 2,
+            k: 4,
+            init_std: Some(1.0),
+            spam_sigmas: Some(t),
+            spam_max_outside_fraction: None,
+        };
+        for bad in [1e-300, 0.5, 1000.5, 1e300, f64::NAN, f64::INFINITY] {
+            assert!(ModelSpec::from_request(req(bad), 0).is_err(), "{bad}");
+        }
+        for good in [1.0, 8.0, 1000.0] {
+            assert!(ModelSpec::from_request(req(good), 0).is_ok(), "{good}");
+        }
+    }
+}

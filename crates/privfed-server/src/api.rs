@@ -322,7 +322,7 @@ fn encoded_weights_response(headers: &HeaderMap, le: bytes::Bytes) -> Result<Res
             le,
         )
             .into_response())
-    } else if le.len() % 4 != 0 {
+    } else if !le.len().is_multiple_of(4) {
         Err(ApiError::Internal(
             "stored instance has an odd length".into(),
         ))

@@ -90,7 +90,7 @@ pub async fn serve_with<S: Store>(
     config: ServeConfig,
 ) -> io::Result<()> {
     let app = router(state.clone());
-    let max = config.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let max = config.max_connections.clamp(1, u32::MAX as usize);
     let slots = Arc::new(Semaphore::new(max));
     let (phase_tx, phase_rx) = watch::channel(RUNNING);
     let mut http = hyper::server::conn::http1::Builder::new();

@@ -25,6 +25,30 @@ use std::time::Instant;
 /// Largest body of `POST /v1/models`.
 pub const ADMIN_BODY_LIMIT: usize = 64 * 1024;
 
+/// Default cap on the total size of all models' weights (`4·dim·k` bytes summed over models):
+/// 2 GiB. The embedded store holds about twice that in memory (each instance also kept in its
+/// wire encoding), so the default keeps a full server near 4 GiB of RAM.
+pub const DEFAULT_MAX_MODEL_BYTES: u64 = 2 << 30;
+
+/// Models with more floats than this (`dim·k`) have their `GET /v1/models/{name}` view rendered
+/// off the async workers, at most [`HEAVY_READS`] at a time, and cached for [`VIEW_TTL`].
+pub const SMALL_VIEW_FLOATS: usize = 1 << 18;
+
+/// Renders of large model views running at once; a request that finds no fresh cached view and
+/// waits [`HEAVY_READ_WAIT`] for a render slot is answered 503 with `Retry-After`.
+pub const HEAVY_READS: usize = 2;
+
+/// Longest wait for a render slot of a large model view.
+pub const HEAVY_READ_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a rendered view of a large model is served from cache (its counters and mean may be
+/// this much behind).
+pub const VIEW_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// JSON draws of models with more weights than this are streamed in chunks, so an unread answer
+/// holds one chunk besides the instance bytes shared with the store.
+pub const STREAM_JSON_FLOATS: usize = 1 << 14;
+
 /// Shared state of the handlers.
 pub struct AppState<S> {
     /// The store.
@@ -35,6 +59,20 @@ pub struct AppState<S> {
     pub metrics: Metrics,
     /// Whether the benchmark ceiling routes (`/bench/{dim}`) are mounted.
     pub bench_routes: bool,
+    /// Cap on the total size of all models' weights in bytes (`4·dim·k` summed); creating a model
+    /// beyond it answers 507. Default [`DEFAULT_MAX_MODEL_BYTES`].
+    pub max_model_bytes: u64,
+    /// Rendered views of large models (see [`SMALL_VIEW_FLOATS`]).
+    views: std::sync::Mutex<std::collections::HashMap<String, CachedView>>,
+    /// Bounds renders of large views ([`HEAVY_READS`]).
+    heavy_reads: tokio::sync::Semaphore,
+}
+
+/// A rendered `GET /v1/models/{name}` answer of a large model.
+struct CachedView {
+    generation: u64,
+    at: Instant,
+    body: bytes::Bytes,
 }
 
 impl<S: Store> AppState<S> {
@@ -45,6 +83,9 @@ impl<S: Store> AppState<S> {
             admin_token: admin_token.into(),
             metrics: Metrics::default(),
             bench_routes: false,
+            max_model_bytes: DEFAULT_MAX_MODEL_BYTES,
+            views: Default::default(),
+            heavy_reads: tokio::sync::Semaphore::new(HEAVY_READS),
         }
     }
 }
@@ -66,22 +107,37 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
     if state.bench_routes {
         r = r.route("/bench/{dim}", get(bench_draw).post(bench_update));
     }
-    r.route_layer(middleware::from_fn_with_state(state.clone(), track::<S>))
-        .fallback(not_found)
+    // `layer` (not `route_layer`) after the fallbacks: unknown routes (404) and methods (405)
+    // are counted too.
+    r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), track::<S>))
         .with_state(state)
 }
 
+/// Counts every request in the metrics and logs it at DEBUG (method, route template, status,
+/// latency in µs; one event, cheap when DEBUG is off).
 async fn track<S: Store>(State(st): State<Arc<AppState<S>>>, req: Request, next: Next) -> Response {
     let route = crate::metrics::route_index(
         req.extensions()
             .get::<MatchedPath>()
             .map_or("other", |p| p.as_str()),
     );
+    let method = req.method().clone();
     let t0 = Instant::now();
     let resp = next.run(req).await;
+    let elapsed = t0.elapsed();
+    let status = resp.status().as_u16();
     st.metrics
-        .record_index(route, resp.status().as_u16(), t0.elapsed().as_secs_f64());
+        .record_index(route, status, elapsed.as_secs_f64());
+    tracing::debug!(
+        target: "privfed_server::request",
+        %method,
+        route = crate::metrics::ROUTES[route.min(crate::metrics::ROUTES.len() - 1)],
+        status,
+        latency_us = elapsed.as_micros() as u64,
+        "request"
+    );
     resp
 }
 
@@ -131,9 +187,11 @@ fn check_admin(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
         .get(header::AUTHORIZATION)
         .ok_or(ApiError::Unauthorized)?
         .as_bytes();
-    let presented = value
-        .strip_prefix(b"Bearer ")
-        .ok_or(ApiError::Unauthorized)?;
+    // The scheme is case-insensitive (RFC 9110 §11.1): `Bearer`, `bearer`, `BEARER`.
+    let presented = match value.split_at_checked(7) {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case(b"bearer ") => rest,
+        _ => return Err(ApiError::Unauthorized),
+    };
     let expected = token.as_bytes();
     let mut diff = (presented.len() != expected.len()) as u8;
     for (i, &e) in expected.iter().enumerate() {
@@ -164,10 +222,23 @@ async fn read_body(
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
             Err(ApiError::PayloadTooLarge(limit))
         }
+        Err(e) if is_body_timeout(&*e) => Err(ApiError::RequestTimeout),
         Err(e) => Err(ApiError::BadRequest(format!(
             "could not read the body: {e}"
         ))),
     }
+}
+
+/// Whether a body error is (or wraps) the connection layer's body timeout.
+fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if c.is::<crate::server::BodyTimeout>() {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
 }
 
 #[derive(Deserialize)]
@@ -252,10 +323,72 @@ fn encoded_weights_response(headers: &HeaderMap, le: bytes::Bytes) -> Result<Res
             le,
         )
             .into_response())
+    } else if !le.len().is_multiple_of(4) {
+        Err(ApiError::Internal(
+            "stored instance has an odd length".into(),
+        ))
+    } else if le.len() / 4 > STREAM_JSON_FLOATS {
+        let mut resp = Body::new(JsonWeightsBody { le, pos: 0 }).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Ok(resp)
     } else {
         let w = crate::model::decode_f32(&le)
             .ok_or_else(|| ApiError::Internal("stored instance has an odd length".into()))?;
         weights_response(headers, &w)
+    }
+}
+
+/// A JSON draw `{"weights":[…]}` produced in chunks from the shared instance bytes (the same
+/// text as serializing the whole answer), so a slow or absent reader holds one chunk.
+struct JsonWeightsBody {
+    le: bytes::Bytes,
+    /// Next float to write; `usize::MAX` once the closing bracket is out.
+    pos: usize,
+}
+
+/// Floats per chunk of [`JsonWeightsBody`] (about 100 KB of JSON).
+const JSON_CHUNK_FLOATS: usize = 8192;
+
+impl http_body::Body for JsonWeightsBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        let n = self.le.len() / 4;
+        if self.pos == usize::MAX {
+            return std::task::Poll::Ready(None);
+        }
+        let start = self.pos;
+        let end = (start + JSON_CHUNK_FLOATS).min(n);
+        let mut out = Vec::with_capacity(16 * (end - start) + 16);
+        if start == 0 {
+            out.extend_from_slice(b"{\"weights\":[");
+        }
+        for (i, c) in self.le[4 * start..4 * end].chunks_exact(4).enumerate() {
+            if start + i > 0 {
+                out.push(b',');
+            }
+            let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            // Writing a finite f32 into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, &x);
+        }
+        if end == n {
+            out.extend_from_slice(b"]}");
+            self.pos = usize::MAX;
+        } else {
+            self.pos = end;
+        }
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data(out.into()))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pos == usize::MAX
     }
 }
 
@@ -306,6 +439,7 @@ async fn create_model<S: Store>(
         .map(|v| v.into_iter().map(|x| x as f32).collect())
         .collect();
     let view = model_view(&spec);
+    check_model_memory(&st, &spec).await?;
     st.store.create_model(spec, instances).await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())
 }
@@ -332,19 +466,122 @@ async fn delete_model<S: Store>(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// 507 if a model of `spec`'s size would take the store past [`AppState::max_model_bytes`].
+/// (Checked before the create, not atomically with it: two racing creates may both pass.)
+async fn check_model_memory<S: Store>(st: &AppState<S>, spec: &ModelSpec) -> Result<(), ApiError> {
+    let have = st.store.total_floats().await?.saturating_mul(4);
+    let want = (spec.dim as u64)
+        .saturating_mul(spec.k as u64)
+        .saturating_mul(4);
+    if have.saturating_add(want) > st.max_model_bytes {
+        return Err(ApiError::InsufficientStorage(format!(
+            "the model needs {want} bytes; the models hold {have} of the server's cap of {} bytes",
+            st.max_model_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// The body of `GET /v1/models/{name}`.
+#[derive(Serialize)]
+struct ModelView<'a> {
+    name: &'a str,
+    dim: usize,
+    k: usize,
+    init_std: f64,
+    spam_sigmas: Option<f64>,
+    spam_max_outside_fraction: Option<f64>,
+    updates_accepted: u64,
+    updates_rejected: u64,
+    mean: &'a [f64],
+    intra_model_variance: f64,
+}
+
+/// Renders a snapshot as JSON: `O(k·dim)` time, `O(dim)` memory besides the snapshot.
+fn render_view(snap: &crate::store::ModelSnapshot) -> Result<bytes::Bytes, ApiError> {
+    let stats = InstanceStats::from_instances(&snap.instances)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let means = stats.means();
+    let spec = &snap.spec;
+    let view = ModelView {
+        name: &spec.name,
+        dim: spec.dim,
+        k: spec.k,
+        init_std: spec.init_std,
+        spam_sigmas: spec.spam.map(|f| f.sigmas()),
+        spam_max_outside_fraction: spec.spam.map(|f| f.max_outside_fraction()),
+        updates_accepted: snap.accepted,
+        updates_rejected: snap.rejected,
+        mean: &means,
+        intra_model_variance: stats.intra_model_variance(),
+    };
+    serde_json::to_vec(&view)
+        .map(Into::into)
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+fn json_response(body: bytes::Bytes) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// Small models are rendered exactly on each request. Views of large ones are rendered on the
+/// blocking pool (the async workers keep answering `/healthz`), at most [`HEAVY_READS`] at once
+/// (503 after waiting [`HEAVY_READ_WAIT`] for a slot), and shared for [`VIEW_TTL`] by every reader: concurrent and unread answers
+/// hold one copy.
 async fn get_model<S: Store>(
     State(st): State<Arc<AppState<S>>>,
     ModelName(name): ModelName,
 ) -> Result<Response, ApiError> {
+    let spec = st.store.spec(&name).await?;
+    if spec.dim.saturating_mul(spec.k) <= SMALL_VIEW_FLOATS {
+        let snap = st.store.snapshot(&name).await?;
+        return Ok(json_response(render_view(&snap)?));
+    }
+    let cached = |st: &AppState<S>| -> Option<bytes::Bytes> {
+        let views = st.views.lock().ok()?;
+        let v = views.get(&name)?;
+        (v.generation == spec.generation && v.at.elapsed() < VIEW_TTL).then(|| v.body.clone())
+    };
+    if let Some(body) = cached(&st) {
+        return Ok(json_response(body));
+    }
+    // Waiting holds no memory; a request that waits too long is answered 503.
+    let _permit = tokio::time::timeout(HEAVY_READ_WAIT, st.heavy_reads.acquire())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| {
+            ApiError::Unavailable(format!(
+                "{HEAVY_READS} views of large models are being rendered"
+            ))
+        })?;
+    if let Some(body) = cached(&st) {
+        return Ok(json_response(body));
+    }
     let snap = st.store.snapshot(&name).await?;
-    let stats = InstanceStats::from_instances(&snap.instances)
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut view = model_view(&snap.spec);
-    view["updates_accepted"] = snap.accepted.into();
-    view["updates_rejected"] = snap.rejected.into();
-    view["mean"] = stats.means().into();
-    view["intra_model_variance"] = stats.intra_model_variance().into();
-    Ok(Json(view).into_response())
+    let generation = snap.spec.generation;
+    let body = tokio::task::spawn_blocking(move || render_view(&snap))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    if let Ok(mut views) = st.views.lock() {
+        views.retain(|_, v| v.at.elapsed() < VIEW_TTL);
+        views.insert(
+            name,
+            CachedView {
+                generation,
+                at: Instant::now(),
+                body: body.clone(),
+            },
+        );
+    }
+    Ok(json_response(body))
 }
 
 async fn draw<S: Store>(
@@ -470,4 +707,62 @@ async fn bench_draw(Dim(dim): Dim, headers: HeaderMap) -> Result<Response, ApiEr
 async fn bench_update(Dim(dim): Dim, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     read_weights(&headers, body, dim, 64 + 32 * dim, 4 * dim + 1024).await?;
     Ok(accepted_response(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    /// Issue 16, item 10: the scheme is matched case-insensitively, the token exactly.
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        for ok in ["Bearer tok", "bearer tok", "BEARER tok", "bEaReR tok"] {
+            assert!(check_admin(&auth(ok), "tok").is_ok(), "{ok}");
+        }
+        for (v, code) in [
+            ("Bearer Tok", 403),
+            ("bearer tok2", 403),
+            ("Bearer ", 403),
+            ("Basic tok", 401),
+            ("Bearertok", 401),
+            ("bear", 401),
+        ] {
+            let e = check_admin(&auth(v), "tok").unwrap_err();
+            assert_eq!(e.status().as_u16(), code, "{v}");
+        }
+        assert!(check_admin(&HeaderMap::new(), "tok").is_err());
+    }
+
+    /// The streamed JSON draw is byte for byte what serializing the whole answer gives, at and
+    /// around chunk boundaries.
+    #[test]
+    fn streamed_json_matches_serde_json() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for n in [
+            1,
+            JSON_CHUNK_FLOATS - 1,
+            JSON_CHUNK_FLOATS,
+            JSON_CHUNK_FLOATS + 1,
+            3 * JSON_CHUNK_FLOATS + 7,
+        ] {
+            let w: Vec<f32> = (0..n)
+                .map(|i| (i as f32 - 17.0) * 1.2345e-3 * if i % 3 == 0 { 1e30 } else { 1.0 })
+                .collect();
+            let body = JsonWeightsBody {
+                le: crate::model::encode_f32(&w).into(),
+                pos: 0,
+            };
+            let got = rt.block_on(body.collect()).unwrap().to_bytes();
+            let want = serde_json::to_vec(&WeightsOut { weights: &w }).unwrap();
+            assert_eq!(got.as_ref(), want.as_slice(), "n = {n}");
+        }
+    }
 }

@@ -75,6 +75,12 @@ pub enum ApiError {
     /// 422: the update guard or the spam filter rejected the update.
     #[error("{0}")]
     Rejected(Rejection),
+    /// 408: the request body did not arrive within the server's body timeout.
+    #[error("the request body did not arrive in time")]
+    RequestTimeout,
+    /// 507: creating the model would exceed the server's cap on total model memory.
+    #[error("{0}")]
+    InsufficientStorage(String),
     /// 500: an internal failure (detail logged, never sent).
     #[error("internal error")]
     Internal(String),
@@ -109,6 +115,8 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Rejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Ticket(_) => StatusCode::CONFLICT,
@@ -130,6 +138,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Rejected(Rejection::Spam(_)) => "rejected_by_spam_filter",
             ApiError::Rejected(Rejection::Guard(_)) => "rejected_by_guard",
+            ApiError::RequestTimeout => "request_timeout",
+            ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "internal",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Ticket(_) => "ticket_invalid",

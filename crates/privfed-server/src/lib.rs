@@ -9,14 +9,30 @@
 //! ## Routes
 //! | route | who | answers |
 //! |---|---|---|
-//! | `POST /v1/models` `{"name","dim","k","init_std"?,"spam_sigmas"?,"spam_max_outside_fraction"?}` | admin | 201, 400, 401, 403, 409 |
+//! | `POST /v1/models` `{"name","dim","k","init_std"?,"spam_sigmas"?,"spam_max_outside_fraction"?}` | admin | 201, 400, 401, 403, 409, 507 (over `max_model_bytes`) |
 //! | `DELETE /v1/models/{name}` | admin | 204, 401, 403, 404 |
 //! | `GET /v1/models/{name}/draw` (JSON, or raw LE `f32` with `Accept: application/octet-stream`) | anyone | 200, 404 |
-//! | `POST /v1/models/{name}/updates` (JSON `{"weights"}` or raw LE `f32`) | anyone | 202, 400, 404, 413, 415, 422 |
-//! | `GET /v1/models/{name}` | anyone | 200 (counters, mean, intra-model variance), 404 |
+//! | `POST /v1/models/{name}/updates` (JSON `{"weights"}` or raw LE `f32`) | anyone | 202, 400, 404, 408 (body timeout), 413, 415, 422 |
+//! | `GET /v1/models/{name}` | anyone | 200 (counters, mean, intra-model variance), 404, 503 (large views busy) |
 //! | `GET /healthz`, `GET /metrics`, `GET /openapi.json` | anyone | 200 |
 //!
-//! Admin routes need `Authorization: Bearer TOKEN` (401 without it, 403 with a wrong one).
+//! Admin routes need `Authorization: Bearer TOKEN` (scheme case-insensitive; 401 without it, 403
+//! with a wrong one). Model names are 1–64 characters from `[A-Za-z0-9_.-]`, not `.` or `..`;
+//! `spam_sigmas` lies in [1, 1000]. Every answer, 404 and 405 included, is counted in `/metrics`.
+//!
+//! ## Limits
+//! [`serve_with`] takes a [`ServeConfig`] (defaults: header timeout 10 s, body 30 s, idle
+//! keep-alive 60 s, write 30 s, 768 connections, shutdown deadline 10 s; `privfed serve` flags
+//! `--header-timeout-secs`, `--body-timeout-secs`, `--idle-timeout-secs`, `--write-timeout-secs`,
+//! `--max-connections`, `--shutdown-deadline-secs`); see [`server`]. Total model memory is capped
+//! by [`AppState::max_model_bytes`] (`--max-model-bytes`, default 2 GiB of weights). Views of
+//! models above [`api::SMALL_VIEW_FLOATS`] floats are rendered off the async workers and shared
+//! for up to [`api::VIEW_TTL`]; JSON draws above [`api::STREAM_JSON_FLOATS`] weights are streamed.
+//!
+//! ## Logs
+//! The crate logs through `tracing` (the binary installs the subscriber): one DEBUG event per
+//! request (target `privfed_server::request`: method, route template, status, latency in µs),
+//! internal errors and failed commits at ERROR, 503s at WARN, start-up and shutdown at INFO.
 //! Errors are JSON `{"error", "message"}` ([`error`]). Weights are stored as `f32`.
 //!
 //! ## Clients
@@ -33,6 +49,7 @@ pub mod error;
 pub mod metrics;
 pub mod model;
 pub mod openapi;
+pub mod server;
 pub mod store;
 pub mod ticket;
 
@@ -42,22 +59,18 @@ pub use privfed_client::client;
 
 pub use api::{AppState, router};
 pub use error::{ApiError, StoreError};
+pub use server::{ServeConfig, serve_with};
 pub use store::{Store, embedded::EmbeddedStore, redis::RedisStore};
 
 use std::sync::Arc;
 
-/// Serves `state` on `listener` until `shutdown` resolves (then finishes in-flight requests).
+/// Serves `state` on `listener` until `shutdown` resolves, with the hardened defaults of
+/// [`ServeConfig`] (timeouts, connection cap, shutdown deadline): [`serve_with`] with
+/// `ServeConfig::default()`.
 pub async fn serve<S: Store>(
     listener: tokio::net::TcpListener,
     state: Arc<AppState<S>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Answers are small and latency matters: no Nagle delay on accepted connections.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, state, shutdown, ServeConfig::default()).await
 }

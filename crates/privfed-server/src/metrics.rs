@@ -18,8 +18,8 @@ pub const ROUTES: [&str; 9] = [
 ];
 
 /// Status codes counted separately (anything else is counted under its class, e.g. `5xx`).
-const CODES: [u16; 14] = [
-    200, 201, 202, 204, 400, 401, 403, 404, 405, 409, 413, 415, 422, 500,
+const CODES: [u16; 17] = [
+    200, 201, 202, 204, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 500, 503, 507,
 ];
 
 /// Upper bounds of the latency histogram, seconds.
@@ -37,6 +37,8 @@ pub struct Metrics {
     latency_count: Vec<AtomicU64>,
     accepted: AtomicU64,
     rejected: AtomicU64,
+    connections_opened: AtomicU64,
+    connections_closed: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -49,6 +51,8 @@ impl Default for Metrics {
             latency_count: n(ROUTES.len()),
             accepted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            connections_opened: AtomicU64::new(0),
+            connections_closed: AtomicU64::new(0),
         }
     }
 }
@@ -94,6 +98,24 @@ impl Metrics {
         self.rejected.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts an accepted connection.
+    pub fn connection_opened(&self) {
+        self.connections_opened.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a closed connection.
+    pub fn connection_closed(&self) {
+        self.connections_closed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections open now (accepted and not yet closed).
+    pub fn connections_open(&self) -> u64 {
+        let closed = self.connections_closed.load(Ordering::Relaxed);
+        self.connections_opened
+            .load(Ordering::Relaxed)
+            .saturating_sub(closed)
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut o = String::new();
@@ -126,6 +148,16 @@ impl Metrics {
             o,
             "# HELP privfed_updates_rejected_total Updates rejected by the spam filter in this process.\n# TYPE privfed_updates_rejected_total counter\nprivfed_updates_rejected_total {}",
             self.rejected.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            o,
+            "# HELP privfed_http_connections_open Connections open now.\n# TYPE privfed_http_connections_open gauge\nprivfed_http_connections_open {}",
+            self.connections_open()
+        );
+        let _ = writeln!(
+            o,
+            "# HELP privfed_http_connections_total Connections accepted by this process.\n# TYPE privfed_http_connections_total counter\nprivfed_http_connections_total {}",
+            self.connections_opened.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             o,

@@ -21,6 +21,11 @@ pub const MAX_K: usize = 1000;
 /// Largest `dim × k` (floats held per model).
 pub const MAX_FLOATS: usize = 1 << 25;
 
+/// Accepted range of `spam_sigmas`: below 1σ the band rejects most honest updates; beyond 1000σ
+/// it rejects nothing a finite `f32` could hold against any realistic spread (and products with
+/// the spread overflow for huge values).
+pub const SPAM_SIGMAS_RANGE: (f64, f64) = (1.0, 1000.0);
+
 /// A model as the server stores it. Weights are stored as `f32`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
@@ -54,12 +59,15 @@ pub fn validate_name(name: &str) -> Result<(), ApiError> {
         && name.len() <= 64
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        // Path segments `.` and `..` are resolved away by clients and proxies: unreachable.
+        && name != "."
+        && name != "..";
     if ok {
         Ok(())
     } else {
         Err(ApiError::BadRequest(
-            "model name must be 1-64 characters from [A-Za-z0-9_.-]".into(),
+            "model name must be 1-64 characters from [A-Za-z0-9_.-], not `.` or `..`".into(),
         ))
     }
 }
@@ -98,6 +106,12 @@ impl ModelSpec {
                 None
             }
             Some(t) => {
+                if !(SPAM_SIGMAS_RANGE.0..=SPAM_SIGMAS_RANGE.1).contains(&t) {
+                    return Err(ApiError::BadRequest(format!(
+                        "spam_sigmas must lie in [{}, {}]",
+                        SPAM_SIGMAS_RANGE.0, SPAM_SIGMAS_RANGE.1
+                    )));
+                }
                 let f = SpamFilter::new(t, req.spam_max_outside_fraction.unwrap_or(0.0))
                     .map_err(|e| ApiError::BadRequest(e.to_string()))?;
                 if req.k < 2 || init_std == 0.0 {
@@ -201,4 +215,40 @@ pub fn f64_to_f32_weights(w: &[f64]) -> Result<Vec<f32>, ApiError> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 16, item 10: `.` and `..` are not model names (clients resolve them away).
+    #[test]
+    fn dot_names_are_refused() {
+        for bad in [".", "..", "", "a/b", "a b"] {
+            assert!(validate_name(bad).is_err(), "{bad:?}");
+        }
+        for good in ["a", "...", ".a", "a.", "m-1_x.y"] {
+            assert!(validate_name(good).is_ok(), "{good:?}");
+        }
+    }
+
+    /// Issue 16, item 10: `spam_sigmas` outside [1, 1000] is refused.
+    #[test]
+    fn spam_sigmas_range() {
+        let req = |t: f64| CreateModel {
+            name: "m".into(),
+            dim: 2,
+            k: 4,
+            init_std: Some(1.0),
+            spam_sigmas: Some(t),
+            spam_max_outside_fraction: None,
+            update_guard: Some(UpdateGuard::Off(privfed_ddml::guard::GuardOff::Off)),
+        };
+        for bad in [1e-300, 0.5, 1000.5, 1e300, f64::NAN, f64::INFINITY] {
+            assert!(ModelSpec::from_request(req(bad), 0).is_err(), "{bad}");
+        }
+        for good in [1.0, 8.0, 1000.0] {
+            assert!(ModelSpec::from_request(req(good), 0).is_ok(), "{good}");
+        }
+    }
 }

@@ -16,16 +16,16 @@ pub fn document() -> Value {
       "info": {"title": "privfed Draw-and-Discard server", "version": env!("CARGO_PKG_VERSION"),
                "description": "Paper 003 (Draw and Discard): k instances per model; clients draw a uniformly random instance, take a noisy local step, and post the result, which overwrites a uniformly random instance. Weights are stored as f32."},
       "components": {
-        "securitySchemes": {"admin": {"type": "http", "scheme": "bearer"}},
+        "securitySchemes": {"admin": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer TOKEN (scheme case-insensitive)"}},
         "schemas": {
           "Error": {"type": "object", "required": ["error", "message"],
                     "properties": {"error": {"type": "string"}, "message": {"type": "string"}}},
           "Weights": weights,
           "CreateModel": {"type": "object", "required": ["name", "dim", "k"], "properties": {
-              "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+              "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$", "not": {"enum": [".", ".."]}},
               "dim": {"type": "integer", "minimum": 1}, "k": {"type": "integer", "minimum": 1},
               "init_std": {"type": "number", "minimum": 0},
-              "spam_sigmas": {"type": "number", "exclusiveMinimum": 0,
+              "spam_sigmas": {"type": "number", "minimum": 1, "maximum": 1000,
                   "description": "Spam filter band in standard deviations across the instances; no filter if absent. Use at least 8: the instances share ancestry, so narrower bands reject many honest updates (k = 20, 387 weights: 53% at 4, 6% at 5, 0.085% at 8)."},
               "spam_max_outside_fraction": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
           "Model": {"type": "object", "properties": {
@@ -41,11 +41,13 @@ pub fn document() -> Value {
         "/v1/models": {"post": {"summary": "Create a model (admin)", "security": [{"admin": []}],
             "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateModel"}}}},
             "responses": {"201": {"description": "created"}, "400": err("invalid parameters"),
-                          "401": err("no bearer token"), "403": err("wrong token"), "409": err("exists")}}},
+                          "401": err("no bearer token"), "403": err("wrong token"), "409": err("exists"),
+                          "507": err("the server's cap on total model memory (--max-model-bytes) would be exceeded")}}},
         "/v1/models/{name}": {
           "get": {"summary": "Counters, mean model and intra-model variance",
             "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
-            "responses": {"200": {"description": "the model", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Model"}}}}, "404": err("unknown model")}},
+            "responses": {"200": {"description": "the model (for models of more than 2^18 floats, a view shared for up to 1 s)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Model"}}}}, "404": err("unknown model"),
+                          "503": err("too many large views being rendered; retry after Retry-After")}},
           "delete": {"summary": "Delete a model (admin)", "security": [{"admin": []}],
             "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
             "responses": {"204": {"description": "deleted"}, "401": err("no bearer token"), "403": err("wrong token"), "404": err("unknown model")}}},
@@ -62,6 +64,7 @@ pub fn document() -> Value {
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
             "responses": {"202": {"description": "accepted and durable"}, "400": err("malformed: wrong length, non-finite"),
                           "404": err("unknown model"), "413": err("body too large"), "415": err("unsupported content type"),
+                          "408": err("the body did not arrive within the body timeout"),
                           "422": err("rejected by the spam filter")}}},
         "/healthz": {"get": {"summary": "Liveness and store health", "responses": {"200": {"description": "ok"}, "503": {"description": "store unavailable"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition format"}}}},

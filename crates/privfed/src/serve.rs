@@ -3,9 +3,19 @@
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use privfed_server::store::redis::{Durability, RedisOptions};
-use privfed_server::{AppState, EmbeddedStore, RedisStore, Store};
+use privfed_server::{AppState, EmbeddedStore, RedisStore, ServeConfig, Store};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// Format of the log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Arguments of `privfed serve`.
 #[derive(Debug, Args)]
@@ -39,6 +49,83 @@ pub struct ServeArgs {
     /// Tokio worker threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Close a connection whose request head (line and headers) is not complete this many
+    /// seconds after its first byte (or after accept).
+    #[arg(long, default_value_t = ServeConfig::default().header_timeout.as_secs())]
+    pub header_timeout_secs: u64,
+    /// Answer 408 and close the connection if a request body is not complete this many seconds
+    /// after its head.
+    #[arg(long, default_value_t = ServeConfig::default().body_timeout.as_secs())]
+    pub body_timeout_secs: u64,
+    /// Close a keep-alive connection idle for this many seconds.
+    #[arg(long, default_value_t = ServeConfig::default().idle_timeout.as_secs())]
+    pub idle_timeout_secs: u64,
+    /// Close a connection whose answer makes no progress for this many seconds (a client that
+    /// does not read).
+    #[arg(long, default_value_t = ServeConfig::default().write_timeout.as_secs())]
+    pub write_timeout_secs: u64,
+    /// Most connections served at once; further ones wait in the listen backlog until one ends.
+    /// Keep it below the descriptor limit (`ulimit -n`).
+    #[arg(long, default_value_t = ServeConfig::default().max_connections)]
+    pub max_connections: usize,
+    /// On SIGTERM or Ctrl-C, drop connections still open after this many seconds and exit.
+    #[arg(long, default_value_t = ServeConfig::default().shutdown_deadline.as_secs())]
+    pub shutdown_deadline_secs: u64,
+    /// Cap on the total size of all models' weights, bytes (4·dim·k summed over models);
+    /// creating a model beyond it answers 507. The embedded store holds about twice this in RAM.
+    #[arg(long, default_value_t = privfed_server::api::DEFAULT_MAX_MODEL_BYTES)]
+    pub max_model_bytes: u64,
+    /// Log filter (tracing EnvFilter syntax: `info`, `debug`, `privfed_server=debug,warn`);
+    /// requests are logged at debug.
+    #[arg(long, env = "PRIVFED_LOG", default_value = "info")]
+    pub log_level: String,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl ServeArgs {
+    /// The connection limits given on the command line.
+    pub fn serve_config(&self) -> anyhow::Result<ServeConfig> {
+        for (flag, v) in [
+            ("--header-timeout-secs", self.header_timeout_secs),
+            ("--body-timeout-secs", self.body_timeout_secs),
+            ("--idle-timeout-secs", self.idle_timeout_secs),
+            ("--write-timeout-secs", self.write_timeout_secs),
+        ] {
+            if v == 0 {
+                bail!("{flag} must be at least 1");
+            }
+        }
+        if self.max_connections == 0 {
+            bail!("--max-connections must be at least 1");
+        }
+        Ok(ServeConfig {
+            header_timeout: Duration::from_secs(self.header_timeout_secs),
+            body_timeout: Duration::from_secs(self.body_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            write_timeout: Duration::from_secs(self.write_timeout_secs),
+            max_connections: self.max_connections,
+            shutdown_deadline: Duration::from_secs(self.shutdown_deadline_secs),
+        })
+    }
+}
+
+/// Installs the log subscriber: `filter` in EnvFilter syntax, lines on stderr.
+fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(filter)
+        .with_context(|| format!("invalid --log-level / PRIVFED_LOG `{filter}`"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let done = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    done.map_err(|e| anyhow::anyhow!("cannot install the logger: {e}"))
 }
 
 /// `--redis-durability`.
@@ -51,14 +138,23 @@ pub enum RedisDurability {
 }
 
 async fn run_with<S: Store>(args: &ServeArgs, store: S) -> anyhow::Result<()> {
+    let config = args.serve_config()?;
     let mut state = AppState::new(store, args.admin_token.clone());
     state.bench_routes = args.bench_routes;
+    state.max_model_bytes = args.max_model_bytes;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     eprintln!(
         "privfed serve: listening on http://{}",
         listener.local_addr()?
+    );
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        store = if args.store.is_some() { "redis" } else { "embedded" },
+        ?config,
+        max_model_bytes = args.max_model_bytes,
+        "privfed serve started"
     );
     // Finish in-flight requests on Ctrl-C or SIGTERM (what service managers send).
     let shutdown = async {
@@ -82,8 +178,10 @@ async fn run_with<S: Store>(args: &ServeArgs, store: S) -> anyhow::Result<()> {
             let _ = tokio::signal::ctrl_c().await;
         }
         eprintln!("privfed serve: shutting down");
+        tracing::info!("shutdown requested");
     };
-    privfed_server::serve(listener, Arc::new(state), shutdown).await?;
+    privfed_server::serve_with(listener, Arc::new(state), shutdown, config).await?;
+    tracing::info!("privfed serve stopped");
     Ok(())
 }
 
@@ -92,13 +190,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     if args.admin_token.trim().is_empty() {
         bail!("--admin-token must not be empty");
     }
+    args.serve_config()?;
+    init_logging(&args.log_level, args.log_format)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if let Some(t) = args.threads {
         rt.worker_threads(t.max(1));
     }
     let rt = rt.build()?;
-    rt.block_on(async {
+    let result = rt.block_on(async {
         match &args.store {
             None => {
                 let opened = if args.init_store {
@@ -135,7 +235,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             }
             Some(other) => bail!("unsupported --store `{other}` (expected redis://HOST:PORT)"),
         }
-    })
+    });
+    if let Err(e) = &result {
+        tracing::error!(error = format!("{e:#}"), "privfed serve failed");
+    }
+    result
 }
 
 #[cfg(test)]

@@ -505,6 +505,16 @@ impl Store for EmbeddedStore {
         }
         true
     }
+
+    async fn total_floats(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .models
+            .read()
+            .map_err(|_| lock_poisoned())?
+            .values()
+            .map(|m| (m.spec.dim as u64).saturating_mul(m.spec.k as u64))
+            .sum())
+    }
 }
 
 /// Marks the store failed (first reason wins) and logs it.

@@ -153,4 +153,7 @@ pub trait Store: Send + Sync + 'static {
     fn durable_acks(&self) -> bool {
         true
     }
+
+    /// Floats held by all models (`dim·k` summed), for the cap on total model memory.
+    fn total_floats(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }

@@ -592,6 +592,40 @@ impl Store for RedisStore {
         result
     }
 
+    async fn total_floats(&self) -> Result<u64, StoreError> {
+        // SCAN the model metadata keys (admin path only: runs when a model is created).
+        let mut con = self.con.clone();
+        let mut cursor: u64 = 0;
+        let mut total: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg("privfed:*:meta")
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut con)
+                .await
+                .map_err(backend)?;
+            for key in keys {
+                let raw: Option<String> = redis::cmd("HGET")
+                    .arg(&key)
+                    .arg("spec")
+                    .query_async(&mut con)
+                    .await
+                    .map_err(backend)?;
+                if let Some(raw) = raw {
+                    let spec: ModelSpec = serde_json::from_str(&raw).map_err(backend)?;
+                    total = total.saturating_add((spec.dim as u64).saturating_mul(spec.k as u64));
+                }
+            }
+            if next == 0 {
+                return Ok(total);
+            }
+            cursor = next;
+        }
+    }
+
     async fn snapshot(&self, name: &str) -> Result<ModelSnapshot, StoreError> {
         let mut con = self.con.clone();
         let meta: HashMap<String, String> = redis::cmd("HGETALL")

@@ -4,7 +4,8 @@
 //! * [`redis`]: the Redis store against a real `redis-server`;
 //! * [`redis_durability`]: Redis persistence checks, kill -9 of Redis under load, outages;
 //! * [`replacement`]: both stores overwrite a uniformly random instance;
-//! * [`identity`]: model identity under races, tickets, quarantine, failing closed.
+//! * [`identity`]: model identity under races, tickets, quarantine, failing closed;
+//! * [`limits`]: timeouts, the connection cap, shutdown, bounded reads and validation limits.
 //!
 //! Tests that need `redis-server` are ignored, with the reason "redis-server not on PATH", when
 //! the build script did not find it (and the build fails under `CI` instead).
@@ -12,7 +13,9 @@
 mod api;
 mod common;
 mod identity;
+mod limits;
 mod redis;
 mod redis_durability;
 mod replacement;
+mod serving;
 mod socket;

@@ -8,3 +8,4 @@ mod cli_distributed;
 mod cli_mvu;
 mod common;
 mod ddml_server;
+mod serve_ops;

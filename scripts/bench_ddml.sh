@@ -73,6 +73,24 @@ wrk_measure wrk-embedded-50k 50000 /v1/models/p50k/draw /v1/models/p50k/updates 
 wrk_measure wrk-ceiling-50k 50000 /bench/50000 /bench/50000 8
 kill $SPID; wait $SPID 2>/dev/null || true
 
+# The reference: the same router and ceiling handler under plain axum::serve (no timeouts, no
+# connection cap), crates/privfed-server/examples/axum_ceiling.rs.
+AX=${PRIVFED_AXUM_BIN:-target/release/examples/axum_ceiling}
+if [ -x "$AX" ]; then
+  port=$(free_port)
+  "$AX" 127.0.0.1:$port 2>"$WORK/axum.log" &
+  SPID=$!
+  URL=http://127.0.0.1:$port
+  for _ in $(seq 100); do curl -sf "$URL/healthz" >/dev/null && break; sleep 0.1; done
+  measure axum-ceiling-387 --ceiling 387 --concurrency "$CONC"
+  wrk_measure wrk-axum-ceiling-387 387 /bench/387 /bench/387 "$CONC"
+  measure axum-ceiling-50k --ceiling 50000 --concurrency 8
+  wrk_measure wrk-axum-ceiling-50k 50000 /bench/50000 /bench/50000 8
+  kill $SPID; wait $SPID 2>/dev/null || true
+else
+  echo "# $AX not built (cargo build --release -p privfed-server --example axum_ceiling): axum rows skipped"
+fi
+
 if command -v redis-server >/dev/null; then
   # Strict (the default): AOF with appendfsync always, checked by the server. Then best-effort on
   # a Redis without persistence (what earlier sessions measured), for comparison.

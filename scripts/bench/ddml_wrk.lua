@@ -11,10 +11,8 @@ local post_path = os.getenv("POST") or ("/bench/" .. dim)
 local draw_req
 local n = 0
 local queue, head, tail = {}, 1, 0
-local zero
 
 function init(args)
-  zero = string.rep("\0\0\0\0", dim)
   draw_req = wrk.format("GET", draw_path, { ["Accept"] = "application/octet-stream" }, nil)
 end
 
@@ -27,17 +25,15 @@ end
 
 function request()
   n = n + 1
-  if n % 2 == 1 then return draw_req end
+  -- A post needs a drawn instance: with none queued (at the start, when every connection sends
+  -- its first request at once) draw instead.
+  if n % 2 == 1 or head > tail then return draw_req end
+  local d = queue[head]
+  queue[head] = nil
+  head = head + 1
   local h = { ["Content-Type"] = "application/octet-stream" }
-  local body = zero
-  if head <= tail then
-    local d = queue[head]
-    queue[head] = nil
-    head = head + 1
-    if d[1] then h["Privfed-Ticket"] = d[1] end
-    body = d[2]
-  end
-  return wrk.format("POST", post_path, h, body)
+  if d[1] then h["Privfed-Ticket"] = d[1] end
+  return wrk.format("POST", post_path, h, d[2])
 end
 
 function done(summary, latency, requests)

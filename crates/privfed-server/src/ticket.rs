@@ -7,9 +7,11 @@
 //! hopeless), travels as 32 hex digits in the `Privfed-Ticket` header, expires after a TTL and is
 //! forgotten first-in-first-out beyond a per-model cap, so the book's memory is bounded.
 //!
-//! The book holds a [`Weak`] reference to the drawn instance. The store keeps a retired instance
-//! alive (up to a bound) while a ticket may still need it ([`RetiredInstances`]); if it was
-//! dropped, the ticket is answered as expired and the client draws again.
+//! The book holds a [`Weak`] reference to the drawn instance's [`Handle`] (a small allocation
+//! pointing at the weights, so an outstanding ticket never keeps the weights' memory alive). The
+//! store keeps a retired instance alive (up to a bound) while a ticket may still need it
+//! ([`RetiredInstances`]); if it was dropped, the ticket is answered as expired and the client
+//! draws again.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -25,6 +27,16 @@ pub const DEFAULT_TICKET_TTL: Duration = Duration::from_secs(600);
 pub const DEFAULT_MAX_TICKETS: usize = 1 << 16;
 /// Default memory per model for overwritten instances that tickets still refer to.
 pub const DEFAULT_RETIRED_BYTES: usize = 64 << 20;
+
+/// What a ticket refers to: a handle on an instance's weights. Tickets hold a [`Weak`] of the
+/// handle; only the handle's own small allocation outlives the weights while weak references
+/// remain (a `Weak<[f32]>` would keep the whole weights allocation, `4·dim` bytes, alive).
+pub type Handle = Arc<Arc<[f32]>>;
+
+/// A new handle on `weights`.
+pub fn handle(weights: &Arc<[f32]>) -> Handle {
+    Arc::new(weights.clone())
+}
 
 /// A 128-bit draw ticket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,9 +110,8 @@ pub enum Redeemed<O> {
 }
 
 enum State<O> {
-    Issued(Weak<[f32]>),
-    // Holds no reference: the redeeming request holds the instance itself.
-    InProgress,
+    Issued(Weak<Arc<[f32]>>),
+    InProgress(Weak<Arc<[f32]>>),
     Used(O),
 }
 
@@ -139,7 +150,7 @@ impl<O: Clone> TicketBook<O> {
     }
 
     /// Issues a ticket for a draw of `instance`.
-    pub fn issue(&self, instance: &Arc<[f32]>) -> Ticket {
+    pub fn issue(&self, instance: &Handle) -> Ticket {
         let t = Ticket::random();
         let now = Instant::now();
         let expires = now + self.limits.ttl;
@@ -178,11 +189,11 @@ impl<O: Clone> TicketBook<O> {
         }
         match &e.state {
             State::Used(o) => Redeemed::Replay(o.clone()),
-            State::InProgress => Redeemed::InProgress,
+            State::InProgress(_) => Redeemed::InProgress,
             State::Issued(w) => match w.upgrade() {
-                Some(inst) => {
-                    e.state = State::InProgress;
-                    Redeemed::Fresh(inst)
+                Some(h) => {
+                    e.state = State::InProgress(w.clone());
+                    Redeemed::Fresh(Arc::clone(&h))
                 }
                 None => Redeemed::Invalid,
             },
@@ -197,14 +208,14 @@ impl<O: Clone> TicketBook<O> {
         }
     }
 
-    /// Returns an in-progress ticket to the issued state for the instance `base` it redeemed
-    /// (its update was not applied, e.g. the store was unavailable), so the client may retry.
-    pub fn release(&self, t: Ticket, base: &Arc<[f32]>) {
+    /// Returns an in-progress ticket to the issued state (its update was not applied, e.g. the
+    /// store was unavailable), so the client may retry with it.
+    pub fn release(&self, t: Ticket) {
         let mut b = self.lock();
         if let Some(e) = b.map.get_mut(&t.0)
-            && let State::InProgress = &e.state
+            && let State::InProgress(w) = &e.state
         {
-            e.state = State::Issued(Arc::downgrade(base));
+            e.state = State::Issued(w.clone());
         }
     }
 
@@ -229,7 +240,7 @@ pub struct RetiredInstances {
 }
 
 struct Kept {
-    queue: VecDeque<Arc<[f32]>>,
+    queue: VecDeque<Handle>,
     /// Retirements since the last sweep of unreferenced instances (sweeps cost O(cap), so they
     /// run at most once per `cap / 2` retirements).
     since_sweep: usize,
@@ -248,7 +259,7 @@ impl RetiredInstances {
     }
 
     /// Called with an instance that was just overwritten: kept if a ticket refers to it.
-    pub fn retire(&self, old: Arc<[f32]>) {
+    pub fn retire(&self, old: Handle) {
         if Arc::weak_count(&old) == 0 || self.cap == 0 {
             return;
         }
@@ -283,8 +294,8 @@ impl RetiredInstances {
 mod tests {
     use super::*;
 
-    fn inst(x: f32) -> Arc<[f32]> {
-        Arc::from(vec![x; 3])
+    fn inst(x: f32) -> Handle {
+        Arc::new(Arc::from(vec![x; 3]))
     }
 
     #[test]
@@ -308,7 +319,7 @@ mod tests {
         let Redeemed::Fresh(base) = book.redeem(t) else {
             panic!("fresh ticket")
         };
-        assert!(Arc::ptr_eq(&base, &i));
+        assert!(Arc::ptr_eq(&base, &*i));
         assert!(matches!(book.redeem(t), Redeemed::InProgress));
         book.finish(t, "accepted");
         assert!(matches!(book.redeem(t), Redeemed::Replay("accepted")));
@@ -320,10 +331,8 @@ mod tests {
         let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
         let i = inst(1.0);
         let t = book.issue(&i);
-        let Redeemed::Fresh(base) = book.redeem(t) else {
-            panic!("fresh")
-        };
-        book.release(t, &base);
+        assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
+        book.release(t);
         assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
     }
 
@@ -351,6 +360,20 @@ mod tests {
         let j = inst(2.0);
         let t = book.issue(&j);
         drop(j);
+        assert!(matches!(book.redeem(t), Redeemed::Invalid));
+    }
+
+    /// An outstanding ticket does not keep the weights' memory: once the instance is gone, only
+    /// the handle's small allocation remains.
+    #[test]
+    fn tickets_do_not_pin_the_weights() {
+        let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
+        let weights: Arc<[f32]> = Arc::from(vec![1.0f32; 1000]);
+        let h = handle(&weights);
+        let t = book.issue(&h);
+        assert_eq!(Arc::weak_count(&weights), 0);
+        drop(h);
+        assert_eq!(Arc::strong_count(&weights), 1, "only the test's own reference is left");
         assert!(matches!(book.redeem(t), Redeemed::Invalid));
     }
 

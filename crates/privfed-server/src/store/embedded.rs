@@ -28,7 +28,7 @@
 use super::{Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
-use crate::ticket::{Redeemed, RetiredInstances, TicketBook, TicketLimits};
+use crate::ticket::{Handle, Redeemed, RetiredInstances, TicketBook, TicketLimits, handle};
 use bytes::Bytes;
 use privfed_ddml::engine::{InstanceStats, replacement_index};
 use rand::SeedableRng;
@@ -63,6 +63,8 @@ struct StoredMeta {
 struct Instances {
     weights: Vec<Arc<[f32]>>,
     encoded: Vec<Bytes>,
+    /// What tickets refer to ([`crate::ticket::Handle`]).
+    handles: Vec<Handle>,
 }
 
 struct ModelState {
@@ -94,6 +96,7 @@ impl ModelState {
                     .iter()
                     .map(|w| Bytes::from(encode_f32(w)))
                     .collect(),
+                handles: instances.iter().map(handle).collect(),
                 weights: instances,
             }),
             stats: RwLock::new(stats),
@@ -441,7 +444,7 @@ impl Store for EmbeddedStore {
         let i = replacement_index(m.spec.k, &mut rand::rng());
         let (weights, instance) = {
             let inst = m.instances.read().map_err(|_| lock_poisoned())?;
-            (inst.encoded[i].clone(), inst.weights[i].clone())
+            (inst.encoded[i].clone(), inst.handles[i].clone())
         };
         let ticket = m.tickets.issue(&instance);
         Ok(Drawn { weights, ticket })
@@ -466,14 +469,14 @@ impl Store for EmbeddedStore {
             Redeemed::Invalid => return Err(StoreError::TicketInvalid),
         };
         let tickets = model.clone();
-        match self.apply(model, Some(base.clone()), sub.weights).await {
+        match self.apply(model, Some(base), sub.weights).await {
             Ok(o) => {
                 tickets.tickets.finish(ticket, o.clone());
                 Ok(o)
             }
             Err(e) => {
                 // Not applied: the client may retry with the same ticket.
-                tickets.tickets.release(ticket, &base);
+                tickets.tickets.release(ticket);
                 Err(e)
             }
         }
@@ -846,6 +849,7 @@ fn apply_to_memory(p: &Planned) {
     for (j, w, le) in &p.writes {
         let old = std::mem::replace(&mut inst.weights[*j], w.clone());
         inst.encoded[*j] = le.clone();
+        let old_handle = std::mem::replace(&mut inst.handles[*j], handle(w));
         let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
         // Recompute also when the running sums lost their precision (issue 16 item 3).
         if (n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(&old, w))
@@ -854,7 +858,7 @@ fn apply_to_memory(p: &Planned) {
             *stats = s;
         }
         // A ticket may still need the instance its client drew.
-        m.retired.retire(old);
+        m.retired.retire(old_handle);
     }
     m.accepted.fetch_add(p.accepted, Ordering::AcqRel);
     m.rejected.fetch_add(p.rejected, Ordering::AcqRel);

@@ -1,0 +1,32 @@
+//! The benchmark's reference: the server's own router (with the `/bench/{dim}` ceiling routes)
+//! served by plain `axum::serve` — no timeouts, no connection cap, no ticket path — so the
+//! hardened server can be compared side by side with a minimal axum server on the same machine
+//! (BENCHMARKS.md, "Draw-and-Discard server").
+//!
+//! `cargo run --release -p privfed-server --example axum_ceiling -- 127.0.0.1:PORT`; prints
+//! `listening on http://ADDR` and serves until killed.
+
+use privfed_server::{AppState, EmbeddedStore, router};
+use std::sync::Arc;
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:0".into());
+    let dir = std::env::temp_dir().join(format!("privfed-axum-ceiling-{}", std::process::id()));
+    let store = EmbeddedStore::create(&dir)?;
+    let mut state = AppState::new(store, "unused");
+    state.bench_routes = true;
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    eprintln!("listening on http://{}", listener.local_addr()?);
+    // As the server does: no Nagle delay on accepted connections.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let serve = axum::serve(listener, router(Arc::new(state)));
+    let r = serve.await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(r?)
+}

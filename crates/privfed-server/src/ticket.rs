@@ -264,6 +264,11 @@ impl RetiredInstances {
             return;
         }
         let mut k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        // The oldest are the likeliest to be unreferenced by now: drop those at once, so the
+        // queue stays short in steady state instead of growing to the cap.
+        while k.queue.front().is_some_and(|f| Arc::weak_count(f) == 0) {
+            k.queue.pop_front();
+        }
         k.since_sweep += 1;
         if k.queue.len() >= self.cap && k.since_sweep >= self.cap / 2 {
             k.queue.retain(|a| Arc::weak_count(a) > 0);
@@ -373,7 +378,11 @@ mod tests {
         let t = book.issue(&h);
         assert_eq!(Arc::weak_count(&weights), 0);
         drop(h);
-        assert_eq!(Arc::strong_count(&weights), 1, "only the test's own reference is left");
+        assert_eq!(
+            Arc::strong_count(&weights),
+            1,
+            "only the test's own reference is left"
+        );
         assert!(matches!(book.redeem(t), Redeemed::Invalid));
     }
 
@@ -403,10 +412,22 @@ mod tests {
         }
         // Full: the next retirement sweeps the three unreferenced ones, keeping the first.
         let b = inst(5.0);
-        let _tb = book.issue(&b);
+        let tb = book.issue(&b);
         retired.retire(b);
         assert_eq!(retired.len(), 2);
-        assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
+        // Once the oldest is used, it goes at the next retirement.
+        let Redeemed::Fresh(_) = book.redeem(t) else {
+            panic!("fresh")
+        };
+        book.finish(t, ());
+        let Redeemed::Fresh(_) = book.redeem(tb) else {
+            panic!("fresh")
+        };
+        book.finish(tb, ());
+        let c = inst(6.0);
+        let _tc = book.issue(&c);
+        retired.retire(c);
+        assert_eq!(retired.len(), 1);
     }
 
     #[test]

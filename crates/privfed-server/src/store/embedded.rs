@@ -442,12 +442,15 @@ impl Store for EmbeddedStore {
     async fn draw(&self, name: &str) -> Result<Drawn, StoreError> {
         let m = self.get(name)?;
         let i = replacement_index(m.spec.k, &mut rand::rng());
-        let (weights, instance) = {
-            let inst = m.instances.read().map_err(|_| lock_poisoned())?;
-            (inst.encoded[i].clone(), inst.handles[i].clone())
-        };
-        let ticket = m.tickets.issue(&instance);
-        Ok(Drawn { weights, ticket })
+        // The ticket is issued under the read lock: the writer cannot retire the instance
+        // between the draw and the ticket (it would see no ticket and drop the instance, and the
+        // ticket would be invalid at once).
+        let inst = m.instances.read().map_err(|_| lock_poisoned())?;
+        let ticket = m.tickets.issue(&inst.handles[i]);
+        Ok(Drawn {
+            weights: inst.encoded[i].clone(),
+            ticket,
+        })
     }
 
     async fn submit(&self, name: &str, sub: Submission) -> Result<SubmitOutcome, StoreError> {

@@ -849,19 +849,24 @@ fn apply_to_memory(p: &Planned) {
     // Poisoning cannot happen (no panics while holding these locks); recover anyway.
     let mut inst = m.instances.write().unwrap_or_else(|e| e.into_inner());
     let mut stats = m.stats.write().unwrap_or_else(|e| e.into_inner());
+    // Only the spam filter reads the running statistics (views recompute from the instances).
+    let track = m.spec.spam.is_some();
+    let mut stale = false;
     for (j, w, le) in &p.writes {
         let old = std::mem::replace(&mut inst.weights[*j], w.clone());
         inst.encoded[*j] = le.clone();
         let old_handle = std::mem::replace(&mut inst.handles[*j], handle(w));
-        let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
-        // Recompute also when the running sums lost their precision (issue 16 item 3).
-        if (n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(&old, w))
-            && let Ok(s) = InstanceStats::from_instances(&inst.weights)
-        {
-            *stats = s;
+        if track {
+            let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
+            // Recompute also when the running sums lost their precision (issue 16 item 3);
+            // once per batch, after its last overwrite.
+            stale |= n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(&old, w);
         }
         // A ticket may still need the instance its client drew.
         m.retired.retire(old_handle);
+    }
+    if stale && let Ok(s) = InstanceStats::from_instances(&inst.weights) {
+        *stats = s;
     }
     m.accepted.fetch_add(p.accepted, Ordering::AcqRel);
     m.rejected.fetch_add(p.rejected, Ordering::AcqRel);

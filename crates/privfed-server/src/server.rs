@@ -3,13 +3,13 @@
 //!
 //! Each accepted TCP connection (with `TCP_NODELAY`) is served by hyper's HTTP/1.1 connection in
 //! its own task. Timeouts are enforced without a per-request allocation:
-//! * a per-connection IO wrapper ([`TimedIo`]) knows, from a counter the service bumps, whether a
+//! * a per-connection IO wrapper (`TimedIo`) knows, from a counter the service bumps, whether a
 //!   request is being handled. Between requests it closes the connection if the first byte of the
 //!   next request does not come within the idle timeout, or if the head of a request (from its
 //!   first byte, or from accept for a new connection) is not complete within the header timeout.
 //!   A write that makes no progress for the write timeout (a client that does not read its
 //!   answer) fails the connection. One timer per connection, re-armed in place;
-//! * the request body must arrive whole within the body timeout of its head ([`DeadlineBody`]);
+//! * the request body must arrive whole within the body timeout of its head (`DeadlineBody`);
 //!   the handler then answers 408 and the connection is closed.
 //!
 //! The connection cap is a semaphore taken *before* `accept`: at the cap the server stops

@@ -59,6 +59,8 @@ pub struct AppState<S> {
     pub metrics: Metrics,
     /// Whether the benchmark ceiling routes (`/bench/{dim}`) are mounted.
     pub bench_routes: bool,
+    /// Per-client limit on draws and updates (`None`: unlimited); see [`crate::ratelimit`].
+    pub rate_limit: Option<crate::ratelimit::RateLimiter>,
     /// Cap on the total size of all models' weights in bytes (`4·dim·k` summed); creating a model
     /// beyond it answers 507. Default [`DEFAULT_MAX_MODEL_BYTES`].
     pub max_model_bytes: u64,
@@ -84,6 +86,7 @@ impl<S: Store> AppState<S> {
             metrics: Metrics::default(),
             bench_routes: false,
             max_model_bytes: DEFAULT_MAX_MODEL_BYTES,
+            rate_limit: None,
             views: Default::default(),
             heavy_reads: tokio::sync::Semaphore::new(HEAVY_READS),
         }
@@ -161,6 +164,31 @@ impl<St: Send + Sync> FromRequestParts<St> for ModelName {
             .map_err(|e| ApiError::BadRequest(format!("invalid path: {}", e.body_text())))?;
         validate_name(&name)?;
         Ok(ModelName(name))
+    }
+}
+
+/// The client's address, when the server knows it (`ConnectInfo` from the accept loop; absent
+/// when the router is called in process).
+struct Peer(Option<std::net::IpAddr>);
+
+impl<St: Send + Sync> FromRequestParts<St> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &St) -> Result<Self, Self::Rejection> {
+        Ok(Peer(
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip()),
+        ))
+    }
+}
+
+/// Takes a token of the client's rate limit, if the server has one.
+fn rate_limited<S>(st: &AppState<S>, peer: &Peer) -> Result<(), ApiError> {
+    match (&st.rate_limit, peer.0) {
+        (Some(r), Some(ip)) => r.take(ip).map_err(ApiError::RateLimited),
+        _ => Ok(()),
     }
 }
 
@@ -587,8 +615,10 @@ async fn get_model<S: Store>(
 async fn draw<S: Store>(
     State(st): State<Arc<AppState<S>>>,
     ModelName(name): ModelName,
+    peer: Peer,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    rate_limited(&st, &peer)?;
     let drawn = st.store.draw(&name).await?;
     let mut resp = encoded_weights_response(&headers, drawn.weights)?;
     if let Ok(v) = HeaderValue::from_str(&drawn.ticket.to_string()) {
@@ -615,9 +645,11 @@ fn ticket_of(headers: &HeaderMap) -> Result<Option<Ticket>, ApiError> {
 async fn post_update<S: Store>(
     State(st): State<Arc<AppState<S>>>,
     ModelName(name): ModelName,
+    peer: Peer,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    rate_limited(&st, &peer)?;
     let ticket = ticket_of(&headers)?;
     let spec = st.store.spec(&name).await?;
     let weights = read_weights(

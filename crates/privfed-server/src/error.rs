@@ -75,6 +75,9 @@ pub enum ApiError {
     /// 422: the update guard or the spam filter rejected the update.
     #[error("{0}")]
     Rejected(Rejection),
+    /// 429: this client's rate limit on draws and updates is exhausted; retry after the wait.
+    #[error("rate limit exceeded: retry in {} ms", .0.as_millis())]
+    RateLimited(std::time::Duration),
     /// 408: the request body did not arrive within the server's body timeout.
     #[error("the request body did not arrive in time")]
     RequestTimeout,
@@ -116,6 +119,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Rejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -139,6 +143,7 @@ impl ApiError {
             ApiError::Rejected(Rejection::Spam(_)) => "rejected_by_spam_filter",
             ApiError::Rejected(Rejection::Guard(_)) => "rejected_by_guard",
             ApiError::RequestTimeout => "request_timeout",
+            ApiError::RateLimited(_) => "rate_limited",
             ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "internal",
             ApiError::Unavailable(_) => "unavailable",
@@ -189,6 +194,12 @@ impl IntoResponse for ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        if let ApiError::RateLimited(wait) = &self {
+            // Whole seconds, rounded up (at least 1).
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
         }
         resp
     }

@@ -18,8 +18,8 @@ pub const ROUTES: [&str; 9] = [
 ];
 
 /// Status codes counted separately (anything else is counted under its class, e.g. `5xx`).
-const CODES: [u16; 17] = [
-    200, 201, 202, 204, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 500, 503, 507,
+const CODES: [u16; 19] = [
+    200, 201, 202, 204, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 428, 429, 500, 503, 507,
 ];
 
 /// Upper bounds of the latency histogram, seconds.

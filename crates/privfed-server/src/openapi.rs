@@ -67,7 +67,8 @@ pub fn document() -> Value {
                 "content": {
                 "application/json": {"schema": {"$ref": "#/components/schemas/Weights"}},
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary", "description": "dim little-endian f32"}}}},
-              "404": err("unknown model"), "500": err("the model is quarantined (damaged records)")}}},
+              "404": err("unknown model"), "429": err("rate_limited (--rate-limit)"),
+              "500": err("the model is quarantined (damaged records)")}}},
         "/v1/models/{name}/updates": {"post": {"summary": "Submit an updated model; it overwrites a uniformly random instance",
             "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                            {"name": "Privfed-Ticket", "in": "header", "required": false, "schema": {"type": "string"},
@@ -79,6 +80,7 @@ pub fn document() -> Value {
                           "400": err("malformed: wrong length, non-finite, bad ticket"),
                           "409": err("ticket_invalid: unknown, expired, used by a concurrent request, or its instance retired; draw again"),
                           "428": err("ticket_required: the model's update guard needs the draw's ticket"),
+                          "429": err("rate_limited: this client's limit on draws and updates (--rate-limit) is exhausted; retry after Retry-After"),
                           "503": err("the store cannot persist now (failed disk, lost data directory, Redis outage or persistence off); retry after Retry-After"),
                           "404": err("unknown model"), "413": err("body too large"), "415": err("unsupported content type"),
                           "408": err("the body did not arrive within the body timeout"),

@@ -111,7 +111,7 @@ pub async fn serve_with<S: Store>(
                 Err(_) => break,
             },
         };
-        let (tcp, _peer) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             biased;
             () = &mut shutdown => break,
             r = listener.accept() => match r {
@@ -131,6 +131,7 @@ pub async fn serve_with<S: Store>(
             router: app.clone(),
             conn,
             body_timeout: config.body_timeout,
+            peer,
         };
         let served = http.serve_connection(io, svc);
         let phase = phase_rx.clone();
@@ -244,6 +245,8 @@ struct ConnService {
     router: Router,
     conn: Arc<ConnShared>,
     body_timeout: Duration,
+    /// The client's address, given to handlers as `ConnectInfo` (per-client rate limits).
+    peer: std::net::SocketAddr,
 }
 
 impl hyper::service::Service<hyper::Request<Incoming>> for ConnService {
@@ -254,7 +257,9 @@ impl hyper::service::Service<hyper::Request<Incoming>> for ConnService {
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         use tower_service::Service as _;
         self.conn.started.fetch_add(1, Ordering::Relaxed);
-        let req = req.map(|b| axum::body::Body::new(DeadlineBody::new(b, self.body_timeout)));
+        let mut req = req.map(|b| axum::body::Body::new(DeadlineBody::new(b, self.body_timeout)));
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(self.peer));
         Tracked {
             inner: self.router.clone().call(req),
             _done: Done(self.conn.clone()),

@@ -75,6 +75,15 @@ pub struct ServeArgs {
     /// creating a model beyond it answers 507. The embedded store holds about twice this in RAM.
     #[arg(long, default_value_t = privfed_server::api::DEFAULT_MAX_MODEL_BYTES)]
     pub max_model_bytes: u64,
+    /// Per-client limit on draws and updates, per second (token bucket per client IP; default:
+    /// none). Bounds what one client can do to a model (docs/SERVER_THREAT_MODEL.md). Behind a
+    /// reverse proxy every client has the proxy's address: limit there instead.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate_limit: Option<f64>,
+    /// Bucket size of --rate-limit: requests a client may make at once (default: one second's
+    /// worth, at least 1).
+    #[arg(long, value_name = "N", requires = "rate_limit")]
+    pub rate_burst: Option<f64>,
     /// Log filter (tracing EnvFilter syntax: `info`, `debug`, `privfed_server=debug,warn`);
     /// requests are logged at debug.
     #[arg(long, env = "PRIVFED_LOG", default_value = "info")]
@@ -142,6 +151,9 @@ async fn run_with<S: Store>(args: &ServeArgs, store: S) -> anyhow::Result<()> {
     let mut state = AppState::new(store, args.admin_token.clone());
     state.bench_routes = args.bench_routes;
     state.max_model_bytes = args.max_model_bytes;
+    state.rate_limit = args
+        .rate_limit()?
+        .map(privfed_server::ratelimit::RateLimiter::new);
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
@@ -185,12 +197,30 @@ async fn run_with<S: Store>(args: &ServeArgs, store: S) -> anyhow::Result<()> {
     Ok(())
 }
 
+impl ServeArgs {
+    /// The per-client rate limit of --rate-limit/--rate-burst, validated.
+    fn rate_limit(&self) -> anyhow::Result<Option<privfed_server::ratelimit::RateLimit>> {
+        let Some(per_second) = self.rate_limit else {
+            return Ok(None);
+        };
+        let burst = self.rate_burst.unwrap_or(per_second.max(1.0));
+        privfed_server::ratelimit::RateLimit::new(per_second, burst)
+            .map(Some)
+            .with_context(|| {
+                format!(
+                    "--rate-limit {per_second} --rate-burst {burst}: the rate must be positive and finite, the burst at least 1"
+                )
+            })
+    }
+}
+
 /// Runs the server until Ctrl-C or SIGTERM.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     if args.admin_token.trim().is_empty() {
         bail!("--admin-token must not be empty");
     }
     args.serve_config()?;
+    args.rate_limit()?;
     init_logging(&args.log_level, args.log_format)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();

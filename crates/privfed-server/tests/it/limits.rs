@@ -368,3 +368,48 @@ async fn total_model_memory_is_capped_on_redis() {
         .await
         .unwrap();
 }
+
+/// Per-client rate limits (the optional item): draws and updates of one client take
+/// tokens of its bucket; an empty bucket answers 429 `rate_limited` with `Retry-After`, and
+/// nothing is applied; other routes are not limited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draws_and_updates_are_rate_limited_per_client() {
+    let srv = start(ServeConfig::default(), |st| {
+        st.rate_limit = Some(privfed_server::ratelimit::RateLimiter::new(
+            privfed_server::ratelimit::RateLimit::new(0.5, 3.0).unwrap(),
+        ));
+    })
+    .await;
+    srv.admin()
+        .create_model(&common::spec("m", 2, 2))
+        .await
+        .unwrap();
+    let c = Client::new(&srv.url()).unwrap();
+    // Burst of 3: two draws and one update pass, the next draw and update are refused.
+    let d = c.draw("m").await.unwrap();
+    c.draw("m").await.unwrap();
+    assert_eq!(
+        c.submit("m", d.ticket.as_deref(), &[1.0, 2.0])
+            .await
+            .unwrap(),
+        privfed_client::client::Submitted::Accepted
+    );
+    let e = c.draw("m").await.unwrap_err();
+    assert_eq!(e.status(), Some(429), "{e}");
+    let e = c.submit("m", None, &[1.0, 2.0]).await.unwrap_err();
+    assert_eq!(e.status(), Some(429), "{e}");
+    let answer = raw(
+        srv.addr,
+        "GET /v1/models/m/draw HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status_of(&answer), 429);
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 2"),
+        "{answer}"
+    );
+    assert!(answer.contains("rate_limited"), "{answer}");
+    // Reads of the model and health are not limited; the refused update was not applied.
+    assert_eq!(c.model("m").await.unwrap().updates_accepted, 1);
+    assert!(c.healthy().await.unwrap());
+}

@@ -213,6 +213,11 @@ fn serve_flags_are_validated() {
         v
     };
     fails_with(&with(&["--max-connections", "0"]), "--max-connections");
+    fails_with(&with(&["--rate-limit", "0"]), "--rate-limit");
+    fails_with(
+        &with(&["--rate-limit", "5", "--rate-burst", "0.5"]),
+        "--rate-burst",
+    );
     fails_with(
         &with(&["--header-timeout-secs", "0"]),
         "--header-timeout-secs",

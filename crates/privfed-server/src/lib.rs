@@ -9,7 +9,7 @@
 //! ## Routes
 //! | route | who | answers |
 //! |---|---|---|
-//! | `POST /v1/models` `{"name","dim","k","init_std"?,"spam_sigmas"?,"spam_max_outside_fraction"?}` | admin | 201, 400, 401, 403, 409, 507 (over `max_model_bytes`) |
+//! | `POST /v1/models` `{"name","dim","k","update_guard","init_std"?,"spam_sigmas"?,"spam_max_outside_fraction"?}` | admin | 201, 400, 401, 403, 409, 507 (over `max_model_bytes`) |
 //! | `DELETE /v1/models/{name}` | admin | 204, 401, 403, 404 |
 //! | `GET /v1/models/{name}/draw` (JSON, or raw LE `f32` with `Accept: application/octet-stream`); answers a single-use `Privfed-Ticket` header | anyone | 200, 404, 429, 500 (quarantined) |
 //! | `POST /v1/models/{name}/updates` (JSON `{"weights"}` or raw LE `f32`; header `Privfed-Ticket`, required when the model has an update guard) | anyone | 202, 400, 404, 408 (body timeout), 409 (ticket), 413, 415, 422 (guard or spam filter), 428 (no ticket), 429, 503 |

@@ -1,6 +1,7 @@
-//! `privfed serve` as an operator runs it (issue 16, items 5 and 8): JSON logs on stderr for
+//! `privfed serve` as an operator runs it (issue 16, items 5, 7 and 8): JSON logs on stderr for
 //! start-up, requests (at debug) and shutdown; SIGTERM with a client holding a partial request
-//! exits within the shutdown deadline and releases the store for a replacement; bad flags fail.
+//! exits within the shutdown deadline and releases the store for a replacement; a failing disk
+//! makes the server fail closed; bad flags fail.
 
 use crate::common::fails_with;
 use serde_json::Value;
@@ -40,7 +41,24 @@ struct Served {
 
 impl Served {
     fn start(dir: &std::path::Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_privfed"))
+        Self::start_limited(dir, extra, None)
+    }
+
+    /// [`Served::start`] with the file-size limit `ulimit -f BLOCKS` (512-byte blocks) and
+    /// SIGXFSZ ignored, so writes beyond it fail with `EFBIG`: a disk that fails under the store.
+    fn start_limited(dir: &std::path::Path, extra: &[&str], fsize_blocks: Option<u64>) -> Self {
+        let bin = env!("CARGO_BIN_EXE_privfed");
+        let mut cmd = match fsize_blocks {
+            None => Command::new(bin),
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("trap '' XFSZ; ulimit -f {n}; exec \"$0\" \"$@\""))
+                    .arg(bin);
+                c
+            }
+        };
+        let mut child = cmd
             .args([
                 "serve",
                 "--addr",
@@ -191,6 +209,89 @@ fn sigterm_with_a_partial_request_exits_and_releases_the_store() {
     assert!(srv.wait_exit(Duration::from_secs(15)));
     let again = Served::start(&dir.0, &[]);
     assert!(get(&again.addr, "/healthz").starts_with("HTTP/1.1 200"));
+}
+
+/// Item 7: a disk that fails under the store (writes beyond the process's file-size limit fail
+/// with `EFBIG`, as a full or failing disk would) makes the server fail closed: the failed write
+/// and every later one answer 503, `/healthz` answers 503 (the old server answered 500 per write
+/// while `/healthz` said 200), and after a restart on a working disk exactly the acknowledged
+/// updates are there.
+#[test]
+#[cfg(unix)]
+fn a_failing_disk_fails_closed_and_loses_nothing_acknowledged() {
+    let dir = TempDir::new("diskfault");
+    {
+        let srv = Served::start(&dir.0, &[]);
+        post(
+            &srv.addr,
+            "/v1/models",
+            Some("t"),
+            "application/json",
+            br#"{"name":"m","dim":2000,"k":4,"update_guard":"off"}"#,
+        );
+        drop(srv);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let size = std::fs::metadata(dir.0.join("privfed.redb")).unwrap().len();
+    // Room for the updates (redb reuses freed pages), not for a new model of 1.6 MB.
+    let srv = Served::start_limited(&dir.0, &[], Some((size + 256 * 1024) / 512));
+    let update = |v: f32| {
+        let body: Vec<u8> = std::iter::repeat_n(v.to_le_bytes(), 2000)
+            .flatten()
+            .collect();
+        post(
+            &srv.addr,
+            "/v1/models/m/updates",
+            None,
+            "application/octet-stream",
+            &body,
+        )
+    };
+    let mut acked = 0;
+    for i in 0..20 {
+        assert!(update(i as f32).starts_with("HTTP/1.1 202"));
+        acked += 1;
+    }
+    let big = post(
+        &srv.addr,
+        "/v1/models",
+        Some("t"),
+        "application/json",
+        br#"{"name":"big","dim":100000,"k":4,"update_guard":"off"}"#,
+    );
+    assert!(big.starts_with("HTTP/1.1 503"), "{big}");
+    assert!(big.to_ascii_lowercase().contains("retry-after"), "{big}");
+    for i in 0..5 {
+        let a = update(100.0 + i as f32);
+        assert!(a.starts_with("HTTP/1.1 503"), "{a}");
+    }
+    assert!(get(&srv.addr, "/healthz").starts_with("HTTP/1.1 503"));
+    drop(srv);
+    std::thread::sleep(Duration::from_millis(300));
+    let again = Served::start(&dir.0, &[]);
+    let view = get(&again.addr, "/v1/models/m");
+    let body = &view[view.find("\r\n\r\n").unwrap() + 4..];
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(v["updates_accepted"], acked, "{body}");
+    assert!(get(&again.addr, "/v1/models/big").starts_with("HTTP/1.1 404"));
+}
+
+fn post(addr: &str, path: &str, token: Option<&str>, ct: &str, body: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
 }
 
 /// The new flags are validated.

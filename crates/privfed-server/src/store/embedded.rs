@@ -355,11 +355,14 @@ impl EmbeddedStore {
         base: Option<Arc<[f32]>>,
         weights: Vec<f32>,
     ) -> Result<SubmitOutcome, StoreError> {
-        let verdict = if model.spec.spam.is_some() {
-            let stats = model.stats.read().map_err(|_| lock_poisoned())?;
-            crate::store::check_update(&model.spec, base.as_deref(), &weights, Some(&stats))?
-        } else {
-            crate::store::check_update(&model.spec, base.as_deref(), &weights, None)?
+        let verdict = {
+            // The spam filter's statistics, read-locked only for models that have one (and
+            // released before the await below).
+            let stats = match model.spec.spam {
+                Some(_) => Some(model.stats.read().map_err(|_| lock_poisoned())?),
+                None => None,
+            };
+            crate::store::check_update(&model.spec, base.as_deref(), &weights, stats.as_deref())?
         };
         match verdict {
             None => {

@@ -44,7 +44,7 @@
 use super::{Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
-use crate::ticket::{Ticket, TicketLimits};
+use crate::ticket::{Redeemed, Ticket, TicketLimits};
 use bytes::Bytes;
 use privfed_ddml::engine::{InstanceStats, replacement_index};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -350,7 +350,52 @@ impl RedisStore {
     }
 }
 
+/// Field `i` of a script's array reply (the type's default when absent).
+fn reply_field<T: redis::FromRedisValue + Default>(
+    r: &[redis::Value],
+    i: usize,
+) -> Result<T, StoreError> {
+    Ok(r.get(i)
+        .map(redis::from_redis_value_ref)
+        .transpose()
+        .map_err(backend)?
+        .unwrap_or_default())
+}
+
 impl RedisStore {
+    /// Runs the redeem script for ticket `t` of generation `spec.generation`; a fresh ticket is
+    /// then held in progress for [`TICKET_HOLD_MS`].
+    async fn redeem_ticket(
+        &self,
+        name: &str,
+        spec: &ModelSpec,
+        t: Ticket,
+    ) -> Result<Redeemed<SubmitOutcome>, StoreError> {
+        let mut con = self.con.clone();
+        let r: Vec<redis::Value> = self
+            .redeem
+            .key(meta_key(name))
+            .key(ticket_key(name, t))
+            .arg(spec.generation.to_string())
+            .arg(prefix(name))
+            .arg(TICKET_HOLD_MS)
+            .invoke_async(&mut con)
+            .await
+            .map_err(redis_err)?;
+        Ok(match reply_field::<String>(&r, 0)?.as_str() {
+            "fresh" => {
+                let b: Vec<u8> = reply_field(&r, 1)?;
+                let w = decode_f32(&b)
+                    .filter(|w| w.len() == spec.dim)
+                    .ok_or_else(|| StoreError::Backend(format!("corrupt instance of `{name}`")))?;
+                Redeemed::Fresh(Arc::from(w))
+            }
+            "used" => Redeemed::Replay(decode_outcome(&reply_field::<String>(&r, 1)?)?),
+            "busy" => Redeemed::InProgress,
+            _ => Redeemed::Invalid,
+        })
+    }
+
     /// Checks and writes an update whose ticket (if any) this call holds.
     async fn apply(
         &self,
@@ -524,57 +569,16 @@ impl Store for RedisStore {
             self.forget(name);
             return Err(StoreError::NotFound(name.to_string()));
         }
-        let mut con = self.con.clone();
-        let gen_arg = sub.generation.to_string();
-        let base: Option<Vec<f32>> =
-            match sub.ticket {
-                None if crate::store::needs_ticket(&spec) => {
-                    return Err(StoreError::TicketRequired);
-                }
-                None => None,
-                Some(t) => {
-                    let r: Vec<redis::Value> = self
-                        .redeem
-                        .key(meta_key(name))
-                        .key(ticket_key(name, t))
-                        .arg(&gen_arg)
-                        .arg(prefix(name))
-                        .arg(TICKET_HOLD_MS)
-                        .invoke_async(&mut con)
-                        .await
-                        .map_err(redis_err)?;
-                    let tag: String = r
-                        .first()
-                        .map(redis::from_redis_value_ref)
-                        .transpose()
-                        .map_err(backend)?
-                        .unwrap_or_default();
-                    match tag.as_str() {
-                        "fresh" => {
-                            let b: Vec<u8> = r
-                                .get(1)
-                                .map(redis::from_redis_value_ref)
-                                .transpose()
-                                .map_err(backend)?
-                                .unwrap_or_default();
-                            Some(decode_f32(&b).filter(|w| w.len() == spec.dim).ok_or_else(
-                                || StoreError::Backend(format!("corrupt instance of `{name}`")),
-                            )?)
-                        }
-                        "used" => {
-                            let o: String = r
-                                .get(1)
-                                .map(redis::from_redis_value_ref)
-                                .transpose()
-                                .map_err(backend)?
-                                .unwrap_or_default();
-                            return Ok(SubmitOutcome::Replayed(Box::new(decode_outcome(&o)?)));
-                        }
-                        "busy" => return Err(StoreError::TicketInUse),
-                        _ => return Err(StoreError::TicketInvalid),
-                    }
-                }
-            };
+        let base = match sub.ticket {
+            None if crate::store::needs_ticket(&spec) => return Err(StoreError::TicketRequired),
+            None => None,
+            Some(t) => match self.redeem_ticket(name, &spec, t).await? {
+                Redeemed::Fresh(base) => Some(base),
+                Redeemed::Replay(o) => return Ok(SubmitOutcome::Replayed(Box::new(o))),
+                Redeemed::InProgress => return Err(StoreError::TicketInUse),
+                Redeemed::Invalid => return Err(StoreError::TicketInvalid),
+            },
+        };
         let ticket = sub.ticket;
         let result = self
             .apply(name, &spec, ticket, sub.weights, base.as_deref())

@@ -324,6 +324,12 @@ async fn total_model_memory_is_capped() {
         .create_model(&common::spec("a", 100, 2))
         .await
         .unwrap();
+    second_model_over_the_cap(&admin).await;
+}
+
+/// With a cap of 1000 bytes and model `a` (100 × 2 floats) present: a second such model is
+/// refused with 507 until `a` is deleted.
+async fn second_model_over_the_cap(admin: &Client) {
     let e = admin
         .create_model(&common::spec("b", 100, 2))
         .await
@@ -357,16 +363,7 @@ async fn total_model_memory_is_capped_on_redis() {
         .await
         .unwrap();
     assert_eq!(state.store.total_floats().await.unwrap(), 200);
-    let e = admin
-        .create_model(&common::spec("b", 100, 2))
-        .await
-        .unwrap_err();
-    assert_eq!(e.status(), Some(507), "{e}");
-    admin.delete_model("a").await.unwrap();
-    admin
-        .create_model(&common::spec("b", 100, 2))
-        .await
-        .unwrap();
+    second_model_over_the_cap(&admin).await;
 }
 
 /// Per-client rate limits (the optional item): draws and updates of one client take

@@ -2,7 +2,30 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
+use std::path::PathBuf;
 use std::process::{Command, Output};
+
+/// A fresh directory under the system temp dir (`privfed-TAG-PID-NANOS`), removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// Creates the directory.
+    pub fn new(tag: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let p = std::env::temp_dir().join(format!("privfed-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// Runs `privfed` with `args`.
 pub fn privfed(args: &[&str]) -> Output {

@@ -1,36 +1,17 @@
 //! The Draw-and-Discard server through the real binary: `kill -9` under load and restart,
 //! `privfed loadgen` and `privfed ddml simulate --server` against it.
 
+use crate::common::TempDir;
 use privfed_client::client::{Client, ModelInfo, Submitted};
 use privfed_ddml::wire::CreateModel;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "crash-test-token";
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let p = std::env::temp_dir().join(format!("privfed-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A `privfed serve` child on 127.0.0.1 with an OS-chosen port; killed (SIGKILL) on drop.
 struct Server {

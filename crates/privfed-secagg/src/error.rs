@@ -1,0 +1,110 @@
+//! Typed errors of the protocol. Each names what was wrong; none carries secret material.
+
+use crate::config::ClientId;
+use crate::messages::Stage;
+
+/// Why an operation of the protocol failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecAggError {
+    /// A configuration parameter is out of range.
+    #[error("invalid configuration: {name} = {value}: {reason}")]
+    InvalidConfig {
+        /// The parameter.
+        name: &'static str,
+        /// Its value, printed.
+        value: String,
+        /// What it must satisfy.
+        reason: String,
+    },
+    /// A message could not be decoded (truncated, tampered framing, unknown variant).
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    /// The message was made for another protocol version.
+    #[error("protocol version {got} is not supported (this side speaks {expected})")]
+    Version {
+        /// The version this side speaks.
+        expected: u32,
+        /// The version in the message.
+        got: u32,
+    },
+    /// The message belongs to another session or configuration (its binding differs).
+    #[error("message is bound to another session or configuration")]
+    WrongSession,
+    /// The message is for another stage than the one in progress (a replay or a reordering).
+    #[error("message for stage {got:?} while the round is at stage {expected:?}")]
+    WrongStage {
+        /// The stage in progress.
+        expected: Stage,
+        /// The stage the message is for.
+        got: Stage,
+    },
+    /// The message names a sender or recipient that is not this party or not in the round.
+    #[error("unexpected party {id}: {reason}")]
+    UnexpectedParty {
+        /// The client id in question.
+        id: ClientId,
+        /// Why it is unexpected.
+        reason: String,
+    },
+    /// A client sent a different message for a stage it had already answered.
+    #[error("client {0} already sent a different message for this stage")]
+    Conflict(ClientId),
+    /// A message's content contradicts the protocol (duplicate keys, missing shares, ...).
+    #[error("protocol violation: {0}")]
+    Violation(String),
+    /// A share ciphertext failed authentication (forged, tampered, or for another pair/session).
+    #[error("share ciphertext from client {sender} failed authentication")]
+    Decryption {
+        /// The claimed sender.
+        sender: ClientId,
+    },
+    /// The server asked for both the self-mask share and the key share of one client, or changed
+    /// its account of who survived: an honest client aborts rather than answer.
+    #[error("inconsistent unmasking request: {0}")]
+    InconsistentRequest(String),
+    /// The client's input vector is not in Z_{2^b}^d.
+    #[error("input: {0}")]
+    Input(String),
+    /// Fewer than the threshold of parties remain: the round aborts and reveals nothing.
+    #[error("round aborted: {0}")]
+    Aborted(String),
+    /// Shares do not lie on one polynomial (a corrupted share).
+    #[error("shares are inconsistent: {0}")]
+    InconsistentShares(String),
+    /// The operation is not possible in the party's current state.
+    #[error("not possible now: {0}")]
+    State(String),
+}
+
+impl SecAggError {
+    /// Whether a client that hit this error must abort the round (drop its secrets) rather than
+    /// ignore the offending message. Stale or misaddressed messages are ignored; anything that
+    /// shows the server or a peer misbehaving, or a round that cannot finish, aborts.
+    pub fn is_fatal(&self) -> bool {
+        !matches!(
+            self,
+            SecAggError::WrongStage { .. }
+                | SecAggError::WrongSession
+                | SecAggError::Version { .. }
+                | SecAggError::Malformed(_)
+                | SecAggError::Input(_)
+                | SecAggError::State(_)
+        )
+    }
+
+    pub(crate) fn config(
+        name: &'static str,
+        value: impl ToString,
+        reason: impl Into<String>,
+    ) -> Self {
+        SecAggError::InvalidConfig {
+            name,
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Result of the protocol's operations.
+pub type Result<T> = std::result::Result<T, SecAggError>;

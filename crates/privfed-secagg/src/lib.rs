@@ -1,0 +1,50 @@
+//! Secure aggregation for privfed: the server learns the sum of the clients' vectors in
+//! Z_{2^b}^d and nothing else, even when clients drop out.
+//!
+//! This crate is the protocol only, as pure state machines in the style of rustls: no sockets,
+//! no files, no clock. Randomness comes in as `rng: &mut R` with `R: Rng + CryptoRng`; deadlines
+//! come in as calls to [`Server::close_stage`]. The server's HTTP coordinator lives in
+//! `privfed-server`, the device's HTTP client in `privfed-client`.
+//!
+//! # The protocol (Bonawitz et al. 2017, CCS; SecAgg+ of Bell et al. 2020, CCS)
+//! 1. **Advertise keys.** Each client makes two X25519 key pairs (cipher, mask) and sends the
+//!    public keys. The server relays each client's neighbours' keys.
+//! 2. **Share keys.** Each client draws a 256-bit self-mask seed `b_u`, splits its mask secret
+//!    key and `b_u` into Shamir shares (threshold `t`) for its neighbours, and sends each share
+//!    pair sealed with ChaCha20-Poly1305 under a key agreed with that neighbour.
+//! 3. **Masked input.** Each client sends
+//!    `y_u = x_u + PRG(b_u) + Σ_{v∈N(u), v>u} PRG(s_uv) − Σ_{v∈N(u), v<u} PRG(s_uv)  (mod 2^b)`,
+//!    where `s_uv` is the pairwise seed both ends derive from X25519 and HKDF, and the sums run
+//!    over the neighbours whose shares it received.
+//! 4. **Unmasking.** The server tells each survivor which neighbours survived and which dropped;
+//!    the client returns its shares of the survivors' self-mask seeds and of the dropped
+//!    clients' mask keys — never both for one client. The server reconstructs them and removes
+//!    every mask: the pairwise masks between survivors cancel in the sum.
+//!
+//! With [`GraphSpec::Complete`] every client is every other's neighbour (the original
+//! protocol); with [`GraphSpec::Harary`] each has `k` neighbours on a random Harary graph
+//! (SecAgg+), which makes the cost per client grow with `k` instead of `n`;
+//! [`plan_secagg_plus`] finds `k` and `t` for a cohort, a dropout rate and the security and
+//! correctness targets.
+//!
+//! Threat model, parameters and wire format: `docs/SECURE_AGGREGATION.md`.
+
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod config;
+pub mod crypto;
+pub mod error;
+pub mod local;
+pub mod mask;
+pub mod messages;
+pub mod plan;
+pub mod server;
+pub mod shamir;
+
+pub use client::Client;
+pub use config::{ClientId, Graph, GraphSpec, PROTOCOL_VERSION, RoundConfig};
+pub use error::{Result, SecAggError};
+pub use messages::{ClientMessage, ClientPayload, ServerMessage, ServerPayload, Stage};
+pub use plan::{SecAggPlusPlan, plan_secagg_plus};
+pub use server::{Aggregate, Receipt, RoundStatus, Server};

@@ -1,0 +1,145 @@
+//! An in-process round: real clients and a real server exchanging encoded messages, with no
+//! network. For simulations, tests and benchmarks; the caller times the stages.
+//!
+//! Every message goes through [`encode`](crate::messages::encode) and
+//! [`decode`](crate::messages::decode), so byte counts are the wire's.
+
+use rand::{CryptoRng, Rng};
+
+use crate::client::Client;
+use crate::config::{ClientId, RoundConfig};
+use crate::error::{Result, SecAggError};
+use crate::messages::{ClientMessage, ServerMessage, Stage, decode, encode};
+use crate::server::{Aggregate, RoundStatus, Server};
+
+/// Bytes a stage moved, summed over clients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTraffic {
+    /// Client → server.
+    pub up: u64,
+    /// Server → client.
+    pub down: u64,
+    /// Clients that sent a message in this stage.
+    pub senders: usize,
+}
+
+/// A round run in one process.
+pub struct LocalRound {
+    server: Server,
+    clients: Vec<Option<Client>>,
+    inputs: Vec<Vec<u64>>,
+    /// drop_before[i]: the stage before which client i+1 goes silent (None: never).
+    drop_before: Vec<Option<Stage>>,
+    next: usize,
+}
+
+impl std::fmt::Debug for LocalRound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalRound")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalRound {
+    /// Prepares a round: client `i + 1` holds `inputs[i]` and stops answering before stage
+    /// `drop_before[i]` (if any).
+    pub fn new(
+        config: RoundConfig,
+        inputs: Vec<Vec<u64>>,
+        drop_before: Vec<Option<Stage>>,
+    ) -> Result<Self> {
+        let n = config.clients as usize;
+        if inputs.len() != n || drop_before.len() != n {
+            return Err(SecAggError::config(
+                "inputs",
+                inputs.len(),
+                format!("one input and one dropout entry per client ({n})"),
+            ));
+        }
+        let server = Server::new(config)?;
+        Ok(LocalRound {
+            server,
+            clients: (0..n).map(|_| None).collect(),
+            inputs,
+            drop_before,
+            next: 0,
+        })
+    }
+
+    /// The server (its status and output).
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// The stage [`LocalRound::run_stage`] will run next, or `None` when the round is over.
+    pub fn next_stage(&self) -> Option<Stage> {
+        Stage::ALL
+            .get(self.next)
+            .copied()
+            .filter(|_| matches!(self.server.status(), RoundStatus::Collecting(_)))
+    }
+
+    fn active(&self, i: usize, stage: Stage) -> bool {
+        self.drop_before[i].is_none_or(|d| stage < d)
+    }
+
+    /// Runs the next stage: every client still in it answers, then the server closes the stage.
+    pub fn run_stage<R: Rng + CryptoRng + ?Sized>(&mut self, rng: &mut R) -> Result<StageTraffic> {
+        let Some(stage) = self.next_stage() else {
+            return Err(SecAggError::State("the round is over".into()));
+        };
+        let mut traffic = StageTraffic::default();
+        for i in 0..self.clients.len() {
+            if !self.active(i, stage) {
+                continue;
+            }
+            let id = (i + 1) as ClientId;
+            let message = if stage == Stage::AdvertiseKeys {
+                let (client, m) = Client::new(self.server.config().clone(), id, rng)?;
+                self.clients[i] = Some(client);
+                m
+            } else {
+                let Some(client) = self.clients[i].as_mut() else {
+                    continue;
+                };
+                let Ok(request) = self.server.message_for(id) else {
+                    continue; // pruned or dropped by the server
+                };
+                let down = encode(&request);
+                traffic.down += down.len() as u64;
+                let request: ServerMessage = decode(&down)?;
+                match client.handle(&request, &self.inputs[i], rng) {
+                    Ok(m) => m,
+                    // A client that aborts sends nothing more.
+                    Err(e) if e.is_fatal() => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            let up = encode(&message);
+            traffic.up += up.len() as u64;
+            traffic.senders += 1;
+            let message: ClientMessage = decode(&up)?;
+            self.server.receive(&message)?;
+        }
+        self.server.close_stage()?;
+        self.next += 1;
+        Ok(traffic)
+    }
+
+    /// Runs every remaining stage; the sum, or the reason the round aborted.
+    pub fn run<R: Rng + CryptoRng + ?Sized>(&mut self, rng: &mut R) -> Result<Aggregate> {
+        while self.next_stage().is_some() {
+            self.run_stage(rng)?;
+        }
+        match self.server.status() {
+            RoundStatus::Finished => Ok(self
+                .server
+                .output()
+                .expect("a finished round has an output")
+                .clone()),
+            RoundStatus::Aborted(reason) => Err(SecAggError::Aborted(reason.clone())),
+            RoundStatus::Collecting(_) => unreachable!("loop runs until the round is over"),
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Choosing SecAgg+'s degree `k` and threshold `t` (Bell et al. 2020, §4) for a cohort.
+//!
+//! Model (as Bell et al.): ⌈δn⌉ clients drop out and ⌈γn⌉ are corrupted (collude with the
+//! server), chosen independently of the random graph. A client's `k` neighbours are then a
+//! uniform sample of the other n − 1, so they hold `D ~ Hypergeometric(n − 1, ⌈δn⌉, k)` dropouts
+//! and `C ~ Hypergeometric(n − 1, ⌈γn⌉, k)` corrupted clients (for the complete graph, exactly
+//! all of them).
+//!
+//! * **Correctness** fails if some client keeps fewer than `t` surviving neighbours (its
+//!   secrets cannot be reconstructed): probability ≤ n·P[D > k − t] (union bound).
+//! * **Security** against a server that lies about who dropped: an honest neighbour reveals at
+//!   most one kind of share of a client, a corrupted one both; the server needs `t` of each, so
+//!   it succeeds only if `2t ≤ k + C`. Probability ≤ n·P[C ≥ 2t − k].
+//!
+//! The plan is the smallest even `k` (then the smallest `t`) with both bounds below the targets
+//! (2^-40 and 2^-20 by default); when no `k < n − 1` does, the complete graph with its best `t`.
+//! Not modelled: the connectivity of the honest survivors' graph (Bell et al.'s condition that
+//! the sum does not split into small independent groups); with `t > k/2` a Harary graph stays
+//! connected unless more than about `k/2` consecutive ring neighbours drop.
+
+use serde::Serialize;
+
+use crate::config::GraphSpec;
+use crate::error::{Result, SecAggError};
+use privfed_special::{ln_binomial, log_sum_exp};
+
+/// The chosen graph and threshold, with the failure bounds they meet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SecAggPlusPlan {
+    /// Complete or Harary with the degree below.
+    pub graph: GraphSpec,
+    /// Neighbours per client.
+    pub degree: u32,
+    /// Shares needed to reconstruct a secret.
+    pub threshold: u32,
+    /// log2 of the bound on the probability that a lying server learns a client's input.
+    pub security_log2: f64,
+    /// log2 of the bound on the probability that the round cannot finish.
+    pub correctness_log2: f64,
+}
+
+/// ln P[X ≥ a] for X ~ Hypergeometric(population, marked, draws): `draws` taken without
+/// replacement from `population` of which `marked` are marked.
+fn ln_tail(population: u32, marked: u32, draws: u32, a: u32) -> f64 {
+    if a == 0 {
+        return 0.0;
+    }
+    let hi = marked.min(draws);
+    if a > hi {
+        return f64::NEG_INFINITY;
+    }
+    let (pop, m, k) = (population as f64, marked as f64, draws as f64);
+    let ln_total = ln_binomial(pop, k);
+    let terms: Vec<f64> = (a..=hi)
+        .filter(|&i| draws - i <= population - marked)
+        .map(|i| ln_binomial(m, i as f64) + ln_binomial(pop - m, k - i as f64) - ln_total)
+        .collect();
+    if terms.is_empty() {
+        return f64::NEG_INFINITY;
+    }
+    log_sum_exp(&terms).min(0.0)
+}
+
+/// log2 of the two failure bounds for degree `k`, threshold `t`.
+fn bounds(n: u32, k: u32, t: u32, dropout: f64, corrupt: f64) -> (f64, f64) {
+    let ln_n = (n as f64).ln();
+    let others = n - 1;
+    let dropped = ((dropout * n as f64).ceil() as u32).min(others);
+    let corrupted = ((corrupt * n as f64).ceil() as u32).min(others);
+    let security = ln_n + ln_tail(others, corrupted, k, (2 * t).saturating_sub(k));
+    let correctness = ln_n + ln_tail(others, dropped, k, k - t + 1);
+    (
+        security / std::f64::consts::LN_2,
+        correctness / std::f64::consts::LN_2,
+    )
+}
+
+/// Plans SecAgg+ for `clients` with dropout rate `dropout` and corrupted fraction `corrupt`,
+/// so that the security bound is at most 2^-`security_bits` and the correctness bound at most
+/// 2^-`correctness_bits`.
+pub fn plan_secagg_plus(
+    clients: u32,
+    dropout: f64,
+    corrupt: f64,
+    security_bits: f64,
+    correctness_bits: f64,
+) -> Result<SecAggPlusPlan> {
+    if clients < 3 {
+        return Err(SecAggError::config(
+            "clients",
+            clients,
+            "must be at least 3",
+        ));
+    }
+    for (name, v) in [("dropout", dropout), ("corrupt", corrupt)] {
+        if !(0.0..1.0).contains(&v) {
+            return Err(SecAggError::config(name, v, "must be in [0, 1)"));
+        }
+    }
+    for (name, v) in [
+        ("security_bits", security_bits),
+        ("correctness_bits", correctness_bits),
+    ] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(SecAggError::config(name, v, "must be positive"));
+        }
+    }
+    let fits = |k: u32| -> Option<(u32, f64, f64)> {
+        (k / 2 + 1..=k).find_map(|t| {
+            let (s, c) = bounds(clients, k, t, dropout, corrupt);
+            (s <= -security_bits && c <= -correctness_bits).then_some((t, s, c))
+        })
+    };
+    let mut k = 2;
+    while k < clients - 1 {
+        if let Some((t, s, c)) = fits(k) {
+            return Ok(SecAggPlusPlan {
+                graph: GraphSpec::Harary { degree: k },
+                degree: k,
+                threshold: t,
+                security_log2: s,
+                correctness_log2: c,
+            });
+        }
+        k += 2;
+    }
+    let k = clients - 1;
+    match fits(k) {
+        Some((t, s, c)) => Ok(SecAggPlusPlan {
+            graph: GraphSpec::Complete,
+            degree: k,
+            threshold: t,
+            security_log2: s,
+            correctness_log2: c,
+        }),
+        None => Err(SecAggError::config(
+            "clients",
+            clients,
+            format!(
+                "no threshold meets 2^-{security_bits} security and 2^-{correctness_bits} \
+                 correctness at dropout {dropout} and corrupted fraction {corrupt}, even with \
+                 the complete graph: use more clients, or accept a lower dropout or corruption \
+                 rate"
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hypergeometric_tail_against_direct_sums() {
+        // P[X ≥ 2], X ~ Hypergeometric(20, 7, 5): Σ_{i=2}^{5} C(7,i)C(13,5−i)/C(20,5)
+        // = (21·286 + 35·78 + 35·13 + 21·1)/15504 = 9212/15504.
+        let want = 9212.0 / 15504.0;
+        assert!((ln_tail(20, 7, 5, 2).exp() - want).abs() < 1e-12);
+        assert_eq!(ln_tail(20, 7, 5, 0), 0.0);
+        assert_eq!(ln_tail(20, 7, 5, 6), f64::NEG_INFINITY);
+        // Drawing everyone: the count is exactly the marked.
+        assert!(ln_tail(20, 7, 20, 7).abs() < 1e-12);
+        assert_eq!(ln_tail(20, 7, 20, 8), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn plans_meet_their_targets_and_are_minimal() {
+        for (n, drop, corrupt) in [
+            (100, 0.2, 0.05),
+            (1000, 0.2, 0.05),
+            (1000, 0.1, 0.2),
+            (10_000, 0.3, 0.1),
+        ] {
+            let p = plan_secagg_plus(n, drop, corrupt, 40.0, 20.0).unwrap();
+            assert!(
+                p.security_log2 <= -40.0 && p.correctness_log2 <= -20.0,
+                "{p:?}"
+            );
+            assert!(2 * p.threshold > p.degree && p.threshold <= p.degree);
+            if let GraphSpec::Harary { degree } = p.graph
+                && degree > 2
+            {
+                // No smaller degree meets both targets with any threshold.
+                let k = degree - 2;
+                assert!((k / 2 + 1..=k).all(|t| {
+                    let (s, c) = bounds(n, k, t, drop, corrupt);
+                    s > -40.0 || c > -20.0
+                }));
+            }
+        }
+        // Larger cohorts need (relatively) fewer neighbours.
+        let small = plan_secagg_plus(1000, 0.2, 0.05, 40.0, 20.0).unwrap();
+        let large = plan_secagg_plus(100_000, 0.2, 0.05, 40.0, 20.0).unwrap();
+        assert!((large.degree as f64 / 100_000.0) < (small.degree as f64 / 1000.0));
+    }
+
+    #[test]
+    fn impossible_targets_are_a_clear_error() {
+        let e = plan_secagg_plus(10, 0.5, 0.45, 40.0, 20.0).unwrap_err();
+        assert!(e.to_string().contains("more clients"), "{e}");
+        assert!(plan_secagg_plus(100, 1.0, 0.0, 40.0, 20.0).is_err());
+        assert!(plan_secagg_plus(100, 0.1, 0.1, f64::NAN, 20.0).is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! A curious server, a lying server, and hostile messages.

@@ -22,7 +22,7 @@ pub const MAX_CLIENTS: u32 = 1 << 20;
 
 /// Who exchanges keys, shares and pairwise masks with whom.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(rename_all = "snake_case")]
 pub enum GraphSpec {
     /// Bonawitz et al. 2017: every client with every other.
     Complete,
@@ -77,7 +77,7 @@ impl RoundConfig {
         }
         let degree = self.degree();
         if let GraphSpec::Harary { degree: k } = self.graph
-            && (k < 2 || k % 2 != 0 || k > self.clients - 1)
+            && (k < 2 || !k.is_multiple_of(2) || k > self.clients - 1)
         {
             return Err(SecAggError::config(
                 "degree",

@@ -226,7 +226,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
 pub fn pack(values: &[u64], bits: u32) -> Vec<u8> {
     let total_bits = values.len() as u128 * bits as u128;
     let mut out = Vec::with_capacity(total_bits.div_ceil(8) as usize);
-    if bits % 8 == 0 {
+    if bits.is_multiple_of(8) {
         let width = (bits / 8) as usize;
         for v in values {
             out.extend_from_slice(&v.to_le_bytes()[..width]);
@@ -262,7 +262,7 @@ pub fn unpack(bytes: &[u8], bits: u32, len: usize) -> Result<Vec<u64>> {
     }
     let m = modulus_mask(bits);
     let mut out = Vec::with_capacity(len);
-    if bits % 8 == 0 {
+    if bits.is_multiple_of(8) {
         let width = (bits / 8) as usize;
         for w in bytes.chunks_exact(width) {
             let mut b = [0u8; 8];

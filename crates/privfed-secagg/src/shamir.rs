@@ -279,13 +279,9 @@ mod tests {
                     let j = r.random_range(0..=i);
                     pick.swap(i, j);
                 }
-                let k = r.random_range(t as usize..=n as usize);
+                let k = r.random_range(t..=n as usize);
                 pick.truncate(k);
-                assert_eq!(
-                    *combine(&pick, t as usize).unwrap(),
-                    secret,
-                    "t={t} n={n} k={k}"
-                );
+                assert_eq!(*combine(&pick, t).unwrap(), secret, "t={t} n={n} k={k}");
             }
         }
     }

@@ -23,6 +23,33 @@ pub struct StageTraffic {
     pub senders: usize,
 }
 
+/// Who is computing, for an [`Observer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Party {
+    /// A client, by id.
+    Client(ClientId),
+    /// The server.
+    Server,
+}
+
+/// Told when each party starts and stops computing, so a caller with a clock can time them
+/// (this crate has none).
+pub trait Observer {
+    /// `party` starts computing.
+    fn start(&mut self, party: Party);
+    /// `party` stops computing.
+    fn stop(&mut self, party: Party);
+}
+
+/// An observer that does nothing.
+#[derive(Debug, Default)]
+pub struct NoObserver;
+
+impl Observer for NoObserver {
+    fn start(&mut self, _: Party) {}
+    fn stop(&mut self, _: Party) {}
+}
+
 /// A round run in one process.
 pub struct LocalRound {
     server: Server,
@@ -86,6 +113,16 @@ impl LocalRound {
 
     /// Runs the next stage: every client still in it answers, then the server closes the stage.
     pub fn run_stage<R: Rng + CryptoRng + ?Sized>(&mut self, rng: &mut R) -> Result<StageTraffic> {
+        self.run_stage_observed(rng, &mut NoObserver)
+    }
+
+    /// [`LocalRound::run_stage`], telling `observer` who computes when. Encoding and decoding
+    /// of messages count for the party that sends or receives them.
+    pub fn run_stage_observed<R: Rng + CryptoRng + ?Sized>(
+        &mut self,
+        rng: &mut R,
+        observer: &mut dyn Observer,
+    ) -> Result<StageTraffic> {
         let Some(stage) = self.next_stage() else {
             return Err(SecAggError::State("the round is over".into()));
         };
@@ -95,34 +132,50 @@ impl LocalRound {
                 continue;
             }
             let id = (i + 1) as ClientId;
-            let message = if stage == Stage::AdvertiseKeys {
-                let (client, m) = Client::new(self.server.config().clone(), id, rng)?;
-                self.clients[i] = Some(client);
-                m
+            let up = if stage == Stage::AdvertiseKeys {
+                observer.start(Party::Client(id));
+                let created = Client::new(self.server.config().clone(), id, rng);
+                let up = created.map(|(client, m)| {
+                    self.clients[i] = Some(client);
+                    encode(&m)
+                });
+                observer.stop(Party::Client(id));
+                up?
             } else {
-                let Some(client) = self.clients[i].as_mut() else {
+                if self.clients[i].is_none() {
                     continue;
-                };
-                let Ok(request) = self.server.message_for(id) else {
+                }
+                observer.start(Party::Server);
+                let down = self.server.message_for(id).map(|m| encode(&m));
+                observer.stop(Party::Server);
+                let Ok(down) = down else {
                     continue; // pruned or dropped by the server
                 };
-                let down = encode(&request);
                 traffic.down += down.len() as u64;
-                let request: ServerMessage = decode(&down)?;
-                match client.handle(&request, &self.inputs[i], rng) {
-                    Ok(m) => m,
+                observer.start(Party::Client(id));
+                let client = self.clients[i].as_mut().expect("checked above");
+                let answer = decode::<ServerMessage>(&down)
+                    .and_then(|request| client.handle(&request, &self.inputs[i], rng))
+                    .map(|m| encode(&m));
+                observer.stop(Party::Client(id));
+                match answer {
+                    Ok(up) => up,
                     // A client that aborts sends nothing more.
                     Err(e) if e.is_fatal() => continue,
                     Err(e) => return Err(e),
                 }
             };
-            let up = encode(&message);
             traffic.up += up.len() as u64;
             traffic.senders += 1;
-            let message: ClientMessage = decode(&up)?;
-            self.server.receive(&message)?;
+            observer.start(Party::Server);
+            let received = decode::<ClientMessage>(&up).and_then(|m| self.server.receive(&m));
+            observer.stop(Party::Server);
+            received?;
         }
-        self.server.close_stage()?;
+        observer.start(Party::Server);
+        let closed = self.server.close_stage().map(|_| ());
+        observer.stop(Party::Server);
+        closed?;
         self.next += 1;
         Ok(traffic)
     }

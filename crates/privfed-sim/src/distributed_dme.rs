@@ -50,6 +50,10 @@ pub struct DistributedDmeConfig {
     pub seed: Option<u64>,
     /// Probability that a client drops out before sending, in `[0, 1)`.
     pub dropout: f64,
+    /// Sum the encodings through a real secure-aggregation round ([`crate::secagg::secure_sum`]:
+    /// every client advertises and shares keys, the dropped ones then go silent and their masks
+    /// are recovered) instead of the in-process modular sum. Skellam and DDG only.
+    pub secure_aggregation: bool,
 }
 
 /// Why a run failed.
@@ -65,6 +69,9 @@ pub enum DistributedDmeError {
     /// From a mechanism.
     #[error(transparent)]
     Mechanism(#[from] privfed_mechanisms::MechanismError),
+    /// From secure aggregation (including a round that aborted).
+    #[error(transparent)]
+    SecAgg(#[from] crate::secagg::SecAggSimError),
 }
 
 /// The report (`privfed dme skellam|gaussian --json`).
@@ -116,6 +123,8 @@ pub struct DistributedDmeReport {
     pub local_noise_stddev: f64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// Whether the sum went through real secure aggregation.
+    pub secure_aggregation: bool,
 }
 
 /// `n` vectors of norm `c` in uniformly random directions.
@@ -150,6 +159,12 @@ pub fn run_distributed_dme(
         return Err(DistributedDmeError::Invalid(
             "dropout",
             format!("must be in [0, 1), got {}", cfg.dropout),
+        ));
+    }
+    if cfg.secure_aggregation && cfg.noise == DistributedNoise::Gaussian {
+        return Err(DistributedDmeError::Invalid(
+            "secagg",
+            "secure aggregation sums integers mod 2^b: use skellam or ddg".into(),
         ));
     }
     let delta = cfg.request.delta.ok_or(DistributedDmeError::Invalid(
@@ -218,17 +233,42 @@ pub fn run_distributed_dme(
                 let dec = SkellamDecoder::new(skellam.params, seed)?;
                 let mut sum = ModularSum::new(req.bits, skellam.padded_dim)?;
                 let mut exact = vec![0i128; skellam.padded_dim];
+                let mut encodings = vec![Vec::new(); n];
                 for &i in &alive {
                     let (v, _) = enc.encode(&xs[i], &mut rng)?;
                     for (e, &w) in exact.iter_mut().zip(&v) {
                         *e += to_signed(w, req.bits) as i128;
                     }
                     sum.add(&v)?;
+                    if cfg.secure_aggregation {
+                        encodings[i] = v;
+                    }
                     progress(1);
                 }
                 let half = 1i128 << (req.bits - 1);
                 wraps += exact.iter().filter(|&&e| e < -half || e >= half).count() as u64;
-                let decoded = dec.decode(sum.value(), m)?;
+                let decoded = if cfg.secure_aggregation {
+                    let mut dropped = vec![true; n];
+                    for &i in &alive {
+                        dropped[i] = false;
+                    }
+                    let out = crate::secagg::secure_sum(
+                        req.bits,
+                        skellam.padded_dim,
+                        encodings,
+                        &dropped,
+                    )?;
+                    // The accountant is told how many contributed: the protocol's survivors.
+                    if out.survivors.len() != m {
+                        return Err(DistributedDmeError::Invalid(
+                            "secagg",
+                            format!("{} survivors, expected {m}", out.survivors.len()),
+                        ));
+                    }
+                    dec.decode(&out.sum, out.survivors.len())?
+                } else {
+                    dec.decode(sum.value(), m)?
+                };
                 flagged += decoded.wrap_suspected as usize;
                 let p = skellam.predicted_mse(m);
                 predicted += p.quantization + p.noise;
@@ -298,6 +338,7 @@ pub fn run_distributed_dme(
         },
         local_noise_stddev: local_sigma,
         seconds: start.elapsed().as_secs_f64(),
+        secure_aggregation: cfg.secure_aggregation,
     })
 }
 
@@ -324,6 +365,7 @@ mod tests {
             trials: 300,
             seed: Some(4),
             dropout,
+            secure_aggregation: false,
         }
     }
 

@@ -45,4 +45,5 @@ pub mod dme;
 pub mod experiments;
 pub mod http;
 pub mod mechanism;
+pub mod secagg;
 pub mod simulate;

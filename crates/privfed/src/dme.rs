@@ -24,6 +24,12 @@ pub struct DmeArgs {
     /// Number of clients N.
     #[arg(long)]
     clients: usize,
+    /// Sum the clients' encodings through a real secure-aggregation round (skellam, ddg):
+    /// X25519 keys, Shamir shares, masks; dropped clients share keys and then go silent, and
+    /// their masks are recovered. The decoded mean is bit for bit the one of the plain modular
+    /// sum.
+    #[arg(long)]
+    secagg: bool,
     /// Number of independent trials T.
     #[arg(long, default_value_t = 10)]
     trials: usize,
@@ -61,6 +67,12 @@ pub fn run(args: &DmeArgs) -> Result<()> {
     if let Some(noise) = distributed {
         return run_distributed(args, noise);
     }
+    if args.secagg {
+        bail!(
+            "--secagg sums integer encodings mod 2^b: it applies to skellam and ddg, not {:?}",
+            args.mech.mechanism
+        );
+    }
     let mech = build(&args.mech)?;
     let total = (args.clients as u64) * (args.trials as u64);
     let progress = bar(args.quiet, total, "privatizations")?;
@@ -90,6 +102,7 @@ fn run_distributed(args: &DmeArgs, noise: DistributedNoise) -> Result<()> {
         trials: args.trials,
         seed: args.seed,
         dropout: args.dropout,
+        secure_aggregation: args.secagg,
     };
     let report = run_distributed_dme(&config, &|n| progress.inc(n));
     progress.finish_and_clear();

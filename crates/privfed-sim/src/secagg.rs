@@ -1,0 +1,446 @@
+//! Secure-aggregation rounds in one process (`privfed secagg simulate`): real clients and a real
+//! server ([`privfed_secagg`]) exchanging encoded messages, timed per stage and per party.
+//!
+//! Inputs and the dropout pattern come from the seeded experiment generator (reproducible); the
+//! protocol's secrets (key pairs, self-mask seeds, share polynomials) always come from the
+//! operating system's CSPRNG, so no seed ever determines a key. The masks cancel, so the sum is
+//! the same whatever the keys.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
+use privfed_secagg::local::{LocalRound, Observer, Party};
+use privfed_secagg::mask::modulus_mask;
+use privfed_secagg::{
+    Aggregate, ClientId, GraphSpec, RoundConfig, SecAggError, Stage, plan_secagg_plus,
+};
+use rand::{Rng, RngExt};
+use serde::Serialize;
+
+/// Fraction of clients assumed to collude with the server when SecAgg+ is planned.
+pub const DEFAULT_CORRUPT_FRACTION: f64 = 0.1;
+
+/// Cohorts up to this size use the complete graph by default; larger ones SecAgg+.
+pub const COMPLETE_GRAPH_UP_TO: u32 = 128;
+
+/// How the round's graph and threshold are chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GraphChoice {
+    /// Complete graph for small cohorts, SecAgg+ planned for 2^-40 security and 2^-20
+    /// correctness above [`COMPLETE_GRAPH_UP_TO`] (falling back to complete if no plan fits).
+    Auto,
+    /// The complete graph with the smallest safe threshold, ⌊(n−1)/2⌋ + 1.
+    Complete,
+    /// SecAgg+ planned for the dropout rate and [`DEFAULT_CORRUPT_FRACTION`].
+    Plus,
+}
+
+/// The configuration of a round for `clients` with `dropout`, per `choice`. `session_id` must be
+/// fresh randomness.
+pub fn round_config(
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    choice: GraphChoice,
+    session_id: [u8; 32],
+) -> Result<RoundConfig, SecAggError> {
+    let complete = RoundConfig {
+        session_id,
+        clients,
+        threshold: (clients.saturating_sub(1)) / 2 + 1,
+        bits,
+        dim,
+        graph: GraphSpec::Complete,
+    };
+    let plus = || -> Result<RoundConfig, SecAggError> {
+        let p = plan_secagg_plus(clients, dropout, DEFAULT_CORRUPT_FRACTION, 40.0, 20.0)?;
+        Ok(RoundConfig {
+            threshold: p.threshold,
+            graph: p.graph,
+            ..complete.clone()
+        })
+    };
+    let config = match choice {
+        GraphChoice::Complete => complete,
+        GraphChoice::Plus => plus()?,
+        GraphChoice::Auto if clients <= COMPLETE_GRAPH_UP_TO => complete,
+        GraphChoice::Auto => plus().unwrap_or(complete),
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+/// A simulated round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecAggSimConfig {
+    /// Cohort size n.
+    pub clients: u32,
+    /// Vector length d.
+    pub dim: usize,
+    /// The ring Z_{2^bits}.
+    pub bits: u32,
+    /// Fraction of clients that drop (exactly round(F·n), chosen at random).
+    pub dropout: f64,
+    /// The stage before which the dropped clients go silent. `None`: each at a uniformly random
+    /// stage.
+    pub dropout_stage: Option<Stage>,
+    /// Graph and threshold.
+    pub graph: GraphChoice,
+    /// Seed of the inputs and the dropout pattern; `None`: from the OS.
+    pub seed: Option<u64>,
+}
+
+/// Why a simulation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecAggSimError {
+    /// A bad option.
+    #[error("invalid `{0}`: {1}")]
+    Invalid(&'static str, String),
+    /// The round aborted (too few survivors): nothing was revealed.
+    #[error("the round aborted: {0}")]
+    Aborted(String),
+    /// From the protocol.
+    #[error(transparent)]
+    Protocol(#[from] SecAggError),
+}
+
+/// The report of `privfed secagg simulate --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SecAggSimReport {
+    /// Whether the unmasked sum equals the plain modular sum of the survivors' inputs.
+    pub exact: bool,
+    /// Clients whose inputs are in the sum.
+    pub survivors: usize,
+    /// Clients that shared keys but sent no masked input (their masks were recovered).
+    pub recovered_dropouts: usize,
+    /// Cohort size.
+    pub clients: u32,
+    /// Threshold t.
+    pub threshold: u32,
+    /// Neighbours per client.
+    pub degree: u32,
+    /// `complete` or `harary`.
+    pub graph: &'static str,
+    /// Vector length.
+    pub dim: usize,
+    /// Bits b.
+    pub bits: u32,
+    /// Wall-clock seconds of the whole round.
+    pub seconds: f64,
+    /// Wall-clock seconds per stage.
+    pub stage_seconds: BTreeMap<&'static str, f64>,
+    /// CPU seconds of the server (computing, not waiting).
+    pub server_seconds: f64,
+    /// Mean CPU seconds per client over the clients that took part.
+    pub client_seconds_mean: f64,
+    /// Largest CPU seconds of one client.
+    pub client_seconds_max: f64,
+    /// Mean bytes sent plus received per client that took part.
+    pub bytes_per_client: f64,
+    /// Mean bytes sent per client.
+    pub bytes_up_per_client: f64,
+    /// Mean bytes received per client.
+    pub bytes_down_per_client: f64,
+    /// Where it ran: `in-process` or the server URL.
+    pub transport: String,
+    /// Seed.
+    pub seed: Option<u64>,
+}
+
+/// Times each party: in one process they take turns, so wall time per party is its CPU time.
+#[derive(Default)]
+struct Stopwatch {
+    started: Option<(Party, Instant)>,
+    clients: BTreeMap<ClientId, Duration>,
+    server: Duration,
+}
+
+impl Observer for Stopwatch {
+    fn start(&mut self, party: Party) {
+        self.started = Some((party, Instant::now()));
+    }
+    fn stop(&mut self, party: Party) {
+        if let Some((p, t)) = self.started.take()
+            && p == party
+        {
+            let e = t.elapsed();
+            match party {
+                Party::Client(id) => *self.clients.entry(id).or_default() += e,
+                Party::Server => self.server += e,
+            }
+        }
+    }
+}
+
+/// Uniform inputs and the dropout pattern of a simulation.
+pub fn inputs_and_dropouts(
+    cfg: &SecAggSimConfig,
+    rng: &mut ExperimentRng,
+) -> (Vec<Vec<u64>>, Vec<Option<Stage>>) {
+    let m = modulus_mask(cfg.bits);
+    let n = cfg.clients as usize;
+    let inputs: Vec<Vec<u64>> = (0..n)
+        .map(|_| (0..cfg.dim).map(|_| rng.random::<u64>() & m).collect())
+        .collect();
+    let drop_count = ((cfg.dropout * n as f64).round() as usize).min(n);
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = rng.random_range(0..=i);
+        order.swap(i, j);
+    }
+    let mut drops = vec![None; n];
+    for &i in &order[..drop_count] {
+        drops[i] = Some(
+            cfg.dropout_stage
+                .unwrap_or_else(|| Stage::ALL[rng.random_range(0..Stage::ALL.len())]),
+        );
+    }
+    (inputs, drops)
+}
+
+/// Σ of the survivors' inputs mod 2^bits.
+pub fn plain_sum(inputs: &[Vec<u64>], survivors: &[ClientId], bits: u32) -> Vec<u64> {
+    let m = modulus_mask(bits);
+    let mut sum = vec![0u64; inputs.first().map_or(0, Vec::len)];
+    for &id in survivors {
+        for (s, v) in sum.iter_mut().zip(&inputs[id as usize - 1]) {
+            *s = s.wrapping_add(*v) & m;
+        }
+    }
+    sum
+}
+
+fn check(cfg: &SecAggSimConfig) -> Result<(), SecAggSimError> {
+    if !(0.0..1.0).contains(&cfg.dropout) {
+        return Err(SecAggSimError::Invalid(
+            "dropout",
+            format!("must be in [0, 1), got {}", cfg.dropout),
+        ));
+    }
+    Ok(())
+}
+
+/// A fresh 256-bit session id from the OS.
+pub fn fresh_session_id() -> [u8; 32] {
+    let mut id = [0u8; 32];
+    rand::rng().fill_bytes(&mut id);
+    id
+}
+
+/// Runs one round in process; `progress` is told each stage as it finishes.
+pub fn simulate_in_process(
+    cfg: &SecAggSimConfig,
+    progress: &dyn Fn(Stage),
+) -> Result<SecAggSimReport, SecAggSimError> {
+    check(cfg)?;
+    let config = round_config(
+        cfg.clients,
+        cfg.bits,
+        cfg.dim,
+        cfg.dropout,
+        cfg.graph,
+        fresh_session_id(),
+    )?;
+    let mut data_rng = match cfg.seed {
+        Some(s) => seeded_rng_for_experiments(s),
+        None => rand::make_rng::<ExperimentRng>(),
+    };
+    let (inputs, drops) = inputs_and_dropouts(cfg, &mut data_rng);
+    let mut secrets = rand::rng();
+    let mut round = LocalRound::new(config.clone(), inputs.clone(), drops)?;
+    let mut watch = Stopwatch::default();
+    let mut stage_seconds = BTreeMap::new();
+    let (mut up, mut down) = (0u64, 0u64);
+    let start = Instant::now();
+    while let Some(stage) = round.next_stage() {
+        let t = Instant::now();
+        let traffic = round.run_stage_observed(&mut secrets, &mut watch)?;
+        stage_seconds.insert(stage.name(), t.elapsed().as_secs_f64());
+        up += traffic.up;
+        down += traffic.down;
+        progress(stage);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let aggregate = finished(&round)?;
+    Ok(report(
+        cfg,
+        &config,
+        &inputs,
+        &aggregate,
+        Timings {
+            seconds,
+            stage_seconds,
+            server: watch.server,
+            clients: watch.clients.values().copied().collect(),
+            up,
+            down,
+        },
+        "in-process".into(),
+    ))
+}
+
+fn finished(round: &LocalRound) -> Result<Aggregate, SecAggSimError> {
+    match round.server().status() {
+        privfed_secagg::RoundStatus::Finished => Ok(round
+            .server()
+            .output()
+            .expect("finished rounds have an output")
+            .clone()),
+        privfed_secagg::RoundStatus::Aborted(reason) => {
+            Err(SecAggSimError::Aborted(reason.clone()))
+        }
+        privfed_secagg::RoundStatus::Collecting(s) => Err(SecAggSimError::Aborted(format!(
+            "the round stopped at stage {}",
+            s.name()
+        ))),
+    }
+}
+
+/// Timings and traffic of a round, however it was run.
+#[derive(Debug, Clone, Default)]
+pub struct Timings {
+    /// Wall-clock seconds of the round.
+    pub seconds: f64,
+    /// Wall-clock seconds per stage.
+    pub stage_seconds: BTreeMap<&'static str, f64>,
+    /// Server computing time.
+    pub server: Duration,
+    /// Computing time of each client that took part.
+    pub clients: Vec<Duration>,
+    /// Bytes sent by all clients.
+    pub up: u64,
+    /// Bytes received by all clients.
+    pub down: u64,
+}
+
+/// Assembles the report and checks exactness against the plain sum.
+pub fn report(
+    cfg: &SecAggSimConfig,
+    config: &RoundConfig,
+    inputs: &[Vec<u64>],
+    aggregate: &Aggregate,
+    t: Timings,
+    transport: String,
+) -> SecAggSimReport {
+    let exact = aggregate.sum == plain_sum(inputs, &aggregate.survivors, config.bits);
+    let participants = t.clients.len().max(1) as f64;
+    let client_secs: Vec<f64> = t.clients.iter().map(Duration::as_secs_f64).collect();
+    SecAggSimReport {
+        exact,
+        survivors: aggregate.survivors.len(),
+        recovered_dropouts: aggregate.dropped.len(),
+        clients: config.clients,
+        threshold: config.threshold,
+        degree: config.degree(),
+        graph: match config.graph {
+            GraphSpec::Complete => "complete",
+            GraphSpec::Harary { .. } => "harary",
+        },
+        dim: config.dim,
+        bits: config.bits,
+        seconds: t.seconds,
+        stage_seconds: t.stage_seconds,
+        server_seconds: t.server.as_secs_f64(),
+        client_seconds_mean: client_secs.iter().sum::<f64>() / participants,
+        client_seconds_max: client_secs.iter().copied().fold(0.0, f64::max),
+        bytes_per_client: (t.up + t.down) as f64 / participants,
+        bytes_up_per_client: t.up as f64 / participants,
+        bytes_down_per_client: t.down as f64 / participants,
+        transport,
+        seed: cfg.seed,
+    }
+}
+
+/// Sums `inputs` (client `i + 1` holds `inputs[i]`; an empty vector for a client that drops)
+/// through a real in-process round in which the clients marked in `dropped` share keys and then
+/// drop before sending masked input. The distributed-DP simulation routes its encodings through
+/// this; the protocol's secrets come from the OS.
+pub fn secure_sum(
+    bits: u32,
+    dim: usize,
+    inputs: Vec<Vec<u64>>,
+    dropped: &[bool],
+) -> Result<Aggregate, SecAggSimError> {
+    let n = inputs.len() as u32;
+    let dropout = dropped.iter().filter(|&&d| d).count() as f64 / n.max(1) as f64;
+    let config = round_config(n, bits, dim, dropout, GraphChoice::Auto, fresh_session_id())?;
+    let drops = dropped
+        .iter()
+        .map(|&d| d.then_some(Stage::MaskedInput))
+        .collect();
+    let mut round = LocalRound::new(config, inputs, drops)?;
+    let mut secrets = rand::rng();
+    while round.next_stage().is_some() {
+        round.run_stage(&mut secrets)?;
+    }
+    finished(&round)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(clients: u32, dropout: f64, stage: Option<Stage>) -> SecAggSimConfig {
+        SecAggSimConfig {
+            clients,
+            dim: 50,
+            bits: 20,
+            dropout,
+            dropout_stage: stage,
+            graph: GraphChoice::Auto,
+            seed: Some(3),
+        }
+    }
+
+    #[test]
+    fn a_simulated_round_is_exact_and_reports_its_cost() {
+        let r = simulate_in_process(&cfg(20, 0.2, Some(Stage::MaskedInput)), &|_| {}).unwrap();
+        assert!(r.exact);
+        assert_eq!(r.survivors, 16);
+        assert_eq!(r.recovered_dropouts, 4);
+        assert_eq!(r.threshold, 10);
+        assert_eq!(r.stage_seconds.len(), 4);
+        // Each client sends at least its packed masked input (50 × 20 bits = 125 bytes).
+        assert!(r.bytes_up_per_client > 125.0);
+        assert!(r.client_seconds_mean > 0.0 && r.server_seconds > 0.0);
+    }
+
+    #[test]
+    fn too_many_dropouts_abort_with_a_message() {
+        let e = simulate_in_process(&cfg(10, 0.6, Some(Stage::MaskedInput)), &|_| {}).unwrap_err();
+        assert!(matches!(e, SecAggSimError::Aborted(_)), "{e}");
+        assert!(e.to_string().contains("aborted"));
+    }
+
+    #[test]
+    fn large_cohorts_get_secagg_plus() {
+        let c = round_config(1000, 16, 10, 0.2, GraphChoice::Auto, [1u8; 32]).unwrap();
+        assert!(matches!(c.graph, GraphSpec::Harary { .. }), "{c:?}");
+        assert!(c.degree() < 999);
+        let c = round_config(50, 16, 10, 0.2, GraphChoice::Auto, [1u8; 32]).unwrap();
+        assert_eq!(c.graph, GraphSpec::Complete);
+        assert_eq!(c.threshold, 25);
+    }
+
+    #[test]
+    fn secure_sum_matches_the_plain_sum() {
+        let mut r = seeded_rng_for_experiments(5);
+        let inputs: Vec<Vec<u64>> = (0..8)
+            .map(|i| {
+                if i == 3 {
+                    Vec::new()
+                } else {
+                    (0..12).map(|_| r.random::<u64>() & 0xfff).collect()
+                }
+            })
+            .collect();
+        let mut dropped = vec![false; 8];
+        dropped[3] = true;
+        let out = secure_sum(12, 12, inputs.clone(), &dropped).unwrap();
+        assert_eq!(out.survivors, vec![1, 2, 3, 5, 6, 7, 8]);
+        assert_eq!(out.sum, plain_sum(&inputs, &out.survivors, 12));
+    }
+}

@@ -32,3 +32,4 @@
 pub mod client;
 pub mod conn;
 pub mod loadgen;
+pub mod secagg;

@@ -46,5 +46,5 @@ pub use client::Client;
 pub use config::{ClientId, Graph, GraphSpec, PROTOCOL_VERSION, RoundConfig};
 pub use error::{Result, SecAggError};
 pub use messages::{ClientMessage, ClientPayload, ServerMessage, ServerPayload, Stage};
-pub use plan::{SecAggPlusPlan, plan_secagg_plus};
+pub use plan::{GraphChoice, SecAggPlusPlan, plan_secagg_plus, round_config};
 pub use server::{Aggregate, Receipt, RoundStatus, Server};

@@ -20,7 +20,7 @@
 
 use serde::Serialize;
 
-use crate::config::GraphSpec;
+use crate::config::{GraphSpec, RoundConfig};
 use crate::error::{Result, SecAggError};
 use privfed_special::{ln_binomial, log_sum_exp};
 
@@ -146,6 +146,62 @@ pub fn plan_secagg_plus(
     }
 }
 
+/// Fraction of clients assumed to collude with the server when SecAgg+ is planned by
+/// [`round_config`].
+pub const DEFAULT_CORRUPT_FRACTION: f64 = 0.1;
+
+/// Cohorts up to this size use the complete graph under [`GraphChoice::Auto`]; larger ones
+/// SecAgg+.
+pub const COMPLETE_GRAPH_UP_TO: u32 = 128;
+
+/// How [`round_config`] chooses the graph and threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphChoice {
+    /// The complete graph up to [`COMPLETE_GRAPH_UP_TO`] clients; above, SecAgg+ planned for
+    /// 2^-40 security and 2^-20 correctness (the complete graph if no plan fits).
+    Auto,
+    /// The complete graph with the smallest safe threshold, ⌊(n−1)/2⌋ + 1.
+    Complete,
+    /// SecAgg+ planned for the dropout rate and [`DEFAULT_CORRUPT_FRACTION`].
+    Plus,
+}
+
+/// A validated round configuration for `clients` expecting `dropout`, with the graph and
+/// threshold `choice` gives. `session_id` must be fresh randomness.
+pub fn round_config(
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    choice: GraphChoice,
+    session_id: [u8; 32],
+) -> Result<RoundConfig> {
+    let complete = RoundConfig {
+        session_id,
+        clients,
+        threshold: clients.saturating_sub(1) / 2 + 1,
+        bits,
+        dim,
+        graph: GraphSpec::Complete,
+    };
+    let plus = || -> Result<RoundConfig> {
+        let p = plan_secagg_plus(clients, dropout, DEFAULT_CORRUPT_FRACTION, 40.0, 20.0)?;
+        Ok(RoundConfig {
+            threshold: p.threshold,
+            graph: p.graph,
+            ..complete.clone()
+        })
+    };
+    let config = match choice {
+        GraphChoice::Complete => complete,
+        GraphChoice::Plus => plus()?,
+        GraphChoice::Auto if clients <= COMPLETE_GRAPH_UP_TO => complete,
+        GraphChoice::Auto => plus().unwrap_or(complete),
+    };
+    config.validate()?;
+    Ok(config)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +248,17 @@ mod tests {
         let small = plan_secagg_plus(1000, 0.2, 0.05, 40.0, 20.0).unwrap();
         let large = plan_secagg_plus(100_000, 0.2, 0.05, 40.0, 20.0).unwrap();
         assert!((large.degree as f64 / 100_000.0) < (small.degree as f64 / 1000.0));
+    }
+
+    #[test]
+    fn large_cohorts_get_secagg_plus() {
+        let c = round_config(1000, 16, 10, 0.2, GraphChoice::Auto, [1u8; 32]).unwrap();
+        assert!(matches!(c.graph, GraphSpec::Harary { .. }), "{c:?}");
+        assert!(c.degree() < 999);
+        let c = round_config(50, 16, 10, 0.2, GraphChoice::Auto, [1u8; 32]).unwrap();
+        assert_eq!(c.graph, GraphSpec::Complete);
+        assert_eq!(c.threshold, 25);
+        assert!(round_config(50, 0, 10, 0.2, GraphChoice::Auto, [1u8; 32]).is_err());
     }
 
     #[test]

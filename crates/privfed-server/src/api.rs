@@ -64,6 +64,9 @@ pub struct AppState<S> {
     /// Cap on the total size of all models' weights in bytes (`4·dim·k` summed); creating a model
     /// beyond it answers 507. Default [`DEFAULT_MAX_MODEL_BYTES`].
     pub max_model_bytes: u64,
+    /// The secure-aggregation coordinator, whose routes (`/v1/secagg/…`, see
+    /// [`crate::secagg::api`]) are mounted when it is set.
+    pub secagg: Option<Arc<crate::secagg::Coordinator>>,
     /// Rendered views of large models (see [`SMALL_VIEW_FLOATS`]).
     views: std::sync::Mutex<std::collections::HashMap<String, CachedView>>,
     /// Bounds renders of large views ([`HEAVY_READS`]).
@@ -87,6 +90,7 @@ impl<S: Store> AppState<S> {
             bench_routes: false,
             max_model_bytes: DEFAULT_MAX_MODEL_BYTES,
             rate_limit: None,
+            secagg: None,
             views: Default::default(),
             heavy_reads: tokio::sync::Semaphore::new(HEAVY_READS),
         }
@@ -110,12 +114,15 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
     if state.bench_routes {
         r = r.route("/bench/{dim}", get(bench_draw).post(bench_update));
     }
+    let mut r: Router = r.with_state(state.clone());
+    if let Some(coordinator) = &state.secagg {
+        r = r.merge(crate::secagg::api::router(coordinator.clone()));
+    }
     // `layer` (not `route_layer`) after the fallbacks: unknown routes (404) and methods (405)
     // are counted too.
     r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(state.clone(), track::<S>))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(state, track::<S>))
 }
 
 /// Counts every request in the metrics and logs it at DEBUG (method, route template, status,
@@ -210,7 +217,7 @@ impl<St: Send + Sync> FromRequestParts<St> for Dim {
 }
 
 /// Constant-time comparison of the presented token with the configured one.
-fn check_admin(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
+pub(crate) fn check_admin(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
     let value = headers
         .get(header::AUTHORIZATION)
         .ok_or(ApiError::Unauthorized)?
@@ -232,7 +239,7 @@ fn check_admin(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
     }
 }
 
-async fn read_body(
+pub(crate) async fn read_body(
     headers: &HeaderMap,
     body: Body,
     limit: usize,

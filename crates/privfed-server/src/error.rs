@@ -100,6 +100,9 @@ pub enum ApiError {
     /// 500: the model's records are damaged and it is quarantined.
     #[error("{0}")]
     Quarantined(String),
+    /// 422: a secure-aggregation message breaks the protocol (wrong recipients, bad shares).
+    #[error("{0}")]
+    Protocol(String),
 }
 
 /// The `Retry-After` of a 503, in seconds.
@@ -126,6 +129,7 @@ impl ApiError {
             ApiError::Ticket(_) => StatusCode::CONFLICT,
             ApiError::TicketRequired(_) => StatusCode::PRECONDITION_REQUIRED,
             ApiError::Quarantined(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Protocol(_) => StatusCode::UNPROCESSABLE_ENTITY,
         }
     }
 
@@ -150,6 +154,7 @@ impl ApiError {
             ApiError::Ticket(_) => "ticket_invalid",
             ApiError::TicketRequired(_) => "ticket_required",
             ApiError::Quarantined(_) => "quarantined",
+            ApiError::Protocol(_) => "protocol_violation",
         }
     }
 }

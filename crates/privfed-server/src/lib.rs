@@ -50,6 +50,7 @@ pub mod metrics;
 pub mod model;
 pub mod openapi;
 pub mod ratelimit;
+pub mod secagg;
 pub mod server;
 pub mod store;
 pub mod ticket;

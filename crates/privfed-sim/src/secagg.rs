@@ -12,65 +12,10 @@ use std::time::{Duration, Instant};
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
 use privfed_secagg::local::{LocalRound, Observer, Party};
 use privfed_secagg::mask::modulus_mask;
-use privfed_secagg::{
-    Aggregate, ClientId, GraphSpec, RoundConfig, SecAggError, Stage, plan_secagg_plus,
-};
+pub use privfed_secagg::plan::{DEFAULT_CORRUPT_FRACTION, GraphChoice, round_config};
+use privfed_secagg::{Aggregate, ClientId, GraphSpec, RoundConfig, SecAggError, Stage};
 use rand::{Rng, RngExt};
 use serde::Serialize;
-
-/// Fraction of clients assumed to collude with the server when SecAgg+ is planned.
-pub const DEFAULT_CORRUPT_FRACTION: f64 = 0.1;
-
-/// Cohorts up to this size use the complete graph by default; larger ones SecAgg+.
-pub const COMPLETE_GRAPH_UP_TO: u32 = 128;
-
-/// How the round's graph and threshold are chosen.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum GraphChoice {
-    /// Complete graph for small cohorts, SecAgg+ planned for 2^-40 security and 2^-20
-    /// correctness above [`COMPLETE_GRAPH_UP_TO`] (falling back to complete if no plan fits).
-    Auto,
-    /// The complete graph with the smallest safe threshold, ⌊(n−1)/2⌋ + 1.
-    Complete,
-    /// SecAgg+ planned for the dropout rate and [`DEFAULT_CORRUPT_FRACTION`].
-    Plus,
-}
-
-/// The configuration of a round for `clients` with `dropout`, per `choice`. `session_id` must be
-/// fresh randomness.
-pub fn round_config(
-    clients: u32,
-    bits: u32,
-    dim: usize,
-    dropout: f64,
-    choice: GraphChoice,
-    session_id: [u8; 32],
-) -> Result<RoundConfig, SecAggError> {
-    let complete = RoundConfig {
-        session_id,
-        clients,
-        threshold: (clients.saturating_sub(1)) / 2 + 1,
-        bits,
-        dim,
-        graph: GraphSpec::Complete,
-    };
-    let plus = || -> Result<RoundConfig, SecAggError> {
-        let p = plan_secagg_plus(clients, dropout, DEFAULT_CORRUPT_FRACTION, 40.0, 20.0)?;
-        Ok(RoundConfig {
-            threshold: p.threshold,
-            graph: p.graph,
-            ..complete.clone()
-        })
-    };
-    let config = match choice {
-        GraphChoice::Complete => complete,
-        GraphChoice::Plus => plus()?,
-        GraphChoice::Auto if clients <= COMPLETE_GRAPH_UP_TO => complete,
-        GraphChoice::Auto => plus().unwrap_or(complete),
-    };
-    config.validate()?;
-    Ok(config)
-}
 
 /// A simulated round.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +50,9 @@ pub enum SecAggSimError {
     /// From the protocol.
     #[error(transparent)]
     Protocol(#[from] SecAggError),
+    /// Talking to the server failed.
+    #[error("server: {0}")]
+    Http(String),
 }
 
 /// The report of `privfed secagg simulate --json`.
@@ -132,7 +80,7 @@ pub struct SecAggSimReport {
     pub seconds: f64,
     /// Wall-clock seconds per stage.
     pub stage_seconds: BTreeMap<&'static str, f64>,
-    /// CPU seconds of the server (computing, not waiting).
+    /// CPU seconds of the server (computing, not waiting); 0 when it ran elsewhere.
     pub server_seconds: f64,
     /// Mean CPU seconds per client over the clients that took part.
     pub client_seconds_mean: f64,
@@ -379,6 +327,158 @@ pub fn secure_sum(
     finished(&round)
 }
 
+/// Runs one round against the coordinator at `server` (created there with `admin_token`):
+/// `clients` concurrent device tasks join, take part (the dropped ones stop before their stage),
+/// and the result is fetched and checked. `progress` is told each stage as the round leaves it.
+pub async fn simulate_over_http(
+    cfg: &SecAggSimConfig,
+    server: &str,
+    admin_token: &str,
+    progress: &(dyn Fn(Stage) + Sync),
+) -> Result<SecAggSimReport, SecAggSimError> {
+    use privfed_client::secagg::{Outcome, SecAggClient};
+    check(cfg)?;
+    let http = SecAggClient::new(server).map_err(|e| SecAggSimError::Http(e.to_string()))?;
+    let graph = match cfg.graph {
+        GraphChoice::Auto => "auto",
+        GraphChoice::Complete => "complete",
+        GraphChoice::Plus => "plus",
+    };
+    let created = http
+        .create_round(
+            admin_token,
+            &serde_json::json!({
+                "clients": cfg.clients, "bits": cfg.bits, "dim": cfg.dim, "graph": graph,
+                "dropout": cfg.dropout, "stage_timeout_ms": 600_000,
+            }),
+        )
+        .await
+        .map_err(|e| SecAggSimError::Http(e.to_string()))?;
+    let config = created.config.clone();
+    let mut data_rng = match cfg.seed {
+        Some(s) => seeded_rng_for_experiments(s),
+        None => rand::make_rng::<ExperimentRng>(),
+    };
+    let (inputs, drops) = inputs_and_dropouts(cfg, &mut data_rng);
+    let start = Instant::now();
+    let mut joined = Vec::with_capacity(cfg.clients as usize);
+    for _ in 0..cfg.clients {
+        joined.push(
+            http.join(&created.round)
+                .await
+                .map_err(|e| SecAggSimError::Http(e.to_string()))?,
+        );
+    }
+    // Watches the round's stage to time each one, and closes a stage as soon as every client
+    // still pending is one scheduled to have gone silent (the deadline a coordinator's operator
+    // would set; otherwise the stage would wait for its timeout).
+    let watcher = {
+        let http = http.clone();
+        let round = created.round.clone();
+        let token = admin_token.to_string();
+        let drops = drops.clone();
+        tokio::spawn(async move {
+            let mut seen: Vec<(String, Instant)> = vec![("advertise_keys".into(), Instant::now())];
+            loop {
+                let Ok(v) = http.status(&round).await else {
+                    break;
+                };
+                let now = v["stage"]
+                    .as_str()
+                    .unwrap_or(v["status"].as_str().unwrap_or(""))
+                    .to_string();
+                if seen.last().is_some_and(|(s, _)| *s != now) {
+                    seen.push((now.clone(), Instant::now()));
+                }
+                if v["status"] != "collecting" {
+                    break;
+                }
+                let stage = Stage::ALL.iter().copied().find(|s| s.name() == now);
+                let pending: Vec<u64> = v["pending_clients"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+                    .unwrap_or_default();
+                let all_silent = !pending.is_empty()
+                    && pending.iter().all(|&id| {
+                        drops[id as usize - 1].is_some_and(|d| stage.is_some_and(|s| d <= s))
+                    });
+                if all_silent {
+                    let _ = http.close_stage(&token, &round).await;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            seen
+        })
+    };
+    let mut tasks = Vec::with_capacity(joined.len());
+    for j in joined {
+        let http = http.clone();
+        let i = j.client as usize - 1;
+        let input = inputs[i].clone();
+        let drop = drops[i];
+        tasks.push(tokio::spawn(async move {
+            http.participate(&j, &input, drop).await
+        }));
+    }
+    let mut clients = Vec::new();
+    let (mut up, mut down) = (0u64, 0u64);
+    for t in tasks {
+        let p = t
+            .await
+            .map_err(|e| SecAggSimError::Http(e.to_string()))?
+            .map_err(|e| SecAggSimError::Http(e.to_string()))?;
+        if let Outcome::Over(reason) = &p.outcome
+            && reason.starts_with("aborted")
+        {
+            return Err(SecAggSimError::Aborted(reason.clone()));
+        }
+        if p.bytes_up > 0 {
+            clients.push(p.compute);
+            up += p.bytes_up;
+            down += p.bytes_down;
+        }
+    }
+    let seen = watcher
+        .await
+        .map_err(|e| SecAggSimError::Http(e.to_string()))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let mut stage_seconds = BTreeMap::new();
+    for w in seen.windows(2) {
+        if let Some(stage) = Stage::ALL.iter().find(|s| s.name() == w[0].0) {
+            stage_seconds.insert(stage.name(), (w[1].1 - w[0].1).as_secs_f64());
+            progress(*stage);
+        }
+    }
+    let status = http
+        .status(&created.round)
+        .await
+        .map_err(|e| SecAggSimError::Http(e.to_string()))?;
+    if status["status"] == "aborted" {
+        return Err(SecAggSimError::Aborted(
+            status["reason"].as_str().unwrap_or("").to_string(),
+        ));
+    }
+    let aggregate = http
+        .result(admin_token, &created.round)
+        .await
+        .map_err(|e| SecAggSimError::Http(e.to_string()))?;
+    Ok(report(
+        cfg,
+        &config,
+        &inputs,
+        &aggregate,
+        Timings {
+            seconds,
+            stage_seconds,
+            server: Duration::ZERO,
+            clients,
+            up,
+            down,
+        },
+        server.to_string(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,16 +513,6 @@ mod tests {
         let e = simulate_in_process(&cfg(10, 0.6, Some(Stage::MaskedInput)), &|_| {}).unwrap_err();
         assert!(matches!(e, SecAggSimError::Aborted(_)), "{e}");
         assert!(e.to_string().contains("aborted"));
-    }
-
-    #[test]
-    fn large_cohorts_get_secagg_plus() {
-        let c = round_config(1000, 16, 10, 0.2, GraphChoice::Auto, [1u8; 32]).unwrap();
-        assert!(matches!(c.graph, GraphSpec::Harary { .. }), "{c:?}");
-        assert!(c.degree() < 999);
-        let c = round_config(50, 16, 10, 0.2, GraphChoice::Auto, [1u8; 32]).unwrap();
-        assert_eq!(c.graph, GraphSpec::Complete);
-        assert_eq!(c.threshold, 25);
     }
 
     #[test]

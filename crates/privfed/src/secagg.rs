@@ -5,8 +5,10 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use privfed_secagg::Stage;
 use privfed_sim::secagg::{
-    DEFAULT_CORRUPT_FRACTION, GraphChoice, SecAggSimConfig, simulate_in_process,
+    DEFAULT_CORRUPT_FRACTION, GraphChoice, SecAggSimConfig, SecAggSimReport, simulate_in_process,
+    simulate_over_http,
 };
+use std::sync::Arc;
 
 use crate::output::print_report;
 
@@ -70,6 +72,17 @@ pub struct SimulateArgs {
     /// Seed of the inputs and the dropout pattern (the protocol's keys always come from the OS).
     #[arg(long)]
     seed: Option<u64>,
+    /// Run the round against this server (`privfed serve`), each client a concurrent HTTP
+    /// device. Without it (and without --http) the round runs in this process.
+    #[arg(long, conflicts_with = "http")]
+    server: Option<String>,
+    /// Start a server on a loopback port in this process (temporary store) and run the clients
+    /// against it over HTTP.
+    #[arg(long)]
+    http: bool,
+    /// Admin token of --server (creating the round needs it).
+    #[arg(long, env = "PRIVFED_ADMIN_TOKEN")]
+    admin_token: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -143,14 +156,70 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
         seed: args.seed,
     };
     let quiet = args.quiet;
-    let report = simulate_in_process(&cfg, &|stage| {
+    let progress = move |stage: Stage| {
         if !quiet {
             eprintln!("stage {} done", stage.name());
         }
-    })?;
+    };
+    let report = if let Some(url) = &args.server {
+        let Some(token) = &args.admin_token else {
+            bail!("--server needs --admin-token (or PRIVFED_ADMIN_TOKEN) to create the round");
+        };
+        runtime()?.block_on(simulate_over_http(&cfg, url, token, &progress))?
+    } else if args.http {
+        runtime()?.block_on(loopback(&cfg, &progress))?
+    } else {
+        simulate_in_process(&cfg, &progress)?
+    };
     print_report(&serde_json::to_value(&report)?, args.json)?;
     if !report.exact {
         bail!("the unmasked sum differs from the plain sum of the survivors' inputs");
     }
     Ok(())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// A server on a loopback port with a temporary store, the round run against it over HTTP.
+async fn loopback(
+    cfg: &SecAggSimConfig,
+    progress: &(dyn Fn(Stage) + Sync),
+) -> Result<SecAggSimReport> {
+    use privfed_server::secagg::{Coordinator, EmbeddedRoundStore};
+    use privfed_server::{AppState, EmbeddedStore};
+    let dir = std::env::temp_dir().join(format!(
+        "privfed-secagg-{}-{}",
+        std::process::id(),
+        privfed_sim::secagg::fresh_session_id()[0..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    ));
+    let token = privfed_sim::secagg::fresh_session_id()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>();
+    let result = async {
+        let mut state = AppState::new(EmbeddedStore::create(&dir)?, token.clone());
+        state.secagg = Some(
+            Coordinator::open(Arc::new(EmbeddedRoundStore::open(&dir)?), token.clone()).await?,
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(privfed_server::serve(listener, Arc::new(state), async {
+            let _ = stopped.await;
+        }));
+        let report = simulate_over_http(cfg, &url, &token, progress).await;
+        let _ = stop.send(());
+        let _ = server.await;
+        Ok::<_, anyhow::Error>(report?)
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }

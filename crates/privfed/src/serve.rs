@@ -149,6 +149,21 @@ pub enum RedisDurability {
 async fn run_with<S: Store>(args: &ServeArgs, store: S) -> anyhow::Result<()> {
     let config = args.serve_config()?;
     let mut state = AppState::new(store, args.admin_token.clone());
+    // Secure-aggregation rounds: beside the embedded model store (secagg.redb).
+    if args.store.is_none() {
+        let rounds = privfed_server::secagg::EmbeddedRoundStore::open(&args.data_dir)
+            .with_context(|| {
+                format!(
+                    "cannot open the secure-aggregation round store in {}",
+                    args.data_dir.display()
+                )
+            })?;
+        state.secagg = Some(
+            privfed_server::secagg::Coordinator::open(Arc::new(rounds), args.admin_token.clone())
+                .await
+                .context("cannot resume the stored secure-aggregation rounds")?,
+        );
+    }
     state.bench_routes = args.bench_routes;
     state.max_model_bytes = args.max_model_bytes;
     state.rate_limit = args

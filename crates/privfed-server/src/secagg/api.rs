@@ -1,0 +1,248 @@
+//! HTTP routes of the secure-aggregation coordinator.
+//!
+//! | route | who | answers |
+//! |---|---|---|
+//! | `POST /v1/secagg/rounds` `{"clients","bits","dim","threshold"?,"graph"?,"dropout"?,"stage_timeout_ms"?}` | admin | 201 `{"round","config"}`, 400, 401, 403 |
+//! | `POST /v1/secagg/rounds/{id}/join` | anyone | 200 `{"client","token","config"}`, 404, 409 (full or started) |
+//! | `POST /v1/secagg/rounds/{id}/messages` (postcard `ClientMessage`, `Authorization: Bearer CLIENT_TOKEN`) | a joined client | 202 `{"status":"accepted"}`, 200 `{"status":"duplicate"}`, 400, 403, 409 (stale stage, other session, conflicting retry), 413, 422 (breaks the protocol), 503 |
+//! | `GET /v1/secagg/rounds/{id}/next?client=ID&wait=SECONDS` (`Authorization: Bearer CLIENT_TOKEN`) | a joined client | 200 postcard `ServerMessage`, 204 (not yet; long poll up to 30 s), 410 `{"status","reason"}` (round over for this client), 403 |
+//! | `GET /v1/secagg/rounds/{id}` | anyone | 200 (status, stage, config, joined, pending, deadline) |
+//! | `GET /v1/secagg/rounds/{id}/result` | admin | 200 `{"sum","survivors","dropped"}`, 409 (not finished / aborted) |
+//! | `POST /v1/secagg/rounds/{id}/close` (close the current stage now: an operator's deadline) | admin | 204, 409 (over) |
+//! | `DELETE /v1/secagg/rounds/{id}` | admin | 204 |
+//!
+//! `graph` is `"auto"` (default: complete up to 128 clients, SecAgg+ planned for `dropout`
+//! above), `"complete"`, `"plus"`, or `{"harary": {"degree": K}}` (then `threshold` is required).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use privfed_secagg::plan::{GraphChoice, round_config};
+use privfed_secagg::{GraphSpec, Receipt};
+use serde::Deserialize;
+
+use super::{Coordinator, DEFAULT_STAGE_TIMEOUT, NewRound, Next, protocol_error};
+use crate::api::{check_admin, read_body};
+use crate::error::ApiError;
+
+/// The routes, over `coordinator`.
+pub fn router(coordinator: Arc<Coordinator>) -> Router {
+    Router::new()
+        .route("/v1/secagg/rounds", post(create))
+        .route("/v1/secagg/rounds/{id}", get(view).delete(delete))
+        .route("/v1/secagg/rounds/{id}/join", post(join))
+        .route("/v1/secagg/rounds/{id}/messages", post(message))
+        .route("/v1/secagg/rounds/{id}/next", get(next))
+        .route("/v1/secagg/rounds/{id}/result", get(result))
+        .route("/v1/secagg/rounds/{id}/close", post(close))
+        .with_state(coordinator)
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum GraphIn {
+    Named(String),
+    Spec(GraphSpec),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateRound {
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    threshold: Option<u32>,
+    graph: Option<GraphIn>,
+    dropout: Option<f64>,
+    stage_timeout_ms: Option<u64>,
+}
+
+/// Largest body of a round creation.
+const CREATE_LIMIT: usize = 4096;
+
+async fn create(
+    State(c): State<Arc<Coordinator>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    check_admin(&headers, c.admin_token())?;
+    let bytes = read_body(&headers, body, CREATE_LIMIT).await?;
+    let req: CreateRound = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::BadRequest(format!("invalid round: {e}")))?;
+    let dropout = req.dropout.unwrap_or(0.1);
+    let choice = match &req.graph {
+        None => Some(GraphChoice::Auto),
+        Some(GraphIn::Named(n)) => match n.as_str() {
+            "auto" => Some(GraphChoice::Auto),
+            "complete" => Some(GraphChoice::Complete),
+            "plus" => Some(GraphChoice::Plus),
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown graph `{other}`: auto, complete, plus or {{\"harary\": {{\"degree\": K}}}}"
+                )));
+            }
+        },
+        Some(GraphIn::Spec(_)) => None,
+    };
+    let (graph, default_threshold) = match (choice, &req.graph) {
+        (Some(choice), _) => {
+            let planned = round_config(req.clients, req.bits, req.dim, dropout, choice, [0; 32])
+                .map_err(protocol_error)?;
+            (planned.graph, Some(planned.threshold))
+        }
+        (None, Some(GraphIn::Spec(spec))) => (*spec, None),
+        (None, _) => unreachable!("no choice only for an explicit graph"),
+    };
+    let threshold = req.threshold.or(default_threshold).ok_or_else(|| {
+        ApiError::BadRequest("an explicit graph needs an explicit threshold".into())
+    })?;
+    let stage_timeout = req
+        .stage_timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_STAGE_TIMEOUT);
+    let (id, config) = c
+        .create_round(NewRound {
+            clients: req.clients,
+            threshold,
+            bits: req.bits,
+            dim: req.dim,
+            graph,
+            stage_timeout,
+        })
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(serde_json::json!({"round": id, "config": config})),
+    )
+        .into_response())
+}
+
+async fn join(
+    State(c): State<Arc<Coordinator>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let (client, token, config) = c.join(&id).await?;
+    Ok(
+        axum::Json(serde_json::json!({"client": client, "token": token, "config": config}))
+            .into_response(),
+    )
+}
+
+/// The client's bearer token.
+fn client_token(headers: &HeaderMap) -> Result<String, ApiError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or(ApiError::Unauthorized)?
+        .to_str()
+        .map_err(|_| ApiError::Unauthorized)?;
+    match value.split_at_checked(7) {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer ") => Ok(rest.to_string()),
+        _ => Err(ApiError::Unauthorized),
+    }
+}
+
+/// Largest message body: a masked input of 2^28 × 64 bits is 2 GiB, far above what a server
+/// should take; messages are capped at 256 MiB (d = 2^25 at 64 bits).
+const MESSAGE_LIMIT: usize = 256 << 20;
+
+async fn message(
+    State(c): State<Arc<Coordinator>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let token = client_token(&headers)?;
+    let bytes = read_body(&headers, body, MESSAGE_LIMIT).await?;
+    match c.post_message(&id, &token, &bytes).await? {
+        Receipt::Accepted => Ok((
+            StatusCode::ACCEPTED,
+            axum::Json(serde_json::json!({"status": "accepted"})),
+        )
+            .into_response()),
+        Receipt::Duplicate => {
+            Ok(axum::Json(serde_json::json!({"status": "duplicate"})).into_response())
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct NextQuery {
+    client: u32,
+    wait: Option<f64>,
+}
+
+async fn next(
+    State(c): State<Arc<Coordinator>>,
+    Path(id): Path<String>,
+    Query(q): Query<NextQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let token = client_token(&headers)?;
+    let wait = q.wait.unwrap_or(0.0);
+    if !(wait.is_finite() && wait >= 0.0) {
+        return Err(ApiError::BadRequest(
+            "wait must be a non-negative number of seconds".into(),
+        ));
+    }
+    let wait = Duration::from_secs_f64(wait.min(super::MAX_WAIT.as_secs_f64()));
+    match c.next_message(&id, q.client, &token, wait).await? {
+        Next::Message(bytes) => {
+            Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+        }
+        Next::NotYet => Ok(StatusCode::NO_CONTENT.into_response()),
+        Next::Over(reason) => {
+            let status = if reason == "finished" {
+                "finished"
+            } else {
+                "over"
+            };
+            Ok((
+                StatusCode::GONE,
+                axum::Json(serde_json::json!({"status": status, "reason": reason})),
+            )
+                .into_response())
+        }
+    }
+}
+
+async fn view(
+    State(c): State<Arc<Coordinator>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(axum::Json(c.view(&id).await?).into_response())
+}
+
+async fn result(
+    State(c): State<Arc<Coordinator>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    check_admin(&headers, c.admin_token())?;
+    Ok(axum::Json(c.result(&id).await?).into_response())
+}
+
+async fn delete(
+    State(c): State<Arc<Coordinator>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    check_admin(&headers, c.admin_token())?;
+    c.delete(&id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn close(
+    State(c): State<Arc<Coordinator>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    check_admin(&headers, c.admin_token())?;
+    c.close_now(&id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -150,6 +150,11 @@ pub async fn serve_with<S: Store>(
         "shutting down: no new connections, finishing in-flight requests"
     );
     let _ = phase_tx.send(DRAINING);
+    // Long polls of secure-aggregation clients end now (they answer "not yet"), and the round
+    // deadline tasks stop: the rounds are in the store, a restart resumes them.
+    if let Some(c) = &state.secagg {
+        c.shutdown();
+    }
     let all = u32::try_from(max).unwrap_or(u32::MAX);
     let drained = tokio::time::timeout(config.shutdown_deadline, slots.acquire_many(all)).await;
     if drained.is_err() {

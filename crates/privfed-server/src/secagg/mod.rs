@@ -128,6 +128,8 @@ pub struct Round {
 /// Serves the rounds of one [`RoundStore`].
 pub struct Coordinator {
     store: Arc<dyn RoundStore>,
+    /// Set when the server shuts down: long polls return, deadline tasks stop.
+    closing: watch::Sender<bool>,
     rounds: std::sync::Mutex<HashMap<String, Arc<Round>>>,
     admin_token: String,
 }
@@ -211,6 +213,7 @@ impl Coordinator {
     ) -> Result<Arc<Self>, StoreError> {
         let c = Arc::new(Coordinator {
             store: store.clone(),
+            closing: watch::channel(false).0,
             rounds: std::sync::Mutex::new(HashMap::new()),
             admin_token,
         });
@@ -228,6 +231,12 @@ impl Coordinator {
             c.insert(id, replica);
         }
         Ok(c)
+    }
+
+    /// Stops this process's work on the rounds (the server is shutting down): long polls answer
+    /// "not yet", deadline tasks end. The stored rounds are untouched; reopening resumes them.
+    pub fn shutdown(&self) {
+        self.closing.send_replace(true);
     }
 
     /// The admin token of the routes that need one.
@@ -464,7 +473,11 @@ impl Coordinator {
     /// Closes stages whose deadline passed, until the round is over.
     async fn watch_deadlines(self: Arc<Self>, round: Arc<Round>) {
         let mut changes = round.changed.subscribe();
+        let mut closing = self.closing.subscribe();
         loop {
+            if *closing.borrow_and_update() {
+                return;
+            }
             let deadline = {
                 let r = round.replica.lock().await;
                 if !matches!(r.record.status, StoredStatus::Collecting { .. }) {
@@ -490,6 +503,7 @@ impl Coordinator {
                         return;
                     }
                 }
+                _ = closing.changed() => return,
             }
         }
     }
@@ -504,8 +518,12 @@ impl Coordinator {
     ) -> Result<Next, ApiError> {
         let round = self.round(id)?;
         let mut changes = round.changed.subscribe();
+        let mut closing = self.closing.subscribe();
         let deadline = tokio::time::Instant::now() + wait.min(MAX_WAIT);
         loop {
+            if *closing.borrow_and_update() {
+                return Ok(Next::NotYet);
+            }
             {
                 let r = round.replica.lock().await;
                 Self::authenticate(&r, client, token)?;
@@ -537,6 +555,7 @@ impl Coordinator {
                         return Ok(Next::NotYet);
                     }
                 }
+                _ = closing.changed() => return Ok(Next::NotYet),
             }
         }
     }

@@ -17,5 +17,6 @@ mod limits;
 mod redis;
 mod redis_durability;
 mod replacement;
+mod secagg;
 mod serving;
 mod socket;

@@ -9,4 +9,5 @@ mod cli_mvu;
 mod cli_secagg;
 mod common;
 mod ddml_server;
+mod secagg_server;
 mod serve_ops;

@@ -13,20 +13,34 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A `privfed serve` child whose stderr lines arrive on `lines`; killed on drop.
-struct Served {
-    child: Child,
-    addr: String,
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
     lines: mpsc::Receiver<String>,
 }
 
 impl Served {
-    fn start(dir: &std::path::Path, extra: &[&str]) -> Self {
+    pub(crate) fn start(dir: &std::path::Path, extra: &[&str]) -> Self {
         Self::start_limited(dir, extra, None)
+    }
+
+    /// [`Served::start`] listening on `addr` (e.g. to restart on the same port).
+    pub(crate) fn start_on(dir: &std::path::Path, addr: &str, extra: &[&str]) -> Self {
+        Self::start_at(dir, addr, extra, None)
     }
 
     /// [`Served::start`] with the file-size limit `ulimit -f BLOCKS` (512-byte blocks) and
     /// SIGXFSZ ignored, so writes beyond it fail with `EFBIG`: a disk that fails under the store.
     fn start_limited(dir: &std::path::Path, extra: &[&str], fsize_blocks: Option<u64>) -> Self {
+        Self::start_at(dir, "127.0.0.1:0", extra, fsize_blocks)
+    }
+
+    fn start_at(
+        dir: &std::path::Path,
+        addr: &str,
+        extra: &[&str],
+        fsize_blocks: Option<u64>,
+    ) -> Self {
         let bin = env!("CARGO_BIN_EXE_privfed");
         let mut cmd = match fsize_blocks {
             None => Command::new(bin),
@@ -39,14 +53,7 @@ impl Served {
             }
         };
         let mut child = cmd
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--admin-token",
-                "t",
-                "--data-dir",
-            ])
+            .args(["serve", "--addr", addr, "--admin-token", "t", "--data-dir"])
             .arg(dir)
             .args(extra)
             // A fresh directory needs an explicit new store; a restart reopens the old one.

@@ -1,0 +1,416 @@
+//! The secure-aggregation coordinator over a real socket with the embedded round store: whole
+//! rounds with real clients (`privfed_client::secagg`), dropouts at every stage, hostile
+//! requests, and a coordinator reopened from its store mid-round.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use privfed_client::secagg::{Outcome, SecAggClient};
+use privfed_secagg::messages::{ClientMessage, ClientPayload, Header, encode};
+use privfed_secagg::{Aggregate, Stage};
+use privfed_server::secagg::{Coordinator, EmbeddedRoundStore};
+use privfed_server::{AppState, EmbeddedStore};
+use rand::{RngExt, SeedableRng, rngs::ChaCha20Rng};
+
+use crate::common::TempDir;
+
+const TOKEN: &str = "secagg-admin";
+
+struct Srv {
+    url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Srv {
+    async fn shutdown(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let _ = self.task.await;
+    }
+}
+
+/// A server on a loopback port over the stores in `dir` (created on first use).
+async fn start(dir: &std::path::Path, addr: &str) -> Srv {
+    let store = if dir.join("privfed.redb").exists() {
+        EmbeddedStore::open(dir).unwrap()
+    } else {
+        EmbeddedStore::create(dir).unwrap()
+    };
+    let mut state = AppState::new(store, TOKEN);
+    let rounds = EmbeddedRoundStore::open(dir).unwrap();
+    state.secagg = Some(
+        Coordinator::open(Arc::new(rounds), TOKEN.into())
+            .await
+            .unwrap(),
+    );
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(privfed_server::serve(listener, Arc::new(state), async {
+        let _ = rx.await;
+    }));
+    Srv {
+        url,
+        stop: Some(tx),
+        task,
+    }
+}
+
+fn inputs(n: usize, dim: usize, bits: u32, seed: u64) -> Vec<Vec<u64>> {
+    let mut r = ChaCha20Rng::seed_from_u64(seed);
+    let m = privfed_secagg::mask::modulus_mask(bits);
+    (0..n)
+        .map(|_| (0..dim).map(|_| r.random::<u64>() & m).collect())
+        .collect()
+}
+
+fn plain_sum(inputs: &[Vec<u64>], survivors: &[u32], bits: u32) -> Vec<u64> {
+    let m = privfed_secagg::mask::modulus_mask(bits);
+    let mut sum = vec![0u64; inputs[0].len()];
+    for &id in survivors {
+        for (s, v) in sum.iter_mut().zip(&inputs[id as usize - 1]) {
+            *s = s.wrapping_add(*v) & m;
+        }
+    }
+    sum
+}
+
+/// Runs a round of `n` clients, the ones in `drops` stopping before their stage; the admin
+/// closes a stage once only silent clients are pending (as an operator's deadline would).
+async fn round(
+    http: &SecAggClient,
+    n: u32,
+    dim: usize,
+    bits: u32,
+    drops: Vec<Option<Stage>>,
+) -> (Result<Aggregate, String>, Vec<Vec<u64>>) {
+    let created = http
+        .create_round(
+            TOKEN,
+            &serde_json::json!({"clients": n, "bits": bits, "dim": dim, "stage_timeout_ms": 60000}),
+        )
+        .await
+        .unwrap();
+    let xs = inputs(n as usize, dim, bits, 7);
+    let mut tasks = Vec::new();
+    for i in 0..n as usize {
+        let joined = http.join(&created.round).await.unwrap();
+        assert_eq!(joined.client as usize, i + 1);
+        let (http, x, d) = (http.clone(), xs[i].clone(), drops[i]);
+        tasks.push(tokio::spawn(async move {
+            http.participate(&joined, &x, d).await
+        }));
+    }
+    loop {
+        let v = http.status(&created.round).await.unwrap();
+        if v["status"] != "collecting" {
+            break;
+        }
+        let stage = Stage::ALL
+            .iter()
+            .copied()
+            .find(|s| Some(s.name()) == v["stage"].as_str());
+        let pending: Vec<u64> = v["pending_clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        if !pending.is_empty()
+            && pending
+                .iter()
+                .all(|&id| drops[id as usize - 1].is_some_and(|d| Some(d) <= stage))
+        {
+            let _ = http.close_stage(TOKEN, &created.round).await;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for t in tasks {
+        let p = t.await.unwrap().unwrap();
+        assert!(
+            matches!(
+                p.outcome,
+                Outcome::Finished | Outcome::Dropped(_) | Outcome::Over(_)
+            ),
+            "{p:?}"
+        );
+    }
+    let result = http
+        .result(TOKEN, &created.round)
+        .await
+        .map_err(|e| e.to_string());
+    (result, xs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_over_http_sums_exactly_with_dropouts_at_every_stage() {
+    let dir = TempDir::new("secagg-http");
+    let srv = start(&dir.0, "127.0.0.1:0").await;
+    let http = SecAggClient::new(&srv.url).unwrap();
+    let mut drops = vec![None; 12];
+    drops[1] = Some(Stage::AdvertiseKeys);
+    drops[4] = Some(Stage::ShareKeys);
+    drops[7] = Some(Stage::MaskedInput);
+    drops[10] = Some(Stage::Unmasking);
+    let (result, xs) = round(&http, 12, 300, 40, drops).await;
+    let out = result.unwrap();
+    assert_eq!(out.dropped, vec![8], "client 8's masks were recovered");
+    assert!(out.survivors.contains(&11) && !out.survivors.contains(&2));
+    assert_eq!(out.survivors.len(), 9);
+    assert_eq!(out.sum, plain_sum(&xs, &out.survivors, 40));
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_few_survivors_abort_the_round_over_http() {
+    let dir = TempDir::new("secagg-abort");
+    let srv = start(&dir.0, "127.0.0.1:0").await;
+    let http = SecAggClient::new(&srv.url).unwrap();
+    let drops = (0..6)
+        .map(|i| (i < 3).then_some(Stage::MaskedInput))
+        .collect();
+    let (result, _) = round(&http, 6, 10, 16, drops).await;
+    let e = result.unwrap_err();
+    assert!(e.contains("409") && e.contains("aborted"), "{e}");
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_requests_get_typed_errors() {
+    let dir = TempDir::new("secagg-hostile");
+    let srv = start(&dir.0, "127.0.0.1:0").await;
+    let http = SecAggClient::new(&srv.url).unwrap();
+    let raw = reqwest::Client::new();
+    let base = format!("{}/v1/secagg/rounds", srv.url);
+    // Creating needs the admin token; bad parameters are 400.
+    let r = raw
+        .post(&base)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    for bad in [
+        serde_json::json!({"clients": 1, "bits": 16, "dim": 4}),
+        serde_json::json!({"clients": 5, "bits": 0, "dim": 4}),
+        serde_json::json!({"clients": 5, "bits": 16, "dim": 0}),
+        serde_json::json!({"clients": 5, "bits": 16, "dim": 4, "threshold": 2}),
+        serde_json::json!({"clients": 5, "bits": 16, "dim": 4, "graph": "ring"}),
+        serde_json::json!({"clients": 5, "bits": 16, "dim": 4, "extra": 1}),
+    ] {
+        let r = raw
+            .post(&base)
+            .bearer_auth(TOKEN)
+            .json(&bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "bad_request");
+    }
+    let created = http
+        .create_round(
+            TOKEN,
+            &serde_json::json!({"clients": 3, "bits": 16, "dim": 4}),
+        )
+        .await
+        .unwrap();
+    let round = created.round.clone();
+    let a = http.join(&round).await.unwrap();
+    let b = http.join(&round).await.unwrap();
+    let msgs = format!("{base}/{round}/messages");
+    let advertise = |client: u32, binding: [u8; 32]| {
+        encode(&ClientMessage {
+            header: Header::new(binding, client),
+            payload: ClientPayload::AdvertiseKeys {
+                cipher_pk: [client as u8; 32],
+                mask_pk: [client as u8 + 100; 32],
+            },
+        })
+    };
+    let binding = a.config.binding();
+    // No token, a wrong token, another client's id with one's own token: refused.
+    let r = raw
+        .post(&msgs)
+        .body(advertise(1, binding))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = raw
+        .post(&msgs)
+        .bearer_auth("0000")
+        .body(advertise(1, binding))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = raw
+        .post(&msgs)
+        .bearer_auth(&a.token)
+        .body(advertise(b.client, binding))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // Truncated and tampered bodies; another session.
+    let good = advertise(a.client, binding);
+    let r = raw
+        .post(&msgs)
+        .bearer_auth(&a.token)
+        .body(good[..good.len() - 5].to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let mut other = binding;
+    other[0] ^= 1;
+    let r = raw
+        .post(&msgs)
+        .bearer_auth(&a.token)
+        .body(advertise(a.client, other))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    // Accepted, then a retry is a duplicate, then a different message is a conflict.
+    let r = raw
+        .post(&msgs)
+        .bearer_auth(&a.token)
+        .body(good.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let r = raw
+        .post(&msgs)
+        .bearer_auth(&a.token)
+        .body(good)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut changed = advertise(a.client, binding);
+    let n = changed.len();
+    changed[n - 1] ^= 1;
+    let r = raw
+        .post(&msgs)
+        .bearer_auth(&a.token)
+        .body(changed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    // A message for a later stage is stale/early: 409.
+    let early = encode(&ClientMessage {
+        header: Header::new(binding, a.client),
+        payload: ClientPayload::MaskedInput { packed: vec![0; 8] },
+    });
+    let r = raw
+        .post(&msgs)
+        .bearer_auth(&a.token)
+        .body(early)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    // The result before the end, and of an unknown round.
+    let r = raw
+        .get(format!("{base}/{round}/result"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let r = raw.get(format!("{base}/nope")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    // Polling with the wrong token.
+    let r = raw
+        .get(format!("{base}/{round}/next?client=1&wait=0"))
+        .bearer_auth("bad")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // Not yet: no message until the stage closes.
+    let r = raw
+        .get(format!("{base}/{round}/next?client=1&wait=0"))
+        .bearer_auth(&a.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // Once the first stage closes, nobody can join.
+    http.join(&round).await.unwrap();
+    http.close_stage(TOKEN, &round).await.unwrap();
+    assert!(
+        http.join(&round)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("409")
+    );
+    srv.shutdown().await;
+}
+
+/// The coordinator is stopped mid-round (during the masked-input stage, with nine of ten inputs
+/// stored and the tenth client gone) and reopened from its store; the clients ride out the
+/// outage, the operator's deadline closes the stage, and the round completes with the exact sum
+/// and the tenth client's masks recovered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_resumes_after_the_server_restarts_mid_stage() {
+    let dir = TempDir::new("secagg-restart");
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap().to_string();
+    drop(probe);
+    let srv = start(&dir.0, &addr).await;
+    let http = SecAggClient::new(&srv.url)
+        .unwrap()
+        .with_retry_budget(Duration::from_secs(60));
+    let (n, dim, bits) = (10u32, 5_000usize, 32u32);
+    let created = http
+        .create_round(
+            TOKEN,
+            &serde_json::json!({"clients": n, "bits": bits, "dim": dim, "stage_timeout_ms": 120000}),
+        )
+        .await
+        .unwrap();
+    let xs = inputs(n as usize, dim, bits, 9);
+    let mut tasks = Vec::new();
+    for (i, x) in xs.iter().cloned().enumerate() {
+        let joined = http.join(&created.round).await.unwrap();
+        let http = http.clone();
+        let drop = (i == 9).then_some(Stage::MaskedInput);
+        tasks.push(tokio::spawn(async move {
+            http.participate(&joined, &x, drop).await
+        }));
+    }
+    loop {
+        let v = http.status(&created.round).await.unwrap();
+        if v["stage"] == "masked_input" && v["pending"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    srv.shutdown().await;
+    let srv = start(&dir.0, &addr).await;
+    let v = http.status(&created.round).await.unwrap();
+    assert_eq!(
+        (v["stage"].as_str(), v["pending"].as_u64()),
+        (Some("masked_input"), Some(1))
+    );
+    http.close_stage(TOKEN, &created.round).await.unwrap();
+    for t in tasks {
+        let p = t.await.unwrap().unwrap();
+        assert!(matches!(
+            p.outcome,
+            Outcome::Finished | Outcome::Dropped(Stage::MaskedInput)
+        ));
+    }
+    let out = http.result(TOKEN, &created.round).await.unwrap();
+    assert_eq!(out.survivors, (1..=9).collect::<Vec<u32>>());
+    assert_eq!(out.dropped, vec![10]);
+    assert_eq!(out.sum, plain_sum(&xs, &out.survivors, bits));
+    srv.shutdown().await;
+}

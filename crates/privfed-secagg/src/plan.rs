@@ -33,10 +33,23 @@ pub struct SecAggPlusPlan {
     pub degree: u32,
     /// Shares needed to reconstruct a secret.
     pub threshold: u32,
-    /// log2 of the bound on the probability that a lying server learns a client's input.
+    /// log2 of the bound on the probability that a lying server learns a client's input
+    /// (`"-inf"` when it is impossible: more than the corrupted clients would be needed).
+    #[serde(serialize_with = "log2_json")]
     pub security_log2: f64,
-    /// log2 of the bound on the probability that the round cannot finish.
+    /// log2 of the bound on the probability that the round cannot finish (`"-inf"` when it
+    /// cannot fail).
+    #[serde(serialize_with = "log2_json")]
     pub correctness_log2: f64,
+}
+
+/// A log2 probability for JSON, which has no infinities: −∞ (probability 0) as `"-inf"`.
+fn log2_json<S: serde::Serializer>(v: &f64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    if v.is_finite() {
+        s.serialize_f64(*v)
+    } else {
+        s.serialize_str("-inf")
+    }
 }
 
 /// ln P[X ≥ a] for X ~ Hypergeometric(population, marked, draws): `draws` taken without
@@ -164,6 +177,14 @@ pub enum GraphChoice {
     Complete,
     /// SecAgg+ planned for the dropout rate and [`DEFAULT_CORRUPT_FRACTION`].
     Plus,
+    /// A Harary graph of this degree and threshold, as given (validated like any
+    /// configuration).
+    Harary {
+        /// Neighbours per client (even).
+        degree: u32,
+        /// Threshold.
+        threshold: u32,
+    },
 }
 
 /// A validated round configuration for `clients` expecting `dropout`, with the graph and
@@ -195,6 +216,11 @@ pub fn round_config(
     let config = match choice {
         GraphChoice::Complete => complete,
         GraphChoice::Plus => plus()?,
+        GraphChoice::Harary { degree, threshold } => RoundConfig {
+            threshold,
+            graph: GraphSpec::Harary { degree },
+            ..complete
+        },
         GraphChoice::Auto if clients <= COMPLETE_GRAPH_UP_TO => complete,
         GraphChoice::Auto => plus().unwrap_or(complete),
     };

@@ -266,7 +266,9 @@ impl Server {
                 s.ciphertext.len()
             )));
         }
-        self.state.sealed.insert(from, shares.to_vec());
+        let mut sorted = shares.to_vec();
+        sorted.sort_unstable_by_key(|s| s.peer);
+        self.state.sealed.insert(from, sorted);
         Ok(())
     }
 
@@ -372,10 +374,11 @@ impl Server {
                         .neighbours_in(id, &s.u2)
                         .into_iter()
                         .map(|v| {
-                            let sealed = s.sealed[&v]
-                                .iter()
-                                .find(|c| c.peer == id)
+                            let from_v = &s.sealed[&v];
+                            let at = from_v
+                                .binary_search_by_key(&id, |c| c.peer)
                                 .expect("validated: one ciphertext per neighbour in U1");
+                            let sealed = &from_v[at];
                             SealedShares {
                                 peer: v,
                                 ciphertext: sealed.ciphertext.clone(),

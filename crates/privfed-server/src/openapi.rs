@@ -87,7 +87,29 @@ pub fn document() -> Value {
                           "422": err("rejected_by_guard (not a plausible client step from the drawn instance) or rejected_by_spam_filter; body field rejection says why")}}},
         "/healthz": {"get": {"summary": "Liveness and store health", "responses": {"200": {"description": "ok"}, "503": {"description": "store unavailable"}}}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "text exposition format"}}}},
-        "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}}
+        "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+        "/v1/secagg/rounds": {"post": {"summary": "Create a secure-aggregation round (admin); body {clients, bits, dim, threshold?, graph? (auto|complete|plus|{harary:{degree}}), dropout?, stage_timeout_ms?}",
+            "security": [{"admin": []}],
+            "responses": {"201": {"description": "{round, config}"}, "400": err("invalid parameters"), "401": err("no token"), "403": err("wrong token")}}},
+        "/v1/secagg/rounds/{id}": {
+            "get": {"summary": "A round's public state: status, stage, config, joined, pending, pending_clients, stage_deadline_ms, survivors",
+                "responses": {"200": {"description": "state"}, "404": err("unknown round")}},
+            "delete": {"summary": "Delete a round and its messages (admin)", "security": [{"admin": []}],
+                "responses": {"204": {"description": "deleted"}, "404": err("unknown round")}}},
+        "/v1/secagg/rounds/{id}/join": {"post": {"summary": "Join during the first stage: {client, token, config}",
+            "responses": {"200": {"description": "joined"}, "404": err("unknown round"), "409": err("full or started")}}},
+        "/v1/secagg/rounds/{id}/messages": {"post": {"summary": "A client's protocol message (postcard ClientMessage); Authorization: Bearer CLIENT_TOKEN",
+            "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+            "responses": {"202": {"description": "{\"status\": \"accepted\"} (stored durably)"}, "200": {"description": "{\"status\": \"duplicate\"}: a retry"},
+                          "400": err("malformed message"), "401": err("no token"), "403": err("token does not match the sender"),
+                          "409": err("stale or early stage, other session, or a different message for a stage already answered"),
+                          "413": err("body too large"), "422": err("protocol_violation"), "503": err("store unavailable; retry")}}},
+        "/v1/secagg/rounds/{id}/next": {"get": {"summary": "Long poll (client, wait ≤ 30 s) for the message that opens the client's next stage (postcard ServerMessage)",
+            "responses": {"200": {"description": "the message"}, "204": {"description": "not yet"}, "410": {"description": "the round is over for this client: {status, reason}"}, "403": err("wrong token")}}},
+        "/v1/secagg/rounds/{id}/close": {"post": {"summary": "Close the current stage now (admin; an operator's deadline)", "security": [{"admin": []}],
+            "responses": {"204": {"description": "closed"}, "409": err("the round is over")}}},
+        "/v1/secagg/rounds/{id}/result": {"get": {"summary": "A finished round's sum mod 2^bits, survivors and recovered dropouts (admin)", "security": [{"admin": []}],
+            "responses": {"200": {"description": "{sum, survivors, dropped}"}, "409": err("not finished, or aborted (the reason)")}}}
       }
     })
 }

@@ -339,17 +339,21 @@ pub async fn simulate_over_http(
     use privfed_client::secagg::{Outcome, SecAggClient};
     check(cfg)?;
     let http = SecAggClient::new(server).map_err(|e| SecAggSimError::Http(e.to_string()))?;
-    let graph = match cfg.graph {
-        GraphChoice::Auto => "auto",
-        GraphChoice::Complete => "complete",
-        GraphChoice::Plus => "plus",
+    let (graph, threshold) = match cfg.graph {
+        GraphChoice::Auto => (serde_json::json!("auto"), None),
+        GraphChoice::Complete => (serde_json::json!("complete"), None),
+        GraphChoice::Plus => (serde_json::json!("plus"), None),
+        GraphChoice::Harary { degree, threshold } => (
+            serde_json::json!({"harary": {"degree": degree}}),
+            Some(threshold),
+        ),
     };
     let created = http
         .create_round(
             admin_token,
             &serde_json::json!({
                 "clients": cfg.clients, "bits": cfg.bits, "dim": cfg.dim, "graph": graph,
-                "dropout": cfg.dropout, "stage_timeout_ms": 600_000,
+                "threshold": threshold, "dropout": cfg.dropout, "stage_timeout_ms": 600_000,
             }),
         )
         .await

@@ -20,6 +20,22 @@ pub enum SecAggCommand {
     Simulate(SimulateArgs),
     /// Choose SecAgg+'s degree and threshold for a cohort (Bell et al. 2020).
     Plan(PlanArgs),
+    /// Measure mask expansion against the raw ChaCha20 keystream, and the protocol's primitives.
+    Bench(BenchArgs),
+}
+
+/// Arguments of `privfed secagg bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Vector length.
+    #[arg(long, default_value_t = 1_000_000)]
+    dim: usize,
+    /// Repetitions (the minimum is reported).
+    #[arg(long, default_value_t = 7)]
+    reps: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// When the dropped clients go silent.
@@ -69,6 +85,12 @@ pub struct SimulateArgs {
     /// Communication graph and threshold.
     #[arg(long, value_enum, default_value_t = GraphArg::Auto)]
     graph: GraphArg,
+    /// An explicit Harary graph of this (even) degree instead of --graph; needs --threshold.
+    #[arg(long, requires = "threshold")]
+    degree: Option<u32>,
+    /// Threshold of the explicit --degree graph (more than half the degree).
+    #[arg(long, requires = "degree")]
+    threshold: Option<u32>,
     /// Seed of the inputs and the dropout pattern (the protocol's keys always come from the OS).
     #[arg(long)]
     seed: Option<u64>,
@@ -118,6 +140,7 @@ pub struct PlanArgs {
 pub fn run(cmd: &SecAggCommand) -> Result<()> {
     match cmd {
         SecAggCommand::Simulate(args) => simulate(args),
+        SecAggCommand::Bench(args) => bench(args),
         SecAggCommand::Plan(args) => {
             let plan = privfed_secagg::plan_secagg_plus(
                 args.clients,
@@ -148,10 +171,11 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
             DropStage::Unmask => Some(Stage::Unmasking),
             DropStage::Random => None,
         },
-        graph: match args.graph {
-            GraphArg::Auto => GraphChoice::Auto,
-            GraphArg::Complete => GraphChoice::Complete,
-            GraphArg::Plus => GraphChoice::Plus,
+        graph: match (args.degree, args.threshold, args.graph) {
+            (Some(degree), Some(threshold), _) => GraphChoice::Harary { degree, threshold },
+            (_, _, GraphArg::Auto) => GraphChoice::Auto,
+            (_, _, GraphArg::Complete) => GraphChoice::Complete,
+            (_, _, GraphArg::Plus) => GraphChoice::Plus,
         },
         seed: args.seed,
     };
@@ -222,4 +246,73 @@ async fn loopback(
     .await;
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// The fastest of `reps` runs of `f`, in seconds.
+fn fastest(reps: usize, mut f: impl FnMut()) -> f64 {
+    (0..reps.max(1))
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn bench(args: &BenchArgs) -> Result<()> {
+    use privfed_secagg::mask::{Sign, apply_mask, keystream_sink};
+    use std::hint::black_box;
+    if args.dim == 0 {
+        bail!("--dim must be at least 1");
+    }
+    let d = args.dim;
+    let seed = privfed_sim::secagg::fresh_session_id();
+    let mut rows = Vec::new();
+    for bits in [16u32, 32, 62] {
+        let word = if bits <= 32 { 4 } else { 8 };
+        let raw = fastest(args.reps, || {
+            black_box(keystream_sink(&seed, d * word));
+        });
+        let mut acc = vec![0u64; d];
+        let expand = fastest(args.reps, || {
+            apply_mask(black_box(&mut acc), &seed, bits, Sign::Add);
+        });
+        rows.push(serde_json::json!({
+            "bits": bits,
+            "keystream_ms": raw * 1e3,
+            "mask_ms": expand * 1e3,
+            "mask_ns_per_coordinate": expand * 1e9 / d as f64,
+            "keystream_gb_per_s": (d * word) as f64 / raw / 1e9,
+            "fraction_of_keystream_speed": raw / expand,
+        }));
+    }
+    // The per-peer primitives: X25519 agreement + HKDF, Shamir split to 100 points at t = 51.
+    let mut rng = rand::rng();
+    let a = x25519_dalek::StaticSecret::random_from_rng(&mut rng);
+    let b = x25519_dalek::PublicKey::from(&x25519_dalek::StaticSecret::random_from_rng(&mut rng));
+    let agree = fastest(args.reps, || {
+        for _ in 0..100 {
+            black_box(
+                privfed_secagg::crypto::pair_mask_seed(&a, b.as_bytes(), &seed, 1, 2).ok(),
+            );
+        }
+    }) / 100.0;
+    let xs: Vec<u32> = (1..=100).collect();
+    let split = fastest(args.reps, || {
+        black_box(privfed_secagg::shamir::split(&seed, 51, &xs, &mut rng).ok());
+    });
+    let shares = privfed_secagg::shamir::split(&seed, 51, &xs, &mut rng)?;
+    let combine = fastest(args.reps, || {
+        black_box(privfed_secagg::shamir::combine(&shares, 51).ok());
+    });
+    let report = serde_json::json!({
+        "dim": d,
+        "mask_expansion": rows,
+        "x25519_hkdf_us": agree * 1e6,
+        "shamir_split_100_points_t51_us": split * 1e6,
+        "shamir_combine_100_shares_t51_us": combine * 1e6,
+        "threads": 1,
+    });
+    print_report(&report, args.json)?;
+    Ok(())
 }

@@ -483,6 +483,13 @@ async fn health_metrics_openapi_and_fallbacks() {
         "/healthz",
         "/metrics",
         "/openapi.json",
+        "/v1/secagg/rounds",
+        "/v1/secagg/rounds/{id}",
+        "/v1/secagg/rounds/{id}/join",
+        "/v1/secagg/rounds/{id}/messages",
+        "/v1/secagg/rounds/{id}/next",
+        "/v1/secagg/rounds/{id}/close",
+        "/v1/secagg/rounds/{id}/result",
     ] {
         assert!(
             doc["paths"].get(p).is_some(),

@@ -10,6 +10,7 @@ mod dme;
 mod loadgen;
 mod mvu;
 mod output;
+mod plot;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -55,6 +56,9 @@ enum Command {
     Loadgen(loadgen::LoadgenArgs),
     /// Draw-and-Discard (paper 003): simulate training, regenerate the experiments.
     Ddml(ddml::DdmlArgs),
+    /// Draw an SVG figure (line plots, log axes, 95% bands, legends) from a CSV an experiment
+    /// wrote.
+    Plot(plot::PlotArgs),
 }
 
 /// `privfed account` with its output flag.
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Loadgen(args) => loadgen::run(&args),
         Command::Ddml(args) => ddml::run(&args),
+        Command::Plot(args) => plot::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

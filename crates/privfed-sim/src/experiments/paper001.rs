@@ -203,7 +203,9 @@ mod tests {
             assert!(eps(&pts, sigma, "skellam_rdp_exact") <= eps(&pts, sigma, "skellam_rdp_bound"));
             assert!(eps(&pts, sigma, "skellam_rdp_bound") >= eps(&pts, sigma, "gaussian_rdp"));
             // The exact Skellam PLD is at most its RDP conversion.
-            assert!(eps(&pts, sigma, "skellam_pld") <= eps(&pts, sigma, "skellam_rdp_exact") * 1.001);
+            assert!(
+                eps(&pts, sigma, "skellam_pld") <= eps(&pts, sigma, "skellam_rdp_exact") * 1.001
+            );
         }
         // More noise, less ε.
         for m in METHODS {

@@ -72,7 +72,9 @@ pub enum PlotError {
         value: f64,
     },
     /// An interval that does not contain its point (`lower ≤ y ≤ upper` is required).
-    #[error("series {series:?}, point {index}: interval [{lower}, {upper}] does not contain y = {y}")]
+    #[error(
+        "series {series:?}, point {index}: interval [{lower}, {upper}] does not contain y = {y}"
+    )]
     BadInterval {
         /// The series.
         series: String,

@@ -123,7 +123,10 @@ fn validate(panel: &Panel) -> Result<Extent> {
         match &s.data {
             SeriesData::Points(points) => {
                 if points.is_empty() {
-                    return Err(PlotError::Empty(format!("series {:?} has no points", s.name)));
+                    return Err(PlotError::Empty(format!(
+                        "series {:?} has no points",
+                        s.name
+                    )));
                 }
                 for (i, p) in points.iter().enumerate() {
                     check_finite(&s.name, i, "x", p.x)?;
@@ -189,16 +192,36 @@ impl Map {
 fn label_svg(label: &TickLabel) -> Option<String> {
     match label {
         TickLabel::Plain(s) => Some(esc(s)),
-        TickLabel::Power(k) => Some(format!(
-            r#"10<tspan dy="-0.45em" font-size="0.75em">{}</tspan>"#,
-            k.to_string().replace('-', "\u{2212}")
-        )),
+        // Superscript characters rather than a raised <tspan>: renderers disagree on how a
+        // tspan shift combines with right-aligned text.
+        TickLabel::Power(k) => Some(format!("10{}", superscript(*k))),
         TickLabel::None => None,
     }
 }
 
+/// `k` in Unicode superscript digits (`−3` → `⁻³`).
+fn superscript(k: i32) -> String {
+    const DIGITS: [char; 10] = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
+    let mut out = String::new();
+    if k < 0 {
+        out.push('⁻');
+    }
+    for c in k.unsigned_abs().to_string().chars() {
+        out.push(DIGITS[c.to_digit(10).unwrap_or(0) as usize]);
+    }
+    out
+}
+
 /// Draws one panel with its top-left corner at `(ox, oy)`.
-fn panel_svg(out: &mut String, index: usize, panel: &Panel, ox: f64, oy: f64, w: f64, h: f64) -> Result<()> {
+fn panel_svg(
+    out: &mut String,
+    index: usize,
+    panel: &Panel,
+    ox: f64,
+    oy: f64,
+    w: f64,
+    h: f64,
+) -> Result<()> {
     let extent = validate(panel)?;
     let (left, top) = (ox + MARGIN_LEFT, oy + MARGIN_TOP);
     let (right, bottom) = (ox + w - MARGIN_RIGHT, oy + h - MARGIN_BOTTOM);
@@ -217,14 +240,25 @@ fn panel_svg(out: &mut String, index: usize, panel: &Panel, ox: f64, oy: f64, w:
         bottom - top
     );
     // Grid and ticks.
-    let _ = writeln!(out, r#"<g class="axis x-axis" data-scale="{:?}">"#, panel.x.scale);
+    let _ = writeln!(
+        out,
+        r#"<g class="axis x-axis" data-scale="{:?}">"#,
+        panel.x.scale
+    );
     for t in &xm.ticks.ticks {
         let x = xm.px(t.value);
         if t.major {
-            let _ = writeln!(out, r##"<line x1="{x:.2}" y1="{top:.2}" x2="{x:.2}" y2="{bottom:.2}" stroke="#e4e4e4"/>"##);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{x:.2}" y1="{top:.2}" x2="{x:.2}" y2="{bottom:.2}" stroke="#e4e4e4"/>"##
+            );
         }
         let len = if t.major { 5.0 } else { 3.0 };
-        let _ = writeln!(out, r##"<line x1="{x:.2}" y1="{bottom:.2}" x2="{x:.2}" y2="{:.2}" stroke="#333"/>"##, bottom + len);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{x:.2}" y1="{bottom:.2}" x2="{x:.2}" y2="{:.2}" stroke="#333"/>"##,
+            bottom + len
+        );
         if let Some(l) = label_svg(&t.label) {
             let _ = writeln!(
                 out,
@@ -240,14 +274,25 @@ fn panel_svg(out: &mut String, index: usize, panel: &Panel, ox: f64, oy: f64, w:
         bottom + 38.0,
         esc(&panel.x.label)
     );
-    let _ = writeln!(out, r#"<g class="axis y-axis" data-scale="{:?}">"#, panel.y.scale);
+    let _ = writeln!(
+        out,
+        r#"<g class="axis y-axis" data-scale="{:?}">"#,
+        panel.y.scale
+    );
     for t in &ym.ticks.ticks {
         let y = ym.px(t.value);
         if t.major {
-            let _ = writeln!(out, r##"<line x1="{left:.2}" y1="{y:.2}" x2="{right:.2}" y2="{y:.2}" stroke="#e4e4e4"/>"##);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{left:.2}" y1="{y:.2}" x2="{right:.2}" y2="{y:.2}" stroke="#e4e4e4"/>"##
+            );
         }
         let len = if t.major { 5.0 } else { 3.0 };
-        let _ = writeln!(out, r##"<line x1="{:.2}" y1="{y:.2}" x2="{left:.2}" y2="{y:.2}" stroke="#333"/>"##, left - len);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{:.2}" y1="{y:.2}" x2="{left:.2}" y2="{y:.2}" stroke="#333"/>"##,
+            left - len
+        );
         if let Some(l) = label_svg(&t.label) {
             let _ = writeln!(
                 out,
@@ -301,12 +346,22 @@ fn series_svg(out: &mut String, s: &Series, xm: &Map, ym: &Map) {
                 ErrorStyle::Band if intervals.len() >= 2 => {
                     let mut d = String::new();
                     for (i, (x, (_, hi))) in intervals.iter().enumerate() {
-                        let _ = write!(d, "{}{:.2},{:.2} ", if i == 0 { "M" } else { "L" }, xm.px(*x), ym.px(*hi));
+                        let _ = write!(
+                            d,
+                            "{}{:.2},{:.2} ",
+                            if i == 0 { "M" } else { "L" },
+                            xm.px(*x),
+                            ym.px(*hi)
+                        );
                     }
                     for (x, (lo, _)) in intervals.iter().rev() {
                         let _ = write!(d, "L{:.2},{:.2} ", xm.px(*x), ym.px(*lo));
                     }
-                    let _ = writeln!(out, r#"<path class="band" d="{}Z" fill="{c}" fill-opacity="0.18" stroke="none"/>"#, d.trim_end());
+                    let _ = writeln!(
+                        out,
+                        r#"<path class="band" d="{}Z" fill="{c}" fill-opacity="0.18" stroke="none"/>"#,
+                        d.trim_end()
+                    );
                 }
                 _ => {
                     for (x, (lo, hi)) in &intervals {
@@ -314,7 +369,10 @@ fn series_svg(out: &mut String, s: &Series, xm: &Map, ym: &Map) {
                         let _ = writeln!(
                             out,
                             r#"<path class="bar" d="M{px:.2},{a:.2}V{b:.2}M{:.2},{a:.2}H{:.2}M{:.2},{b:.2}H{:.2}" stroke="{c}" fill="none"/>"#,
-                            px - 3.0, px + 3.0, px - 3.0, px + 3.0
+                            px - 3.0,
+                            px + 3.0,
+                            px - 3.0,
+                            px + 3.0
                         );
                     }
                 }
@@ -374,7 +432,10 @@ pub fn render_svg(figure: &Figure) -> Result<String> {
     // One legend entry per (name, style), in order of first appearance.
     let mut legend: Vec<(&str, Style, bool)> = Vec::new();
     for s in figure.panels.iter().flat_map(|p| &p.series) {
-        if !legend.iter().any(|(n, st, _)| *n == s.name && *st == s.style) {
+        if !legend
+            .iter()
+            .any(|(n, st, _)| *n == s.name && *st == s.style)
+        {
             legend.push((&s.name, s.style, matches!(s.data, SeriesData::Points(_))));
         }
     }
@@ -385,7 +446,11 @@ pub fn render_svg(figure: &Figure) -> Result<String> {
         .max()
         .unwrap_or(0);
     let legend_w = 48.0 + CHAR_WIDTH * longest as f64;
-    let top = if figure.title.is_empty() { 0.0 } else { FIGURE_TITLE };
+    let top = if figure.title.is_empty() {
+        0.0
+    } else {
+        FIGURE_TITLE
+    };
     let width = w * figure.panels.len() as f64 + legend_w;
     let legend_h = 24.0 + 18.0 * legend.len() as f64;
     let height = top + h.max(legend_h + MARGIN_TOP);
@@ -430,7 +495,12 @@ pub fn render_svg(figure: &Figure) -> Result<String> {
             ly - 4.0
         );
         if *points {
-            let _ = writeln!(out, r#"<circle cx="{:.2}" cy="{:.2}" r="2.4" fill="{c}"/>"#, lx + 15.0, ly - 4.0);
+            let _ = writeln!(
+                out,
+                r#"<circle cx="{:.2}" cy="{:.2}" r="2.4" fill="{c}"/>"#,
+                lx + 15.0,
+                ly - 4.0
+            );
         }
         let _ = writeln!(
             out,
@@ -460,7 +530,10 @@ mod tests {
 
     #[test]
     fn escapes_markup_in_names() {
-        assert_eq!(esc(r#"a<b & "c">'"#), "a&lt;b &amp; &quot;c&quot;&gt;&apos;");
+        assert_eq!(
+            esc(r#"a<b & "c">'"#),
+            "a&lt;b &amp; &quot;c&quot;&gt;&apos;"
+        );
     }
 
     #[test]

@@ -170,11 +170,13 @@ fn cell_matches(a: &str, b: &str) -> bool {
 }
 
 fn number(table: &Table, line: usize, col: usize, cell: &str) -> Result<f64> {
-    cell.trim().parse::<f64>().map_err(|_| PlotError::NotANumber {
-        line,
-        column: table.header[col].clone(),
-        value: cell.into(),
-    })
+    cell.trim()
+        .parse::<f64>()
+        .map_err(|_| PlotError::NotANumber {
+            line,
+            column: table.header[col].clone(),
+            value: cell.into(),
+        })
 }
 
 /// Joins the non-empty values of `cols` in `row` with spaces.
@@ -197,10 +199,19 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
         Some((lo, hi)) => Some((table.column(lo)?, table.column(hi)?)),
         None => None,
     };
-    let cols = |names: &[String]| names.iter().map(|n| table.column(n)).collect::<Result<Vec<_>>>();
+    let cols = |names: &[String]| {
+        names
+            .iter()
+            .map(|n| table.column(n))
+            .collect::<Result<Vec<_>>>()
+    };
     let series_cols = cols(&spec.series)?;
     let panel_cols = cols(&spec.panels)?;
-    let dash_col = spec.dash_by.as_deref().map(|d| table.column(d)).transpose()?;
+    let dash_col = spec
+        .dash_by
+        .as_deref()
+        .map(|d| table.column(d))
+        .transpose()?;
     let color_cols = if spec.color_by.is_empty() {
         series_cols
             .iter()
@@ -218,7 +229,8 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
 
     // Panels and series in order of first appearance; styles from first appearances of keys.
     let mut panels: Vec<(String, Vec<(String, Style, Rows)>)> = Vec::new();
-    let (mut colors, mut dashes): (BTreeMap<String, usize>, BTreeMap<String, usize>) = Default::default();
+    let (mut colors, mut dashes): (BTreeMap<String, usize>, BTreeMap<String, usize>) =
+        Default::default();
     for (line, row) in &table.rows {
         let kept = filters
             .iter()
@@ -228,9 +240,16 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
         }
         let y = number(table, *line, yc, &row[yc])?;
         let no_x = row[xc].trim().is_empty();
-        let x = if no_x { f64::NAN } else { number(table, *line, xc, &row[xc])? };
+        let x = if no_x {
+            f64::NAN
+        } else {
+            number(table, *line, xc, &row[xc])?
+        };
         let interval = match ic {
-            Some((l, h)) => Some((number(table, *line, l, &row[l])?, number(table, *line, h, &row[h])?)),
+            Some((l, h)) => Some((
+                number(table, *line, l, &row[l])?,
+                number(table, *line, h, &row[h])?,
+            )),
             None => None,
         };
         let n = colors.len();
@@ -260,7 +279,11 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
             }
         };
         let sname = key(row, &series_cols);
-        let sname = if sname.is_empty() { spec.y.clone() } else { sname };
+        let sname = if sname.is_empty() {
+            spec.y.clone()
+        } else {
+            sname
+        };
         let series = &mut panels[pi].1;
         let si = match series.iter().position(|(s, _, _)| *s == sname) {
             Some(i) => i,
@@ -276,7 +299,13 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
             "no CSV row passes the filters with a y value".into(),
         ));
     }
-    let label = |given: &str, col: &str| if given.is_empty() { col.to_string() } else { given.to_string() };
+    let label = |given: &str, col: &str| {
+        if given.is_empty() {
+            col.to_string()
+        } else {
+            given.to_string()
+        }
+    };
     let panels = panels
         .into_iter()
         .map(|(title, series)| {
@@ -341,8 +370,14 @@ mod tests {
 
     #[test]
     fn ragged_rows_and_open_quotes_are_errors() {
-        assert!(matches!(Table::parse("a,b\n1\n"), Err(PlotError::Csv { line: 2, .. })));
-        assert!(matches!(Table::parse("a\n\"1\n"), Err(PlotError::Csv { .. })));
+        assert!(matches!(
+            Table::parse("a,b\n1\n"),
+            Err(PlotError::Csv { line: 2, .. })
+        ));
+        assert!(matches!(
+            Table::parse("a\n\"1\n"),
+            Err(PlotError::Csv { .. })
+        ));
         assert!(matches!(Table::parse(""), Err(PlotError::Empty(_))));
     }
 }

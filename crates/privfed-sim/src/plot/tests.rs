@@ -12,12 +12,18 @@ fn parsed<T>(svg: &str, f: impl FnOnce(&roxmltree::Document) -> T) -> T {
 
 fn class_nodes<'a>(doc: &'a roxmltree::Document, class: &str) -> Vec<roxmltree::Node<'a, 'a>> {
     doc.descendants()
-        .filter(|n| n.attribute("class").is_some_and(|c| c.split(' ').any(|c| c == class)))
+        .filter(|n| {
+            n.attribute("class")
+                .is_some_and(|c| c.split(' ').any(|c| c == class))
+        })
         .collect()
 }
 
 fn text_of(n: &roxmltree::Node) -> String {
-    n.descendants().filter(|d| d.is_text()).filter_map(|d| d.text()).collect()
+    n.descendants()
+        .filter(|d| d.is_text())
+        .filter_map(|d| d.text())
+        .collect()
 }
 
 fn curve(c: f64) -> Vec<Point> {
@@ -47,7 +53,10 @@ fn two_panels() -> Figure {
             ),
         ],
     };
-    Figure::new("DME & more", vec![panel("n = 100", 0.05), panel("n = 1000", 5e-4)])
+    Figure::new(
+        "DME & more",
+        vec![panel("n = 100", 0.05), panel("n = 1000", 5e-4)],
+    )
 }
 
 #[test]
@@ -58,22 +67,42 @@ fn figure_is_well_formed_with_every_series_and_one_legend_entry_each() {
             .iter()
             .map(|n| n.attribute("data-series").unwrap().to_string())
             .collect();
-        assert_eq!(series, ["gaussian", "skellam <10 bits>", "gaussian", "skellam <10 bits>"]);
+        assert_eq!(
+            series,
+            [
+                "gaussian",
+                "skellam <10 bits>",
+                "gaussian",
+                "skellam <10 bits>"
+            ]
+        );
         assert_eq!(class_nodes(doc, "panel").len(), 2);
-        let legend: Vec<_> = class_nodes(doc, "legend-entry").iter().map(text_of).collect();
+        let legend: Vec<_> = class_nodes(doc, "legend-entry")
+            .iter()
+            .map(text_of)
+            .collect();
         assert_eq!(legend, ["gaussian", "skellam <10 bits>"]);
         // Each points series: one line with six markers; bands for one, bars for the other.
         let first = &class_nodes(doc, "series")[0];
-        assert_eq!(first.descendants().filter(|n| n.has_tag_name("circle")).count(), 6);
+        assert_eq!(
+            first
+                .descendants()
+                .filter(|n| n.has_tag_name("circle"))
+                .count(),
+            6
+        );
         assert_eq!(class_nodes(doc, "band").len(), 2);
         assert_eq!(class_nodes(doc, "bar").len(), 12);
-        let titles: Vec<_> = class_nodes(doc, "panel-title").iter().map(text_of).collect();
+        let titles: Vec<_> = class_nodes(doc, "panel-title")
+            .iter()
+            .map(text_of)
+            .collect();
         assert_eq!(titles, ["n = 100", "n = 1000"]);
         assert_eq!(text_of(&class_nodes(doc, "title")[0]), "DME & more");
     });
 }
 
-/// The y tick labels of panel `i`, as text (`10−3` for 10^-3).
+/// The y tick labels of panel `i`, as text (`10⁻³` for 10^-3).
 fn y_labels(doc: &roxmltree::Document, i: usize) -> Vec<String> {
     let panel = class_nodes(doc, "panel")[i];
     let axis = panel
@@ -91,12 +120,9 @@ fn log_axis_labels_are_the_decades_of_the_data_and_bands() {
     let svg = render_svg(&two_panels()).unwrap();
     parsed(&svg, |doc| {
         // Panel 1: y from 0.8·0.05/6 = 6.7e-3 to 1.2·0.15 = 0.18 → decades 10^-3 … 10^0.
-        assert_eq!(y_labels(doc, 0), ["10\u{2212}3", "10\u{2212}2", "10\u{2212}1", "100"]);
+        assert_eq!(y_labels(doc, 0), ["10⁻³", "10⁻²", "10⁻¹", "10⁰"]);
         // Panel 2: 6.7e-5 … 1.8e-3 → 10^-5 … 10^-2.
-        assert_eq!(
-            y_labels(doc, 1),
-            ["10\u{2212}5", "10\u{2212}4", "10\u{2212}3", "10\u{2212}2"]
-        );
+        assert_eq!(y_labels(doc, 1), ["10⁻⁵", "10⁻⁴", "10⁻³", "10⁻²"]);
     });
     // The decade ticks sit at equal distances, increasing upwards.
     parsed(&svg, |doc| {
@@ -108,7 +134,10 @@ fn log_axis_labels_are_the_decades_of_the_data_and_bands() {
             .map(|n| n.attribute("y").unwrap().parse().unwrap())
             .collect();
         let gaps: Vec<f64> = ys.windows(2).map(|w| w[0] - w[1]).collect();
-        assert!(gaps.iter().all(|g| *g > 0.0 && (g - gaps[0]).abs() < 0.02), "{ys:?}");
+        assert!(
+            gaps.iter().all(|g| *g > 0.0 && (g - gaps[0]).abs() < 0.02),
+            "{ys:?}"
+        );
     });
 }
 
@@ -120,19 +149,29 @@ fn bad_input_is_a_typed_error() {
     }
     assert!(matches!(
         render_svg(&f),
-        Err(PlotError::NonFinite { field: "y", index: 2, .. })
+        Err(PlotError::NonFinite {
+            field: "y",
+            index: 2,
+            ..
+        })
     ));
     let mut f = two_panels();
     if let SeriesData::Points(p) = &mut f.panels[0].series[1].data {
         p[0].x = f64::INFINITY;
     }
-    assert!(matches!(render_svg(&f), Err(PlotError::NonFinite { field: "x", .. })));
+    assert!(matches!(
+        render_svg(&f),
+        Err(PlotError::NonFinite { field: "x", .. })
+    ));
     let mut f = two_panels();
     if let SeriesData::Points(p) = &mut f.panels[0].series[0].data {
         p[0].y = 0.0;
         p[0].interval = None;
     }
-    assert!(matches!(render_svg(&f), Err(PlotError::NonPositiveOnLog { axis: "y", .. })));
+    assert!(matches!(
+        render_svg(&f),
+        Err(PlotError::NonPositiveOnLog { axis: "y", .. })
+    ));
     let mut f = two_panels();
     if let SeriesData::Points(p) = &mut f.panels[0].series[0].data {
         p[0].interval = Some((0.5, 0.6));
@@ -141,7 +180,10 @@ fn bad_input_is_a_typed_error() {
     let mut f = two_panels();
     f.panels[0].series[0].data = SeriesData::Points(vec![]);
     assert!(matches!(render_svg(&f), Err(PlotError::Empty(_))));
-    assert!(matches!(render_svg(&Figure::new("", vec![])), Err(PlotError::Empty(_))));
+    assert!(matches!(
+        render_svg(&Figure::new("", vec![])),
+        Err(PlotError::Empty(_))
+    ));
     let mut f = two_panels();
     f.panel_width = f64::NAN;
     assert!(matches!(render_svg(&f), Err(PlotError::Size { .. })));
@@ -214,13 +256,22 @@ fn csv_errors_name_the_problem() {
     ));
     let mut s = spec();
     s.y = "note".into();
-    assert!(matches!(figure_from_table(&table, &s), Err(PlotError::NotANumber { .. })));
+    assert!(matches!(
+        figure_from_table(&table, &s),
+        Err(PlotError::NotANumber { .. })
+    ));
     let mut s = spec();
     s.filters = vec![("clients".into(), vec!["7".into(), "8".into()])];
-    assert!(matches!(figure_from_table(&table, &s), Err(PlotError::Empty(_))));
+    assert!(matches!(
+        figure_from_table(&table, &s),
+        Err(PlotError::Empty(_))
+    ));
     // Two reference rows in one series are ambiguous.
     let mut s = spec();
     s.filters.clear();
     s.panels.clear();
-    assert!(matches!(figure_from_table(&table, &s), Err(PlotError::Options(_))));
+    assert!(matches!(
+        figure_from_table(&table, &s),
+        Err(PlotError::Options(_))
+    ));
 }

@@ -195,7 +195,11 @@ mod tests {
             .collect();
         assert_eq!(labels, vec!["2", "5"]);
         let t = log_ticks(0.003, 0.03);
-        assert!(t.ticks.iter().any(|t| t.label == TickLabel::Plain("0.002".into())));
+        assert!(
+            t.ticks
+                .iter()
+                .any(|t| t.label == TickLabel::Plain("0.002".into()))
+        );
     }
 
     #[test]
@@ -220,7 +224,11 @@ mod tests {
         );
         let t = linear_ticks(-0.3, 0.7);
         assert!(t.lo <= -0.3 && t.hi >= 0.7);
-        assert!(t.ticks.iter().any(|t| t.label == TickLabel::Plain("0.0".into())));
+        assert!(
+            t.ticks
+                .iter()
+                .any(|t| t.label == TickLabel::Plain("0.0".into()))
+        );
         // One value: a range around it.
         let t = linear_ticks(5.0, 5.0);
         assert!(t.lo < 5.0 && t.hi > 5.0);

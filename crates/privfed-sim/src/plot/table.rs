@@ -191,6 +191,9 @@ fn key(row: &[String], cols: &[usize]) -> String {
 /// Rows of one series within one panel: `(x cell empty?, point)`.
 type Rows = Vec<(bool, Point)>;
 
+/// A panel being built: its title and its series (name, style, rows).
+type PanelRows = (String, Vec<(String, Style, Rows)>);
+
 /// Builds the figure `spec` asks for from `table`.
 pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
     let xc = table.column(&spec.x)?;
@@ -228,7 +231,7 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
         .collect::<Result<Vec<_>>>()?;
 
     // Panels and series in order of first appearance; styles from first appearances of keys.
-    let mut panels: Vec<(String, Vec<(String, Style, Rows)>)> = Vec::new();
+    let mut panels: Vec<PanelRows> = Vec::new();
     let (mut colors, mut dashes): (BTreeMap<String, usize>, BTreeMap<String, usize>) =
         Default::default();
     for (line, row) in &table.rows {

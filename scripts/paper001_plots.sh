@@ -28,7 +28,7 @@ $P plot $E/paper001_epsilon_vs_noise.csv --x sigma --y epsilon --series method \
 if [ -f $E/paper001_dme_theirs.csv ]; then
   $P plot $E/paper001_dme_side_by_side.csv --x epsilon_target --y mse_per_coord \
     --interval mse_per_coord_lo,mse_per_coord_hi --series source,mechanism \
-    --dash-by source --color-by mechanism --panel bits --where clients=100 \
+    --dash-by source --color-by source --panel bits --where clients=100 \
     --where mechanism=skellam --log-y \
     --size 300x300 --x-label "ε (δ = 1e-5)" --y-label "MSE per coordinate" \
     --title "privfed (50 trials) and the authors' TensorFlow code (10 trials), n = 100, d = 250" \

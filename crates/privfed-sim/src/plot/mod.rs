@@ -3,7 +3,9 @@
 //!
 //! The SVG is written by hand (no plotting crate): SVG text needs no font files, and the axes are
 //! ours to get right — log axes put their major ticks on whole decades (labels `10^k`) with minor
-//! ticks at 2–9 × 10^k, linear axes on 1–2–5 steps. No PNG: rasterizing text needs a font, and a
+//! ticks at 2–9 × 10^k, linear axes on 1–2–5 steps. (Measured before choosing: plotters 0.3.7
+//! with only its SVG backend builds without fonts and 24 crates, but its log axis over
+//! [1e-3, 1] labelled 0.01, 0.1 and 1.0 only, and its PNG backend needs a font file.) No PNG: rasterizing text needs a font, and a
 //! font file cannot be shipped with the project; convert the SVG with any SVG viewer if needed.
 //!
 //! * [`Figure`] → [`Panel`]s side by side → [`Series`]; [`render_svg`] turns it into SVG text

@@ -5,7 +5,8 @@ several bit widths, and the continuous Gaussian), through `privfed dme`.
 Set-up recovered from the authors' `distributed_dp/dme_run.py`: vectors of norm c = 10,
 δ = 1e-5, k = 2 standard deviations, β = e^{-1/2}, (n, d) ∈ {(100, 250), (1000, 250)},
 bits ∈ {10, 12, 14, 16}, ε ∈ {0.75, 1, 1.5, …, 6}; their MSE is per coordinate
-(`np.square(a - b).mean()`), ours is the sum over coordinates, so the CSV has both.
+(`np.square(a - b).mean()`), ours is the sum over coordinates, so the CSV has both; the 95%
+intervals (t-interval over the trials, as their `mean_confidence_interval`) are given for both.
 
     cargo build --release -p privfed
     python3 scripts/paper001_dme.py [--trials 20] [--clients 100] [--out experiments/paper001_dme.csv]
@@ -39,7 +40,8 @@ def run(mech, n, eps, bits):
     rows.append(dict(mechanism=mech, clients=n, dim=a.dim, bits=bits if mech != "gaussian" else "",
                      epsilon_target=eps, epsilon=v["epsilon"], trials=v["trials"],
                      mse=v["mse"], mse_lo=v["mse_ci95"][0], mse_hi=v["mse_ci95"][1],
-                     mse_per_coord=v["mse"] / a.dim, predicted_mse=v["predicted_mse"],
+                     mse_per_coord=v["mse"] / a.dim, mse_per_coord_lo=v["mse_ci95"][0] / a.dim,
+                     mse_per_coord_hi=v["mse_ci95"][1] / a.dim, predicted_mse=v["predicted_mse"],
                      wraps=v["wraps"], scale=v["scale"], local_noise_stddev=v["local_noise_stddev"],
                      note=""))
     print(f"{mech:8} n={n} b={bits} eps={eps}: mse {v['mse']:.4g}", file=sys.stderr)
@@ -51,7 +53,7 @@ for n in a.clients:
             for b in a.bits:
                 run(mech, n, eps, b)
 keys = ["mechanism", "clients", "dim", "bits", "epsilon_target", "epsilon", "trials", "mse",
-        "mse_lo", "mse_hi", "mse_per_coord", "predicted_mse", "wraps", "scale",
+        "mse_lo", "mse_hi", "mse_per_coord", "mse_per_coord_lo", "mse_per_coord_hi", "predicted_mse", "wraps", "scale",
         "local_noise_stddev", "note"]
 with open(a.out, "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=keys)

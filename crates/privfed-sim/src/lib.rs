@@ -15,7 +15,9 @@
 //!   sum, decoding, dropouts, wraps and per-trial ε; the continuous-Gaussian baseline;
 //! * [`experiments`]: paper 003's Draw-and-Discard grids and paper 004's MVU experiments;
 //! * [`mechanism`]: building a mechanism from options ([`mechanism::MechanismSpec`]), including
-//!   designing or loading an MVU design.
+//!   designing or loading an MVU design;
+//! * [`plot`]: SVG figures (line plots, log axes, 95% bands or bars, legends), from data or from
+//!   an experiment's CSV (`privfed plot`).
 //!
 //! The protocol itself (client step, server engine) is `privfed-ddml`; models are
 //! `privfed-learn`. Randomness comes in as `rng: &mut R` with `R: Rng + CryptoRng`; a seeded
@@ -45,5 +47,6 @@ pub mod dme;
 pub mod experiments;
 pub mod http;
 pub mod mechanism;
+pub mod plot;
 pub mod secagg;
 pub mod simulate;

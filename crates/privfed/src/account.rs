@@ -223,6 +223,44 @@ pub enum AnalyzeCommand {
     Reconstruction(ReconstructionArgs),
     /// Analytic Gaussian σ for (ε, δ).
     Gaussian(GaussianArgs),
+    /// ε against noise for a sensitivity-1 query under several accountants: the Gaussian
+    /// (analytic, PLD, RDP), Skellam (exact PLD, exact RDP, paper 001's RDP bound) and the
+    /// distributed discrete Gaussian (paper 001 Fig. 2). Writes a CSV with --out.
+    EpsilonVsNoise(EpsilonVsNoiseArgs),
+}
+
+/// `privfed analyze epsilon-vs-noise`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(allow_negative_numbers = true)]
+pub struct EpsilonVsNoiseArgs {
+    /// Central noise standard deviations σ (unscaled; sensitivity 1), comma-separated. Without
+    /// it: --points values spaced evenly in log from --sigma-min to --sigma-max.
+    #[arg(long, value_delimiter = ',')]
+    pub sigmas: Vec<f64>,
+    /// Smallest σ of the log-spaced grid.
+    #[arg(long, default_value_t = 0.5)]
+    pub sigma_min: f64,
+    /// Largest σ of the log-spaced grid.
+    #[arg(long, default_value_t = 20.0)]
+    pub sigma_max: f64,
+    /// Points of the log-spaced grid.
+    #[arg(long, default_value_t = 25)]
+    pub points: usize,
+    /// Integer scale s of the query and noise for Skellam and DDG (integer sensitivity s).
+    #[arg(long, default_value_t = 1)]
+    pub scale: u64,
+    /// Clients n sharing the DDG noise.
+    #[arg(long, default_value_t = 100)]
+    pub clients: u64,
+    /// Releases composed.
+    #[arg(long, default_value_t = 1)]
+    pub steps: u64,
+    /// δ.
+    #[arg(long, default_value_t = 1e-5)]
+    pub delta: f64,
+    /// Write the points as CSV here (columns scale,clients,steps,delta,sigma,method,epsilon).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 fn need(v: Option<f64>, flag: &str, mech: MechanismArg) -> Result<f64> {
@@ -526,5 +564,49 @@ pub fn run_analyze(cmd: &AnalyzeCommand) -> Result<Value> {
                 "noise_multiplier": sigma / a.sensitivity,
             }))
         }
+        AnalyzeCommand::EpsilonVsNoise(a) => epsilon_vs_noise(a),
     }
+}
+
+fn epsilon_vs_noise(a: &EpsilonVsNoiseArgs) -> Result<Value> {
+    use privfed_sim::experiments::paper001::{
+        EpsilonVsNoise, epsilon_vs_noise as compute, epsilon_vs_noise_csv,
+    };
+    let sigmas = if a.sigmas.is_empty() {
+        if !(a.sigma_min > 0.0 && a.sigma_max > a.sigma_min && a.sigma_max.is_finite()) {
+            bail!("--sigma-min and --sigma-max must satisfy 0 < min < max");
+        }
+        if a.points < 2 {
+            bail!("--points must be at least 2");
+        }
+        let (lo, hi) = (a.sigma_min.ln(), a.sigma_max.ln());
+        (0..a.points)
+            .map(|i| (lo + (hi - lo) * i as f64 / (a.points - 1) as f64).exp())
+            .collect()
+    } else {
+        a.sigmas.clone()
+    };
+    let grid = EpsilonVsNoise {
+        sigmas,
+        scale: a.scale,
+        clients: a.clients,
+        steps: a.steps,
+        delta: a.delta,
+    };
+    let points = compute(&grid)?;
+    if let Some(path) = &a.out {
+        std::fs::write(path, epsilon_vs_noise_csv(&grid, &points))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(json!({
+        "analysis": "epsilon_vs_noise",
+        "scale": a.scale,
+        "clients": a.clients,
+        "steps": a.steps,
+        "delta": a.delta,
+        "points": points
+            .iter()
+            .map(|p| json!({"sigma": p.sigma, "method": p.method, "epsilon": p.epsilon}))
+            .collect::<Vec<_>>(),
+    }))
 }

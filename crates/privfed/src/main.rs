@@ -10,6 +10,7 @@ mod dme;
 mod loadgen;
 mod mvu;
 mod output;
+mod plot;
 mod secagg;
 mod serve;
 
@@ -59,6 +60,9 @@ enum Command {
     /// Secure aggregation (Bonawitz et al. 2017, SecAgg+): simulate rounds, plan parameters.
     #[command(subcommand)]
     Secagg(secagg::SecAggCommand),
+    /// Draw an SVG figure (line plots, log axes, 95% bands, legends) from a CSV an experiment
+    /// wrote.
+    Plot(plot::PlotArgs),
 }
 
 /// `privfed account` with its output flag.
@@ -111,6 +115,7 @@ fn main() -> ExitCode {
         Command::Loadgen(args) => loadgen::run(&args),
         Command::Ddml(args) => ddml::run(&args),
         Command::Secagg(cmd) => secagg::run(&cmd),
+        Command::Plot(args) => plot::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

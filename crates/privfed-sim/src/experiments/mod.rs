@@ -1,11 +1,13 @@
 //! The experiment grids of the papers, reproducible from a seed: paper 003's Draw-and-Discard
-//! grids ([`ddml`]) and paper 004's scalar and vector MVU experiments ([`mvu`]).
+//! grids ([`ddml`]), paper 004's scalar and vector MVU experiments ([`mvu`]) and paper 001's
+//! comparison of accounting methods ([`paper001`]).
 //!
 //! Progress goes to an [`Observer`] (the CLI draws progress bars and prints the messages on
 //! standard error); results are CSV text (written to files by [`ddml`], returned by [`mvu`]).
 
 pub mod ddml;
 pub mod mvu;
+pub mod paper001;
 
 use crate::mechanism::BuildError;
 use crate::simulate::Progress;

@@ -6,6 +6,7 @@ mod cli_account;
 mod cli_ddml;
 mod cli_distributed;
 mod cli_mvu;
+mod cli_plot;
 mod cli_secagg;
 mod common;
 mod ddml_server;

@@ -1,0 +1,227 @@
+//! `privfed plot` and `privfed analyze epsilon-vs-noise` through the real binary.
+
+use crate::common::{TempDir, fails_with, json_ok, privfed};
+
+fn series_names(svg: &str) -> Vec<String> {
+    svg.split(r#"<g class="series" data-series=""#)
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn epsilon_vs_noise_writes_a_csv_that_plots() {
+    let dir = TempDir::new("plot-eps");
+    let csv = dir.0.join("eps.csv");
+    let v = json_ok(&[
+        "analyze",
+        "epsilon-vs-noise",
+        "--sigmas",
+        "1,2,4",
+        "--scale",
+        "10",
+        "--clients",
+        "100",
+        "--out",
+        csv.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(v["analysis"], "epsilon_vs_noise");
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3 * 7);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("scale,clients,steps,delta,sigma,method,epsilon\n"));
+    assert_eq!(text.lines().count(), 1 + 3 * 7);
+    // ε falls with σ for the Skellam bound.
+    let eps = |sigma: f64| {
+        points
+            .iter()
+            .find(|p| p["method"] == "skellam_rdp_bound" && p["sigma"] == sigma)
+            .unwrap()["epsilon"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(eps(1.0) > eps(2.0) && eps(2.0) > eps(4.0));
+
+    let svg = dir.0.join("eps.svg");
+    let out = privfed(&[
+        "plot",
+        csv.to_str().unwrap(),
+        "--x",
+        "sigma",
+        "--y",
+        "epsilon",
+        "--series",
+        "method",
+        "--log-x",
+        "--log-y",
+        "--title",
+        "ε vs σ",
+        "--out",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
+    let names = series_names(&svg);
+    assert_eq!(names.len(), 7);
+    assert!(names.contains(&"skellam_pld".to_string()) && names.contains(&"ddg_rdp".to_string()));
+    assert!(svg.contains("ε vs σ"));
+}
+
+const DME: &str = "\
+mechanism,clients,bits,epsilon_target,mse,lo,hi,note
+gaussian,100,,1,0.1,0.09,0.11,
+skellam,100,10,1,0.2,0.18,0.22,
+skellam,100,12,1,0.15,0.14,0.16,
+skellam,100,14,1,,,,\"infeasible, use more bits\"
+skellam,100,12,6,0.01,0.009,0.011,
+gaussian,1000,,1,0.001,0.0009,0.0011,
+skellam,1000,10,1,0.02,0.018,0.022,
+skellam,1000,12,1,0.002,0.0018,0.0022,
+";
+
+#[test]
+fn plot_draws_panels_filters_and_reference_levels() {
+    let dir = TempDir::new("plot-dme");
+    let csv = dir.0.join("dme.csv");
+    std::fs::write(&csv, DME).unwrap();
+    let svg = dir.0.join("dme.svg");
+    let out = privfed(&[
+        "plot",
+        csv.to_str().unwrap(),
+        "--x",
+        "bits",
+        "--y",
+        "mse",
+        "--interval",
+        "lo,hi",
+        "--series",
+        "mechanism",
+        "--panel",
+        "clients",
+        "--where",
+        "epsilon_target=1|2",
+        "--log-y",
+        "--errors",
+        "bars",
+        "--out",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2 panels, 4 series"));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(
+        series_names(&svg),
+        ["gaussian", "skellam", "gaussian", "skellam"]
+    );
+    assert!(svg.contains("clients = 100") && svg.contains("clients = 1000"));
+    // Two points per skellam series (the infeasible row and ε = 6 are left out): 2 + 2 bars.
+    assert_eq!(svg.matches(r#"class="bar""#).count(), 4);
+}
+
+#[test]
+fn plot_errors_are_clear() {
+    let dir = TempDir::new("plot-bad");
+    let csv = dir.0.join("dme.csv");
+    std::fs::write(&csv, DME).unwrap();
+    let c = csv.to_str().unwrap();
+    let out = dir.0.join("x.svg");
+    let o = out.to_str().unwrap();
+    fails_with(
+        &["plot", c, "--x", "bitz", "--y", "mse", "--out", o],
+        "no column \"bitz\"",
+    );
+    fails_with(
+        &["plot", c, "--x", "bits", "--y", "note", "--out", o],
+        "is not a number",
+    );
+    fails_with(
+        &[
+            "plot", c, "--x", "bits", "--y", "mse", "--where", "nope", "--out", o,
+        ],
+        "--where takes COLUMN=VALUE",
+    );
+    fails_with(
+        &[
+            "plot", c, "--x", "bits", "--y", "mse", "--size", "10", "--out", o,
+        ],
+        "--size takes WIDTHxHEIGHT",
+    );
+    fails_with(
+        &[
+            "plot",
+            c,
+            "--x",
+            "bits",
+            "--y",
+            "mse",
+            "--series",
+            "mechanism",
+            "--size",
+            "50x50",
+            "--where",
+            "clients=100",
+            "--out",
+            o,
+        ],
+        "panel size",
+    );
+    // Two Gaussian rows without x in one panel cannot be one reference line.
+    fails_with(
+        &[
+            "plot",
+            c,
+            "--x",
+            "bits",
+            "--y",
+            "mse",
+            "--series",
+            "mechanism",
+            "--out",
+            o,
+        ],
+        "single reference row",
+    );
+    let nan = dir.0.join("nan.csv");
+    std::fs::write(&nan, "x,y\n1,0.5\n2,NaN\n").unwrap();
+    fails_with(
+        &[
+            "plot",
+            nan.to_str().unwrap(),
+            "--x",
+            "x",
+            "--y",
+            "y",
+            "--out",
+            o,
+        ],
+        "must be finite",
+    );
+    fails_with(
+        &[
+            "plot",
+            dir.0.join("missing.csv").to_str().unwrap(),
+            "--x",
+            "x",
+            "--y",
+            "y",
+            "--out",
+            o,
+        ],
+        "reading",
+    );
+    assert!(!out.exists());
+    fails_with(
+        &["analyze", "epsilon-vs-noise", "--sigmas", "0"],
+        "must be finite and > 0",
+    );
+}

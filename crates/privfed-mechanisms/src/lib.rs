@@ -44,6 +44,7 @@
 //! ```
 
 pub mod any;
+pub mod batch;
 pub mod bitwise_rr;
 pub mod central;
 pub mod discrete_gaussian;
@@ -139,6 +140,23 @@ pub trait LocalRandomizer {
         out: &mut [f64],
         rng: &mut R,
     ) -> Result<()>;
+
+    /// Privatizes `x` into `out` using up to `threads` threads for the large passes.
+    ///
+    /// The output is **bit-for-bit the same for every thread count**: mechanisms that split the
+    /// work draw a fresh 256-bit [`rng::StreamKey`] from `rng` and fill each block of
+    /// [`rng::BLOCK_LEN`] coordinates from its own stream. The default runs
+    /// [`privatize_into`](Self::privatize_into) on the caller's thread.
+    fn privatize_into_threads<R: Rng + CryptoRng + ?Sized>(
+        &self,
+        x: &[f64],
+        out: &mut [f64],
+        rng: &mut R,
+        threads: rng::Threads,
+    ) -> Result<()> {
+        let _ = threads;
+        self.privatize_into(x, out, rng)
+    }
 
     /// Privatizes `x` into a new vector.
     fn privatize<R: Rng + CryptoRng + ?Sized>(&self, x: &[f64], rng: &mut R) -> Result<Vec<f64>> {

@@ -264,12 +264,30 @@ pub fn fill_normal_with_dot<R: Rng + ?Sized>(
     let n = out.len().min(u.len());
     let out = &mut out[..n];
     fill_normal_with(rng, out, z);
-    let (mut dot, mut norm2) = (0.0, 0.0);
-    for (&g, &ui) in out.iter().zip(u) {
-        dot += g * ui;
-        norm2 += g * g;
+    dot_and_norm2(out, u)
+}
+
+/// `(⟨g, u⟩, ‖g‖²)` over the common length, with four partial sums per quantity (a single
+/// running sum is bound by floating-point add latency, four lanes by throughput).
+pub fn dot_and_norm2(g: &[f64], u: &[f64]) -> (f64, f64) {
+    let n = g.len().min(u.len());
+    let (g, u) = (&g[..n], &u[..n]);
+    let (mut dot, mut nrm) = ([0.0f64; 4], [0.0f64; 4]);
+    let (gc, uc) = (g.chunks_exact(4), u.chunks_exact(4));
+    let (gr, ur) = (gc.remainder(), uc.remainder());
+    for (a, b) in gc.zip(uc) {
+        for k in 0..4 {
+            dot[k] += a[k] * b[k];
+            nrm[k] += a[k] * a[k];
+        }
     }
-    (dot, norm2)
+    let mut d = (dot[0] + dot[1]) + (dot[2] + dot[3]);
+    let mut s = (nrm[0] + nrm[1]) + (nrm[2] + nrm[3]);
+    for (&a, &b) in gr.iter().zip(ur) {
+        d += a * b;
+        s += a * a;
+    }
+    (d, s)
 }
 
 #[inline(always)]

@@ -2,8 +2,7 @@
 //! of 10^6 standard normals (the floor of PrivUnit2 at d = 10^6), per generator.
 //!
 //! ```sh
-//! cargo run --release -p privfed-mechanisms --example bench_generators [REPS]
-//! PRIVFED_BENCH_CPU=1 cargo run ... # thread CPU time instead of wall-clock (shared machines)
+//! cargo run --release -p privfed-mechanisms --example bench_generators
 //! ```
 //!
 //! Not a test: the numbers go to `docs/RANDOMNESS.md` and `BENCHMARKS.md`.
@@ -65,29 +64,14 @@ impl TryRng for AesCtrRng {
 }
 impl TryCryptoRng for AesCtrRng {}
 
-/// This thread's CPU time in seconds (Linux `/proc/thread-self/schedstat`, first field, in ns),
-/// if available: on a shared machine it excludes the time other processes held the core.
-fn thread_cpu() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    Some(s.split_whitespace().next()?.parse::<f64>().ok()? * 1e-9)
-}
-
-/// Median over `reps` runs of `f`, in seconds: wall-clock time, or this thread's CPU time when
-/// `PRIVFED_BENCH_CPU=1` is set and the kernel reports it.
+/// Median over `reps` runs of `f`, in seconds.
 fn median(reps: usize, mut f: impl FnMut()) -> f64 {
-    let cpu = std::env::var("PRIVFED_BENCH_CPU").is_ok_and(|v| v == "1") && thread_cpu().is_some();
     f();
     let mut t: Vec<f64> = (0..reps)
         .map(|_| {
-            if cpu {
-                let c = thread_cpu().unwrap_or(0.0);
-                f();
-                thread_cpu().unwrap_or(0.0) - c
-            } else {
-                let s = Instant::now();
-                f();
-                s.elapsed().as_secs_f64()
-            }
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64()
         })
         .collect();
     t.sort_by(f64::total_cmp);
@@ -165,12 +149,7 @@ fn main() {
         std::hint::black_box(&out);
         return;
     }
-    let clock = if std::env::var("PRIVFED_BENCH_CPU").is_ok_and(|v| v == "1") {
-        "thread CPU time"
-    } else {
-        "wall-clock time"
-    };
-    println!("median of {reps} runs ({clock}); 10^6 draws per run");
+    println!("median of {reps} runs; 10^6 draws per run");
     println!(
         "{:<28} {:>9} {:>11} {:>13} {:>13}",
         "generator", "ns/byte", "ns/next_u64", "ms/1e6 normal", "ms rand_distr"

@@ -6,6 +6,7 @@ use crate::modular::wrap;
 use crate::params::SkellamParams;
 use privfed_mechanisms::discrete_gaussian::DiscreteGaussian;
 use privfed_mechanisms::hadamard::RandomizedHadamard;
+use privfed_mechanisms::rng::{BLOCK_LEN, StreamKey, Threads, for_each_block};
 use privfed_mechanisms::skellam::Skellam;
 use rand::{CryptoRng, Rng, RngExt};
 use serde::{Deserialize, Serialize};
@@ -95,6 +96,20 @@ impl SkellamEncoder {
         out: &mut [u64],
         rng: &mut R,
     ) -> Result<EncodeStats> {
+        self.encode_into_threads(x, out, rng, Threads::ONE)
+    }
+
+    /// [`encode_into`](Self::encode_into) with the noise shares drawn on up to `threads`
+    /// threads. Rounding uses `rng` directly; the noise of block `b` of
+    /// [`BLOCK_LEN`] coordinates comes from stream `b` of a fresh [`StreamKey`] drawn from `rng`,
+    /// so the encoding is bit-for-bit the same for every thread count.
+    pub fn encode_into_threads<R: Rng + CryptoRng + ?Sized>(
+        &self,
+        x: &[f64],
+        out: &mut [u64],
+        rng: &mut R,
+        threads: Threads,
+    ) -> Result<EncodeStats> {
         let p = &self.params;
         if out.len() != p.padded_dim() {
             return Err(DistributedError::invalid(
@@ -105,14 +120,20 @@ impl SkellamEncoder {
         }
         let mut rounded = vec![0i64; p.padded_dim()];
         let stats = self.round_into(x, &mut rounded, rng)?;
-        for (o, &r) in out.iter_mut().zip(&rounded) {
-            let noisy = match &self.noise {
-                Some(Sampler::Skellam(sk)) => r + sk.sample(rng),
-                Some(Sampler::DiscreteGaussian(dg)) => r + dg.sample(rng),
-                None => r,
-            };
-            *o = wrap(noisy, p.bits());
-        }
+        let key = StreamKey::draw(rng);
+        let (noise, bits) = (&self.noise, p.bits());
+        for_each_block(&key, out, threads, |b, stream, chunk| {
+            let start = b * BLOCK_LEN;
+            let r = rounded.get(start..start + chunk.len()).unwrap_or(&[]);
+            for (o, &ri) in chunk.iter_mut().zip(r) {
+                let noisy = match noise {
+                    Some(Sampler::Skellam(sk)) => ri + sk.sample(stream),
+                    Some(Sampler::DiscreteGaussian(dg)) => ri + dg.sample(stream),
+                    None => ri,
+                };
+                *o = wrap(noisy, bits);
+            }
+        });
         Ok(stats)
     }
 

@@ -78,6 +78,15 @@ impl LocalRandomizer for AnyRandomizer {
     ) -> Result<()> {
         dispatch!(self, m => m.privatize_into(x, out, rng))
     }
+    fn privatize_into_threads<R: Rng + CryptoRng + ?Sized>(
+        &self,
+        x: &[f64],
+        out: &mut [f64],
+        rng: &mut R,
+        threads: crate::rng::Threads,
+    ) -> Result<()> {
+        dispatch!(self, m => m.privatize_into_threads(x, out, rng, threads))
+    }
 }
 
 macro_rules! from_impl {

@@ -207,5 +207,16 @@ fn sphere<R: Rng + ?Sized>(dim: usize, rng: &mut R) -> Vec<f64> {
 
 /// Euclidean norm, accumulated in f64.
 pub fn l2_norm(x: &[f64]) -> f64 {
-    x.iter().map(|v| v * v).sum::<f64>().sqrt()
+    // Eight independent partial sums: a single running sum is bound by the latency of one
+    // floating-point add per element (≈ 1.3 ms at d = 10^6), eight lanes by throughput.
+    let mut acc = [0.0f64; 8];
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += v * v;
+        }
+    }
+    let tail: f64 = rest.iter().map(|v| v * v).sum();
+    (acc.iter().sum::<f64>() + tail).sqrt()
 }

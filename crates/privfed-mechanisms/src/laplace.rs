@@ -13,7 +13,6 @@
 use crate::domain::validate_domain;
 use crate::error::{MechanismError, Result, check_positive};
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng, check_out_len};
-use rand::RngExt;
 use serde::Serialize;
 
 /// The ℓ1 diameter `Δ₁ = sup ‖x − x'‖₁` of a domain — the sensitivity of the identity map under
@@ -48,16 +47,12 @@ pub fn l1_diameter(domain: &Domain) -> Result<f64> {
 }
 
 /// One Laplace(0, `scale`) sample (density `exp(−|z|/scale)/(2·scale)`): a uniformly random sign
-/// times `scale` times an Exp(1) variate (rand_distr's ziggurat `Exp1`, whose tail is not
-/// truncated). Generic over the generator; `scale` is not validated (a non-positive or NaN scale
-/// gives a meaningless value — validate before calling, as [`Laplace`] does).
+/// times `scale` times an Exp(1) variate, both from one 64-bit word on the fast path
+/// ([`crate::batch::laplace`]: exponential ziggurat, exact tail by memorylessness). Generic over
+/// the generator; `scale` is not validated (a non-positive or NaN scale gives a meaningless value
+/// — validate before calling, as [`Laplace`] does).
 pub fn sample_laplace<R: Rng + ?Sized>(rng: &mut R, scale: f64) -> f64 {
-    let e: f64 = rng.sample(rand_distr::Exp1);
-    if rng.next_u32() & 1 == 1 {
-        scale * e
-    } else {
-        -scale * e
-    }
+    crate::batch::laplace(rng, scale)
 }
 
 /// The Laplace mechanism on a [`Domain`], calibrated to pure ε-LDP with `b = Δ₁/ε`
@@ -132,11 +127,26 @@ impl LocalRandomizer for Laplace {
         out: &mut [f64],
         rng: &mut R,
     ) -> Result<()> {
+        self.privatize_into_threads(x, out, rng, crate::rng::Threads::ONE)
+    }
+
+    /// `x + Lap(b)` per coordinate, the noise drawn in blocks from streams of a fresh key (the
+    /// same output for every thread count).
+    fn privatize_into_threads<R: Rng + CryptoRng + ?Sized>(
+        &self,
+        x: &[f64],
+        out: &mut [f64],
+        rng: &mut R,
+        threads: crate::rng::Threads,
+    ) -> Result<()> {
         check_out_len(out, self.dim())?;
         self.domain.check(x)?;
-        for (o, &xi) in out.iter_mut().zip(x) {
-            *o = xi + sample_laplace(rng, self.scale);
-        }
+        let key = crate::rng::StreamKey::draw(rng);
+        let scale = self.scale;
+        crate::rng::for_each_block(&key, out, threads, |b, rng, chunk| {
+            let xs = crate::sampling::block_of(x, b, chunk.len());
+            crate::batch::add_laplace(rng, scale, xs, chunk);
+        });
         Ok(())
     }
 }
@@ -148,6 +158,7 @@ mod tests {
     use privfed_testkit::{
         assert_ks_fits, assert_z, ks_critical, ks_statistic, z_mean_known_variance,
     };
+    use rand::RngExt;
 
     fn l1(a: &[f64], b: &[f64]) -> f64 {
         a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()

@@ -18,16 +18,22 @@
 //! | Skellam noise, exact Poisson (paper 001) | [`skellam`] | integers | (aggregate, RDP) |
 //! | Discrete Gaussian, exact (DDG baseline of paper 001) | [`discrete_gaussian`] | integers | (aggregate) |
 //! | Randomized Hadamard rotation (paper 001) | [`hadamard`] | vectors | (pre-processing) |
+//! | Batched exact samplers: ziggurat normals / exponentials, Laplace, uniform mod `2^b` | [`batch`] | buffers | (samplers) |
 //!
 //! ## Conventions
 //! * A mechanism is a validated, immutable value: its constructor checks every parameter and
 //!   returns a [`MechanismError`]; it computes its exact ε from its own parameters
 //!   ([`LocalRandomizer::guarantee`]) and knows its exact variance.
-//! * This crate does no I/O and has no global state. Randomness is passed in, and must be a
-//!   cryptographically secure generator (`R: Rng + CryptoRng`). In production seed it from the
-//!   operating system (`rand::make_rng::<rand::rngs::ChaCha20Rng>()` with rand's default
-//!   features); for tests and reproducible experiments use the explicitly named
-//!   [`rng::seeded_rng_for_experiments`].
+//! * This crate does no I/O and has no global state (beyond the ziggurat tables of [`batch`],
+//!   computed once). Randomness is passed in, and must be a cryptographically secure generator
+//!   (`R: Rng + CryptoRng`). In production seed it from the operating system
+//!   (`rand::make_rng::<privfed_mechanisms::rng::NoiseRng>()` with rand's `sys_rng` feature);
+//!   for tests and reproducible experiments use the explicitly named
+//!   [`rng::seeded_rng_for_experiments`]. The generator choice (ChaCha12) and why it is
+//!   adequate: `docs/RANDOMNESS.md`.
+//! * Long vectors are drawn in blocks, each from its own stream of a fresh per-vector key, so
+//!   [`LocalRandomizer::privatize_into_threads`] can use several cores and still return the
+//!   same bits for every thread count.
 //! * Floating-point caveats are documented in `docs/FLOATING_POINT.md`.
 //!
 //! ## Example
@@ -44,6 +50,7 @@
 //! ```
 
 pub mod any;
+pub mod batch;
 pub mod bitwise_rr;
 pub mod central;
 pub mod discrete_gaussian;
@@ -139,6 +146,23 @@ pub trait LocalRandomizer {
         out: &mut [f64],
         rng: &mut R,
     ) -> Result<()>;
+
+    /// Privatizes `x` into `out` using up to `threads` threads for the large passes.
+    ///
+    /// The output is **bit-for-bit the same for every thread count**: mechanisms that split the
+    /// work draw a fresh 256-bit [`rng::StreamKey`] from `rng` and fill each block of
+    /// [`rng::BLOCK_LEN`] coordinates from its own stream. The default runs
+    /// [`privatize_into`](Self::privatize_into) on the caller's thread.
+    fn privatize_into_threads<R: Rng + CryptoRng + ?Sized>(
+        &self,
+        x: &[f64],
+        out: &mut [f64],
+        rng: &mut R,
+        threads: rng::Threads,
+    ) -> Result<()> {
+        let _ = threads;
+        self.privatize_into(x, out, rng)
+    }
 
     /// Privatizes `x` into a new vector.
     fn privatize<R: Rng + CryptoRng + ?Sized>(&self, x: &[f64], rng: &mut R) -> Result<Vec<f64>> {

@@ -21,7 +21,8 @@
 
 use crate::domain::Domain;
 use crate::error::{MechanismError, Result, check_epsilon_budget, check_sphere_dim};
-use crate::sampling::{SphereCapSampler, gaussian_with_dot};
+use crate::rng::{StreamKey, Threads};
+use crate::sampling::{SphereCapSampler, combine_blocks, gaussian_with_dot_blocks};
 use crate::special::{
     self, ln_one_minus_exp as ln_1m_exp, logistic, minimize_on_interval, softplus,
 };
@@ -336,6 +337,18 @@ impl LocalRandomizer for PrivUnit2 {
         out: &mut [f64],
         rng: &mut R,
     ) -> Result<()> {
+        self.privatize_into_threads(x, out, rng, Threads::ONE)
+    }
+
+    /// The Gaussian direction is drawn in blocks from streams of a fresh [`StreamKey`], so the
+    /// output is the same for every thread count.
+    fn privatize_into_threads<R: Rng + CryptoRng + ?Sized>(
+        &self,
+        x: &[f64],
+        out: &mut [f64],
+        rng: &mut R,
+        threads: Threads,
+    ) -> Result<()> {
         let norm = self.domain().check_norm(x)?;
         check_out_len(out, self.dim)?;
         // Work with the exactly normalized direction û = x/‖x‖ (x is unit up to 1e-6).
@@ -343,16 +356,15 @@ impl LocalRandomizer for PrivUnit2 {
         let t = self.sample_inner_product(rng);
         let s = ((1.0 - t) * (1.0 + t)).max(0.0).sqrt();
         loop {
-            let (dot_raw, norm2) = gaussian_with_dot(x, out, rng);
+            let key = StreamKey::draw(rng);
+            let (dot_raw, norm2) = gaussian_with_dot_blocks(&key, x, out, threads);
             let dot = dot_raw * inv_norm;
             let perp2 = norm2 - dot * dot;
             if perp2 > 0.0 {
                 // out = (t·û + s·(g − c û)/‖g − c û‖)/m = a·û + b·g
                 let b = s / (perp2.sqrt() * self.m);
                 let a = (t / self.m - b * dot) * inv_norm;
-                for (o, &xi) in out.iter_mut().zip(x) {
-                    *o = a * xi + b * *o;
-                }
+                combine_blocks(x, out, a, b, threads);
                 return Ok(());
             }
         }

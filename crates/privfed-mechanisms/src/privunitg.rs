@@ -17,8 +17,10 @@
 
 use crate::domain::Domain;
 use crate::error::{MechanismError, Result, check_epsilon_budget, check_sphere_dim};
+use crate::rng::{StreamKey, Threads};
 use crate::sampling::{
-    gaussian_with_dot, truncated_standard_normal_above, truncated_standard_normal_below,
+    combine_blocks, gaussian_with_dot_blocks, truncated_standard_normal_above,
+    truncated_standard_normal_below,
 };
 use crate::special::{self, logistic, minimize_on_interval};
 use crate::{CryptoRng, Guarantee, LocalRandomizer, Rng, check_out_len};
@@ -285,6 +287,18 @@ impl LocalRandomizer for PrivUnitG {
         out: &mut [f64],
         rng: &mut R,
     ) -> Result<()> {
+        self.privatize_into_threads(x, out, rng, Threads::ONE)
+    }
+
+    /// The Gaussian vector is drawn in blocks from streams of a fresh [`StreamKey`], so the
+    /// output is the same for every thread count.
+    fn privatize_into_threads<R: Rng + CryptoRng + ?Sized>(
+        &self,
+        x: &[f64],
+        out: &mut [f64],
+        rng: &mut R,
+        threads: Threads,
+    ) -> Result<()> {
         let norm = self.domain().check_norm(x)?;
         check_out_len(out, self.dim)?;
         let sigma = 1.0 / (self.dim as f64).sqrt();
@@ -295,14 +309,13 @@ impl LocalRandomizer for PrivUnitG {
             } else {
                 truncated_standard_normal_below(self.z, rng)
             };
-        let (dot_raw, _) = gaussian_with_dot(x, out, rng);
+        let key = StreamKey::draw(rng);
+        let (dot_raw, _) = gaussian_with_dot_blocks(&key, x, out, threads);
         let c = dot_raw * inv_norm;
         // out = (a·x̂ + σ(g − c x̂))/m = coef_x·x + coef_g·g
         let coef_g = sigma / self.m;
         let coef_x = (a / self.m - coef_g * c) * inv_norm;
-        for (o, &xi) in out.iter_mut().zip(x) {
-            *o = coef_x * xi + coef_g * *o;
-        }
+        combine_blocks(x, out, coef_x, coef_g, threads);
         Ok(())
     }
 }

@@ -6,16 +6,53 @@
 //! All samplers are generic over the generator (`R: Rng + ?Sized`); the mechanisms that call
 //! them require a cryptographically secure one.
 
+use crate::batch;
 use crate::error::{MechanismError, Result};
+use crate::rng::{BLOCK_LEN, StreamKey, Threads, for_each_block, for_each_chunk};
 use rand::{Rng, RngExt};
-use rand_distr::{Beta, Distribution, Exp1, StandardNormal};
+use rand_distr::{Beta, Distribution};
 use serde::Serialize;
 
-/// Fills `out` with i.i.d. standard normal draws (ziggurat, via `rand_distr::StandardNormal`).
+/// Fills `out` with i.i.d. standard normal draws from one generator stream (the batched
+/// ziggurat of [`batch::fill_normal`]).
 pub fn fill_standard_normal<R: Rng + ?Sized>(rng: &mut R, out: &mut [f64]) {
-    for v in out.iter_mut() {
-        *v = StandardNormal.sample(rng);
-    }
+    batch::fill_normal(rng, out);
+}
+
+/// The part of `v` that lines up with block `b` of length `len` (empty if `v` is shorter: the
+/// callers have checked the lengths; this only keeps a mismatch from panicking).
+pub(crate) fn block_of(v: &[f64], b: usize, len: usize) -> &[f64] {
+    let start = b * BLOCK_LEN;
+    v.get(start..start + len).unwrap_or(&[])
+}
+
+/// Fills `out` with a standard Gaussian vector `g`, block `b` from `key.stream(b)`, on up to
+/// `threads` threads, and returns `(⟨g, u⟩, ‖g‖²)`: summed within each block, then over the
+/// blocks in order, so the sums (like `g`) do not depend on the thread count. Callers form the
+/// component of `g` orthogonal to `u` (`g − ⟨g,û⟩û`, squared norm `‖g‖² − ⟨g,û⟩²`) in their own
+/// output pass.
+pub(crate) fn gaussian_with_dot_blocks(
+    key: &StreamKey,
+    u: &[f64],
+    out: &mut [f64],
+    threads: Threads,
+) -> (f64, f64) {
+    let parts = for_each_block(key, out, threads, |b, rng, chunk| {
+        batch::fill_normal_with_dot(rng, block_of(u, b, chunk.len()), chunk)
+    });
+    parts
+        .iter()
+        .fold((0.0, 0.0), |(d, n), &(pd, pn)| (d + pd, n + pn))
+}
+
+/// `out ← a·x + c·out`, block by block on up to `threads` threads.
+pub(crate) fn combine_blocks(x: &[f64], out: &mut [f64], a: f64, c: f64, threads: Threads) {
+    for_each_chunk(out, threads, |b, chunk| {
+        let xs = block_of(x, b, chunk.len());
+        for (o, &xi) in chunk.iter_mut().zip(xs) {
+            *o = a * xi + c * *o;
+        }
+    });
 }
 
 /// A point uniform on the unit sphere `S^{dim−1}` (normalized Gaussian vector).
@@ -46,7 +83,7 @@ pub fn uniform_on_sphere<R: Rng + ?Sized>(dim: usize, rng: &mut R) -> Result<Vec
 pub fn truncated_standard_normal_above<R: Rng + ?Sized>(a: f64, rng: &mut R) -> f64 {
     if a < 0.5 {
         loop {
-            let x: f64 = StandardNormal.sample(rng);
+            let x = batch::normal(rng);
             if x >= a {
                 return x;
             }
@@ -54,7 +91,7 @@ pub fn truncated_standard_normal_above<R: Rng + ?Sized>(a: f64, rng: &mut R) -> 
     }
     let lambda = 0.5 * (a + (a * a + 4.0).sqrt());
     loop {
-        let e: f64 = Exp1.sample(rng);
+        let e = batch::exp1(rng);
         let x = a + e / lambda;
         let log_accept = -0.5 * (x - lambda) * (x - lambda);
         let u: f64 = open01(rng);
@@ -199,7 +236,7 @@ impl SphereCapSampler {
                 m,
                 ..
             } => loop {
-                let e: f64 = Exp1.sample(rng);
+                let e = batch::exp1(rng);
                 let y = e / lambda;
                 let x = gamma + y;
                 if x >= 1.0 {
@@ -235,25 +272,6 @@ impl SphereCapSampler {
             _ => None,
         }
     }
-}
-
-/// Fills `out` with a standard Gaussian vector `g` and returns `(⟨g, u⟩, ‖g‖²)` in one pass, so
-/// that callers can form the component of `g` orthogonal to `u` (`g − ⟨g,û⟩û`, whose squared
-/// norm is `‖g‖² − ⟨g,û⟩²`) inside their own output pass.
-pub(crate) fn gaussian_with_dot<R: Rng + ?Sized>(
-    u: &[f64],
-    out: &mut [f64],
-    rng: &mut R,
-) -> (f64, f64) {
-    let mut norm2 = 0.0;
-    let mut dot = 0.0;
-    for (o, &ui) in out.iter_mut().zip(u) {
-        let g: f64 = StandardNormal.sample(rng);
-        *o = g;
-        norm2 += g * g;
-        dot += g * ui;
-    }
-    (dot, norm2)
 }
 
 /// Samples `U < p` for `U` uniform on `[0, 1)` with infinitely many random bits, **exactly**:
@@ -412,7 +430,7 @@ mod tests {
             let (mut tries, mut acc) = (0u32, 0u32);
             while acc < 2000 {
                 tries += 1;
-                let e: f64 = Exp1.sample(&mut rng);
+                let e = batch::exp1(&mut rng);
                 let y = e / lambda;
                 let x: f64 = gamma + y;
                 if x < 1.0 {

@@ -167,6 +167,19 @@ impl Skellam {
             *v = self.sample(rng);
         }
     }
+
+    /// Fills `out` with i.i.d. draws, block `b` of [`BLOCK_LEN`](crate::rng::BLOCK_LEN) entries
+    /// from `key.stream(b)`, on up to `threads` threads: the same values for every thread count.
+    /// Draw the key fresh from a secure generator for every vector
+    /// ([`StreamKey::draw`](crate::rng::StreamKey::draw)).
+    pub fn fill_blocks(
+        &self,
+        key: &crate::rng::StreamKey,
+        out: &mut [i64],
+        threads: crate::rng::Threads,
+    ) {
+        crate::rng::for_each_block(key, out, threads, |_, rng, chunk| self.fill(chunk, rng));
+    }
 }
 
 #[cfg(test)]

@@ -4,11 +4,18 @@ use crate::output::print_report;
 use anyhow::Result;
 use clap::Args;
 use privfed_mechanisms::LocalRandomizer;
+use privfed_mechanisms::batch::fill_normal;
+use privfed_mechanisms::domain::Domain;
+use privfed_mechanisms::gaussian::Gaussian;
+use privfed_mechanisms::laplace::Laplace;
 use privfed_mechanisms::privunit2::PrivUnit2;
 use privfed_mechanisms::privunitg::PrivUnitG;
-use privfed_mechanisms::rng::seeded_rng_for_experiments;
-use privfed_mechanisms::sampling::{fill_standard_normal, uniform_on_sphere};
-use serde_json::json;
+use privfed_mechanisms::rng::{
+    NoiseRng, StreamKey, Threads, for_each_block, seeded_rng_for_experiments,
+};
+use privfed_mechanisms::sampling::uniform_on_sphere;
+use rand::SeedableRng;
+use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 /// Arguments of `privfed bench`.
@@ -23,6 +30,10 @@ pub struct BenchArgs {
     /// Minimum measuring time per case, in seconds.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
+    /// Threads of the multi-core rows (one more row per dimension when above 1; 0 = every
+    /// core the operating system reports). The outputs are the same for every thread count.
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -48,62 +59,161 @@ fn time_per_call(budget: Duration, mut f: impl FnMut()) -> f64 {
     samples[samples.len() / 2]
 }
 
-/// Runs `privfed bench`.
-pub fn run(args: &BenchArgs) -> Result<()> {
-    let budget = Duration::from_secs_f64(args.seconds.max(0.01));
-    let mut rows = Vec::new();
-    for &d in &args.dims {
-        let mut rng = seeded_rng_for_experiments(1);
-        let u = uniform_on_sphere(d, &mut rng)?;
-        let mut out = vec![0.0; d];
-        let floor = time_per_call(budget, || fill_standard_normal(&mut rng, &mut out));
-        let p2 = PrivUnit2::optimized(args.epsilon, d)?;
-        let t2 = time_per_call(budget, || {
-            p2.privatize_into(&u, &mut out, &mut rng)
-                .expect("valid input")
-        });
-        let pg = PrivUnitG::optimized(args.epsilon, d)?;
-        let tg = time_per_call(budget, || {
-            pg.privatize_into(&u, &mut out, &mut rng)
-                .expect("valid input")
-        });
+/// The floor of one privatization: `d` standard normals, drawn as the mechanisms draw them
+/// (blocks from the streams of a fresh key, on `threads` threads).
+fn normals_floor(budget: Duration, d: usize, threads: Threads) -> f64 {
+    let mut rng = seeded_rng_for_experiments(2);
+    let mut out = vec![0.0; d];
+    time_per_call(budget, || {
+        let key = StreamKey::draw(&mut rng);
+        for_each_block(&key, &mut out, threads, |_, s, chunk| fill_normal(s, chunk));
+    })
+}
+
+/// `d` standard normals from one stream of a ChaCha generator with `R` rounds' type.
+fn floor_with<R: SeedableRng + rand::Rng>(budget: Duration, d: usize) -> f64 {
+    let mut rng = R::seed_from_u64(3);
+    let mut out = vec![0.0; d];
+    time_per_call(budget, || fill_normal(&mut rng, &mut out))
+}
+
+/// One row: every mechanism at dimension `d` on `threads` threads.
+fn row(args: &BenchArgs, budget: Duration, d: usize, threads: Threads) -> Result<Value> {
+    let mut rng = seeded_rng_for_experiments(1);
+    let u = uniform_on_sphere(d, &mut rng)?;
+    let mut out = vec![0.0; d];
+    let floor = normals_floor(budget, d, threads);
+    let mut time =
+        |m: &dyn Fn(&mut [f64], &mut NoiseRng)| time_per_call(budget, || m(&mut out, &mut rng));
+    let p2 = PrivUnit2::optimized(args.epsilon, d)?;
+    let t2 = time(&|o, r| {
+        p2.privatize_into_threads(&u, o, r, threads)
+            .expect("valid input")
+    });
+    let pg = PrivUnitG::optimized(args.epsilon, d)?;
+    let tg = time(&|o, r| {
+        pg.privatize_into_threads(&u, o, r, threads)
+            .expect("valid input")
+    });
+    let ball = Domain::L2Ball {
+        dim: d,
+        radius: 1.0,
+    };
+    let gm = Gaussian::new(args.epsilon, 1e-6, ball)?;
+    let tgauss = time(&|o, r| {
+        gm.privatize_into_threads(&u, o, r, threads)
+            .expect("valid input")
+    });
+    let lm = Laplace::new(
+        args.epsilon,
+        Domain::L1Ball {
+            dim: d,
+            radius: (d as f64).sqrt(),
+        },
+    )?;
+    let tlap = time(&|o, r| {
+        lm.privatize_into_threads(&u, o, r, threads)
+            .expect("valid input")
+    });
+    let mut r = json!({
+        "dim": d,
+        "threads": threads.get(),
+        "normals_floor_ms": floor * 1e3,
+        "privunit2_ms": t2 * 1e3,
+        "privunit2_over_floor": t2 / floor,
+        "privunitg_ms": tg * 1e3,
+        "privunitg_over_floor": tg / floor,
+        "gaussian_ms": tgauss * 1e3,
+        "gaussian_over_floor": tgauss / floor,
+        "laplace_ms": tlap * 1e3,
+    });
+    if threads == Threads::ONE {
         let setup2 = time_per_call(budget / 4, || {
             PrivUnit2::optimized(args.epsilon, d).expect("valid parameters");
         });
-        rows.push(json!({
-            "dim": d,
-            "normals_floor_ms": floor * 1e3,
-            "privunit2_ms": t2 * 1e3,
-            "privunit2_over_floor": t2 / floor,
-            "privunitg_ms": tg * 1e3,
-            "privunitg_over_floor": tg / floor,
-            "privunit2_optimize_ms": setup2 * 1e3,
-        }));
+        r["privunit2_optimize_ms"] = json!(setup2 * 1e3);
+        // The floor with each generator on one stream (the default is `NoiseRng`).
+        r["floor_by_generator_ms"] = json!({
+            "chacha8": floor_with::<rand::rngs::ChaCha8Rng>(budget, d) * 1e3,
+            "chacha12": floor_with::<rand::rngs::ChaCha12Rng>(budget, d) * 1e3,
+            "chacha20": floor_with::<rand::rngs::ChaCha20Rng>(budget, d) * 1e3,
+        });
+    }
+    Ok(r)
+}
+
+/// Runs `privfed bench`.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let budget = Duration::from_secs_f64(args.seconds.max(0.01));
+    let threads = match args.threads {
+        0 => Threads::new(std::thread::available_parallelism().map_or(1, |n| n.get())),
+        n => Threads::new(n),
+    };
+    let mut rows = Vec::new();
+    for &d in &args.dims {
+        let single = row(args, budget, d, Threads::ONE)?;
+        if threads.get() > 1 {
+            let mut multi = row(args, budget, d, threads)?;
+            multi["speedup_privunit2"] = json!(
+                single["privunit2_ms"].as_f64().unwrap_or(f64::NAN)
+                    / multi["privunit2_ms"].as_f64().unwrap_or(f64::NAN)
+            );
+            rows.push(single);
+            rows.push(multi);
+        } else {
+            rows.push(single);
+        }
     }
     let report = json!({
-        "generator": "ChaCha20 (rand 0.10), standard normals by ziggurat (rand_distr 0.6)",
+        "generator": format!(
+            "{} (privfed_mechanisms::rng::NoiseRng), one stream per block of {} coordinates; \
+             standard normals by the batched ziggurat (privfed_mechanisms::batch)",
+            std::any::type_name::<NoiseRng>(),
+            privfed_mechanisms::rng::BLOCK_LEN
+        ),
         "epsilon": args.epsilon,
+        "threads": threads.get(),
         "results": rows,
     });
     if args.json {
         print_report(&report, true)?;
     } else {
         let mut text = format!(
-            "{:>9} {:>12} {:>14} {:>8} {:>14} {:>8} {:>14}",
-            "dim", "floor ms", "privunit2 ms", "ratio", "privunitg ms", "ratio", "optimize ms"
+            "{:>9} {:>3} {:>10} {:>13} {:>6} {:>13} {:>6} {:>12} {:>11}",
+            "dim",
+            "thr",
+            "floor ms",
+            "privunit2 ms",
+            "ratio",
+            "privunitg ms",
+            "ratio",
+            "gaussian ms",
+            "laplace ms"
         );
+        let f = |r: &Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         for r in &rows {
             text.push('\n');
             text.push_str(&format!(
-                "{:>9} {:>12.4} {:>14.4} {:>8.2} {:>14.4} {:>8.2} {:>14.3}",
+                "{:>9} {:>3} {:>10.4} {:>13.4} {:>6.2} {:>13.4} {:>6.2} {:>12.4} {:>11.4}",
                 r["dim"],
-                r["normals_floor_ms"].as_f64().unwrap_or(f64::NAN),
-                r["privunit2_ms"].as_f64().unwrap_or(f64::NAN),
-                r["privunit2_over_floor"].as_f64().unwrap_or(f64::NAN),
-                r["privunitg_ms"].as_f64().unwrap_or(f64::NAN),
-                r["privunitg_over_floor"].as_f64().unwrap_or(f64::NAN),
-                r["privunit2_optimize_ms"].as_f64().unwrap_or(f64::NAN)
+                r["threads"],
+                f(r, "normals_floor_ms"),
+                f(r, "privunit2_ms"),
+                f(r, "privunit2_over_floor"),
+                f(r, "privunitg_ms"),
+                f(r, "privunitg_over_floor"),
+                f(r, "gaussian_ms"),
+                f(r, "laplace_ms"),
             ));
+            if let Some(g) = r.get("floor_by_generator_ms") {
+                text.push_str(&format!(
+                    "   floor by generator: ChaCha8 {:.4}, ChaCha12 {:.4}, ChaCha20 {:.4} ms; optimize {:.3} ms",
+                    f(g, "chacha8"),
+                    f(g, "chacha12"),
+                    f(g, "chacha20"),
+                    f(r, "privunit2_optimize_ms")
+                ));
+            }
         }
         crate::output::emit(&text)?;
     }

@@ -206,29 +206,39 @@ fn mnist_short_run_learns() {
     ignore = "shared/data (mnist, adult) not found beside the repository"
 )]
 fn adult_short_run_learns() {
+    // Two passes at paper 003's ε = ln 32 end, on average over seeds, at the majority-class
+    // rate (0.762 ± 0.003 over 40 seeds, before and after the generator change of issue 15;
+    // only ~1 seed in 4 exceeds 0.78), so "learns" is checked where the signal dominates the
+    // noise: at ε = 100 the same run reaches 0.825 ± 0.003 (12 seeds), 15 standard deviations
+    // above the 0.78 threshold, while a run that did not learn stays near 0.76.
     let dir = shared_data();
-    let v = json_ok(&[
-        "ddml",
-        "simulate",
-        "--dataset",
-        "adult",
-        "--data-dir",
-        &dir,
-        "--k",
-        "10",
-        "--epsilon",
-        "3.4657",
-        "--learning-rate",
-        "0.05",
-        "--passes",
-        "2",
-        "--seed",
-        "1",
-        "--json",
-        "--quiet",
-    ]);
+    let run = |epsilon: &str| {
+        json_ok(&[
+            "ddml",
+            "simulate",
+            "--dataset",
+            "adult",
+            "--data-dir",
+            &dir,
+            "--k",
+            "10",
+            "--epsilon",
+            epsilon,
+            "--learning-rate",
+            "0.05",
+            "--passes",
+            "2",
+            "--seed",
+            "1",
+            "--json",
+            "--quiet",
+        ])
+    };
+    let v = run("3.4657");
     assert_eq!(v["train_examples"], 32_561);
     assert_eq!(v["test_examples"], 16_281);
+    assert!(v["accuracy"].as_f64().unwrap().is_finite());
+    let v = run("100");
     assert!(v["accuracy"].as_f64().unwrap() > 0.78, "{}", v["accuracy"]);
 }
 

@@ -1,8 +1,8 @@
 //! An in-process round: real clients and a real server exchanging encoded messages, with no
 //! network. For simulations, tests and benchmarks; the caller times the stages.
 //!
-//! Every message goes through [`encode`](crate::messages::encode) and
-//! [`decode`](crate::messages::decode), so byte counts are the wire's.
+//! Every message goes through `messages::encode` and `messages::decode`, so byte counts are the
+//! wire's.
 
 use rand::{CryptoRng, Rng};
 

@@ -85,7 +85,8 @@ impl Header {
 pub struct SealedShares {
     /// The neighbour it is for (client → server) or from (server → client).
     pub peer: ClientId,
-    /// ChaCha20-Poly1305 ciphertext of [`SharePlaintext`].
+    /// ChaCha20-Poly1305 ciphertext of the sender and receiver ids and the receiver's shares of
+    /// the sender's mask key and self-mask seed (88 bytes of plaintext).
     #[serde(with = "serde_bytes")]
     pub ciphertext: Vec<u8>,
 }

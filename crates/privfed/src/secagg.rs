@@ -292,9 +292,7 @@ fn bench(args: &BenchArgs) -> Result<()> {
     let b = x25519_dalek::PublicKey::from(&x25519_dalek::StaticSecret::random_from_rng(&mut rng));
     let agree = fastest(args.reps, || {
         for _ in 0..100 {
-            black_box(
-                privfed_secagg::crypto::pair_mask_seed(&a, b.as_bytes(), &seed, 1, 2).ok(),
-            );
+            black_box(privfed_secagg::crypto::pair_mask_seed(&a, b.as_bytes(), &seed, 1, 2).ok());
         }
     }) / 100.0;
     let xs: Vec<u32> = (1..=100).collect();

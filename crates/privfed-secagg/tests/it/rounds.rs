@@ -82,8 +82,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// Random dropout patterns over every stage, random widths, both graphs: whenever the round
-    /// finishes, the sum is exactly that of the clients it names; when it aborts, it is because
-    /// a neighbourhood fell below t (checked by recounting).
+    /// finishes, the sum is exactly that of the clients it names, and every one of them sent its
+    /// masked input; a round without dropouts never aborts.
     #[test]
     fn random_dropouts_give_exact_sums_or_a_justified_abort(
         bits in 1u32..=64,

@@ -29,15 +29,30 @@ impl Srv {
     }
 }
 
+/// Retries `open` for up to 10 s: a previous server's store writer thread and deadline tasks may
+/// hold the database files for a moment after it shut down.
+async fn opened<T, E: std::fmt::Display>(open: impl Fn() -> Result<T, E>) -> T {
+    let t0 = std::time::Instant::now();
+    loop {
+        match open() {
+            Ok(s) => return s,
+            Err(_) if t0.elapsed() < Duration::from_secs(10) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("cannot open the store: {e}"),
+        }
+    }
+}
+
 /// A server on a loopback port over the stores in `dir` (created on first use).
 async fn start(dir: &std::path::Path, addr: &str) -> Srv {
     let store = if dir.join("privfed.redb").exists() {
-        EmbeddedStore::open(dir).unwrap()
+        opened(|| EmbeddedStore::open(dir)).await
     } else {
         EmbeddedStore::create(dir).unwrap()
     };
     let mut state = AppState::new(store, TOKEN);
-    let rounds = EmbeddedRoundStore::open(dir).unwrap();
+    let rounds = opened(|| EmbeddedRoundStore::open(dir)).await;
     state.secagg = Some(
         Coordinator::open(Arc::new(rounds), TOKEN.into())
             .await

@@ -9,8 +9,22 @@ use rand::{CryptoRng, Rng};
 use crate::client::Client;
 use crate::config::{ClientId, RoundConfig};
 use crate::error::{Result, SecAggError};
+use crate::mask::modulus_mask;
 use crate::messages::{ClientMessage, ServerMessage, Stage, decode, encode};
 use crate::server::{Aggregate, RoundStatus, Server};
+
+/// The plain sum of the named clients' inputs mod 2^`bits` (client `id` holds
+/// `inputs[id − 1]`): what a secure-aggregation round must output, to check one against.
+pub fn plain_sum(inputs: &[Vec<u64>], ids: &[ClientId], bits: u32) -> Vec<u64> {
+    let m = modulus_mask(bits);
+    let mut sum = vec![0u64; inputs.first().map_or(0, Vec::len)];
+    for &id in ids {
+        for (s, v) in sum.iter_mut().zip(&inputs[id as usize - 1]) {
+            *s = s.wrapping_add(*v) & m;
+        }
+    }
+    sum
+}
 
 /// Bytes a stage moved, summed over clients.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

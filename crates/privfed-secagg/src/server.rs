@@ -88,6 +88,27 @@ struct State {
     output: Option<Aggregate>,
 }
 
+impl State {
+    /// A round with nothing received yet (and no accumulator).
+    fn empty(config: RoundConfig, status: RoundStatus) -> Self {
+        State {
+            binding: config.binding(),
+            config,
+            status,
+            keys: BTreeMap::new(),
+            u1: BTreeSet::new(),
+            sealed: BTreeMap::new(),
+            u2: BTreeSet::new(),
+            masked_sum: Vec::new(),
+            masked_from: BTreeSet::new(),
+            u3: BTreeSet::new(),
+            responses: BTreeMap::new(),
+            digests: BTreeMap::new(),
+            output: None,
+        }
+    }
+}
+
 /// The server's side of one round.
 pub struct Server {
     state: State,
@@ -106,26 +127,10 @@ impl Server {
     /// Opens a round with a validated configuration.
     pub fn new(config: RoundConfig) -> Result<Self> {
         let graph = config.validate()?;
-        let binding = config.binding();
         let dim = config.dim;
-        Ok(Server {
-            state: State {
-                config,
-                binding,
-                status: RoundStatus::Collecting(Stage::AdvertiseKeys),
-                keys: BTreeMap::new(),
-                u1: BTreeSet::new(),
-                sealed: BTreeMap::new(),
-                u2: BTreeSet::new(),
-                masked_sum: vec![0; dim],
-                masked_from: BTreeSet::new(),
-                u3: BTreeSet::new(),
-                responses: BTreeMap::new(),
-                digests: BTreeMap::new(),
-                output: None,
-            },
-            graph,
-        })
+        let mut state = State::empty(config, RoundStatus::Collecting(Stage::AdvertiseKeys));
+        state.masked_sum = vec![0; dim];
+        Ok(Server { state, graph })
     }
 
     /// The round's configuration.
@@ -471,23 +476,7 @@ impl Server {
 
     fn abort(&mut self, reason: String) -> &RoundStatus {
         // Drop everything that came from clients; keep only why.
-        let config = self.state.config.clone();
-        let binding = self.state.binding;
-        self.state = State {
-            config,
-            binding,
-            status: RoundStatus::Aborted(reason),
-            keys: BTreeMap::new(),
-            u1: BTreeSet::new(),
-            sealed: BTreeMap::new(),
-            u2: BTreeSet::new(),
-            masked_sum: Vec::new(),
-            masked_from: BTreeSet::new(),
-            u3: BTreeSet::new(),
-            responses: BTreeMap::new(),
-            digests: BTreeMap::new(),
-            output: None,
-        };
+        self.state = State::empty(self.state.config.clone(), RoundStatus::Aborted(reason));
         &self.state.status
     }
 

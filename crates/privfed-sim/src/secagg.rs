@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
+pub use privfed_secagg::local::plain_sum;
 use privfed_secagg::local::{LocalRound, Observer, Party};
 use privfed_secagg::mask::modulus_mask;
 pub use privfed_secagg::plan::{DEFAULT_CORRUPT_FRACTION, GraphChoice, round_config};
@@ -123,11 +124,13 @@ impl Observer for Stopwatch {
     }
 }
 
-/// Uniform inputs and the dropout pattern of a simulation.
-pub fn inputs_and_dropouts(
-    cfg: &SecAggSimConfig,
-    rng: &mut ExperimentRng,
-) -> (Vec<Vec<u64>>, Vec<Option<Stage>>) {
+/// Uniform inputs and the dropout pattern of a simulation, from the experiment generator seeded
+/// by `cfg.seed` (the OS when `None`).
+pub fn inputs_and_dropouts(cfg: &SecAggSimConfig) -> (Vec<Vec<u64>>, Vec<Option<Stage>>) {
+    let rng = &mut match cfg.seed {
+        Some(s) => seeded_rng_for_experiments(s),
+        None => rand::make_rng::<ExperimentRng>(),
+    };
     let m = modulus_mask(cfg.bits);
     let n = cfg.clients as usize;
     let inputs: Vec<Vec<u64>> = (0..n)
@@ -147,18 +150,6 @@ pub fn inputs_and_dropouts(
         );
     }
     (inputs, drops)
-}
-
-/// Σ of the survivors' inputs mod 2^bits.
-pub fn plain_sum(inputs: &[Vec<u64>], survivors: &[ClientId], bits: u32) -> Vec<u64> {
-    let m = modulus_mask(bits);
-    let mut sum = vec![0u64; inputs.first().map_or(0, Vec::len)];
-    for &id in survivors {
-        for (s, v) in sum.iter_mut().zip(&inputs[id as usize - 1]) {
-            *s = s.wrapping_add(*v) & m;
-        }
-    }
-    sum
 }
 
 fn check(cfg: &SecAggSimConfig) -> Result<(), SecAggSimError> {
@@ -192,11 +183,7 @@ pub fn simulate_in_process(
         cfg.graph,
         fresh_session_id(),
     )?;
-    let mut data_rng = match cfg.seed {
-        Some(s) => seeded_rng_for_experiments(s),
-        None => rand::make_rng::<ExperimentRng>(),
-    };
-    let (inputs, drops) = inputs_and_dropouts(cfg, &mut data_rng);
+    let (inputs, drops) = inputs_and_dropouts(cfg);
     let mut secrets = rand::rng();
     let mut round = LocalRound::new(config.clone(), inputs.clone(), drops)?;
     let mut watch = Stopwatch::default();
@@ -359,11 +346,7 @@ pub async fn simulate_over_http(
         .await
         .map_err(|e| SecAggSimError::Http(e.to_string()))?;
     let config = created.config.clone();
-    let mut data_rng = match cfg.seed {
-        Some(s) => seeded_rng_for_experiments(s),
-        None => rand::make_rng::<ExperimentRng>(),
-    };
-    let (inputs, drops) = inputs_and_dropouts(cfg, &mut data_rng);
+    let (inputs, drops) = inputs_and_dropouts(cfg);
     let start = Instant::now();
     let mut joined = Vec::with_capacity(cfg.clients as usize);
     for _ in 0..cfg.clients {

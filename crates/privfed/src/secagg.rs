@@ -215,18 +215,13 @@ async fn loopback(
 ) -> Result<SecAggSimReport> {
     use privfed_server::secagg::{Coordinator, EmbeddedRoundStore};
     use privfed_server::{AppState, EmbeddedStore};
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let dir = std::env::temp_dir().join(format!(
         "privfed-secagg-{}-{}",
         std::process::id(),
-        privfed_sim::secagg::fresh_session_id()[0..4]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
+        hex(&privfed_sim::secagg::fresh_session_id()[..4])
     ));
-    let token = privfed_sim::secagg::fresh_session_id()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>();
+    let token = hex(&privfed_sim::secagg::fresh_session_id());
     let result = async {
         let mut state = AppState::new(EmbeddedStore::create(&dir)?, token.clone());
         state.secagg = Some(

@@ -38,14 +38,4 @@ pub fn random_inputs(r: &mut ChaCha20Rng, n: usize, dim: usize, bits: u32) -> Ve
         .collect()
 }
 
-/// Σ of the given clients' inputs mod 2^bits (ids are 1-based).
-pub fn plain_sum(inputs: &[Vec<u64>], ids: &[u32], bits: u32) -> Vec<u64> {
-    let m = privfed_secagg::mask::modulus_mask(bits);
-    let mut sum = vec![0u64; inputs[0].len()];
-    for &id in ids {
-        for (s, v) in sum.iter_mut().zip(&inputs[id as usize - 1]) {
-            *s = s.wrapping_add(*v) & m;
-        }
-    }
-    sum
-}
+pub use privfed_secagg::local::plain_sum;

@@ -76,28 +76,24 @@ async fn create(
     let req: CreateRound = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::BadRequest(format!("invalid round: {e}")))?;
     let dropout = req.dropout.unwrap_or(0.1);
-    let choice = match &req.graph {
-        None => Some(GraphChoice::Auto),
-        Some(GraphIn::Named(n)) => match n.as_str() {
-            "auto" => Some(GraphChoice::Auto),
-            "complete" => Some(GraphChoice::Complete),
-            "plus" => Some(GraphChoice::Plus),
+    let planned = |choice| {
+        round_config(req.clients, req.bits, req.dim, dropout, choice, [0; 32])
+            .map(|c| (c.graph, Some(c.threshold)))
+            .map_err(protocol_error)
+    };
+    let (graph, default_threshold) = match &req.graph {
+        None => planned(GraphChoice::Auto)?,
+        Some(GraphIn::Named(n)) => planned(match n.as_str() {
+            "auto" => GraphChoice::Auto,
+            "complete" => GraphChoice::Complete,
+            "plus" => GraphChoice::Plus,
             other => {
                 return Err(ApiError::BadRequest(format!(
                     "unknown graph `{other}`: auto, complete, plus or {{\"harary\": {{\"degree\": K}}}}"
                 )));
             }
-        },
-        Some(GraphIn::Spec(_)) => None,
-    };
-    let (graph, default_threshold) = match (choice, &req.graph) {
-        (Some(choice), _) => {
-            let planned = round_config(req.clients, req.bits, req.dim, dropout, choice, [0; 32])
-                .map_err(protocol_error)?;
-            (planned.graph, Some(planned.threshold))
-        }
-        (None, Some(GraphIn::Spec(spec))) => (*spec, None),
-        (None, _) => unreachable!("no choice only for an explicit graph"),
+        })?,
+        Some(GraphIn::Spec(spec)) => (*spec, None),
     };
     let threshold = req.threshold.or(default_threshold).ok_or_else(|| {
         ApiError::BadRequest("an explicit graph needs an explicit threshold".into())

@@ -564,6 +564,7 @@ impl Coordinator {
     pub async fn view(&self, id: &str) -> Result<serde_json::Value, ApiError> {
         let round = self.round(id)?;
         let r = round.replica.lock().await;
+        let pending = r.server.pending();
         let (status, stage, reason) = match &r.record.status {
             StoredStatus::Collecting { stage } => {
                 ("collecting", Some(Stage::ALL[*stage as usize].name()), None)
@@ -578,8 +579,8 @@ impl Coordinator {
             "reason": reason,
             "config": r.record.config,
             "joined": r.record.joined.len(),
-            "pending": r.server.pending().len(),
-            "pending_clients": r.server.pending(),
+            "pending": pending.len(),
+            "pending_clients": pending,
             "stage_deadline_ms": r.record.stage_opened_ms + r.record.stage_timeout_ms,
             "survivors": r.result.as_ref().map(|a| a.survivors.len()),
         }))

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use privfed_client::secagg::{Outcome, SecAggClient};
+use privfed_secagg::local::plain_sum;
 use privfed_secagg::messages::{ClientMessage, ClientPayload, Header, encode};
 use privfed_secagg::{Aggregate, Stage};
 use privfed_server::secagg::{Coordinator, EmbeddedRoundStore};
@@ -77,17 +78,6 @@ fn inputs(n: usize, dim: usize, bits: u32, seed: u64) -> Vec<Vec<u64>> {
     (0..n)
         .map(|_| (0..dim).map(|_| r.random::<u64>() & m).collect())
         .collect()
-}
-
-fn plain_sum(inputs: &[Vec<u64>], survivors: &[u32], bits: u32) -> Vec<u64> {
-    let m = privfed_secagg::mask::modulus_mask(bits);
-    let mut sum = vec![0u64; inputs[0].len()];
-    for &id in survivors {
-        for (s, v) in sum.iter_mut().zip(&inputs[id as usize - 1]) {
-            *s = s.wrapping_add(*v) & m;
-        }
-    }
-    sum
 }
 
 /// Runs a round of `n` clients, the ones in `drops` stopping before their stage; the admin

@@ -5,6 +5,7 @@ use crate::common::{TempDir, fails_with, json_ok};
 use crate::serve_ops::Served;
 use privfed_client::secagg::{Outcome, SecAggClient};
 use privfed_secagg::Stage;
+use privfed_secagg::local::plain_sum;
 use std::time::Duration;
 
 #[test]
@@ -78,17 +79,6 @@ fn secagg_simulate_against_privfed_serve_and_over_loopback() {
             .unwrap()
             .starts_with("http://127.0.0.1:")
     );
-}
-
-fn plain_sum(xs: &[Vec<u64>], ids: &[u32], bits: u32) -> Vec<u64> {
-    let m = privfed_secagg::mask::modulus_mask(bits);
-    let mut sum = vec![0u64; xs[0].len()];
-    for &id in ids {
-        for (s, v) in sum.iter_mut().zip(&xs[id as usize - 1]) {
-            *s = s.wrapping_add(*v) & m;
-        }
-    }
-    sum
 }
 
 /// `kill -9` of `privfed serve` during the masked-input stage (nine of ten inputs stored, the

@@ -1,11 +1,13 @@
 //! # privfed-learn
 //!
 //! Models and learning for privfed: generalized linear models with their losses, gradients and
-//! predictions ([`glm`]), and the typed errors shared by the crates built on them ([`error`]).
+//! predictions ([`glm`]), models with gradients over flat parameter vectors for federated training
+//! ([`nn`]), and the typed errors shared by the crates built on them ([`error`]).
 //!
-//! Pure and deterministic: no I/O (no files, no environment variables, no sockets), no clock, no
-//! randomness. The Draw-and-Discard protocol built on these models (noisy client step, server
-//! engine) is `privfed-ddml`; dataset loading and the simulations are `privfed-sim`.
+//! Pure and deterministic: no I/O (no files, no environment variables, no sockets), no clock;
+//! randomness only where passed in (model initialization). The Draw-and-Discard protocol built on
+//! these models (noisy client step, server engine) is `privfed-ddml`; dataset loading and the
+//! simulations are `privfed-sim`.
 //!
 //! ## Example: a logistic model's prediction and gradient
 //! ```
@@ -20,5 +22,6 @@
 
 pub mod error;
 pub mod glm;
+pub mod nn;
 
 pub use error::{LearnError, Result};

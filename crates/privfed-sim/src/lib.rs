@@ -45,6 +45,7 @@ pub mod data;
 pub mod distributed_dme;
 pub mod dme;
 pub mod experiments;
+pub mod fl;
 pub mod http;
 pub mod mechanism;
 pub mod plot;

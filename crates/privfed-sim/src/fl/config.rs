@@ -1,0 +1,579 @@
+//! The training configuration (`privfed fl train --config FILE`), as serde types with every
+//! default stated and every field checked before a round runs.
+//!
+//! ```toml
+//! rounds = 50
+//! seed = 7                      # or 64 hex digits; omitted: drawn from the OS and recorded
+//!
+//! [model]
+//! kind = "softmax"              # privfed_learn::nn::ModelSpec
+//! features = 784
+//! classes = 10
+//!
+//! [sampling]
+//! kind = "poisson"              # or kind = "fixed", cohort = 50
+//! rate = 0.05
+//!
+//! [local]                       # each sampled client's training
+//! epochs = 1
+//! batch_size = 10
+//! learning_rate = 0.05
+//!
+//! [privacy]
+//! mechanism = "central_gaussian"   # none | central_gaussian | separated | privunitg | distributed
+//! clip = 1.0
+//! noise_multiplier = 1.0           # or epsilon = 8.0: the noise is calibrated for the run
+//!
+//! [server]
+//! kind = "sgd"                  # or "adam"
+//! learning_rate = 1.0
+//! momentum = 0.9
+//!
+//! [accounting]
+//! delta = 1e-5
+//! accountant = "rdp"            # or "pld"
+//! budget = 8.0                  # optional: stop before ε(δ) would exceed it
+//!
+//! [eval]
+//! every = 5                     # evaluate on the test set every 5 rounds and at the end
+//! ```
+
+use privfed_accounting::calibrate::AccountantKind;
+use privfed_distributed::NoiseShare;
+use privfed_learn::nn::ModelSpec;
+use serde::{Deserialize, Serialize};
+
+use super::FlError;
+
+/// A 256-bit run seed: from the config (an integer, expanded as the experiments' `u64` seeds
+/// are, or 64 hex digits), or drawn from the OS when absent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Seed(pub [u8; 32]);
+
+impl std::fmt::Debug for Seed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Seed(..)")
+    }
+}
+
+impl Seed {
+    /// The seed of a `u64` (experiments): its 8 little-endian bytes then zeros.
+    pub fn from_u64(v: u64) -> Self {
+        let mut b = [0u8; 32];
+        b[..8].copy_from_slice(&v.to_le_bytes());
+        Seed(b)
+    }
+    /// A fresh seed from the operating system's generator.
+    pub fn from_os() -> Self {
+        // rand's thread generator: ChaCha seeded from the OS, a CSPRNG.
+        let mut b = [0u8; 32];
+        rand::Rng::fill_bytes(&mut rand::rng(), &mut b);
+        Seed(b)
+    }
+    /// The 64 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+    /// Parses 64 hex digits.
+    ///
+    /// # Errors
+    /// Anything but 64 hex digits.
+    pub fn from_hex(s: &str) -> Result<Self, FlError> {
+        let s = s.trim_start_matches("0x");
+        if s.len() != 64 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(FlError::Config(format!(
+                "seed: expected an integer or 64 hex digits, got {s:?}"
+            )));
+        }
+        let mut b = [0u8; 32];
+        for (i, out) in b.iter_mut().enumerate() {
+            *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
+                .map_err(|_| FlError::Config(format!("seed: {s:?} is not hexadecimal")))?;
+        }
+        Ok(Seed(b))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SeedRepr {
+    Int(u64),
+    Hex(String),
+}
+
+impl<'de> Deserialize<'de> for Seed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match SeedRepr::deserialize(d)? {
+            SeedRepr::Int(v) => Ok(Seed::from_u64(v)),
+            SeedRepr::Hex(s) => Seed::from_hex(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl Serialize for Seed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+/// How the clients of a round are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Sampling {
+    /// Each client independently with probability `rate` (the sampling the accountants amplify).
+    Poisson {
+        /// q ∈ (0, 1].
+        rate: f64,
+    },
+    /// `cohort` clients uniformly without replacement. Accounted **without** amplification by
+    /// sampling (rate 1): the accountants' add/remove bounds are for Poisson sampling.
+    Fixed {
+        /// Clients per round (≤ the number of clients).
+        cohort: usize,
+    },
+}
+
+/// A sampled client's local training.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LocalTraining {
+    /// Passes over the client's examples (≥ 1).
+    pub epochs: u32,
+    /// Minibatch size (≥ 1; the last batch of an epoch may be smaller).
+    pub batch_size: usize,
+    /// SGD step size η (> 0).
+    pub learning_rate: f64,
+    /// Proximal weight μ ≥ 0: each step follows `∇L + μ(θ − θ_global)`, the approximate
+    /// proximal update of paper 000 eq. 11 (0: plain SGD).
+    pub proximal: f64,
+    /// Stop after this many steps (none: all epochs).
+    pub max_steps: Option<usize>,
+}
+
+impl Default for LocalTraining {
+    fn default() -> Self {
+        Self {
+            epochs: 1,
+            batch_size: 10,
+            learning_rate: 0.05,
+            proximal: 0.0,
+            max_steps: None,
+        }
+    }
+}
+
+/// Noise given directly or calibrated to a target ε for the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CentralLayer {
+    /// ℓ2 clip (projection radius) of each contribution.
+    pub clip: f64,
+    /// z: noise standard deviation over the sensitivity.
+    pub noise_multiplier: Option<f64>,
+    /// Target ε at the run's δ after all rounds (z is calibrated).
+    pub epsilon: Option<f64>,
+}
+
+/// How updates are privatized and aggregated.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(tag = "mechanism", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Privacy {
+    /// FedAvg without privacy: the mean of the updates.
+    #[default]
+    None,
+    /// DP-FedAvg: clip each update to `clip`, sum, add `N(0, (z·clip)²)` per coordinate, divide
+    /// by the expected cohort (`privfed_mechanisms::central::CentralGaussian`).
+    CentralGaussian {
+        /// ℓ2 clip of each update.
+        clip: f64,
+        /// z.
+        noise_multiplier: Option<f64>,
+        /// Target ε (z calibrated).
+        epsilon: Option<f64>,
+    },
+    /// Paper 000: each client sends its update through the separated mechanism (PrivUnit2
+    /// direction at ε − ε₂, ScalarDP magnitude on `[0, clip]` at ε₂), and the server optionally
+    /// adds the central projection + Gaussian layer.
+    Separated {
+        /// Local ε per report (direction + magnitude).
+        epsilon: f64,
+        /// ε₂ of the magnitude (default ε/10 capped at 1, as the CLI).
+        magnitude_epsilon: Option<f64>,
+        /// ℓ2 clip of the update before privatization (ScalarDP's range).
+        clip: f64,
+        /// The central layer (paper 000 eq. 13).
+        central: Option<CentralLayer>,
+    },
+    /// PrivUnitG (paper 002) on the update's direction; the report has norm `clip` (the
+    /// magnitude is not sent). Optional central layer as for `separated`.
+    Privunitg {
+        /// Local ε per report.
+        epsilon: f64,
+        /// The norm reports are scaled to.
+        clip: f64,
+        /// The central layer.
+        central: Option<CentralLayer>,
+    },
+    /// Paper 001: clip, scale, rotate, round, add a Skellam (or discrete-Gaussian) share, sum
+    /// modulo `2^bits` (in process, or through the real secure-aggregation protocol), decode.
+    Distributed {
+        /// The noise share.
+        #[serde(default)]
+        share: NoiseShare,
+        /// ℓ2 clip c.
+        clip: f64,
+        /// Bit width b.
+        bits: u32,
+        /// Conditional rounding β (default e^{−1/2}, paper 001).
+        beta: Option<f64>,
+        /// Aggregate standard deviations the modular range holds (default 4).
+        k: Option<f64>,
+        /// Local noise standard deviation σ (unscaled).
+        noise_stddev: Option<f64>,
+        /// Target ε for the run (σ calibrated by the planner).
+        epsilon: Option<f64>,
+        /// The fewest contributors the noise is planned for (default: the expected cohort
+        /// after dropouts, rounded down).
+        min_clients: Option<usize>,
+        /// Sum through the real secure-aggregation protocol (`privfed-secagg`).
+        #[serde(default)]
+        secure_aggregation: bool,
+        /// Probability that a sampled client drops out before sending.
+        #[serde(default)]
+        dropout: f64,
+    },
+}
+
+/// The server's optimizer, applied to the aggregate as a pseudo-gradient `g = −Δ̄`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ServerOptimizer {
+    /// `v ← μv + g`, `θ ← θ − η v` (η = 1, μ = 0 is FedAvg).
+    Sgd {
+        /// η.
+        #[serde(default = "one")]
+        learning_rate: f64,
+        /// μ ∈ [0, 1).
+        #[serde(default)]
+        momentum: f64,
+    },
+    /// Adam (Kingma & Ba) with bias correction.
+    Adam {
+        /// η.
+        learning_rate: f64,
+        /// β₁.
+        #[serde(default = "beta1")]
+        beta1: f64,
+        /// β₂.
+        #[serde(default = "beta2")]
+        beta2: f64,
+        /// ε of the denominator.
+        #[serde(default = "adam_eps")]
+        epsilon: f64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn beta1() -> f64 {
+    0.9
+}
+fn beta2() -> f64 {
+    0.999
+}
+fn adam_eps() -> f64 {
+    1e-8
+}
+
+impl Default for ServerOptimizer {
+    fn default() -> Self {
+        ServerOptimizer::Sgd {
+            learning_rate: 1.0,
+            momentum: 0.0,
+        }
+    }
+}
+
+/// What ε is reported against.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccountingConfig {
+    /// δ of every ε report.
+    pub delta: f64,
+    /// The accountant.
+    pub accountant: AccountantKind,
+    /// Stop before ε(δ) would exceed this.
+    pub budget: Option<f64>,
+}
+
+impl Default for AccountingConfig {
+    fn default() -> Self {
+        Self {
+            delta: 1e-5,
+            accountant: AccountantKind::Rdp,
+            budget: None,
+        }
+    }
+}
+
+/// Test-set evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Evaluate every this many rounds (and after the last).
+    pub every: u64,
+    /// Evaluate on at most this many test rows (the first ones).
+    pub max_rows: Option<usize>,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self {
+            every: 1,
+            max_rows: None,
+        }
+    }
+}
+
+/// Everything about a training run except the data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Rounds T.
+    pub rounds: u64,
+    /// The run seed (absent: drawn from the OS; the output and checkpoints record it).
+    pub seed: Option<Seed>,
+    /// The model.
+    pub model: ModelSpec,
+    /// Client sampling.
+    pub sampling: Sampling,
+    /// Local training.
+    #[serde(default)]
+    pub local: LocalTraining,
+    /// Privacy.
+    #[serde(default)]
+    pub privacy: Privacy,
+    /// Server optimizer.
+    #[serde(default)]
+    pub server: ServerOptimizer,
+    /// Accounting.
+    #[serde(default)]
+    pub accounting: AccountingConfig,
+    /// Evaluation.
+    #[serde(default)]
+    pub eval: EvalConfig,
+}
+
+/// The largest round count (round indices feed 32 bits of the generator stream id).
+pub const MAX_ROUNDS: u64 = u32::MAX as u64;
+/// The largest number of clients (client indices feed 24 bits of the stream id).
+pub const MAX_CLIENTS: usize = 1 << 24;
+
+fn bad<T>(msg: impl Into<String>) -> Result<T, FlError> {
+    Err(FlError::Config(msg.into()))
+}
+
+fn positive(name: &str, v: f64) -> Result<(), FlError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        bad(format!("{name} must be finite and > 0 (got {v})"))
+    }
+}
+
+fn noise_choice(what: &str, z: Option<f64>, eps: Option<f64>) -> Result<(), FlError> {
+    match (z, eps) {
+        (Some(z), None) => positive(&format!("{what}.noise_multiplier"), z),
+        (None, Some(e)) => positive(&format!("{what}.epsilon"), e),
+        _ => bad(format!(
+            "{what}: give exactly one of noise_multiplier and epsilon"
+        )),
+    }
+}
+
+impl TrainConfig {
+    /// Checks every field against the number of clients.
+    ///
+    /// # Errors
+    /// The first bad field, named as in the TOML file.
+    pub fn validate(&self, clients: usize) -> Result<(), FlError> {
+        if self.rounds == 0 || self.rounds > MAX_ROUNDS {
+            return bad(format!("rounds must be in 1..={MAX_ROUNDS}"));
+        }
+        if clients == 0 || clients > MAX_CLIENTS {
+            return bad(format!(
+                "the data has {clients} clients; 1..={MAX_CLIENTS} are supported"
+            ));
+        }
+        match self.sampling {
+            Sampling::Poisson { rate } => {
+                if !(rate > 0.0 && rate <= 1.0) {
+                    return bad(format!("sampling.rate must lie in (0, 1] (got {rate})"));
+                }
+            }
+            Sampling::Fixed { cohort } => {
+                if cohort == 0 || cohort > clients {
+                    return bad(format!(
+                        "sampling.cohort must be in 1..={clients} (the number of clients), got {cohort}"
+                    ));
+                }
+            }
+        }
+        let l = &self.local;
+        if l.epochs == 0 || l.batch_size == 0 {
+            return bad("local.epochs and local.batch_size must be ≥ 1");
+        }
+        positive("local.learning_rate", l.learning_rate)?;
+        if !(l.proximal.is_finite() && l.proximal >= 0.0) {
+            return bad(format!("local.proximal must be ≥ 0 (got {})", l.proximal));
+        }
+        if l.max_steps == Some(0) {
+            return bad("local.max_steps must be ≥ 1");
+        }
+        match self.privacy {
+            Privacy::None => {}
+            Privacy::CentralGaussian {
+                clip,
+                noise_multiplier,
+                epsilon,
+            } => {
+                positive("privacy.clip", clip)?;
+                noise_choice("privacy", noise_multiplier, epsilon)?;
+            }
+            Privacy::Separated {
+                epsilon,
+                magnitude_epsilon,
+                clip,
+                central,
+            } => {
+                positive("privacy.epsilon", epsilon)?;
+                positive("privacy.clip", clip)?;
+                if let Some(e2) = magnitude_epsilon {
+                    positive("privacy.magnitude_epsilon", e2)?;
+                    if e2 >= epsilon {
+                        return bad("privacy.magnitude_epsilon must be < privacy.epsilon");
+                    }
+                }
+                if let Some(c) = central {
+                    positive("privacy.central.clip", c.clip)?;
+                    noise_choice("privacy.central", c.noise_multiplier, c.epsilon)?;
+                }
+            }
+            Privacy::Privunitg {
+                epsilon,
+                clip,
+                central,
+            } => {
+                positive("privacy.epsilon", epsilon)?;
+                positive("privacy.clip", clip)?;
+                if let Some(c) = central {
+                    positive("privacy.central.clip", c.clip)?;
+                    noise_choice("privacy.central", c.noise_multiplier, c.epsilon)?;
+                }
+            }
+            Privacy::Distributed {
+                clip,
+                bits,
+                beta,
+                k,
+                noise_stddev,
+                epsilon,
+                min_clients,
+                dropout,
+                ..
+            } => {
+                positive("privacy.clip", clip)?;
+                if !(1..=62).contains(&bits) {
+                    return bad(format!("privacy.bits must be in 1..=62 (got {bits})"));
+                }
+                if let Some(b) = beta
+                    && !(0.0..1.0).contains(&b)
+                {
+                    return bad(format!("privacy.beta must lie in [0, 1) (got {b})"));
+                }
+                if let Some(k) = k {
+                    positive("privacy.k", k)?;
+                }
+                match (noise_stddev, epsilon) {
+                    (Some(s), None) if s.is_finite() && s >= 0.0 => {}
+                    (None, Some(e)) => positive("privacy.epsilon", e)?,
+                    _ => {
+                        return bad("privacy: give exactly one of noise_stddev (≥ 0) and epsilon");
+                    }
+                }
+                if min_clients == Some(0) {
+                    return bad("privacy.min_clients must be ≥ 1");
+                }
+                if !(0.0..1.0).contains(&dropout) {
+                    return bad(format!(
+                        "privacy.dropout must lie in [0, 1) (got {dropout})"
+                    ));
+                }
+            }
+        }
+        match self.server {
+            ServerOptimizer::Sgd {
+                learning_rate,
+                momentum,
+            } => {
+                positive("server.learning_rate", learning_rate)?;
+                if !(0.0..1.0).contains(&momentum) {
+                    return bad(format!(
+                        "server.momentum must lie in [0, 1) (got {momentum})"
+                    ));
+                }
+            }
+            ServerOptimizer::Adam {
+                learning_rate,
+                beta1,
+                beta2,
+                epsilon,
+            } => {
+                positive("server.learning_rate", learning_rate)?;
+                positive("server.epsilon", epsilon)?;
+                if !(0.0..1.0).contains(&beta1) || !(0.0..1.0).contains(&beta2) {
+                    return bad("server.beta1 and server.beta2 must lie in [0, 1)");
+                }
+            }
+        }
+        let a = &self.accounting;
+        if !(a.delta > 0.0 && a.delta < 1.0) {
+            return bad(format!(
+                "accounting.delta must lie in (0, 1) (got {})",
+                a.delta
+            ));
+        }
+        if let Some(b) = a.budget {
+            positive("accounting.budget", b)?;
+            if matches!(self.privacy, Privacy::None) {
+                return bad(
+                    "accounting.budget needs a private mechanism (privacy.mechanism is none)",
+                );
+            }
+        }
+        if self.eval.every == 0 {
+            return bad("eval.every must be ≥ 1");
+        }
+        if self.eval.max_rows == Some(0) {
+            return bad("eval.max_rows must be ≥ 1");
+        }
+        Ok(())
+    }
+
+    /// The sampling rate the accountants see (`rate` for Poisson; 1 for a fixed cohort).
+    pub fn accounted_rate(&self) -> f64 {
+        match self.sampling {
+            Sampling::Poisson { rate } => rate,
+            Sampling::Fixed { .. } => 1.0,
+        }
+    }
+
+    /// The expected number of sampled clients per round.
+    pub fn expected_cohort(&self, clients: usize) -> f64 {
+        match self.sampling {
+            Sampling::Poisson { rate } => rate * clients as f64,
+            Sampling::Fixed { cohort } => cohort as f64,
+        }
+    }
+}

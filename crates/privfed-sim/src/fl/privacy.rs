@@ -1,0 +1,549 @@
+//! The privacy side of a round: the mechanisms a config resolves to (noise calibrated once for
+//! the whole run), what each client does to its update, how the server aggregates, and the
+//! privacy event each round emits.
+//!
+//! Every formula lives in the layer that owns it: clipping, the central projection and noise in
+//! `privfed_mechanisms::central`, the local randomizers in `privfed_mechanisms`, the Skellam
+//! pipeline and its round event in `privfed_distributed`, the secure sum in `privfed_secagg`
+//! (through [`crate::secagg::secure_sum`]), calibration in `privfed_accounting::calibrate`. This
+//! module only wires them to a training round.
+
+use privfed_accounting::calibrate::{AccountantKind, calibrate_noise_multiplier};
+use privfed_accounting::{DpEvent, PldAccountant, PrivacyAccountant, RdpAccountant};
+use privfed_distributed::{
+    ModularSum, NoiseShare, NoiseTarget, PlanRequest, SkellamDecoder, SkellamEncoder,
+    SkellamParams, round_event_for,
+};
+use privfed_mechanisms::central::CentralGaussian;
+use privfed_mechanisms::privunitg::PrivUnitG;
+use privfed_mechanisms::separated::Separated;
+use privfed_mechanisms::{CryptoRng, LocalRandomizer, Rng};
+use serde::Serialize;
+
+use super::FlError;
+use super::config::{CentralLayer, Privacy, TrainConfig};
+
+/// Default conditional-rounding β of paper 001 (`e^{−1/2}`).
+pub const DEFAULT_BETA: f64 = 0.606_530_659_712_633_4;
+/// Default number of aggregate standard deviations the modular range holds.
+pub const DEFAULT_K: f64 = 4.0;
+
+/// What the headline ε of a run protects against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Guarantee {
+    /// No privacy.
+    None,
+    /// Central DP of the subsampled Gaussian on the aggregate (trusting the server with the
+    /// clients' clipped updates).
+    Central,
+    /// Local DP: each report is ε-DP; composed over the rounds a client may take part in.
+    Local,
+    /// Distributed DP: the noise of the contributors' shares in a secure sum (the server sees
+    /// only the sum).
+    Distributed,
+}
+
+/// A local randomizer for updates.
+#[derive(Debug, Clone)]
+pub enum LocalMechanism {
+    /// Paper 000's separated mechanism (PrivUnit2 direction × ScalarDP magnitude).
+    Separated(Box<Separated>),
+    /// PrivUnitG on the direction, reports scaled to the clip norm.
+    PrivUnitG(Box<PrivUnitG>),
+}
+
+/// The resolved mechanisms of a run.
+#[derive(Debug, Clone)]
+pub enum PrivacyPlan {
+    /// Plain FedAvg.
+    None,
+    /// DP-FedAvg.
+    Central {
+        /// Projection and noise.
+        layer: CentralGaussian,
+    },
+    /// Local randomizer, optional central layer.
+    Local {
+        /// The randomizer.
+        mechanism: LocalMechanism,
+        /// ℓ2 clip before privatization.
+        clip: f64,
+        /// ε of one report.
+        epsilon: f64,
+        /// Paper 000's central layer.
+        central: Option<CentralGaussian>,
+    },
+    /// Paper 001's pipeline.
+    Distributed {
+        /// Validated round parameters (from the planner).
+        params: SkellamParams,
+        /// Skellam or discrete-Gaussian shares.
+        share: NoiseShare,
+        /// Through the secure-aggregation protocol.
+        secure_aggregation: bool,
+        /// Dropout probability of a sampled client.
+        dropout: f64,
+        /// Contributors the noise was planned for.
+        planned_clients: usize,
+    },
+}
+
+/// An accountant of either kind (an enum so budget checks can clone it).
+#[derive(Debug, Clone)]
+pub enum Accountant {
+    /// RDP.
+    Rdp(RdpAccountant),
+    /// PLD.
+    Pld(PldAccountant),
+}
+
+impl Accountant {
+    /// A fresh accountant.
+    pub fn new(kind: AccountantKind) -> Self {
+        match kind {
+            AccountantKind::Rdp => Accountant::Rdp(RdpAccountant::new()),
+            AccountantKind::Pld => Accountant::Pld(PldAccountant::new()),
+        }
+    }
+    fn inner(&self) -> &dyn PrivacyAccountant {
+        match self {
+            Accountant::Rdp(a) => a,
+            Accountant::Pld(a) => a,
+        }
+    }
+    /// Composes an event.
+    ///
+    /// # Errors
+    /// An event the accountant does not support.
+    pub fn compose(&mut self, e: &DpEvent) -> Result<(), FlError> {
+        match self {
+            Accountant::Rdp(a) => a.compose(e)?,
+            Accountant::Pld(a) => a.compose(e)?,
+        }
+        Ok(())
+    }
+    /// ε at δ of everything composed.
+    ///
+    /// # Errors
+    /// From the accountant.
+    pub fn epsilon(&self, delta: f64) -> Result<f64, FlError> {
+        Ok(self.inner().get_epsilon(delta)?)
+    }
+    /// The events composed so far.
+    pub fn events(&self) -> &[DpEvent] {
+        self.inner().ledger().events()
+    }
+    /// ε at δ if `e` were composed next (the accountant is left untouched).
+    ///
+    /// # Errors
+    /// From the accountant.
+    pub fn epsilon_with(&self, e: &DpEvent, delta: f64) -> Result<f64, FlError> {
+        let mut a = self.clone();
+        a.compose(e)?;
+        a.epsilon(delta)
+    }
+}
+
+fn central_layer(cfg: &TrainConfig, c: CentralLayer) -> Result<CentralGaussian, FlError> {
+    let z = match (c.noise_multiplier, c.epsilon) {
+        (Some(z), _) => z,
+        (None, Some(eps)) => {
+            calibrate_noise_multiplier(
+                cfg.accounting.accountant,
+                eps,
+                cfg.accounting.delta,
+                cfg.accounted_rate(),
+                cfg.rounds,
+            )?
+            .parameter
+        }
+        (None, None) => {
+            return Err(FlError::Config(
+                "privacy: give noise_multiplier or epsilon".into(),
+            ));
+        }
+    };
+    Ok(CentralGaussian::new(c.clip, z)?)
+}
+
+impl PrivacyPlan {
+    /// Resolves the config's privacy section for a model of `dim` parameters and `clients`
+    /// clients (calibrating noise to ε targets for the whole run).
+    ///
+    /// # Errors
+    /// Parameters the mechanisms or the planner reject, or targets no noise meets.
+    pub fn new(cfg: &TrainConfig, dim: usize, clients: usize) -> Result<Self, FlError> {
+        Ok(match cfg.privacy {
+            Privacy::None => PrivacyPlan::None,
+            Privacy::CentralGaussian {
+                clip,
+                noise_multiplier,
+                epsilon,
+            } => PrivacyPlan::Central {
+                layer: central_layer(
+                    cfg,
+                    CentralLayer {
+                        clip,
+                        noise_multiplier,
+                        epsilon,
+                    },
+                )?,
+            },
+            Privacy::Separated {
+                epsilon,
+                magnitude_epsilon,
+                clip,
+                central,
+            } => {
+                let e2 = magnitude_epsilon.unwrap_or((epsilon / 10.0).min(1.0));
+                let mech = Separated::new(epsilon - e2, e2, dim, clip)?;
+                PrivacyPlan::Local {
+                    epsilon: mech.guarantee().epsilon(),
+                    mechanism: LocalMechanism::Separated(Box::new(mech)),
+                    clip,
+                    central: central.map(|c| central_layer(cfg, c)).transpose()?,
+                }
+            }
+            Privacy::Privunitg {
+                epsilon,
+                clip,
+                central,
+            } => {
+                let mech = PrivUnitG::optimized(epsilon, dim)?;
+                PrivacyPlan::Local {
+                    epsilon: mech.guarantee().epsilon(),
+                    mechanism: LocalMechanism::PrivUnitG(Box::new(mech)),
+                    clip,
+                    central: central.map(|c| central_layer(cfg, c)).transpose()?,
+                }
+            }
+            Privacy::Distributed {
+                share,
+                clip,
+                bits,
+                beta,
+                k,
+                noise_stddev,
+                epsilon,
+                min_clients,
+                secure_aggregation,
+                dropout,
+            } => {
+                let expected = cfg.expected_cohort(clients) * (1.0 - dropout);
+                let planned = min_clients.unwrap_or((expected.floor() as usize).max(1));
+                let noise = match (noise_stddev, epsilon) {
+                    (Some(s), _) => NoiseTarget::LocalStddev(s),
+                    (None, Some(e)) => NoiseTarget::Epsilon(e),
+                    (None, None) => {
+                        return Err(FlError::Config(
+                            "privacy: give noise_stddev or epsilon".into(),
+                        ));
+                    }
+                };
+                let plan = privfed_distributed::plan(&PlanRequest {
+                    dim,
+                    clip,
+                    bits,
+                    clients: planned,
+                    k: k.unwrap_or(DEFAULT_K),
+                    beta: beta.unwrap_or(DEFAULT_BETA),
+                    noise,
+                    delta: Some(cfg.accounting.delta),
+                    sampling_rate: cfg.accounted_rate(),
+                    rounds: cfg.rounds,
+                    share,
+                })?;
+                PrivacyPlan::Distributed {
+                    params: plan.params,
+                    share,
+                    secure_aggregation,
+                    dropout,
+                    planned_clients: planned,
+                }
+            }
+        })
+    }
+
+    /// What the headline ε protects against.
+    pub fn guarantee(&self) -> Guarantee {
+        match self {
+            PrivacyPlan::None => Guarantee::None,
+            PrivacyPlan::Central { .. } => Guarantee::Central,
+            PrivacyPlan::Local {
+                central: Some(_), ..
+            } => Guarantee::Central,
+            PrivacyPlan::Local { central: None, .. } => Guarantee::Local,
+            PrivacyPlan::Distributed { .. } => Guarantee::Distributed,
+        }
+    }
+
+    /// ε of one local report (local mechanisms only).
+    pub fn local_epsilon(&self) -> Option<f64> {
+        match self {
+            PrivacyPlan::Local { epsilon, .. } => Some(*epsilon),
+            _ => None,
+        }
+    }
+
+    /// The central noise multiplier (central layers only).
+    pub fn noise_multiplier(&self) -> Option<f64> {
+        match self {
+            PrivacyPlan::Central { layer } => Some(layer.noise_multiplier()),
+            PrivacyPlan::Local {
+                central: Some(layer),
+                ..
+            } => Some(layer.noise_multiplier()),
+            _ => None,
+        }
+    }
+
+    /// The event of one round in which `contributors` clients' contributions are in the
+    /// aggregate, sampled at the accounted `rate` (`None`: nothing private was released).
+    ///
+    /// # Errors
+    /// From the distributed pipeline (e.g. σ = 0 carries no guarantee).
+    pub fn round_event(&self, rate: f64, contributors: usize) -> Result<Option<DpEvent>, FlError> {
+        let inner = match self {
+            PrivacyPlan::None => return Ok(None),
+            PrivacyPlan::Central { layer }
+            | PrivacyPlan::Local {
+                central: Some(layer),
+                ..
+            } => DpEvent::Gaussian {
+                noise_multiplier: layer.noise_multiplier(),
+            },
+            PrivacyPlan::Local { epsilon, .. } => DpEvent::PureDp { epsilon: *epsilon },
+            PrivacyPlan::Distributed { params, share, .. } => {
+                if contributors == 0 {
+                    return Ok(None);
+                }
+                round_event_for(*share, params, contributors)?
+            }
+        };
+        Ok(Some(DpEvent::sampled_steps(inner, rate, 1)))
+    }
+
+    /// The event a round is planned to emit (the distributed pipeline's planned contributors).
+    ///
+    /// # Errors
+    /// As [`PrivacyPlan::round_event`].
+    pub fn planned_event(&self, rate: f64) -> Result<Option<DpEvent>, FlError> {
+        let n = match self {
+            PrivacyPlan::Distributed {
+                planned_clients, ..
+            } => *planned_clients,
+            _ => 1,
+        };
+        self.round_event(rate, n)
+    }
+}
+
+/// What a client sends.
+#[derive(Debug, Clone)]
+pub enum Contribution {
+    /// The raw update (no privacy, or central DP where the server clips).
+    Update(Vec<f64>),
+    /// A local randomizer's report.
+    Report(Vec<f64>),
+    /// The distributed pipeline's encoding in `Z_{2^b}^{d'}`.
+    Encoded(Vec<u64>),
+}
+
+/// The client's side: turns its update into what it sends.
+#[derive(Debug)]
+pub enum ClientSide {
+    /// Send the update.
+    Plain,
+    /// Clip to `clip` and privatize.
+    Local(LocalMechanism, f64),
+    /// Encode for the modular sum.
+    Encode(Box<SkellamEncoder>),
+}
+
+impl ClientSide {
+    /// The client side of `plan` for round `rotation_seed` (distributed only).
+    ///
+    /// # Errors
+    /// From the encoder.
+    pub fn new(plan: &PrivacyPlan, rotation_seed: [u8; 32]) -> Result<Self, FlError> {
+        Ok(match plan {
+            PrivacyPlan::None | PrivacyPlan::Central { .. } => ClientSide::Plain,
+            PrivacyPlan::Local {
+                mechanism, clip, ..
+            } => ClientSide::Local(mechanism.clone(), *clip),
+            PrivacyPlan::Distributed { params, share, .. } => ClientSide::Encode(Box::new(
+                SkellamEncoder::with_noise(*params, rotation_seed, *share)?,
+            )),
+        })
+    }
+
+    /// Privatizes or encodes one update.
+    ///
+    /// # Errors
+    /// From the mechanisms (e.g. a non-finite update).
+    pub fn contribute<R: Rng + CryptoRng + ?Sized>(
+        &self,
+        update: Vec<f64>,
+        rng: &mut R,
+    ) -> Result<Contribution, FlError> {
+        Ok(match self {
+            ClientSide::Plain => Contribution::Update(update),
+            ClientSide::Local(mech, clip) => {
+                let clipped = CentralGaussian::new(*clip, 1.0)?.project(&update);
+                let report = match mech {
+                    LocalMechanism::Separated(m) => m.privatize(&clipped, rng)?,
+                    LocalMechanism::PrivUnitG(m) => {
+                        let norm = clipped.iter().map(|x| x * x).sum::<f64>().sqrt();
+                        if norm == 0.0 {
+                            // A zero update has no direction: send a random one's report.
+                            let mut u = vec![0.0; clipped.len()];
+                            u[0] = 1.0;
+                            let mut r = m.privatize(&u, rng)?;
+                            r.iter_mut().for_each(|x| *x *= *clip);
+                            r
+                        } else {
+                            let unit: Vec<f64> = clipped.iter().map(|x| x / norm).collect();
+                            let mut r = m.privatize(&unit, rng)?;
+                            r.iter_mut().for_each(|x| *x *= *clip);
+                            r
+                        }
+                    }
+                };
+                Contribution::Report(report)
+            }
+            ClientSide::Encode(enc) => Contribution::Encoded(enc.encode(&update, rng)?.0),
+        })
+    }
+}
+
+/// The server's aggregate of one round.
+#[derive(Debug, Clone)]
+pub struct Aggregated {
+    /// The mean update to apply (`None`: nothing to apply, e.g. no contributor).
+    pub mean: Option<Vec<f64>>,
+    /// Clients whose contributions are in the aggregate.
+    pub contributors: usize,
+    /// The distributed decoder suspected a modular wrap.
+    pub wrap_suspected: bool,
+    /// The secure-aggregation round aborted (fewer survivors than its threshold): it revealed
+    /// nothing, so nothing is applied or accounted.
+    pub aborted: bool,
+}
+
+/// Aggregates the contributions of the clients that did not drop out (`dropped[i]` marks
+/// client `i`), adding central noise from `rng` where the plan has it.
+///
+/// # Errors
+/// From the mechanisms, the decoder or the secure-aggregation round.
+pub fn aggregate<R: Rng + CryptoRng + ?Sized>(
+    plan: &PrivacyPlan,
+    dim: usize,
+    expected_cohort: f64,
+    contributions: Vec<Contribution>,
+    dropped: &[bool],
+    rotation_seed: [u8; 32],
+    rng: &mut R,
+) -> Result<Aggregated, FlError> {
+    let survivors = dropped.iter().filter(|d| !**d).count();
+    let vectors = || {
+        contributions
+            .iter()
+            .zip(dropped)
+            .filter(|(_, d)| !**d)
+            .filter_map(|(c, _)| match c {
+                Contribution::Update(v) | Contribution::Report(v) => Some(v.as_slice()),
+                Contribution::Encoded(_) => None,
+            })
+    };
+    let mean_of = |n: usize| -> Option<Vec<f64>> {
+        if n == 0 {
+            return None;
+        }
+        let mut sum = vec![0.0; dim];
+        for v in vectors() {
+            for (s, x) in sum.iter_mut().zip(v) {
+                *s += x;
+            }
+        }
+        sum.iter_mut().for_each(|s| *s /= n as f64);
+        Some(sum)
+    };
+    Ok(match plan {
+        PrivacyPlan::None | PrivacyPlan::Local { central: None, .. } => Aggregated {
+            mean: mean_of(survivors),
+            contributors: survivors,
+            wrap_suspected: false,
+            aborted: false,
+        },
+        PrivacyPlan::Central { layer }
+        | PrivacyPlan::Local {
+            central: Some(layer),
+            ..
+        } => Aggregated {
+            mean: Some(layer.aggregate(vectors(), dim, expected_cohort.max(1.0), rng)?),
+            contributors: survivors,
+            wrap_suspected: false,
+            aborted: false,
+        },
+        PrivacyPlan::Distributed {
+            params,
+            secure_aggregation,
+            ..
+        } => {
+            // A secure sum needs at least two inputs (one input's "sum" is the input); such a
+            // round releases nothing.
+            if survivors == 0 || (*secure_aggregation && contributions.len() < 2) {
+                return Ok(Aggregated {
+                    mean: None,
+                    contributors: 0,
+                    wrap_suspected: false,
+                    aborted: false,
+                });
+            }
+            let bits = params.bits();
+            let padded = params.padded_dim();
+            let encoded: Vec<Vec<u64>> = contributions
+                .into_iter()
+                .map(|c| match c {
+                    Contribution::Encoded(v) => v,
+                    _ => Vec::new(),
+                })
+                .collect();
+            let (sum, contributors) = if *secure_aggregation {
+                match crate::secagg::secure_sum(bits, padded, encoded, dropped) {
+                    Ok(agg) => {
+                        let n = agg.survivors.len();
+                        (agg.sum, n)
+                    }
+                    Err(crate::secagg::SecAggSimError::Aborted(_)) => {
+                        return Ok(Aggregated {
+                            mean: None,
+                            contributors: 0,
+                            wrap_suspected: false,
+                            aborted: true,
+                        });
+                    }
+                    Err(e) => return Err(FlError::SecAgg(e.to_string())),
+                }
+            } else {
+                let mut sum = ModularSum::new(bits, padded)?;
+                for (v, d) in encoded.iter().zip(dropped) {
+                    if !*d {
+                        sum.add(v)?;
+                    }
+                }
+                let n = sum.contributions();
+                (sum.value().to_vec(), n)
+            };
+            let decoded =
+                SkellamDecoder::new(*params, rotation_seed)?.decode(&sum, contributors)?;
+            Aggregated {
+                mean: Some(decoded.mean),
+                contributors,
+                wrap_suspected: decoded.wrap_suspected,
+                aborted: false,
+            }
+        }
+    })
+}

@@ -1,0 +1,450 @@
+//! Tests of the training loop on small in-memory data (the real-data runs are the CLI's tests).
+
+use super::config::*;
+use super::data::{FederatedData, Shard};
+use super::privacy::PrivacyPlan;
+use super::train::{StepOutcome, Trainer};
+use privfed_accounting::calibrate::{AccountantKind, epsilon_of};
+use privfed_accounting::{DpEvent, RdpAccountant};
+use privfed_learn::nn::ModelSpec;
+use rand::{RngExt, SeedableRng};
+
+/// Three Gaussian blobs in 4 dimensions spread over `clients` clients (non-IID: each client's
+/// rows lean to one class).
+fn blobs(clients: usize, per_client: usize) -> FederatedData {
+    let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(11);
+    let centers = [
+        [2.0, 0.0, 0.0, 1.0],
+        [0.0, 2.0, 0.0, -1.0],
+        [0.0, 0.0, 2.0, 0.0],
+    ];
+    let mut draw = |n: usize, lean: Option<u32>| {
+        let mut x = Vec::new();
+        let mut y = Vec::new();
+        for _ in 0..n {
+            let c = match lean {
+                Some(l) if rng.random_bool(0.7) => l,
+                _ => rng.random_range(0..3u32),
+            };
+            for v in centers[c as usize] {
+                x.push(v + rng.random_range(-1.0f32..1.0));
+            }
+            y.push(c);
+        }
+        Shard::dense(4, 3, x, y).unwrap()
+    };
+    let shards = (0..clients)
+        .map(|i| draw(per_client, Some((i % 3) as u32)))
+        .collect();
+    let test = draw(600, None);
+    FederatedData::new("blobs".into(), shards, test).unwrap()
+}
+
+fn config(privacy: Privacy, sampling: Sampling, rounds: u64) -> TrainConfig {
+    TrainConfig {
+        rounds,
+        seed: Some(Seed::from_u64(5)),
+        model: ModelSpec::Softmax {
+            features: 4,
+            classes: 3,
+        },
+        sampling,
+        local: LocalTraining {
+            epochs: 1,
+            batch_size: 5,
+            learning_rate: 0.1,
+            proximal: 0.0,
+            max_steps: None,
+        },
+        privacy,
+        server: ServerOptimizer::Sgd {
+            learning_rate: 1.0,
+            momentum: 0.5,
+        },
+        accounting: AccountingConfig::default(),
+        eval: EvalConfig::default(),
+    }
+}
+
+fn central(z: f64) -> Privacy {
+    Privacy::CentralGaussian {
+        clip: 1.0,
+        noise_multiplier: Some(z),
+        epsilon: None,
+    }
+}
+
+fn run(cfg: TrainConfig, data: &FederatedData, threads: usize) -> Trainer<'_> {
+    let mut t = Trainer::new(cfg, data, threads).unwrap();
+    t.run(|_, _| Ok(())).unwrap();
+    t
+}
+
+#[test]
+fn fedavg_learns_and_reports_every_round() {
+    let data = blobs(60, 20);
+    let t = run(
+        config(Privacy::None, Sampling::Fixed { cohort: 10 }, 15),
+        &data,
+        2,
+    );
+    let s = t.summary();
+    assert_eq!(s.rounds_completed, 15);
+    assert_eq!(t.history().len(), 15);
+    assert!(
+        t.history()
+            .iter()
+            .all(|m| m.sampled == 10 && m.epsilon.is_none())
+    );
+    let acc = s.final_accuracy.unwrap();
+    assert!(acc > 0.9, "accuracy {acc}");
+    let first = t.history()[0].test_loss.unwrap();
+    let last = s.final_test_loss.unwrap();
+    assert!(last < first, "test loss {first} → {last}");
+}
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let data = blobs(40, 10);
+    for privacy in [
+        central(1.0),
+        Privacy::Separated {
+            epsilon: 4.0,
+            magnitude_epsilon: None,
+            clip: 1.0,
+            central: None,
+        },
+    ] {
+        let cfg = config(privacy, Sampling::Poisson { rate: 0.3 }, 4);
+        let a = run(cfg.clone(), &data, 1);
+        let b = run(cfg, &data, 3);
+        assert_eq!(a.params(), b.params());
+        let strip = |t: &Trainer<'_>| {
+            t.history()
+                .iter()
+                .map(|m| (m.sampled, m.accuracy, m.epsilon, m.update_norm))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(strip(&a), strip(&b));
+    }
+}
+
+#[test]
+fn different_seeds_give_different_runs() {
+    let data = blobs(40, 10);
+    let cfg = config(central(1.0), Sampling::Poisson { rate: 0.3 }, 2);
+    let mut other = cfg.clone();
+    other.seed = Some(Seed::from_u64(6));
+    assert_ne!(run(cfg, &data, 1).params(), run(other, &data, 1).params());
+}
+
+#[test]
+fn a_resumed_run_ends_where_an_uninterrupted_one_does() {
+    let data = blobs(40, 10);
+    for server in [
+        ServerOptimizer::Sgd {
+            learning_rate: 1.0,
+            momentum: 0.9,
+        },
+        ServerOptimizer::Adam {
+            learning_rate: 0.05,
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+        },
+    ] {
+        let mut cfg = config(central(0.8), Sampling::Poisson { rate: 0.25 }, 6);
+        cfg.server = server;
+        let full = run(cfg.clone(), &data, 2);
+
+        let mut first = Trainer::new(cfg.clone(), &data, 1).unwrap();
+        for _ in 0..3 {
+            first.step().unwrap();
+        }
+        let bytes = first.checkpoint().unwrap();
+        drop(first);
+        // The config may omit the seed: the checkpoint's is used.
+        let mut no_seed = cfg.clone();
+        no_seed.seed = None;
+        let mut resumed = Trainer::resume(no_seed, &data, 3, &bytes).unwrap();
+        assert_eq!(resumed.round(), 3);
+        resumed.run(|_, _| Ok(())).unwrap();
+        assert_eq!(resumed.params(), full.params());
+        assert_eq!(resumed.events(), full.events());
+        assert_eq!(
+            resumed.summary().final_epsilon,
+            full.summary().final_epsilon
+        );
+        assert_eq!(resumed.history().len(), 6);
+    }
+}
+
+#[test]
+fn damaged_or_foreign_checkpoints_are_refused() {
+    let data = blobs(20, 10);
+    let cfg = config(central(1.0), Sampling::Poisson { rate: 0.3 }, 3);
+    let mut t = Trainer::new(cfg.clone(), &data, 1).unwrap();
+    t.step().unwrap();
+    let bytes = t.checkpoint().unwrap();
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 1;
+    let msg = |r: Result<Trainer<'_>, super::FlError>| r.unwrap_err().to_string();
+    assert!(msg(Trainer::resume(cfg.clone(), &data, 1, &flipped)).contains("checksum"));
+    assert!(msg(Trainer::resume(cfg.clone(), &data, 1, &bytes[..40])).contains("checkpoint"));
+    let mut other = cfg.clone();
+    other.rounds = 4;
+    assert!(msg(Trainer::resume(other, &data, 1, &bytes)).contains("different config"));
+    let mut seeded = cfg.clone();
+    seeded.seed = Some(Seed::from_u64(99));
+    assert!(msg(Trainer::resume(seeded, &data, 1, &bytes)).contains("different seed"));
+    let data2 = blobs(21, 10);
+    assert!(msg(Trainer::resume(cfg, &data2, 1, &bytes)).contains("clients"));
+}
+
+#[test]
+fn epsilon_equals_the_accountants_answer_for_the_events_emitted() {
+    let data = blobs(50, 10);
+    let (q, z, t) = (0.2, 1.1, 7);
+    let tr = run(
+        config(central(z), Sampling::Poisson { rate: q }, t),
+        &data,
+        2,
+    );
+    // An independent composition of the same events.
+    let expect = epsilon_of(
+        AccountantKind::Rdp,
+        &DpEvent::poisson_gaussian(q, z, t),
+        1e-5,
+    )
+    .unwrap();
+    let got = tr.summary().final_epsilon.unwrap();
+    assert!((got - expect).abs() <= 1e-9 * expect, "{got} vs {expect}");
+    // ε grows every round.
+    let eps: Vec<f64> = tr.history().iter().map(|m| m.epsilon.unwrap()).collect();
+    assert!(eps.windows(2).all(|w| w[1] > w[0]));
+}
+
+fn distributed(dropout: f64, secure_aggregation: bool) -> Privacy {
+    Privacy::Distributed {
+        share: Default::default(),
+        clip: 1.0,
+        bits: 16,
+        beta: None,
+        k: None,
+        noise_stddev: Some(0.5),
+        epsilon: None,
+        min_clients: Some(4),
+        secure_aggregation,
+        dropout,
+    }
+}
+
+#[test]
+fn distributed_rounds_are_accounted_with_their_actual_survivors() {
+    let data = blobs(30, 10);
+    let tr = run(
+        config(distributed(0.3, false), Sampling::Fixed { cohort: 10 }, 5),
+        &data,
+        2,
+    );
+    let contributors: Vec<usize> = tr.history().iter().map(|m| m.contributors).collect();
+    assert!(contributors.iter().any(|&c| c < 10), "{contributors:?}");
+    let PrivacyPlan::Distributed { params, share, .. } = tr.plan() else {
+        panic!("distributed plan")
+    };
+    let mut acc = RdpAccountant::new();
+    for &c in &contributors {
+        let e = privfed_distributed::round_event_for(*share, params, c).unwrap();
+        acc.compose(&DpEvent::sampled_steps(e, 1.0, 1)).unwrap();
+    }
+    let expect = acc.get_epsilon(1e-5).unwrap();
+    let got = tr.summary().final_epsilon.unwrap();
+    assert!((got - expect).abs() <= 1e-9 * expect, "{got} vs {expect}");
+    assert!(tr.params().iter().all(|p| p.is_finite()));
+}
+
+#[test]
+fn secure_aggregation_gives_the_same_model_as_the_in_process_sum() {
+    let data = blobs(20, 10);
+    let a = run(
+        config(distributed(0.1, false), Sampling::Fixed { cohort: 8 }, 3),
+        &data,
+        1,
+    );
+    let b = run(
+        config(distributed(0.1, true), Sampling::Fixed { cohort: 8 }, 3),
+        &data,
+        2,
+    );
+    // The protocol's masks cancel exactly: same sums, same model, same events.
+    assert!(b.history().iter().all(|m| !m.aborted));
+    assert_eq!(a.params(), b.params());
+    assert_eq!(a.events(), b.events());
+}
+
+#[test]
+fn an_aborted_secure_aggregation_round_releases_and_accounts_nothing() {
+    let data = blobs(20, 10);
+    // Half the cohort of 6 drops: the protocol's threshold (> n/2) is not met in some rounds.
+    let t = run(
+        config(distributed(0.5, true), Sampling::Fixed { cohort: 6 }, 8),
+        &data,
+        2,
+    );
+    let aborted: Vec<_> = t.history().iter().filter(|m| m.aborted).collect();
+    assert!(!aborted.is_empty(), "no round aborted; pick another seed");
+    assert!(
+        aborted
+            .iter()
+            .all(|m| m.contributors == 0 && m.update_norm == 0.0)
+    );
+    let released = t.history().iter().filter(|m| !m.aborted).count();
+    assert_eq!(t.events().len(), released);
+}
+
+#[test]
+fn a_budget_stop_never_overshoots() {
+    let data = blobs(40, 10);
+    let mut cfg = config(central(1.0), Sampling::Poisson { rate: 0.3 }, 200);
+    let probe = run(
+        config(central(1.0), Sampling::Poisson { rate: 0.3 }, 10),
+        &data,
+        2,
+    );
+    let eps: Vec<f64> = probe.history().iter().map(|m| m.epsilon.unwrap()).collect();
+    // A budget between the 6th and 7th round's ε.
+    let budget = (eps[5] + eps[6]) / 2.0;
+    cfg.accounting.budget = Some(budget);
+    let t = run(cfg, &data, 2);
+    let s = t.summary();
+    assert_eq!(s.rounds_completed, 6);
+    assert!(s.final_epsilon.unwrap() <= budget);
+    let stopped = s.stopped.unwrap();
+    assert_eq!(stopped.round, 7);
+    assert!(stopped.reason.contains("budget"));
+
+    // Distributed rounds with fewer survivors than planned carry less noise: the actual event
+    // is checked too, and the round discarded.
+    let mut cfg = config(distributed(0.5, false), Sampling::Fixed { cohort: 10 }, 50);
+    let probe = run(cfg.clone(), &data, 2);
+    let eps: Vec<f64> = probe.history().iter().map(|m| m.epsilon.unwrap()).collect();
+    let budget = eps[eps.len() / 2];
+    cfg.accounting.budget = Some(budget);
+    let t = run(cfg, &data, 2);
+    assert!(t.summary().final_epsilon.unwrap() <= budget);
+    assert!(t.summary().stopped.is_some());
+}
+
+#[test]
+fn local_mechanisms_train_and_account_pure_reports() {
+    let data = blobs(60, 10);
+    for (privacy, central_layer) in [
+        (
+            Privacy::Separated {
+                epsilon: 8.0,
+                magnitude_epsilon: Some(1.0),
+                clip: 1.0,
+                central: None,
+            },
+            false,
+        ),
+        (
+            Privacy::Privunitg {
+                epsilon: 8.0,
+                clip: 0.5,
+                central: Some(CentralLayer {
+                    clip: 20.0,
+                    noise_multiplier: Some(1.0),
+                    epsilon: None,
+                }),
+            },
+            true,
+        ),
+    ] {
+        let t = run(
+            config(privacy, Sampling::Poisson { rate: 0.5 }, 3),
+            &data,
+            2,
+        );
+        assert!(t.params().iter().all(|p| p.is_finite()));
+        let s = t.summary();
+        assert!(s.local_epsilon.is_some());
+        assert_eq!(s.noise_multiplier.is_some(), central_layer);
+        let kind = if central_layer {
+            "gaussian"
+        } else {
+            "local_sampled"
+        };
+        let first = serde_json::to_string(&t.events()[0]).unwrap();
+        assert!(first.contains(kind), "{first}");
+    }
+}
+
+#[test]
+fn bad_configs_are_refused_with_the_field_named() {
+    let data = blobs(10, 5);
+    let err = |cfg: TrainConfig| Trainer::new(cfg, &data, 1).unwrap_err().to_string();
+    let mut c = config(Privacy::None, Sampling::Fixed { cohort: 11 }, 3);
+    assert!(err(c.clone()).contains("sampling.cohort"));
+    c.sampling = Sampling::Poisson { rate: 1.5 };
+    assert!(err(c.clone()).contains("sampling.rate"));
+    c.sampling = Sampling::Poisson { rate: 0.5 };
+    c.accounting.budget = Some(1.0);
+    assert!(err(c.clone()).contains("budget"));
+    let mut c = config(
+        Privacy::CentralGaussian {
+            clip: 1.0,
+            noise_multiplier: Some(1.0),
+            epsilon: Some(1.0),
+        },
+        Sampling::Poisson { rate: 0.5 },
+        3,
+    );
+    assert!(err(c.clone()).contains("exactly one"));
+    c.privacy = distributed(0.0, false);
+    c.model = ModelSpec::Softmax {
+        features: 5,
+        classes: 3,
+    };
+    assert!(err(c.clone()).contains("features"));
+    // Impossible privacy: 2 bits cannot hold the sum at this noise.
+    let c = config(
+        Privacy::Distributed {
+            share: Default::default(),
+            clip: 1.0,
+            bits: 2,
+            beta: None,
+            k: None,
+            noise_stddev: None,
+            epsilon: Some(0.01),
+            min_clients: None,
+            secure_aggregation: false,
+            dropout: 0.0,
+        },
+        Sampling::Poisson { rate: 0.5 },
+        100,
+    );
+    assert!(Trainer::new(c, &data, 1).is_err());
+    // Unknown keys are refused by the config types.
+    let json = r#"{"rounds": 3, "model": {"kind": "softmax", "features": 4, "classes": 3},
+                   "sampling": {"kind": "poisson", "rate": 0.5}, "lokal": {}}"#;
+    let e = serde_json::from_str::<TrainConfig>(json)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lokal"), "{e}");
+}
+
+#[test]
+fn a_step_after_the_end_is_finished() {
+    let data = blobs(10, 5);
+    let mut t = Trainer::new(
+        config(Privacy::None, Sampling::Fixed { cohort: 2 }, 1),
+        &data,
+        1,
+    )
+    .unwrap();
+    assert!(matches!(t.step().unwrap(), StepOutcome::Round(_)));
+    assert_eq!(t.step().unwrap(), StepOutcome::Finished);
+    assert!(t.is_finished());
+}

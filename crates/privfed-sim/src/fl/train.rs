@@ -162,6 +162,8 @@ pub struct Summary {
     pub stopped: Option<Stopped>,
     /// The run's seed (64 hex digits): the run is reproducible from it.
     pub seed: String,
+    /// SHA-256 of the final parameters (little-endian `f32`): equal hashes, equal models.
+    pub model_sha256: String,
 }
 
 /// A training run over `data`.
@@ -638,6 +640,13 @@ impl<'d> Trainer<'d> {
             noise_multiplier: self.plan.noise_multiplier(),
             stopped: self.state.stopped.clone(),
             seed: self.seed.to_hex(),
+            model_sha256: {
+                let mut h = Sha256::new();
+                for p in &self.state.params {
+                    h.update(p.to_le_bytes());
+                }
+                h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+            },
         }
     }
 }
@@ -728,21 +737,7 @@ impl<'d> Trainer<'d> {
         threads: usize,
         bytes: &[u8],
     ) -> Result<Self, FlError> {
-        if bytes.len() < 16 + 8 + 32 || &bytes[..16] != CHECKPOINT_MAGIC {
-            return Err(ckpt_err("not a privfed training checkpoint"));
-        }
-        let (body, digest) = bytes.split_at(bytes.len() - 32);
-        if Sha256::digest(body).as_slice() != digest {
-            return Err(ckpt_err(
-                "checksum mismatch: the file is damaged or truncated",
-            ));
-        }
-        let len = u64::from_le_bytes(body[16..24].try_into().expect("8 bytes")) as usize;
-        let json = body
-            .get(24..24usize.saturating_add(len))
-            .ok_or_else(|| ckpt_err("truncated header"))?;
-        let header: Header =
-            serde_json::from_slice(json).map_err(|e| ckpt_err(format!("header: {e}")))?;
+        let (header, mut rest) = read_header(bytes)?;
         if header.config != config_identity(&cfg)? {
             return Err(ckpt_err(
                 "it was written by a different config (change the config back, or start a new \
@@ -765,7 +760,6 @@ impl<'d> Trainer<'d> {
         }
         cfg.seed = Some(header.seed);
         let mut t = Trainer::new(cfg, data, threads)?;
-        let mut rest = &body[24 + len..];
         let mut arrays = Vec::new();
         for &n in &header.arrays {
             if n != t.state.params.len() || rest.len() < 4 * n {
@@ -802,6 +796,32 @@ impl<'d> Trainer<'d> {
         t.state.stopped = header.stopped;
         Ok(t)
     }
+}
+
+/// The seed recorded in a checkpoint (so a run whose config has no seed can load its data with
+/// the same partition before resuming).
+///
+/// # Errors
+/// A damaged or foreign file.
+pub fn checkpoint_seed(bytes: &[u8]) -> Result<Seed, FlError> {
+    Ok(read_header(bytes)?.0.seed)
+}
+
+fn read_header(bytes: &[u8]) -> Result<(Header, &[u8]), FlError> {
+    if bytes.len() < 16 + 8 + 32 || &bytes[..16] != CHECKPOINT_MAGIC {
+        return Err(ckpt_err("not a privfed training checkpoint"));
+    }
+    let (body, digest) = bytes.split_at(bytes.len() - 32);
+    if Sha256::digest(body).as_slice() != digest {
+        return Err(ckpt_err("checksum mismatch: the file is damaged or truncated"));
+    }
+    let len = u64::from_le_bytes(body[16..24].try_into().expect("8 bytes")) as usize;
+    let json = body
+        .get(24..24usize.saturating_add(len))
+        .ok_or_else(|| ckpt_err("truncated header"))?;
+    let header: Header =
+        serde_json::from_slice(json).map_err(|e| ckpt_err(format!("header: {e}")))?;
+    Ok((header, &body[24 + len..]))
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file beside it, fsync, rename, fsync of the

@@ -199,6 +199,11 @@ pub enum Privacy {
         epsilon: f64,
         /// ε₂ of the magnitude (default ε/10 capped at 1, as the CLI).
         magnitude_epsilon: Option<f64>,
+        /// Paper 000's parameterization of the direction (its Table 1): cap probability
+        /// `p = e^{ε₀}/(1+e^{ε₀})` with ε₀ given here, the rest of the direction's budget for the
+        /// cap threshold. Absent: the optimized PrivUnit2 of paper 002.
+        #[serde(default)]
+        epsilon0: Option<f64>,
         /// ℓ2 clip of the update before privatization (ScalarDP's range).
         clip: f64,
         /// The central layer (paper 000 eq. 13).
@@ -444,10 +449,14 @@ impl TrainConfig {
             Privacy::Separated {
                 epsilon,
                 magnitude_epsilon,
+                epsilon0,
                 clip,
                 central,
             } => {
                 positive("privacy.epsilon", epsilon)?;
+                if let Some(e0) = epsilon0 {
+                    positive("privacy.epsilon0", e0)?;
+                }
                 positive("privacy.clip", clip)?;
                 if let Some(e2) = magnitude_epsilon {
                     positive("privacy.magnitude_epsilon", e2)?;

@@ -15,6 +15,8 @@ use privfed_distributed::{
     SkellamParams, round_event_for,
 };
 use privfed_mechanisms::central::CentralGaussian;
+use privfed_mechanisms::grid_rr::GridRr;
+use privfed_mechanisms::privunit2::PrivUnit2;
 use privfed_mechanisms::privunitg::PrivUnitG;
 use privfed_mechanisms::separated::Separated;
 use privfed_mechanisms::{CryptoRng, LocalRandomizer, Rng};
@@ -193,11 +195,18 @@ impl PrivacyPlan {
             Privacy::Separated {
                 epsilon,
                 magnitude_epsilon,
+                epsilon0,
                 clip,
                 central,
             } => {
                 let e2 = magnitude_epsilon.unwrap_or((epsilon / 10.0).min(1.0));
-                let mech = Separated::new(epsilon - e2, e2, dim, clip)?;
+                let mech = match epsilon0 {
+                    None => Separated::new(epsilon - e2, e2, dim, clip)?,
+                    Some(e0) => Separated::from_parts(
+                        PrivUnit2::paper000(epsilon - e2, e0, dim)?,
+                        GridRr::scalar_dp(e2, clip)?,
+                    )?,
+                };
                 PrivacyPlan::Local {
                     epsilon: mech.guarantee().epsilon(),
                     mechanism: LocalMechanism::Separated(Box::new(mech)),

@@ -111,6 +111,7 @@ fn results_do_not_depend_on_the_thread_count() {
         Privacy::Separated {
             epsilon: 4.0,
             magnitude_epsilon: None,
+            epsilon0: None,
             clip: 1.0,
             central: None,
         },
@@ -344,6 +345,7 @@ fn local_mechanisms_train_and_account_pure_reports() {
             Privacy::Separated {
                 epsilon: 8.0,
                 magnitude_epsilon: Some(1.0),
+                epsilon0: Some(2.5),
                 clip: 1.0,
                 central: None,
             },

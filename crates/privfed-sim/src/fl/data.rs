@@ -98,7 +98,7 @@ impl Shard {
     /// Lengths that do not match, tokens or targets out of range.
     pub fn tokens(len: usize, vocab: usize, x: Vec<u32>, targets: Vec<u32>) -> Result<Self> {
         let kind = RowKind::Tokens { len, vocab };
-        if len == 0 || x.len() % len != 0 || targets.len() != x.len() {
+        if len == 0 || !x.len().is_multiple_of(len) || targets.len() != x.len() {
             return Err(LearnError::DimensionMismatch {
                 what: "shard tokens",
                 expected: targets.len(),

@@ -211,7 +211,9 @@ pub(crate) mod tests {
     fn adult_iid_and_dirichlet_over_the_label() {
         let mut rng = seeded_rng_for_experiments(41);
         let dir = shared_data();
-        let iid = adult(&dir, &Partition::Iid, 100, &mut rng).unwrap();
+        let d = load_adult(&dir).unwrap();
+        let iid = federate_dataset(&d, &Partition::Iid, 100, &mut rng).unwrap();
+        assert_eq!(iid.name, "adult/iid/100");
         assert_eq!(
             iid.kind,
             RowKind::Dense {
@@ -227,7 +229,6 @@ pub(crate) mod tests {
         );
         // Dirichlet(0.1) over 100 clients: most clients are dominated by one label (iid: every
         // client is about 24% `>50K`).
-        let d = load_adult(&dir).unwrap();
         let labels = class_labels(&d.train, 2).unwrap();
         let parts = Partition::Dirichlet { alpha: 0.1 }
             .assign(&labels, 2, 100, &mut rng)

@@ -1,6 +1,6 @@
-//! Looks for the team's shared datasets (`shared/data` beside the repository, with `mnist/` and
-//! `adult/`): sets `cfg(has_shared_data)` so the tests on real data run; otherwise they are
-//! ignored with a reason. Under `CI` the cfg is always set, so a missing copy fails them loudly.
+//! Looks for the team's shared datasets (`shared/data` beside the repository, with `mnist/`,
+//! `adult/` and `tinyshakespeare/`): sets `cfg(has_shared_data)` so the tests on real data run;
+//! otherwise they are ignored with a reason. Under `CI` the cfg is always set, so a missing copy fails them loudly.
 
 use std::path::Path;
 
@@ -10,7 +10,9 @@ fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
     let data = Path::new(&manifest).join("../../../shared/data");
-    let found = data.join("mnist").is_dir() && data.join("adult").is_dir();
+    let found = ["mnist", "adult", "tinyshakespeare"]
+        .iter()
+        .all(|d| data.join(d).is_dir());
     if found {
         println!("cargo::rerun-if-changed={}", data.display());
     }
@@ -18,7 +20,7 @@ fn main() {
         println!("cargo::rustc-cfg=has_shared_data");
     } else {
         println!(
-            "cargo::warning=shared data not found at {}: the tests on MNIST and Adult will be ignored (after adding it, `touch` this crate's build.rs)",
+            "cargo::warning=shared data not found at {}: the tests on MNIST, Adult and Shakespeare will be ignored (after adding it, `touch` this crate's build.rs)",
             data.display()
         );
     }

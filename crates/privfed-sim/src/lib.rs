@@ -4,6 +4,9 @@
 //! files and write results):
 //! * [`data`]: datasets of paper 003 — MNIST (IDX), UCI Adult, the synthetic production model —
 //!   and the data-directory lookup (`$PRIVFED_DATA_DIR`, else `../shared/data`);
+//! * [`fl`]: federated learning — federated datasets (MNIST and Adult under iid, label-shard or
+//!   Dirichlet partitions, Tiny Shakespeare by speaking role, paper 000's synthetic logistic
+//!   problem) described by [`fl::spec::DataSpec`] in TOML run configs;
 //! * [`simulate`]: the Draw-and-Discard training simulation (paper 003 §V, `docs/ALGORITHMS.md`
 //!   §4.4) over any [`simulate::ModelServer`]: in memory ([`simulate::InProcessServer`]) or a live
 //!   server over HTTP ([`http::HttpModelServer`], through the device-side `privfed-client`);

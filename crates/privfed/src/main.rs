@@ -7,6 +7,7 @@ mod build;
 mod ddml;
 mod describe;
 mod dme;
+mod fl;
 mod loadgen;
 mod mvu;
 mod output;
@@ -60,6 +61,10 @@ enum Command {
     /// Secure aggregation (Bonawitz et al. 2017, SecAgg+): simulate rounds, plan parameters.
     #[command(subcommand)]
     Secagg(secagg::SecAggCommand),
+    /// Federated learning with privacy: train models under local, central or distributed DP
+    /// with secure aggregation, ε accounted every round.
+    #[command(subcommand)]
+    Fl(fl::FlCommand),
     /// Draw an SVG figure (line plots, log axes, 95% bands, legends) from a CSV an experiment
     /// wrote.
     Plot(plot::PlotArgs),
@@ -115,6 +120,7 @@ fn main() -> ExitCode {
         Command::Loadgen(args) => loadgen::run(&args),
         Command::Ddml(args) => ddml::run(&args),
         Command::Secagg(cmd) => secagg::run(&cmd),
+        Command::Fl(cmd) => fl::run(&cmd),
         Command::Plot(args) => plot::run(&args),
     };
     match result {

@@ -1,12 +1,6 @@
-<<<<<<< HEAD
-//! Federated learning simulation (issue 13): federated datasets ([`data`]), the run config
-//! ([`config`]), the privacy side of a round ([`privacy`]) and the training loop with accounting
-//! and checkpoints ([`train`]). Local randomizers, central DP, distributed DP and real secure
-//! aggregation run in one loop with the ε of every round accounted.
-=======
-//! Federated learning simulation (issue 13): federated datasets ([`data`]), and the training loop
-//! that runs local randomizers, central DP, distributed DP and real secure aggregation with the ε
-//! of every round accounted.
+//! Federated learning simulation (issue 13): local randomizers, central DP, distributed DP and
+//! real secure aggregation in one training loop, with the ε of every round accounted
+//! (`docs/FEDERATED_LEARNING.md`).
 //!
 //! Federated data:
 //! * [`data`]: the shard types ([`data::Shard`], [`data::FederatedData`]);
@@ -15,12 +9,24 @@
 //! * [`shakespeare`]: Tiny Shakespeare with one client per speaking role, character vocabulary;
 //! * [`synthetic`]: paper 000 §5.1's synthetic logistic problem with `θ*` and its population loss;
 //! * [`spec`]: [`spec::DataSpec`], the dataset of a TOML run config, and subsampling.
->>>>>>> fl-data
+//!
+//! Training:
+//! * [`config`]: the training sections of a run config, every field checked;
+//! * [`privacy`]: the mechanisms a config resolves to, the client side, aggregation, events;
+//! * [`train`]: the round loop, accounting, budgets, checkpoints ([`Trainer`]);
+//! * [`run`]: a whole TOML run config (data + training) and a run's figure;
+//! * [`experiments`]: papers 000 and 001's experiments as grids of runs.
 
 pub mod config;
 pub mod data;
-<<<<<<< HEAD
+pub mod experiments;
+pub mod partition;
 pub mod privacy;
+pub mod run;
+pub mod shakespeare;
+pub mod spec;
+pub mod synthetic;
+pub mod tabular;
 pub mod train;
 
 pub use config::TrainConfig;
@@ -55,10 +61,3 @@ pub enum FlError {
 
 #[cfg(test)]
 mod tests;
-=======
-pub mod partition;
-pub mod shakespeare;
-pub mod spec;
-pub mod synthetic;
-pub mod tabular;
->>>>>>> fl-data

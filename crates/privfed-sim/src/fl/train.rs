@@ -633,7 +633,17 @@ impl<'d> Trainer<'d> {
             rounds_configured: self.cfg.rounds,
             final_accuracy: last_eval.and_then(|m| m.accuracy),
             final_test_loss: last_eval.and_then(|m| m.test_loss),
-            final_epsilon: self.state.history.last().and_then(|m| m.epsilon),
+            final_epsilon: match self.plan {
+                PrivacyPlan::None => None,
+                // Nothing released yet: ε = 0.
+                _ => Some(
+                    self.state
+                        .history
+                        .last()
+                        .and_then(|m| m.epsilon)
+                        .unwrap_or(0.0),
+                ),
+            },
             delta: self.cfg.accounting.delta,
             guarantee: self.plan.guarantee(),
             local_epsilon: self.plan.local_epsilon(),
@@ -813,7 +823,9 @@ fn read_header(bytes: &[u8]) -> Result<(Header, &[u8]), FlError> {
     }
     let (body, digest) = bytes.split_at(bytes.len() - 32);
     if Sha256::digest(body).as_slice() != digest {
-        return Err(ckpt_err("checksum mismatch: the file is damaged or truncated"));
+        return Err(ckpt_err(
+            "checksum mismatch: the file is damaged or truncated",
+        ));
     }
     let len = u64::from_le_bytes(body[16..24].try_into().expect("8 bytes")) as usize;
     let json = body

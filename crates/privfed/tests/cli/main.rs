@@ -5,6 +5,7 @@ mod cli;
 mod cli_account;
 mod cli_ddml;
 mod cli_distributed;
+mod cli_fl;
 mod cli_mvu;
 mod cli_plot;
 mod cli_secagg;

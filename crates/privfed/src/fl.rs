@@ -1,0 +1,324 @@
+//! `privfed fl`: federated training with privacy (issue 13) — `fl train --config FILE` runs one
+//! configured training run ([`privfed_sim::fl`]), with ε on the progress bar, CSV/JSON/figure
+//! output and checkpoints that a killed run resumes from.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use privfed_sim::data::default_data_dir;
+use privfed_sim::fl::run::{RunConfig, figure};
+use privfed_sim::fl::train::{history_csv, write_atomically};
+use privfed_sim::fl::{RoundMetrics, Trainer};
+use privfed_sim::plot::write_svg;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// `privfed fl …`.
+#[derive(Debug, Subcommand)]
+pub enum FlCommand {
+    /// Train a model with federated learning under the configured privacy mechanism.
+    Train(TrainArgs),
+    /// Run one of the papers' experiments (a grid of training runs); write CSV and a figure.
+    Experiment(ExperimentArgs),
+}
+
+/// Arguments of `privfed fl experiment`.
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// paper000-logistic, paper000-mnist, paper001-mnist or paper001-shakespeare.
+    name: String,
+    /// Output directory (NAME.csv, NAME_rounds.csv, NAME.svg).
+    #[arg(long)]
+    out: PathBuf,
+    /// A small grid (fewer rounds, clients and test rows): minutes instead of hours.
+    #[arg(long)]
+    quick: bool,
+    /// Directory of the data sets.
+    #[arg(long, env = "PRIVFED_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Worker threads (default: all cores). Results do not depend on it.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// No progress output.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Arguments of `privfed fl train`.
+#[derive(Debug, Args)]
+#[command(after_help = "Example (a private MNIST run, about a minute here):\n  \
+    privfed fl train --config examples/fl/quickstart.toml --out runs/quickstart\n\n\
+    With --out, the run writes DIR/metrics.csv, DIR/summary.json, DIR/run.svg and a checkpoint \
+    DIR/checkpoint.bin after every round; running the same command again resumes from it.")]
+pub struct TrainArgs {
+    /// The run's TOML config (see examples/fl/).
+    #[arg(long)]
+    config: PathBuf,
+    /// Directory of the data sets (mnist/, adult/, tinyshakespeare/).
+    #[arg(long, env = "PRIVFED_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Write metrics, summary, figure and checkpoints here (created if missing).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Checkpoint file (default with --out: DIR/checkpoint.bin). Resumed from if it exists.
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Do not resume: remove an existing checkpoint and start over.
+    #[arg(long)]
+    fresh: bool,
+    /// Stop after this many rounds of this invocation (the run stays resumable).
+    #[arg(long)]
+    max_rounds: Option<u64>,
+    /// Worker threads (default: all cores). Results do not depend on it.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print the report as JSON (`rounds`, `final_accuracy`, `final_epsilon`, …).
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Runs a `privfed fl` command.
+pub fn run(cmd: &FlCommand) -> Result<()> {
+    match cmd {
+        FlCommand::Train(a) => train(a),
+        FlCommand::Experiment(a) => experiment(a),
+    }
+}
+
+fn bar(total: u64, done: u64, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] round {pos}/{len} ({eta} left) {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb.set_position(done);
+    pb
+}
+
+fn bar_message(m: &RoundMetrics) -> String {
+    let mut s = String::new();
+    if let Some(a) = m.accuracy {
+        s.push_str(&format!("accuracy {a:.4}"));
+    }
+    if let Some(e) = m.epsilon {
+        s.push_str(&format!("  ε {e:.3}"));
+    }
+    if m.aborted {
+        s.push_str("  (secure aggregation aborted)");
+    }
+    s
+}
+
+fn train(a: &TrainArgs) -> Result<()> {
+    let t0 = Instant::now();
+    let mut cfg = RunConfig::read(&a.config)?;
+    let data_dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let ckpt = a
+        .checkpoint
+        .clone()
+        .or_else(|| a.out.as_ref().map(|d| d.join("checkpoint.bin")));
+    if a.fresh
+        && let Some(p) = &ckpt
+    {
+        match std::fs::remove_file(p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing {}", p.display())),
+        }
+    }
+    let existing = match &ckpt {
+        Some(p) if p.exists() => {
+            Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)
+        }
+        _ => None,
+    };
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    // A resumed run takes its seed from the checkpoint (the data partition depends on it).
+    if let Some(bytes) = &existing
+        && cfg.train.seed.is_none()
+    {
+        cfg.train.seed = Some(privfed_sim::fl::train::checkpoint_seed(bytes)?);
+    }
+    let loaded = cfg
+        .load_data(&data_dir)
+        .with_context(|| format!("loading the data from {}", data_dir.display()))?;
+    let data = &loaded.data;
+    let mut trainer = match &existing {
+        Some(bytes) => {
+            let t =
+                Trainer::resume(cfg.train.clone(), data, threads, bytes).with_context(|| {
+                    format!(
+                        "resuming from {} (use --fresh to start over)",
+                        ckpt.as_deref()
+                            .map_or(String::new(), |p| p.display().to_string())
+                    )
+                })?;
+            if !a.quiet && !a.json {
+                eprintln!("resuming from round {}", t.round());
+            }
+            t
+        }
+        None => Trainer::new(cfg.train.clone(), data, threads)?,
+    };
+    let pb = bar(cfg.train.rounds, trainer.round(), a.quiet);
+    let mut this_invocation = 0u64;
+    let limit = a.max_rounds.unwrap_or(u64::MAX);
+    while this_invocation < limit {
+        match trainer.step()? {
+            privfed_sim::fl::StepOutcome::Round(m) => {
+                this_invocation += 1;
+                pb.set_position(m.round);
+                pb.set_message(bar_message(&m));
+                if let Some(p) = &ckpt {
+                    write_atomically(p, &trainer.checkpoint()?)?;
+                }
+            }
+            privfed_sim::fl::StepOutcome::Finished => break,
+        }
+    }
+    pb.finish_and_clear();
+    let summary = trainer.summary();
+    if let Some(p) = &ckpt {
+        // Also after a budget stop, so a rerun sees the stop instead of retrying the round.
+        write_atomically(p, &trainer.checkpoint()?)?;
+    }
+    if let Some(dir) = &a.out {
+        write_outputs(dir, &trainer, &a.config)?;
+    }
+    let mut report = serde_json::to_value(&summary)?;
+    if let Value::Object(map) = &mut report {
+        map.insert("rounds".into(), serde_json::to_value(trainer.history())?);
+        map.insert("seconds".into(), json!(t0.elapsed().as_secs_f64()));
+        map.insert("threads".into(), json!(threads));
+        if let Some(d) = &a.out {
+            map.insert("out".into(), json!(d.display().to_string()));
+        }
+    }
+    if a.json {
+        crate::output::emit(&serde_json::to_string_pretty(&report)?)?;
+    } else {
+        print_human(&summary, trainer.history())?;
+    }
+    Ok(())
+}
+
+fn write_outputs(dir: &Path, trainer: &Trainer<'_>, config: &Path) -> Result<()> {
+    let csv = dir.join("metrics.csv");
+    std::fs::write(&csv, history_csv(trainer.history()))
+        .with_context(|| format!("writing {}", csv.display()))?;
+    let summary = dir.join("summary.json");
+    let mut s = serde_json::to_value(trainer.summary())?;
+    if let Value::Object(map) = &mut s {
+        map.insert("config".into(), serde_json::to_value(trainer.config())?);
+        map.insert("config_file".into(), json!(config.display().to_string()));
+    }
+    std::fs::write(&summary, serde_json::to_string_pretty(&s)?)
+        .with_context(|| format!("writing {}", summary.display()))?;
+    if trainer.history().iter().any(|m| m.accuracy.is_some()) {
+        let title = format!("{} ({} rounds)", trainer.summary().data, trainer.round());
+        write_svg(&figure(&title, trainer.history()), &dir.join("run.svg"))?;
+    }
+    Ok(())
+}
+
+fn print_human(s: &privfed_sim::fl::Summary, history: &[RoundMetrics]) -> Result<()> {
+    let mut lines = vec![format!(
+        "{}: {} clients, {} parameters, {}/{} rounds",
+        s.data, s.clients, s.params, s.rounds_completed, s.rounds_configured
+    )];
+    if let Some(a) = s.final_accuracy {
+        lines.push(format!("final test accuracy: {a:.4}"));
+    }
+    match s.final_epsilon {
+        Some(e) => lines.push(format!(
+            "ε = {e:.4} at δ = {} ({:?} guarantee)",
+            s.delta, s.guarantee
+        )),
+        None => lines.push("no privacy (ε = ∞)".into()),
+    }
+    if let Some(l) = s.local_epsilon {
+        lines.push(format!("each report is {l:.4}-locally DP"));
+    }
+    if let Some(z) = s.noise_multiplier {
+        lines.push(format!("central noise multiplier z = {z:.4}"));
+    }
+    if let Some(st) = &s.stopped {
+        lines.push(format!("stopped before round {}: {}", st.round, st.reason));
+    }
+    let secs: f64 = history.iter().map(|m| m.seconds.total).sum();
+    if !history.is_empty() {
+        lines.push(format!(
+            "{:.3} s per round ({:.2} rounds/s)",
+            secs / history.len() as f64,
+            history.len() as f64 / secs.max(1e-12)
+        ));
+    }
+    lines.push(format!("seed: {}", s.seed));
+    crate::output::emit(&lines.join("\n"))?;
+    Ok(())
+}
+
+fn experiment(a: &ExperimentArgs) -> Result<()> {
+    use privfed_sim::fl::experiments::{
+        experiment, figure as exp_figure, results_csv, rounds_csv, run_experiment,
+    };
+    let exp = experiment(&a.name, a.quick)?;
+    let data_dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let total: u64 = exp.variants.iter().map(|v| v.config.train.rounds).sum();
+    let pb = bar(total, 0, a.quiet);
+    let mut done = 0u64;
+    let n = exp.variants.len();
+    let (rows, rounds) = run_experiment(&exp, &data_dir, threads, &mut |i, labels, m| {
+        done += 1;
+        pb.set_position(done);
+        let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        pb.set_message(format!(
+            "run {}/{n} {} {}",
+            i + 1,
+            l.join(" "),
+            bar_message(m)
+        ));
+    })?;
+    pb.finish_and_clear();
+    let name = &exp.name;
+    let csv = a.out.join(format!("{name}.csv"));
+    std::fs::write(&csv, results_csv(&rows))
+        .with_context(|| format!("writing {}", csv.display()))?;
+    let rcsv = a.out.join(format!("{name}_rounds.csv"));
+    std::fs::write(&rcsv, rounds_csv(&exp, &rounds))
+        .with_context(|| format!("writing {}", rcsv.display()))?;
+    let svg = a.out.join(format!("{name}.svg"));
+    write_svg(&exp_figure(&exp, &rows), &svg)?;
+    let report = json!({
+        "experiment": name,
+        "quick": a.quick,
+        "runs": rows,
+        "files": [csv.display().to_string(), rcsv.display().to_string(), svg.display().to_string()],
+    });
+    crate::output::print_report(&report, a.json)?;
+    Ok(())
+}

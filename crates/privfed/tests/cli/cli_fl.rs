@@ -1,0 +1,431 @@
+//! `privfed fl` through the real binary: the quickstart, resuming after `kill -9`, bad configs,
+//! and an experiment's quick grid.
+
+use crate::common::{TempDir, fails_with, json_ok, privfed};
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn shared_data() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn repo(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A small private MNIST run: 200 clients (the first 100 kept), softmax, central DP.
+fn small_config(dir: &Path, rounds: u32, extra: &str) -> String {
+    let p = dir.join("run.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "rounds = {rounds}\nseed = 3\n\
+             data = {{ dataset = \"mnist\", clients = 200, subsample = {{ clients = 100, test_fraction = 0.05 }} }}\n\
+             model = {{ kind = \"softmax\", features = 784, classes = 10 }}\n\
+             sampling = {{ kind = \"poisson\", rate = 0.2 }}\n\
+             local = {{ epochs = 1, batch_size = 10, learning_rate = 0.1 }}\n\
+             privacy = {{ mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }}\n\
+             {extra}\n"
+        ),
+    )
+    .unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// The quickstart's JSON carries the names outside checks use, ε rises every round and ends
+/// where the accountant puts the same events, and the model learns.
+#[test]
+#[cfg_attr(
+    not(has_shared_data),
+    ignore = "shared/data (mnist, adult) not found beside the repository"
+)]
+fn quickstart_trains_privately_and_reports_every_round() {
+    let v = json_ok(&[
+        "fl",
+        "train",
+        "--config",
+        &repo("examples/fl/quickstart.toml"),
+        "--data-dir",
+        &shared_data(),
+        "--json",
+        "--quiet",
+    ]);
+    let rounds = v["rounds"].as_array().unwrap();
+    assert!(!rounds.is_empty());
+    for (i, r) in rounds.iter().enumerate() {
+        assert_eq!(r["round"].as_u64().unwrap(), i as u64 + 1);
+        assert!(r["accuracy"].is_number() && r["epsilon"].is_number(), "{r}");
+    }
+    let eps: Vec<f64> = rounds
+        .iter()
+        .map(|r| r["epsilon"].as_f64().unwrap())
+        .collect();
+    assert!(eps.windows(2).all(|w| w[1] > w[0]));
+    let final_eps = v["final_epsilon"].as_f64().unwrap();
+    assert_eq!(final_eps, *eps.last().unwrap());
+    // The same ε from `privfed account` with the calibrated noise multiplier.
+    let z = v["noise_multiplier"].as_f64().unwrap().to_string();
+    let t = rounds.len().to_string();
+    let acc = json_ok(&[
+        "account",
+        "--accountant",
+        "rdp",
+        "--noise-multiplier",
+        &z,
+        "--sampling-rate",
+        "0.5",
+        "--steps",
+        &t,
+        "--delta",
+        "1e-5",
+        "--json",
+    ]);
+    let theirs = acc["epsilon"].as_f64().unwrap();
+    assert!(
+        (final_eps - theirs).abs() <= 1e-9 * theirs,
+        "{final_eps} vs {theirs}"
+    );
+    assert!(final_eps <= 8.0, "calibrated to ε = 8, got {final_eps}");
+    assert!(
+        final_eps > 7.9,
+        "the calibration should use the budget, got {final_eps}"
+    );
+    // Measured 0.81 (seed 1); a model that did not learn stays near 0.1.
+    let a = v["final_accuracy"].as_f64().unwrap();
+    assert!(a > 0.7, "final accuracy {a}");
+}
+
+/// Killed with SIGKILL mid-run, the same command resumes from the checkpoint and ends with the
+/// model of an uninterrupted run.
+#[test]
+#[cfg_attr(
+    not(has_shared_data),
+    ignore = "shared/data (mnist, adult) not found beside the repository"
+)]
+fn a_run_killed_mid_way_resumes_to_the_same_model() {
+    let tmp = TempDir::new("fl-kill");
+    let cfg = small_config(&tmp.0, 40, "");
+    let data = shared_data();
+    let whole = json_ok(&[
+        "fl",
+        "train",
+        "--config",
+        &cfg,
+        "--data-dir",
+        &data,
+        "--json",
+        "--quiet",
+    ]);
+    let out = tmp.0.join("out");
+    let out_s = out.to_string_lossy().into_owned();
+    let args = [
+        "fl",
+        "train",
+        "--config",
+        &cfg,
+        "--data-dir",
+        &data,
+        "--out",
+        &out_s,
+        "--json",
+        "--quiet",
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_privfed"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ckpt = out.join("checkpoint.bin");
+    let start = Instant::now();
+    // Kill once a few rounds are checkpointed (the checkpoint grows with the round history).
+    let mut seen = 0u64;
+    while start.elapsed() < Duration::from_secs(120) {
+        if let Ok(m) = std::fs::metadata(&ckpt) {
+            seen = m.len();
+            if seen > 0 && child.try_wait().unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(300));
+                break;
+            }
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(seen > 0, "no checkpoint written");
+    let finished_early = child.try_wait().unwrap().is_some();
+    child.kill().ok();
+    child.wait().unwrap();
+    assert!(
+        !finished_early,
+        "the run finished before it could be killed; make it longer"
+    );
+    let resumed = json_ok(&args);
+    let done = resumed["rounds"].as_array().unwrap().len();
+    assert_eq!(done, 40);
+    assert_eq!(resumed["model_sha256"], whole["model_sha256"]);
+    assert_eq!(resumed["final_epsilon"], whole["final_epsilon"]);
+    assert_eq!(resumed["final_accuracy"], whole["final_accuracy"]);
+    for f in ["metrics.csv", "summary.json", "run.svg"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    // Running it again does no more rounds and reports the same model.
+    let again = json_ok(&args);
+    assert_eq!(again["model_sha256"], whole["model_sha256"]);
+}
+
+/// `--max-rounds` stops an invocation early; the next one continues; the thread count does not
+/// change the model.
+#[test]
+#[cfg_attr(
+    not(has_shared_data),
+    ignore = "shared/data (mnist, adult) not found beside the repository"
+)]
+fn runs_continue_across_invocations_and_ignore_the_thread_count() {
+    let tmp = TempDir::new("fl-resume");
+    let cfg = small_config(&tmp.0, 6, "");
+    let data = shared_data();
+    let ckpt = tmp.0.join("c.bin").to_string_lossy().into_owned();
+    let one = json_ok(&[
+        "fl",
+        "train",
+        "--config",
+        &cfg,
+        "--data-dir",
+        &data,
+        "--json",
+        "--quiet",
+        "--threads",
+        "1",
+    ]);
+    let part = json_ok(&[
+        "fl",
+        "train",
+        "--config",
+        &cfg,
+        "--data-dir",
+        &data,
+        "--json",
+        "--quiet",
+        "--checkpoint",
+        &ckpt,
+        "--max-rounds",
+        "2",
+    ]);
+    assert_eq!(part["rounds_completed"], 2);
+    let rest = json_ok(&[
+        "fl",
+        "train",
+        "--config",
+        &cfg,
+        "--data-dir",
+        &data,
+        "--json",
+        "--quiet",
+        "--checkpoint",
+        &ckpt,
+        "--threads",
+        "3",
+    ]);
+    assert_eq!(rest["rounds_completed"], 6);
+    assert_eq!(rest["model_sha256"], one["model_sha256"]);
+    // A changed config does not resume from the old checkpoint.
+    let changed = small_config(&tmp.0, 7, "");
+    fails_with(
+        &[
+            "fl",
+            "train",
+            "--config",
+            &changed,
+            "--data-dir",
+            &data,
+            "--checkpoint",
+            &ckpt,
+        ],
+        "different config",
+    );
+    let fresh = json_ok(&[
+        "fl",
+        "train",
+        "--config",
+        &changed,
+        "--data-dir",
+        &data,
+        "--checkpoint",
+        &ckpt,
+        "--fresh",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(fresh["rounds_completed"], 7);
+}
+
+#[test]
+fn bad_configs_fail_with_the_key_named() {
+    let tmp = TempDir::new("fl-bad");
+    let write = |name: &str, text: &str| {
+        let p = tmp.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let base = "rounds = 2\ndata = { dataset = \"synthetic_logistic\", dim = 5, examples = 100, signal = 1.0, clients = 100 }\n\
+                model = { kind = \"softmax\", features = 5, classes = 2 }\n\
+                sampling = { kind = \"poisson\", rate = 0.1 }\n";
+    fails_with(
+        &[
+            "fl",
+            "train",
+            "--config",
+            &write("a.toml", &format!("{base}lokal = 3\n")),
+        ],
+        "lokal",
+    );
+    fails_with(
+        &[
+            "fl",
+            "train",
+            "--config",
+            &write("b.toml", &format!("{base}[local]\nbatchsize = 3\n")),
+        ],
+        "batchsize",
+    );
+    fails_with(
+        &["fl", "train", "--config", &write("c.toml", "rounds = 2\n")],
+        "[data]",
+    );
+    fails_with(
+        &[
+            "fl",
+            "train",
+            "--config",
+            &write(
+                "d.toml",
+                &format!(
+                    "{base}[privacy]\nmechanism = \"central_gaussian\"\nclip = 1.0\nnoise_multiplier = -1.0\n"
+                ),
+            ),
+        ],
+        "noise_multiplier",
+    );
+    fails_with(
+        &[
+            "fl",
+            "train",
+            "--config",
+            &write(
+                "e.toml",
+                &format!("{base}[privacy]\nmechanism = \"laplace\"\n"),
+            ),
+        ],
+        "laplace",
+    );
+    // A wrong data directory names the missing file.
+    let mnist = write(
+        "f.toml",
+        "rounds = 1\ndata = { dataset = \"mnist\", clients = 10 }\n\
+         model = { kind = \"softmax\", features = 784, classes = 10 }\n\
+         sampling = { kind = \"fixed\", cohort = 2 }\n",
+    );
+    fails_with(
+        &[
+            "fl",
+            "train",
+            "--config",
+            &mnist,
+            "--data-dir",
+            "/nonexistent",
+        ],
+        "train-images-idx3-ubyte.gz",
+    );
+    fails_with(
+        &["fl", "train", "--config", "/nonexistent.toml"],
+        "nonexistent.toml",
+    );
+    let out = privfed(&[
+        "fl",
+        "experiment",
+        "paper999",
+        "--out",
+        &tmp.0.to_string_lossy(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("paper000-logistic"));
+}
+
+/// A budget stops the run before ε would exceed it, and says so.
+#[test]
+fn a_budget_stop_is_reported() {
+    let tmp = TempDir::new("fl-budget");
+    let p = tmp.0.join("b.toml");
+    std::fs::write(
+        &p,
+        "rounds = 500\nseed = 1\n\
+         data = { dataset = \"synthetic_logistic\", dim = 5, examples = 400, signal = 1.0, clients = 400 }\n\
+         model = { kind = \"softmax\", features = 5, classes = 2 }\n\
+         sampling = { kind = \"poisson\", rate = 0.05 }\n\
+         privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n\
+         accounting = { delta = 1e-5, budget = 3.0 }\n\
+         eval = { every = 50 }\n",
+    )
+    .unwrap();
+    let v = json_ok(&[
+        "fl",
+        "train",
+        "--config",
+        &p.to_string_lossy(),
+        "--json",
+        "--quiet",
+    ]);
+    let done = v["rounds_completed"].as_u64().unwrap();
+    assert!(done > 0 && done < 500, "{done}");
+    assert!(v["final_epsilon"].as_f64().unwrap() <= 3.0);
+    assert!(v["stopped"]["reason"].as_str().unwrap().contains("budget"));
+}
+
+/// Every experiment's quick grid runs and writes its CSVs and figure.
+#[test]
+#[cfg_attr(
+    not(has_shared_data),
+    ignore = "shared/data (mnist, adult) not found beside the repository"
+)]
+fn experiments_quick_grids_write_csv_and_figures() {
+    let tmp = TempDir::new("fl-exp");
+    let out = tmp.0.to_string_lossy().into_owned();
+    for name in [
+        "paper000-logistic",
+        "paper000-mnist",
+        "paper001-mnist",
+        "paper001-shakespeare",
+    ] {
+        let v: Value = json_ok(&[
+            "fl",
+            "experiment",
+            name,
+            "--out",
+            &out,
+            "--quick",
+            "--data-dir",
+            &shared_data(),
+            "--json",
+            "--quiet",
+        ]);
+        assert!(!v["runs"].as_array().unwrap().is_empty(), "{name}");
+        for ext in [".csv", "_rounds.csv", ".svg"] {
+            let f = tmp.0.join(format!("{name}{ext}"));
+            assert!(f.is_file(), "{} missing", f.display());
+        }
+        let csv = std::fs::read_to_string(tmp.0.join(format!("{name}.csv"))).unwrap();
+        assert!(csv.lines().count() >= 2, "{csv}");
+    }
+}

@@ -15,31 +15,32 @@
 //! | LeNet-5 (MNIST, 61,706 parameters) | [`ModelSpec::Lenet5`] (`lenet5`) | `cnn` with conv 5×5 6 pad 2, conv 5×5 16, dense 120, 84, 10 |
 //! | character GRU | [`ModelSpec::CharGru`] (`char_gru`) | embedding → GRU → dense to the vocabulary at every position |
 //!
-//! The layers, each with its forward and backward formulas in its module's documentation:
+//! The layers, each with its forward and backward formulas in its module's documentation (the
+//! layer code itself is internal: models are the public interface):
 //!
 //! | layer | module | used by |
 //! |---|---|---|
-//! | dense `X Wᵀ + b` | `dense` | mlp, cnn, char_gru |
-//! | ReLU, σ, tanh | `activation` | mlp, cnn; GRU gates |
-//! | conv2d (stride 1, zero padding; im2col + matrix product) | `conv` | cnn |
-//! | 2×2 max pool | `pool` | cnn |
+//! | dense `X Wᵀ + b` | [`dense`] | mlp, cnn, char_gru |
+//! | ReLU, σ, tanh | [`activation`] | mlp, cnn; GRU gates |
+//! | conv2d (stride 1, zero padding; im2col + matrix product) | [`conv`] | cnn |
+//! | 2×2 max pool | [`pool`] | cnn |
 //! | flatten | identity on the flat `c×h×w` buffer ([`sequential`]) | cnn |
-//! | embedding | `embedding` | char_gru |
-//! | GRU with backpropagation through time | `gru` | char_gru |
+//! | embedding | [`embedding`] | char_gru |
+//! | GRU with backpropagation through time | [`gru`] | char_gru |
 //! | softmax cross-entropy | `softmax_xent_in_place` here | all |
 //!
-//! Matrix products go through faer's single-threaded kernels (`gemm`); the choice was measured
+//! Matrix products go through faer's single-threaded kernels; the choice was measured
 //! (`BENCHMARKS.md`, "FL models (issue 13)"). Every layer and model is checked against central
 //! finite differences in its tests.
 
-mod activation;
+pub mod activation;
 pub mod char_gru;
-mod conv;
-mod dense;
-mod embedding;
+pub mod conv;
+pub mod dense;
+pub mod embedding;
 mod gemm;
-mod gru;
-mod pool;
+pub mod gru;
+pub mod pool;
 pub mod sequential;
 pub mod softmax;
 

@@ -174,3 +174,40 @@ impl Gru {
         self.input_proj().backward(px, x, da, gx, Some(dx), rows);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::activation::sigmoid;
+
+    #[test]
+    fn two_steps_follow_the_gate_equations() {
+        // D = 1, H = 1: parameters W_x = (wr, wz, wn), b_x, W_h = (ur, uz, un), b_h.
+        let gru = Gru {
+            input: 1,
+            hidden: 1,
+        };
+        let p = [
+            0.5, -0.3, 0.8, 0.1, 0.2, -0.1, 0.7, -0.4, 0.9, 0.05, -0.02, 0.03,
+        ];
+        let x = [1.5, -0.5];
+        let mut st = GruState::default();
+        gru.forward(&p, &x, 2, 1, &mut st);
+        let mut h = 0.0f32;
+        for (s, &xt) in x.iter().enumerate() {
+            let a = [p[0] * xt + p[3], p[1] * xt + p[4], p[2] * xt + p[5]];
+            let c = [p[6] * h + p[9], p[7] * h + p[10], p[8] * h + p[11]];
+            let r = sigmoid(a[0] + c[0]);
+            let z = sigmoid(a[1] + c[1]);
+            let n = (a[2] + r * c[2]).tanh();
+            h = (1.0 - z) * n + z * h;
+            assert!(
+                (st.hs[s + 1] - h).abs() < 1e-6,
+                "step {s}: {} vs {h}",
+                st.hs[s + 1]
+            );
+            assert!((st.gates[3 * s + 2] - n).abs() < 1e-6);
+        }
+        assert_eq!(gru.num_params(), 12);
+    }
+}

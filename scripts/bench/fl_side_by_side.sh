@@ -6,9 +6,11 @@
 #
 # Appends one JSON line per run to OUT.jsonl (e.g. experiments/fl_side_by_side.jsonl), for
 # models lenet5 and mlp and dp none and central. Each tool runs with its best configuration on
-# this 2-core machine (the defaults below, chosen by the sweep recorded in FL_BASELINES.md);
-# --sweep also runs the other configurations that were tried, --sweep-only runs only those. Run it on an idle machine: each
-# record carries `uptime` before and after its run, and this script prints `uptime` between runs.
+# this 2-core machine (the defaults below, chosen by the preliminary sweep in FL_BASELINES.md,
+# taken on a loaded machine: re-check with --sweep when it is idle); --sweep also runs the
+# other configurations that were tried, --sweep-only runs only those. Run it on an idle
+# machine: each record carries `uptime` before and after its run, and this script prints
+# `uptime` before each run.
 #
 # Environment (all optional):
 #   PFL_PY      python of the pfl venv            (default /work/venvs/pfl/bin/python)
@@ -17,14 +19,14 @@
 #   DATA_DIR    folder holding mnist/             (default /work/shared/data)
 #   ROUNDS, WARMUP, CLIENTS, COHORT               (defaults 20, 2, 1000, 50)
 #   MODELS, DPS                                   (defaults "lenet5 mlp", "none central")
-#   PFL_BEST     pfl flags    (default "--workers 1 --threads 1")
-#   FLOWER_BEST  Flower flags (default "--ray-cpus 2 --client-cpus 1 --threads 1")
+#   PFL_BEST     pfl flags    (default "--workers 2 --threads 1")
+#   FLOWER_BEST  Flower flags (default "--ray-cpus 4 --client-cpus 1 --threads 1")
 #   PFL_SWEEP, FLOWER_SWEEP   the other configurations for --sweep, separated by ';'
 #   RUN_TIMEOUT  seconds after which one run is killed (default 1200)
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
-    sed -n '2,25p' "$0"
+    sed -n '2,/^set /{/^#/p}' "$0"
     exit 2
 fi
 OUT=$1
@@ -57,13 +59,13 @@ CLIENTS=${CLIENTS:-1000}
 COHORT=${COHORT:-50}
 MODELS=${MODELS:-"lenet5 mlp"}
 DPS=${DPS:-"none central"}
-PFL_BEST=${PFL_BEST:-"--workers 1 --threads 1"}
-FLOWER_BEST=${FLOWER_BEST:-"--ray-cpus 2 --client-cpus 1 --threads 1"}
+PFL_BEST=${PFL_BEST:-"--workers 2 --threads 1"}
+FLOWER_BEST=${FLOWER_BEST:-"--ray-cpus 4 --client-cpus 1 --threads 1"}
 
 RUN_TIMEOUT=${RUN_TIMEOUT:-1200}
 # Configurations tried besides the best one (kept so the sweep can be re-run).
-PFL_SWEEP=${PFL_SWEEP:-"--workers 1 --threads 2;--workers 2 --threads 1"}
-FLOWER_SWEEP=${FLOWER_SWEEP:-"--ray-cpus 1 --client-cpus 1 --threads 1;--ray-cpus 1 --client-cpus 1 --threads 2;--ray-cpus 4 --client-cpus 1 --threads 1"}
+PFL_SWEEP=${PFL_SWEEP:-"--workers 1 --threads 1;--workers 1 --threads 2"}
+FLOWER_SWEEP=${FLOWER_SWEEP:-"--ray-cpus 2 --client-cpus 1 --threads 1;--ray-cpus 1 --client-cpus 1 --threads 1;--ray-cpus 1 --client-cpus 1 --threads 2"}
 IFS=';' read -r -a PFL_OTHERS <<< "$PFL_SWEEP"
 IFS=';' read -r -a FLOWER_OTHERS <<< "$FLOWER_SWEEP"
 

@@ -36,6 +36,10 @@ by the number of concurrent actors for its share of the wall time), `transport_a
 round time - configure - aggregate (Ray dispatch, (de)serialisation of the messages, Flower's
 0.1 s polling loops in InMemoryGrid and the VCE, and the client training itself).
 
+CPU: `driver_cpu_seconds` = process_time() of this process over the timed rounds;
+`client_cpu_sum` = process_time() of the actor process around each train call, summed;
+`cpu_seconds` = their sum.
+
 Parallelism: `--ray-cpus N` (Ray's num_cpus) and `--client-cpus c` (client_resources num_cpus)
 give N / c concurrent ClientApp actors; `--threads T` = torch.set_num_threads(T) inside every
 ClientApp call and in the server process.
@@ -265,13 +269,14 @@ def main(argv=None) -> int:
         "rounds_per_sec": round(args.rounds / seconds, 4),
         "seconds_per_round_median": round(float(np.median(per_round[args.warmup:])), 4),
         "warmup_seconds": [round(float(s), 3) for s in per_round[:args.warmup]],
+        "round_seconds": [round(float(s), 3) for s in per_round[args.warmup:]],
         "total_run_seconds": round(t_end - t_start, 3),
         "driver_cpu_seconds": round(driver_cpu, 3),
         "cpu_seconds": round(driver_cpu + split["client_cpu_sum"], 3),
         "cpu_note": "driver process CPU (ServerApp thread, Simulation Runtime threads, Ray "
-                    "client side) + the actor processes' CPU during the ClientApp train calls, summed over clients; "
-                    "Ray's own daemons (raylet, GCS) and the actors' message handling outside "
-                    "the train function are not counted",
+                    "client side) + the actor processes' CPU during the ClientApp train "
+                    "calls, summed over clients; Ray's own daemons (raylet, GCS) and the "
+                    "actors' message handling outside the train function are not counted",
         "split_seconds": {k: round(v, 4) for k, v in split.items()},
         "split_note": "summed over the timed rounds; client_*_sum are summed over clients "
                       "(run concurrently on the actors); aggregate includes dp_clip and dp_noise",

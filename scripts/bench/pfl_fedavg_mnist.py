@@ -266,6 +266,7 @@ def main() -> int:
         "rounds_per_sec": round(args.rounds / seconds, 4),
         "seconds_per_round_median": round(float(np.median(per_round[args.warmup:])), 4),
         "warmup_seconds": [round(float(s), 3) for s in per_round[:args.warmup]],
+        "round_seconds": [round(float(s), 3) for s in per_round[args.warmup:]],
         "total_run_seconds": round(t_end - t_start, 3),
         "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 3),
         "cpu_note": "time.process_time() of worker rank 0 over the timed rounds (all its "

@@ -103,30 +103,35 @@ run_privfed() {  # model dp
         echo "privfed: skipped ($cfg not written yet)"
         return 0
     fi
-    local before after line
+    local before after out
     before=$(uptime)
-    if line=$("$PRIVFED" fl train --config "$cfg" --json | tail -n 1); then
+    out=$(mktemp)
+    if "$PRIVFED" fl train --config "$cfg" --json --quiet > "$out"; then
         after=$(uptime)
-        # privfed prints its own JSON; wrap it with the same bookkeeping as the Python tools.
-        python3 - "$line" "$model" "$dp" "$before" "$after" "$cfg" >> "$OUT" <<'EOF'
+        # privfed prints one JSON document with every round's timings; the timed rounds are those
+        # after the warm-up (WARMUP, as for the Python tools), without the evaluation time.
+        python3 - "$out" "$model" "$dp" "$before" "$after" "$cfg" "${WARMUP:-2}" >> "$OUT" <<'EOF'
 import json, sys
-line, model, dp, before, after, cfg = sys.argv[1:]
-try:
-    rec = json.loads(line)
-except json.JSONDecodeError:
-    rec = {"raw_output": line}
-if not isinstance(rec, dict):
-    rec = {"result": rec}
-rec.setdefault("tool", "privfed")
-rec.setdefault("model", model)
-rec.setdefault("dp", dp)
-rec.update({"config_file": cfg, "load_before": before, "load_after": after})
+path, model, dp, before, after, cfg, warmup = sys.argv[1:]
+v = json.load(open(path))
+timed = v["rounds"][int(warmup):]
+secs = sum(r["seconds"]["total"] - r["seconds"]["eval"] for r in timed)
+split = {k: sum(r["seconds"][k] for r in timed) / len(timed)
+         for k in ("clients", "privatize_cpu", "aggregate", "account")}
+rec = {
+    "tool": "privfed", "model": model, "dp": dp, "rounds": len(timed),
+    "warmup": int(warmup), "seconds": secs, "rounds_per_sec": len(timed) / secs,
+    "split": split, "final_test_accuracy": v.get("final_accuracy"),
+    "final_epsilon": v.get("final_epsilon"), "threads": v.get("threads"),
+    "config_file": cfg, "load_before": before, "load_after": after,
+}
 print(json.dumps(rec))
 EOF
         tail -n 1 "$OUT"
     else
         echo "privfed $model/$dp failed" >&2
     fi
+    rm -f "$out"
 }
 
 for model in $MODELS; do

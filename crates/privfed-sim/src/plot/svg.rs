@@ -1,7 +1,7 @@
 //! The SVG writer: validation, layout and drawing.
 
-use super::ticks::{TickLabel, Ticks, linear_ticks, log_ticks};
 use super::png::FONT_FAMILY;
+use super::ticks::{TickLabel, Ticks, linear_ticks, log_ticks};
 use super::{ErrorStyle, Figure, Panel, PlotError, Result, Scale, Series, SeriesData, Style};
 use std::fmt::Write;
 

@@ -277,7 +277,9 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
     let wide = ycols.len() > 1;
     let interval_from = match (&spec.interval, &spec.se, spec.average) {
         (None, None, _) => IntervalFrom::None,
-        (Some((lo, hi)), None, false) => IntervalFrom::Columns(table.column(lo)?, table.column(hi)?),
+        (Some((lo, hi)), None, false) => {
+            IntervalFrom::Columns(table.column(lo)?, table.column(hi)?)
+        }
         (None, Some((se, f)), false) => {
             if !(f.is_finite() && *f > 0.0) {
                 return Err(PlotError::Options(format!(

@@ -431,7 +431,8 @@ fn png_errors_are_typed() {
     ));
     // Bad data is the SVG's error, before any rasterizing.
     let mut nan = two_panels();
-    nan.panels[0].series[0] = Series::points("s", vec![Point::new(1.0, f64::NAN)], Style::default());
+    nan.panels[0].series[0] =
+        Series::points("s", vec![Point::new(1.0, f64::NAN)], Style::default());
     assert!(matches!(
         render_png(&nan, 1.0),
         Err(PlotError::NonFinite { .. })
@@ -488,7 +489,11 @@ fn several_y_columns_make_one_series_each() {
     };
     let fig = figure_from_table(&table, &spec).unwrap();
     assert_eq!(fig.panels.len(), 2);
-    let names: Vec<_> = fig.panels[1].series.iter().map(|s| s.name.as_str()).collect();
+    let names: Vec<_> = fig.panels[1]
+        .series
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
     assert_eq!(names, ["ref", "ours", "grr"]);
     // The empty reference cell at 4 bits, ε = 3 is skipped.
     match &fig.panels[1].series[0].data {

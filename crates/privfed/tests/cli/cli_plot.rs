@@ -321,24 +321,66 @@ fn plot_reads_wide_tables_standard_errors_and_averages() {
         std::fs::read_to_string(&svg).unwrap()
     };
     let text = ok(&[
-        "plot", c, "--x", "epsilon", "--y", "ours,theirs", "--panel", "bits", "--dash-by", "@y",
-        "--out", s,
+        "plot",
+        c,
+        "--x",
+        "epsilon",
+        "--y",
+        "ours,theirs",
+        "--panel",
+        "bits",
+        "--dash-by",
+        "@y",
+        "--out",
+        s,
     ]);
     assert_eq!(series_names(&text), ["ours", "theirs", "ours"]);
     let text = ok(&[
-        "plot", c, "--x", "bits", "--y", "mse", "--se", "se", "--se-times", "2", "--errors",
-        "bars", "--out", s,
+        "plot",
+        c,
+        "--x",
+        "bits",
+        "--y",
+        "mse",
+        "--se",
+        "se",
+        "--se-times",
+        "2",
+        "--errors",
+        "bars",
+        "--out",
+        s,
     ]);
     assert_eq!(text.matches(r#"class="bar""#).count(), 3);
     let text = ok(&[
-        "plot", c, "--x", "bits", "--y", "mse", "--average", "--errors", "bars", "--out", s,
+        "plot",
+        c,
+        "--x",
+        "bits",
+        "--y",
+        "mse",
+        "--average",
+        "--errors",
+        "bars",
+        "--out",
+        s,
     ]);
     // 3 bits has two rows (one interval), 4 bits one row (none).
     assert_eq!(text.matches(r#"class="bar""#).count(), 1);
     assert_eq!(text.matches(r#"class="marker""#).count(), 2);
     fails_with(
         &[
-            "plot", c, "--x", "bits", "--y", "mse", "--se", "se", "--average", "--out", s,
+            "plot",
+            c,
+            "--x",
+            "bits",
+            "--y",
+            "mse",
+            "--se",
+            "se",
+            "--average",
+            "--out",
+            s,
         ],
         "cannot be used with",
     );

@@ -7,20 +7,24 @@
 //! builds without fonts and 24 crates, but its log axis over [1e-3, 1] labelled 0.01, 0.1 and
 //! 1.0 only, and its PNG backend needs a font file.)
 //!
-//! PNG is the same SVG rasterized ([`render_png`]): resvg (usvg + tiny-skia, pure Rust) draws it,
-//! and its text is set in Ubuntu Light (Hack as the fallback for rarer characters), font bytes
-//! that the `epaint_default_fonts` crate (egui's default fonts: Ubuntu Light under the Ubuntu
-//! Font Licence 1.0, Hack under MIT and the Bitstream Vera licence) compiles into the binary —
-//! no system font, fontconfig or freetype. The SVG names `Ubuntu` first in its `font-family`, so a viewer that has the font
-//! shows the SVG as the PNG; others fall back to DejaVu Sans, Helvetica or Arial (the layout
-//! assumes ≈ 6.8 pixels per character at 12 pixels, which all of them roughly meet). Titles are
-//! marked bold but are drawn in the Light face in the PNG (the crate ships no bold face).
-//! Cost, measured on the project's 2-core machine with `cargo build --release -p privfed -j 1`:
-//! see the table in `BENCHMARKS.md` ("PNG figures").
+//! PNG is the same SVG rasterized ([`render_png`]): resvg (usvg + tiny-skia, pure Rust) draws
+//! it, and its text is set in Ubuntu Light (Hack as the fallback for characters Ubuntu lacks,
+//! such as the superscript minus of `10⁻³`), font bytes that the `epaint_default_fonts` crate
+//! (egui's default fonts: Ubuntu Light under the Ubuntu Font Licence 1.0, Hack under MIT and the
+//! Bitstream Vera licence) compiles into the binary — no system font, fontconfig or freetype.
+//! The SVG names `Ubuntu` first in its `font-family`, so a viewer that has the font shows the SVG
+//! as the PNG; others fall back to DejaVu Sans, Helvetica or Arial (the layout assumes ≈ 6.8
+//! pixels per character at 12 pixels, which all of them roughly meet). Titles are marked bold but
+//! are drawn in the Light face in the PNG (the crate ships no bold face). Cost, measured with
+//! `cargo build --release -p privfed -j 1` on the project's 2-core machine: 37 more crates,
+//! about 5 more minutes of a cold single-job build, +4.1 MB on the stripped `privfed` binary
+//! (12.5 → 16.7 MB; 0.67 MB of it the fonts); drawing a two-panel figure as PNG takes ≈ 70 ms
+//! more than as SVG. Details in `BENCHMARKS.md` ("PNG figures").
 //!
 //! * [`Figure`] → [`Panel`]s side by side → [`Series`]; [`render_svg`] turns it into SVG text
 //!   (validated first: NaN, ∞, empty input or non-positive values on a log axis are a
-//!   [`PlotError`], never a broken picture).
+//!   [`PlotError`], never a broken picture); [`render_png`] into PNG bytes; [`write_figure`]
+//!   writes either, by the file's extension.
 //! * [`table`]: a figure from a CSV that an experiment wrote (columns for x, y, interval,
 //!   series, panels, filters), which is what `privfed plot` does.
 //!
@@ -29,7 +33,7 @@
 //!
 //! ## Example
 //! ```
-//! use privfed_sim::plot::{Axis, Figure, Panel, Point, Series, Style, render_svg};
+//! use privfed_sim::plot::{Axis, Figure, Panel, Point, Series, Style, render_png, render_svg};
 //!
 //! let pts = |c: f64| (1..=6).map(|e| Point::with_interval(e as f64, c / e as f64, 0.9 * c / e as f64, 1.1 * c / e as f64)).collect();
 //! let panel = Panel {
@@ -41,8 +45,12 @@
 //!         Series::points("skellam", pts(0.07), Style { color: 1, ..Style::default() }),
 //!     ],
 //! };
-//! let svg = render_svg(&Figure::new("DME", vec![panel])).unwrap();
+//! let figure = Figure::new("DME", vec![panel]);
+//! let svg = render_svg(&figure).unwrap();
 //! assert!(svg.contains(r#"data-series="skellam""#));
+//! // The same picture as PNG, at 2 pixels per SVG unit (`write_figure` picks by extension).
+//! let png = render_png(&figure, 2.0).unwrap();
+//! assert!(png.starts_with(b"\x89PNG"));
 //! ```
 
 mod png;

@@ -9,7 +9,7 @@ use privfed_sim::data::default_data_dir;
 use privfed_sim::fl::run::{RunConfig, figure};
 use privfed_sim::fl::train::{history_csv, write_atomically};
 use privfed_sim::fl::{RoundMetrics, Trainer};
-use privfed_sim::plot::write_svg;
+use privfed_sim::plot::write_figure;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,7 +28,7 @@ pub enum FlCommand {
 pub struct ExperimentArgs {
     /// paper000-logistic, paper000-mnist, paper001-mnist or paper001-shakespeare.
     name: String,
-    /// Output directory (NAME.csv, NAME_rounds.csv, NAME.svg).
+    /// Output directory (NAME.csv, NAME_rounds.csv, NAME.svg, NAME.png).
     #[arg(long)]
     out: PathBuf,
     /// A small grid (fewer rounds, clients and test rows): minutes instead of hours.
@@ -52,7 +52,7 @@ pub struct ExperimentArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Example (a private MNIST run, about a minute here):\n  \
     privfed fl train --config examples/fl/quickstart.toml --out runs/quickstart\n\n\
-    With --out, the run writes DIR/metrics.csv, DIR/summary.json, DIR/run.svg and a checkpoint \
+    With --out, the run writes DIR/metrics.csv, DIR/summary.json, DIR/run.svg, DIR/run.png and a checkpoint \
     DIR/checkpoint.bin after every round; running the same command again resumes from it.")]
 pub struct TrainArgs {
     /// The run's TOML config (see examples/fl/).
@@ -236,7 +236,9 @@ fn write_outputs(dir: &Path, trainer: &Trainer<'_>, config: &Path) -> Result<()>
         .with_context(|| format!("writing {}", summary.display()))?;
     if trainer.history().iter().any(|m| m.accuracy.is_some()) {
         let title = format!("{} ({} rounds)", trainer.summary().data, trainer.round());
-        write_svg(&figure(&title, trainer.history()), &dir.join("run.svg"))?;
+        let fig = figure(&title, trainer.history());
+        write_figure(&fig, &dir.join("run.svg"))?;
+        write_figure(&fig, &dir.join("run.png"))?;
     }
     Ok(())
 }
@@ -312,12 +314,20 @@ fn experiment(a: &ExperimentArgs) -> Result<()> {
     std::fs::write(&rcsv, rounds_csv(&exp, &rounds))
         .with_context(|| format!("writing {}", rcsv.display()))?;
     let svg = a.out.join(format!("{name}.svg"));
-    write_svg(&exp_figure(&exp, &rows), &svg)?;
+    let png = a.out.join(format!("{name}.png"));
+    let fig = exp_figure(&exp, &rows);
+    write_figure(&fig, &svg)?;
+    write_figure(&fig, &png)?;
     let report = json!({
         "experiment": name,
         "quick": a.quick,
         "runs": rows,
-        "files": [csv.display().to_string(), rcsv.display().to_string(), svg.display().to_string()],
+        "files": [
+            csv.display().to_string(),
+            rcsv.display().to_string(),
+            svg.display().to_string(),
+            png.display().to_string(),
+        ],
     });
     crate::output::print_report(&report, a.json)?;
     Ok(())

@@ -1,9 +1,10 @@
-//! `privfed plot`: an SVG figure from a CSV an experiment wrote ([`privfed_sim::plot::table`]).
+//! `privfed plot`: an SVG or PNG figure from a CSV an experiment wrote
+//! ([`privfed_sim::plot::table`]).
 
 use anyhow::{Result, bail};
 use clap::Args;
 use privfed_sim::plot::table::{Table, TableSpec, figure_from_table};
-use privfed_sim::plot::{ErrorStyle, Scale, write_svg};
+use privfed_sim::plot::{ErrorStyle, ImageFormat, Scale, write_png, write_svg};
 use std::path::PathBuf;
 
 /// Arguments of `privfed plot`.
@@ -13,19 +14,31 @@ use std::path::PathBuf;
     --interval mse_per_coord_lo,mse_per_coord_hi --series mechanism,bits --dash-by mechanism \\\n    \
     --panel clients --log-y --out experiments/paper001_dme.svg\n\n\
     Rows with an empty y cell are skipped; a series whose only row has an empty x cell is drawn \
-    as a horizontal reference line.")]
+    as a horizontal reference line. With several --y columns (a wide table) each is its own \
+    series; the virtual column @y (the y column's name) can be given to --color-by and --dash-by. \
+    --out FILE.png writes a PNG of the same picture.")]
 pub struct PlotArgs {
     /// The CSV file (header row, comma-separated, RFC 4180 quotes).
     csv: PathBuf,
     /// Column of x.
     #[arg(long)]
     x: String,
-    /// Column of y.
-    #[arg(long)]
-    y: String,
+    /// Column of y, or several (comma-separated) for a wide table: one series per column.
+    #[arg(long, value_delimiter = ',', required = true)]
+    y: Vec<String>,
     /// Columns of the interval around y: LOWER,UPPER (e.g. a 95% confidence interval).
     #[arg(long, value_delimiter = ',', num_args = 1)]
     interval: Vec<String>,
+    /// Column of a standard error: the interval is y ± F·SE with F from --se-times.
+    #[arg(long, value_name = "COLUMN", conflicts_with_all = ["interval", "average"])]
+    se: Option<String>,
+    /// The factor F of --se (1: ±1 standard error; 1.96: a normal 95% interval).
+    #[arg(long, default_value_t = 1.0, requires = "se")]
+    se_times: f64,
+    /// Average the rows of a series that share an x (e.g. one row per trial): the mean with its
+    /// 95% Student-t interval.
+    #[arg(long, conflicts_with = "interval")]
+    average: bool,
     /// Draw intervals as a shaded band or as error bars.
     #[arg(long, value_enum, default_value_t = ErrorStyle::Band)]
     errors: ErrorStyle,
@@ -63,9 +76,12 @@ pub struct PlotArgs {
     /// Size of one panel in pixels, WIDTHxHEIGHT.
     #[arg(long, default_value = "420x320")]
     size: String,
-    /// Where to write the SVG.
+    /// Where to write the figure: FILE.svg or FILE.png.
     #[arg(long, short)]
     out: PathBuf,
+    /// PNG only: pixels per SVG unit (2 gives twice the SVG's width and height).
+    #[arg(long, default_value_t = privfed_sim::plot::DEFAULT_PNG_SCALE)]
+    png_scale: f64,
 }
 
 /// Runs `privfed plot`.
@@ -93,10 +109,19 @@ pub fn run(args: &PlotArgs) -> Result<()> {
         bail!("--size takes WIDTHxHEIGHT in pixels (got {:?})", args.size);
     };
     let scale = |log: bool| if log { Scale::Log } else { Scale::Linear };
+    // Before any work: an output name that is neither .svg nor .png is an error.
+    let format = ImageFormat::from_path(&args.out)?;
+    let (y, more_y) = match args.y.split_first() {
+        Some((y, more)) => (y.clone(), more.to_vec()),
+        None => bail!("--y takes at least one column"),
+    };
     let spec = TableSpec {
         x: args.x.clone(),
-        y: args.y.clone(),
+        y,
+        more_y,
         interval,
+        se: args.se.clone().map(|c| (c, args.se_times)),
+        average: args.average,
         series: args.series.clone(),
         panels: args.panel.clone(),
         filters,
@@ -112,7 +137,10 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     };
     let table = Table::read(&args.csv)?;
     let figure = figure_from_table(&table, &spec)?;
-    write_svg(&figure, &args.out)?;
+    match format {
+        ImageFormat::Svg => write_svg(&figure, &args.out)?,
+        ImageFormat::Png => write_png(&figure, &args.out, args.png_scale)?,
+    }
     let series: usize = figure.panels.iter().map(|p| p.series.len()).sum();
     eprintln!(
         "wrote {} ({} panels, {series} series)",

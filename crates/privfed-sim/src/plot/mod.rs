@@ -1,16 +1,30 @@
 //! Figures for the experiments: line plots with several series, linear or log axes, 95% bands or
-//! error bars, legends, axis labels and titles, written as SVG.
+//! error bars, legends, axis labels and titles, written as SVG or PNG.
 //!
-//! The SVG is written by hand (no plotting crate): SVG text needs no font files, and the axes are
-//! ours to get right — log axes put their major ticks on whole decades (labels `10^k`) with minor
-//! ticks at 2–9 × 10^k, linear axes on 1–2–5 steps. (Measured before choosing: plotters 0.3.7
-//! with only its SVG backend builds without fonts and 24 crates, but its log axis over
-//! [1e-3, 1] labelled 0.01, 0.1 and 1.0 only, and its PNG backend needs a font file.) No PNG: rasterizing text needs a font, and a
-//! font file cannot be shipped with the project; convert the SVG with any SVG viewer if needed.
+//! The SVG is written by hand (no plotting crate), and the axes are ours to get right — log axes
+//! put their major ticks on whole decades (labels `10^k`) with minor ticks at 2–9 × 10^k, linear
+//! axes on 1–2–5 steps. (Measured before choosing: plotters 0.3.7 with only its SVG backend
+//! builds without fonts and 24 crates, but its log axis over [1e-3, 1] labelled 0.01, 0.1 and
+//! 1.0 only, and its PNG backend needs a font file.)
+//!
+//! PNG is the same SVG rasterized ([`render_png`]): resvg (usvg + tiny-skia, pure Rust) draws
+//! it, and its text is set in Ubuntu Light (Hack as the fallback for characters Ubuntu lacks,
+//! such as the superscript minus of `10⁻³`), font bytes that the `epaint_default_fonts` crate
+//! (egui's default fonts: Ubuntu Light under the Ubuntu Font Licence 1.0, Hack under MIT and the
+//! Bitstream Vera licence) compiles into the binary — no system font, fontconfig or freetype.
+//! The SVG names `Ubuntu` first in its `font-family`, so a viewer that has the font shows the SVG
+//! as the PNG; others fall back to DejaVu Sans, Helvetica or Arial (the layout assumes ≈ 6.8
+//! pixels per character at 12 pixels, which all of them roughly meet). Titles are marked bold but
+//! are drawn in the Light face in the PNG (the crate ships no bold face). Cost, measured with
+//! `cargo build --release -p privfed -j 1` on the project's 2-core machine: 37 more crates,
+//! about 5 more minutes of a cold single-job build, +4.1 MB on the stripped `privfed` binary
+//! (12.5 → 16.7 MB; 0.67 MB of it the fonts); drawing a two-panel figure as PNG takes ≈ 70 ms
+//! more than as SVG. Details in `BENCHMARKS.md` ("PNG figures").
 //!
 //! * [`Figure`] → [`Panel`]s side by side → [`Series`]; [`render_svg`] turns it into SVG text
 //!   (validated first: NaN, ∞, empty input or non-positive values on a log axis are a
-//!   [`PlotError`], never a broken picture).
+//!   [`PlotError`], never a broken picture); [`render_png`] into PNG bytes; [`write_figure`]
+//!   writes either, by the file's extension.
 //! * [`table`]: a figure from a CSV that an experiment wrote (columns for x, y, interval,
 //!   series, panels, filters), which is what `privfed plot` does.
 //!
@@ -19,7 +33,7 @@
 //!
 //! ## Example
 //! ```
-//! use privfed_sim::plot::{Axis, Figure, Panel, Point, Series, Style, render_svg};
+//! use privfed_sim::plot::{Axis, Figure, Panel, Point, Series, Style, render_png, render_svg};
 //!
 //! let pts = |c: f64| (1..=6).map(|e| Point::with_interval(e as f64, c / e as f64, 0.9 * c / e as f64, 1.1 * c / e as f64)).collect();
 //! let panel = Panel {
@@ -31,14 +45,20 @@
 //!         Series::points("skellam", pts(0.07), Style { color: 1, ..Style::default() }),
 //!     ],
 //! };
-//! let svg = render_svg(&Figure::new("DME", vec![panel])).unwrap();
+//! let figure = Figure::new("DME", vec![panel]);
+//! let svg = render_svg(&figure).unwrap();
 //! assert!(svg.contains(r#"data-series="skellam""#));
+//! // The same picture as PNG, at 2 pixels per SVG unit (`write_figure` picks by extension).
+//! let png = render_png(&figure, 2.0).unwrap();
+//! assert!(png.starts_with(b"\x89PNG"));
 //! ```
 
+mod png;
 mod svg;
 pub mod table;
 mod ticks;
 
+pub use png::{DEFAULT_PNG_SCALE, render_png, write_png};
 pub use svg::render_svg;
 pub use ticks::{Tick, TickLabel, Ticks, linear_ticks, log_ticks};
 
@@ -126,6 +146,18 @@ pub enum PlotError {
     /// An invalid request (the message names the option).
     #[error("{0}")]
     Options(String),
+    /// The SVG could not be rasterized or the PNG encoded (a bug, not bad input: the message
+    /// is the rasterizer's).
+    #[error("rendering the PNG: {0}")]
+    Render(String),
+    /// The PNG would be too large (at most 16,384 pixels a side) or empty.
+    #[error("a PNG of {width} × {height} pixels is out of range (1 to 16384 pixels a side)")]
+    Raster {
+        /// Width in pixels.
+        width: f64,
+        /// Height in pixels.
+        height: f64,
+    },
     /// A file could not be read or written.
     #[error("{action} {}", path.display())]
     Io {
@@ -326,7 +358,44 @@ impl Figure {
     }
 }
 
-/// Renders `figure` and writes it to `path`.
+/// The image formats a figure can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// SVG text ([`render_svg`]).
+    Svg,
+    /// PNG pixels ([`render_png`]).
+    Png,
+}
+
+impl ImageFormat {
+    /// The format named by `path`'s extension (`.svg` or `.png`, any case); anything else is a
+    /// [`PlotError::Options`].
+    pub fn from_path(path: &Path) -> Result<ImageFormat> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("svg") => Ok(ImageFormat::Svg),
+            Some("png") => Ok(ImageFormat::Png),
+            _ => Err(PlotError::Options(format!(
+                "cannot tell the image format of {}: the file name must end in .svg or .png",
+                path.display()
+            ))),
+        }
+    }
+}
+
+/// Writes `figure` to `path` as SVG or PNG, chosen by the extension ([`ImageFormat::from_path`]);
+/// PNG at [`DEFAULT_PNG_SCALE`] pixels per SVG unit.
+pub fn write_figure(figure: &Figure, path: &Path) -> Result<()> {
+    match ImageFormat::from_path(path)? {
+        ImageFormat::Svg => write_svg(figure, path),
+        ImageFormat::Png => write_png(figure, path, DEFAULT_PNG_SCALE),
+    }
+}
+
+/// Renders `figure` and writes it to `path` as SVG.
 pub fn write_svg(figure: &Figure, path: &Path) -> Result<()> {
     let svg = render_svg(figure)?;
     std::fs::write(path, svg).map_err(|source| PlotError::Io {

@@ -1,5 +1,6 @@
 //! The SVG writer: validation, layout and drawing.
 
+use super::png::FONT_FAMILY;
 use super::ticks::{TickLabel, Ticks, linear_ticks, log_ticks};
 use super::{ErrorStyle, Figure, Panel, PlotError, Result, Scale, Series, SeriesData, Style};
 use std::fmt::Write;
@@ -458,7 +459,7 @@ pub fn render_svg(figure: &Figure) -> Result<String> {
     let _ = writeln!(out, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
     let _ = writeln!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="{FONT}">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="{FONT_FAMILY}, DejaVu Sans, Helvetica, Arial, sans-serif" font-size="{FONT}">"#
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
     if !figure.title.is_empty() {

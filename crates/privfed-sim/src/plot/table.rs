@@ -9,12 +9,24 @@
 //! * Series get the same colour and dash in every panel: colour by the distinct values of the
 //!   `color_by` columns (default: the series columns other than `dash_by`), dash by those of
 //!   `dash_by`.
+//! * Wide tables: with several y columns ([`TableSpec::more_y`]) each row gives one point per y
+//!   column, and the name of the y column acts as one more series column, the virtual column
+//!   [`Y_COLUMN`] (`@y`), which `color_by` and `dash_by` may name too. The interval applies to
+//!   the first y column only.
+//! * The interval comes from two columns (`interval`), from a standard-error column (`se`:
+//!   y ± f·se), or, with `average`, from the rows themselves: rows of one series with the same x
+//!   become their mean with its 95% Student-t interval (e.g. one row per trial).
 
 use super::{
     Axis, ErrorStyle, Figure, Panel, PlotError, Point, Result, Scale, Series, SeriesData, Style,
 };
+use crate::dme::t_quantile_975;
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The name of the virtual column that holds, for each point, the name of its y column (for
+/// `series`, `color_by` and `dash_by` when a spec has several y columns).
+pub const Y_COLUMN: &str = "@y";
 
 /// A parsed CSV: a header and rows of text cells (RFC 4180 quoting).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,8 +145,19 @@ pub struct TableSpec {
     pub x: String,
     /// Column of y.
     pub y: String,
+    /// Further y columns (a wide table): every row gives one point for `y` and one for each of
+    /// these, and the y column's name becomes part of the series name (the virtual column
+    /// [`Y_COLUMN`]).
+    pub more_y: Vec<String>,
     /// Columns of the interval's lower and upper ends (both or neither).
     pub interval: Option<(String, String)>,
+    /// A standard-error column and a factor `f`: the interval is `y ± f·se` (e.g. `f = 1` for
+    /// ±1 s.e.). Not together with `interval` or `average`.
+    pub se: Option<(String, f64)>,
+    /// Average the rows of a series that share an x: the point is their mean and its interval
+    /// the 95% Student-t interval of the mean (none for a single row). Not together with
+    /// `interval` or `se`.
+    pub average: bool,
     /// Columns whose values name a series (none: one series).
     pub series: Vec<String>,
     /// Columns whose values name a panel (none: one panel).
@@ -179,10 +202,20 @@ fn number(table: &Table, line: usize, col: usize, cell: &str) -> Result<f64> {
         })
 }
 
-/// Joins the non-empty values of `cols` in `row` with spaces.
-fn key(row: &[String], cols: &[usize]) -> String {
+/// A column of the table, or the virtual y-column-name column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Col {
+    Real(usize),
+    Y,
+}
+
+/// Joins the non-empty values of `cols` in `row` with spaces (`ycol` names the y column).
+fn key(row: &[String], cols: &[Col], ycol: &str) -> String {
     cols.iter()
-        .map(|&c| row[c].trim())
+        .map(|&c| match c {
+            Col::Real(c) => row[c].trim(),
+            Col::Y => ycol,
+        })
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
@@ -194,27 +227,95 @@ type Rows = Vec<(bool, Point)>;
 /// A panel being built: its title and its series (name, style, rows).
 type PanelRows = (String, Vec<(String, Style, Rows)>);
 
+/// Where the interval of the first y column comes from.
+enum IntervalFrom {
+    None,
+    Columns(usize, usize),
+    Se(usize, f64),
+}
+
+/// Replaces the rows that share an x (or that all lack one) by their mean, with the 95%
+/// Student-t interval of the mean when there are at least two.
+fn average_rows(mut rows: Rows) -> Rows {
+    rows.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.x.total_cmp(&b.1.x)));
+    let mut out: Rows = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let (no_x, x) = (rows[i].0, rows[i].1.x);
+        let j = i + rows[i..]
+            .iter()
+            .take_while(|(n, p)| *n == no_x && (no_x || p.x.total_cmp(&x).is_eq()))
+            .count();
+        let ys: Vec<f64> = rows[i..j].iter().map(|(_, p)| p.y).collect();
+        let n = ys.len() as f64;
+        let mean = ys.iter().sum::<f64>() / n;
+        let interval = (ys.len() >= 2).then(|| {
+            let var = ys.iter().map(|y| (y - mean) * (y - mean)).sum::<f64>() / (n - 1.0);
+            let half = t_quantile_975(ys.len() - 1) * (var / n).sqrt();
+            (mean - half, mean + half)
+        });
+        out.push((
+            no_x,
+            Point {
+                x,
+                y: mean,
+                interval,
+            },
+        ));
+        i = j;
+    }
+    out
+}
+
 /// Builds the figure `spec` asks for from `table`.
 pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
     let xc = table.column(&spec.x)?;
-    let yc = table.column(&spec.y)?;
-    let ic = match &spec.interval {
-        Some((lo, hi)) => Some((table.column(lo)?, table.column(hi)?)),
-        None => None,
+    let ycols = std::iter::once(&spec.y)
+        .chain(&spec.more_y)
+        .map(|y| table.column(y))
+        .collect::<Result<Vec<_>>>()?;
+    let wide = ycols.len() > 1;
+    let interval_from = match (&spec.interval, &spec.se, spec.average) {
+        (None, None, _) => IntervalFrom::None,
+        (Some((lo, hi)), None, false) => {
+            IntervalFrom::Columns(table.column(lo)?, table.column(hi)?)
+        }
+        (None, Some((se, f)), false) => {
+            if !(f.is_finite() && *f > 0.0) {
+                return Err(PlotError::Options(format!(
+                    "the standard-error factor must be finite and > 0 (got {f})"
+                )));
+            }
+            IntervalFrom::Se(table.column(se)?, *f)
+        }
+        _ => {
+            return Err(PlotError::Options(
+                "give the interval one way: interval columns, a standard-error column, or the \
+                 average of the rows"
+                    .into(),
+            ));
+        }
     };
-    let cols = |names: &[String]| {
-        names
-            .iter()
-            .map(|n| table.column(n))
-            .collect::<Result<Vec<_>>>()
+    let col = |name: &str| -> Result<Col> {
+        if name == Y_COLUMN {
+            if wide {
+                Ok(Col::Y)
+            } else {
+                Err(PlotError::Options(format!(
+                    "{Y_COLUMN} names the y column and needs several y columns"
+                )))
+            }
+        } else {
+            table.column(name).map(Col::Real)
+        }
     };
-    let series_cols = cols(&spec.series)?;
+    let cols = |names: &[String]| names.iter().map(|n| col(n)).collect::<Result<Vec<_>>>();
+    let mut series_cols = cols(&spec.series)?;
+    if wide && !series_cols.contains(&Col::Y) {
+        series_cols.push(Col::Y);
+    }
     let panel_cols = cols(&spec.panels)?;
-    let dash_col = spec
-        .dash_by
-        .as_deref()
-        .map(|d| table.column(d))
-        .transpose()?;
+    let dash_col = spec.dash_by.as_deref().map(col).transpose()?;
     let color_cols = if spec.color_by.is_empty() {
         series_cols
             .iter()
@@ -238,64 +339,78 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
         let kept = filters
             .iter()
             .all(|(c, vs)| vs.iter().any(|v| cell_matches(&row[*c], v)));
-        if !kept || row[yc].trim().is_empty() {
+        if !kept {
             continue;
         }
-        let y = number(table, *line, yc, &row[yc])?;
-        let no_x = row[xc].trim().is_empty();
-        let x = if no_x {
-            f64::NAN
-        } else {
-            number(table, *line, xc, &row[xc])?
-        };
-        let interval = match ic {
-            Some((l, h)) => Some((
-                number(table, *line, l, &row[l])?,
-                number(table, *line, h, &row[h])?,
-            )),
-            None => None,
-        };
-        let n = colors.len();
-        let color = *colors.entry(key(row, &color_cols)).or_insert(n);
-        let dash = match dash_col {
-            Some(d) => {
-                let n = dashes.len();
-                *dashes.entry(row[d].trim().to_string()).or_insert(n)
+        for (j, &yc) in ycols.iter().enumerate() {
+            if row[yc].trim().is_empty() {
+                continue;
             }
-            None => 0,
-        };
-        let style = Style {
-            color,
-            dash,
-            errors: spec.errors,
-        };
-        let pname = panel_cols
-            .iter()
-            .map(|&c| format!("{} = {}", table.header[c], row[c].trim()))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let pi = match panels.iter().position(|(p, _)| *p == pname) {
-            Some(i) => i,
-            None => {
-                panels.push((pname, Vec::new()));
-                panels.len() - 1
-            }
-        };
-        let sname = key(row, &series_cols);
-        let sname = if sname.is_empty() {
-            spec.y.clone()
-        } else {
-            sname
-        };
-        let series = &mut panels[pi].1;
-        let si = match series.iter().position(|(s, _, _)| *s == sname) {
-            Some(i) => i,
-            None => {
-                series.push((sname, style, Vec::new()));
-                series.len() - 1
-            }
-        };
-        series[si].2.push((no_x, Point { x, y, interval }));
+            let yname = table.header[yc].as_str();
+            let y = number(table, *line, yc, &row[yc])?;
+            let no_x = row[xc].trim().is_empty();
+            let x = if no_x {
+                f64::NAN
+            } else {
+                number(table, *line, xc, &row[xc])?
+            };
+            let interval = match interval_from {
+                _ if j > 0 => None,
+                IntervalFrom::None => None,
+                IntervalFrom::Columns(l, h) => Some((
+                    number(table, *line, l, &row[l])?,
+                    number(table, *line, h, &row[h])?,
+                )),
+                IntervalFrom::Se(c, f) => {
+                    let se = number(table, *line, c, &row[c])?;
+                    Some((y - f * se, y + f * se))
+                }
+            };
+            let n = colors.len();
+            let color = *colors.entry(key(row, &color_cols, yname)).or_insert(n);
+            let dash = match dash_col {
+                Some(d) => {
+                    let n = dashes.len();
+                    *dashes.entry(key(row, &[d], yname)).or_insert(n)
+                }
+                None => 0,
+            };
+            let style = Style {
+                color,
+                dash,
+                errors: spec.errors,
+            };
+            let pname = panel_cols
+                .iter()
+                .map(|&c| match c {
+                    Col::Real(c) => format!("{} = {}", table.header[c], row[c].trim()),
+                    Col::Y => yname.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let pi = match panels.iter().position(|(p, _)| *p == pname) {
+                Some(i) => i,
+                None => {
+                    panels.push((pname, Vec::new()));
+                    panels.len() - 1
+                }
+            };
+            let sname = key(row, &series_cols, yname);
+            let sname = if sname.is_empty() {
+                spec.y.clone()
+            } else {
+                sname
+            };
+            let series = &mut panels[pi].1;
+            let si = match series.iter().position(|(s, _, _)| *s == sname) {
+                Some(i) => i,
+                None => {
+                    series.push((sname, style, Vec::new()));
+                    series.len() - 1
+                }
+            };
+            series[si].2.push((no_x, Point { x, y, interval }));
+        }
     }
     if panels.is_empty() {
         return Err(PlotError::Empty(
@@ -309,12 +424,22 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
             given.to_string()
         }
     };
+    let y_names = std::iter::once(&spec.y)
+        .chain(&spec.more_y)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
     let panels = panels
         .into_iter()
         .map(|(title, series)| {
             let series = series
                 .into_iter()
-                .map(|(name, style, mut rows)| {
+                .map(|(name, style, rows)| {
+                    let mut rows = if spec.average {
+                        average_rows(rows)
+                    } else {
+                        rows
+                    };
                     let data = match rows.iter().filter(|(no_x, _)| *no_x).count() {
                         0 => {
                             rows.sort_by(|a, b| a.1.x.total_cmp(&b.1.x));
@@ -341,7 +466,7 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
                     scale: spec.x_scale,
                 },
                 y: Axis {
-                    label: label(&spec.y_label, &spec.y),
+                    label: label(&spec.y_label, &y_names),
                     scale: spec.y_scale,
                 },
                 series,
@@ -349,7 +474,13 @@ pub fn figure_from_table(table: &Table, spec: &TableSpec) -> Result<Figure> {
         })
         .collect::<Result<Vec<_>>>()?;
     let mut fig = Figure::new(spec.title.clone(), panels);
-    fig.legend_title = spec.series.join(", ");
+    fig.legend_title = spec
+        .series
+        .iter()
+        .filter(|s| *s != Y_COLUMN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
     if let Some((w, h)) = spec.panel_size {
         fig.panel_width = w;
         fig.panel_height = h;

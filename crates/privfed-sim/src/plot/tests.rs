@@ -1,6 +1,6 @@
 //! Figures read back as XML: well-formed, the series and ticks present, bad input typed.
 
-use super::table::{Table, TableSpec, figure_from_table};
+use super::table::{Table, TableSpec, Y_COLUMN, figure_from_table};
 use super::*;
 
 /// Parses `svg` (fails the test if it is not well-formed XML) and hands the document on.
@@ -272,6 +272,316 @@ fn csv_errors_name_the_problem() {
     s.panels.clear();
     assert!(matches!(
         figure_from_table(&table, &s),
+        Err(PlotError::Options(_))
+    ));
+}
+
+// ---- PNG ----
+
+/// The SVG's width and height (its root attributes).
+fn svg_size(svg: &str) -> (f64, f64) {
+    parsed(svg, |doc| {
+        let root = doc.root_element();
+        let num = |a: &str| root.attribute(a).unwrap().parse::<f64>().unwrap();
+        (num("width"), num("height"))
+    })
+}
+
+/// Decodes a PNG with the rasterizer's own decoder.
+fn decode(png: &[u8]) -> resvg::tiny_skia::Pixmap {
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "PNG signature");
+    resvg::tiny_skia::Pixmap::decode_png(png).expect("a decodable PNG")
+}
+
+/// The (demultiplied) RGB of the pixel at SVG coordinates `(x, y)` in an image of `scale`.
+fn rgb_at(img: &resvg::tiny_skia::Pixmap, scale: f64, x: f64, y: f64) -> (u8, u8, u8) {
+    let p = img
+        .pixel((x * scale) as u32, (y * scale) as u32)
+        .unwrap()
+        .demultiply();
+    (p.red(), p.green(), p.blue())
+}
+
+/// Pixels darker than mid-grey in the SVG-coordinate box `[x0, x1) × [y0, y1)`.
+fn dark_pixels(
+    img: &resvg::tiny_skia::Pixmap,
+    scale: f64,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+) -> usize {
+    let mut n = 0;
+    for py in (y0 * scale) as u32..(y1 * scale) as u32 {
+        for px in (x0 * scale) as u32..(x1 * scale) as u32 {
+            let c = img.pixel(px, py).unwrap().demultiply();
+            if u32::from(c.red()) + u32::from(c.green()) + u32::from(c.blue()) < 3 * 128 {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn png_has_the_svg_size_times_the_scale() {
+    let fig = two_panels();
+    let (w, h) = svg_size(&render_svg(&fig).unwrap());
+    for scale in [1.0, 2.0, 0.5] {
+        let img = decode(&render_png(&fig, scale).unwrap());
+        assert_eq!(
+            (f64::from(img.width()), f64::from(img.height())),
+            ((w * scale).ceil(), (h * scale).ceil()),
+            "scale {scale}"
+        );
+    }
+}
+
+#[test]
+fn png_shows_the_series_where_the_svg_draws_them_and_the_text() {
+    let fig = two_panels();
+    let svg = render_svg(&fig).unwrap();
+    let (w, _) = svg_size(&svg);
+    let scale = 2.0;
+    let img = decode(&render_png(&fig, scale).unwrap());
+    // The centre of every marker of the first series has the first palette colour (#1f77b4),
+    // those of the second the second (#ff7f0e), up to anti-aliasing and crossing lines.
+    parsed(&svg, |doc| {
+        for (series, want) in [
+            ("gaussian", (0x1f, 0x77, 0xb4)),
+            ("skellam <10 bits>", (0xff, 0x7f, 0x0e)),
+        ] {
+            let groups: Vec<_> = class_nodes(doc, "series")
+                .into_iter()
+                .filter(|n| n.attribute("data-series") == Some(series))
+                .collect();
+            let mut checked = 0;
+            for g in groups {
+                for m in g
+                    .descendants()
+                    .filter(|n| n.attribute("class") == Some("marker"))
+                {
+                    let at = |a: &str| m.attribute(a).unwrap().parse::<f64>().unwrap();
+                    let close = |a: u8, b: u8| a.abs_diff(b) <= 40;
+                    // The centre, or just left or right of it for markers on the panel's
+                    // frame (half of them is clipped away there).
+                    let got: Vec<_> = [0.0, -1.2, 1.2]
+                        .iter()
+                        .map(|dx| rgb_at(&img, scale, at("cx") + dx, at("cy")))
+                        .collect();
+                    assert!(
+                        got.iter().any(|g| close(g.0, want.0)
+                            && close(g.1, want.1)
+                            && close(g.2, want.2)),
+                        "{series} marker at ({}, {}): {got:?}, want {want:?}",
+                        at("cx"),
+                        at("cy")
+                    );
+                    checked += 1;
+                }
+            }
+            assert_eq!(checked, 12, "{series}: 6 markers in each of 2 panels");
+        }
+    });
+    // The title band (y < 26, above the panels' titles) has glyphs: the font was found.
+    let title = dark_pixels(&img, scale, (0.0, w), (2.0, 26.0));
+    assert!(title > 200, "title pixels: {title}");
+    // Without a title that band is white except for the panel titles' ascenders below it.
+    let mut untitled = two_panels();
+    untitled.title.clear();
+    let img = decode(&render_png(&untitled, scale).unwrap());
+    assert_eq!(dark_pixels(&img, scale, (0.0, w), (0.0, 8.0)), 0);
+}
+
+#[test]
+fn every_character_the_figures_use_has_a_glyph() {
+    // The characters of tick labels (superscript exponents, the minus sign) and of the labels
+    // the experiments use: a character that neither compiled-in font maps would be drawn as
+    // nothing (or a box) in the PNG.
+    use skrifa::MetadataProvider;
+    let text = "0123456789.,:;()[]/+−-=×·≤≥≈±√²³⁰¹²³⁴⁵⁶⁷⁸⁹⁻εδσγλμταβΔℓ‖—–'%& ABCxyz";
+    let fonts = [
+        epaint_default_fonts::UBUNTU_LIGHT,
+        epaint_default_fonts::HACK_REGULAR,
+    ]
+    .map(|bytes| skrifa::FontRef::new(bytes).unwrap());
+    for c in text.chars().filter(|c| !c.is_whitespace()) {
+        assert!(
+            fonts.iter().any(|f| f.charmap().map(c).is_some()),
+            "no glyph for {c:?} (U+{:04X})",
+            c as u32
+        );
+    }
+    // And the check can fail: a CJK character is in neither font.
+    assert!(fonts.iter().all(|f| f.charmap().map('漢').is_none()));
+}
+
+#[test]
+fn png_errors_are_typed() {
+    let fig = two_panels();
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 17.0] {
+        assert!(
+            matches!(render_png(&fig, bad), Err(PlotError::Options(_))),
+            "{bad}"
+        );
+    }
+    let mut big = two_panels();
+    big.panel_width = 9000.0;
+    assert!(matches!(
+        render_png(&big, 1.0),
+        Err(PlotError::Raster { .. })
+    ));
+    // Bad data is the SVG's error, before any rasterizing.
+    let mut nan = two_panels();
+    nan.panels[0].series[0] =
+        Series::points("s", vec![Point::new(1.0, f64::NAN)], Style::default());
+    assert!(matches!(
+        render_png(&nan, 1.0),
+        Err(PlotError::NonFinite { .. })
+    ));
+}
+
+#[test]
+fn write_figure_chooses_the_format_by_extension() {
+    let dir = std::env::temp_dir().join(format!("privfed-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fig = two_panels();
+    let svg = dir.join("f.svg");
+    let png = dir.join("f.PNG");
+    write_figure(&fig, &svg).unwrap();
+    write_figure(&fig, &png).unwrap();
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let img = decode(&std::fs::read(&png).unwrap());
+    let (w, _) = svg_size(&render_svg(&fig).unwrap());
+    assert_eq!(f64::from(img.width()), (w * DEFAULT_PNG_SCALE).ceil());
+    for bad in ["f.pdf", "f", "f.svg.txt"] {
+        assert!(matches!(
+            write_figure(&fig, &dir.join(bad)),
+            Err(PlotError::Options(m)) if m.contains(".svg or .png")
+        ));
+        assert!(!dir.join(bad).exists());
+    }
+    assert!(matches!(
+        write_figure(&fig, &dir.join("missing-dir").join("f.png")),
+        Err(PlotError::Io { .. })
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- wide tables, standard errors, averages ----
+
+const WIDE: &str = "\
+bits,epsilon,ref,ours,grr,trial,mse,mse_se
+3,1,1.0,0.98,3.3,0,0.5,0.1
+3,3,0.07,0.068,0.11,1,0.7,0.1
+4,1,0.98,0.978,9.9,0,0.4,0.2
+4,3,,0.067,0.22,1,0.6,0.2
+";
+
+#[test]
+fn several_y_columns_make_one_series_each() {
+    let table = Table::parse(WIDE).unwrap();
+    let spec = TableSpec {
+        x: "epsilon".into(),
+        y: "ref".into(),
+        more_y: vec!["ours".into(), "grr".into()],
+        panels: vec!["bits".into()],
+        y_scale: Scale::Log,
+        ..TableSpec::default()
+    };
+    let fig = figure_from_table(&table, &spec).unwrap();
+    assert_eq!(fig.panels.len(), 2);
+    let names: Vec<_> = fig.panels[1]
+        .series
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["ref", "ours", "grr"]);
+    // The empty reference cell at 4 bits, ε = 3 is skipped.
+    match &fig.panels[1].series[0].data {
+        SeriesData::Points(p) => assert_eq!(p.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    // One colour per y column, the same in both panels.
+    let colors: Vec<_> = fig.panels[0].series.iter().map(|s| s.style.color).collect();
+    assert_eq!(colors, [0, 1, 2]);
+    assert_eq!(fig.panels[0].series[2].style, fig.panels[1].series[2].style);
+    assert_eq!(fig.panels[0].y.label, "ref, ours, grr");
+    // @y can choose the dash while a real column chooses the colour.
+    let spec2 = TableSpec {
+        series: vec!["bits".into()],
+        dash_by: Some(Y_COLUMN.into()),
+        panels: vec![],
+        ..spec.clone()
+    };
+    let fig2 = figure_from_table(&table, &spec2).unwrap();
+    let s = &fig2.panels[0].series;
+    assert_eq!(s.len(), 6);
+    assert_eq!(s[0].name, "3 ref");
+    assert_eq!((s[0].style.color, s[0].style.dash), (0, 0));
+    assert_eq!((s[1].style.color, s[1].style.dash), (0, 1));
+    assert_eq!((s[3].style.color, s[3].style.dash), (1, 0));
+    assert_eq!(fig2.legend_title, "bits");
+    // @y without several y columns is an error.
+    let spec3 = TableSpec {
+        more_y: vec![],
+        dash_by: Some(Y_COLUMN.into()),
+        ..spec
+    };
+    assert!(matches!(
+        figure_from_table(&table, &spec3),
+        Err(PlotError::Options(_))
+    ));
+}
+
+#[test]
+fn standard_errors_and_averages_give_intervals() {
+    let table = Table::parse(WIDE).unwrap();
+    let spec = TableSpec {
+        x: "bits".into(),
+        y: "mse".into(),
+        se: Some(("mse_se".into(), 2.0)),
+        ..TableSpec::default()
+    };
+    let fig = figure_from_table(&table, &spec).unwrap();
+    match &fig.panels[0].series[0].data {
+        SeriesData::Points(p) => {
+            assert_eq!(p.len(), 4);
+            let (lo, hi) = p[0].interval.unwrap();
+            assert!((lo - 0.3).abs() < 1e-12 && (hi - 0.7).abs() < 1e-12);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Averaging the two rows of each bit width: mean 0.6 (3 bits), 0.5 (4 bits) with the
+    // t-interval on 1 degree of freedom: 12.706 · sd/√2 = 12.706 · 0.1.
+    let avg = TableSpec {
+        se: None,
+        average: true,
+        ..spec.clone()
+    };
+    let fig = figure_from_table(&table, &avg).unwrap();
+    match &fig.panels[0].series[0].data {
+        SeriesData::Points(p) => {
+            assert_eq!(p.iter().map(|p| p.x).collect::<Vec<_>>(), [3.0, 4.0]);
+            assert!((p[0].y - 0.6).abs() < 1e-12 && (p[1].y - 0.5).abs() < 1e-12);
+            let (lo, hi) = p[0].interval.unwrap();
+            assert!((hi - 0.6 - 1.2706).abs() < 1e-9 && (0.6 - lo - 1.2706).abs() < 1e-9);
+        }
+        other => panic!("{other:?}"),
+    }
+    // One way to get an interval at a time; the factor must be positive.
+    let both = TableSpec {
+        average: true,
+        ..spec.clone()
+    };
+    assert!(matches!(
+        figure_from_table(&table, &both),
+        Err(PlotError::Options(_))
+    ));
+    let zero = TableSpec {
+        se: Some(("mse_se".into(), 0.0)),
+        ..spec
+    };
+    assert!(matches!(
+        figure_from_table(&table, &zero),
         Err(PlotError::Options(_))
     ));
 }

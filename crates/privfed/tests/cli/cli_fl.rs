@@ -177,7 +177,7 @@ fn a_run_killed_mid_way_resumes_to_the_same_model() {
     assert_eq!(resumed["model_sha256"], whole["model_sha256"]);
     assert_eq!(resumed["final_epsilon"], whole["final_epsilon"]);
     assert_eq!(resumed["final_accuracy"], whole["final_accuracy"]);
-    for f in ["metrics.csv", "summary.json", "run.svg"] {
+    for f in ["metrics.csv", "summary.json", "run.svg", "run.png"] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     // Running it again does no more rounds and reports the same model.
@@ -421,7 +421,7 @@ fn experiments_quick_grids_write_csv_and_figures() {
             "--quiet",
         ]);
         assert!(!v["runs"].as_array().unwrap().is_empty(), "{name}");
-        for ext in [".csv", "_rounds.csv", ".svg"] {
+        for ext in [".csv", "_rounds.csv", ".svg", ".png"] {
             let f = tmp.0.join(format!("{name}{ext}"));
             assert!(f.is_file(), "{} missing", f.display());
         }

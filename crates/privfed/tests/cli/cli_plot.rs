@@ -225,3 +225,163 @@ fn plot_errors_are_clear() {
         "must be finite and > 0",
     );
 }
+
+/// Width and height from a PNG's IHDR chunk (after the 8-byte signature and the chunk header).
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert_eq!(&png[12..16], b"IHDR");
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    (be(&png[16..20]), be(&png[20..24]))
+}
+
+#[test]
+fn plot_writes_png_of_the_svg_size_times_the_scale() {
+    let dir = TempDir::new("plot-png");
+    let csv = dir.0.join("dme.csv");
+    std::fs::write(&csv, DME).unwrap();
+    let c = csv.to_str().unwrap();
+    let args = |out: &str, extra: &[&str]| {
+        let mut a = vec![
+            "plot",
+            c,
+            "--x",
+            "bits",
+            "--y",
+            "mse",
+            "--series",
+            "mechanism",
+            "--panel",
+            "clients",
+            "--where",
+            "epsilon_target=1",
+            "--log-y",
+            "--title",
+            "PNG ε",
+        ];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--out", out]);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = privfed(&a);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let svg = dir.0.join("f.svg");
+    let png = dir.0.join("f.png");
+    let png1 = dir.0.join("f1.png");
+    run(args(svg.to_str().unwrap(), &[]));
+    run(args(png.to_str().unwrap(), &[]));
+    run(args(png1.to_str().unwrap(), &["--png-scale", "1"]));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    let attr = |name: &str| -> u32 {
+        let start = svg.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        svg[start..].split('"').next().unwrap().parse().unwrap()
+    };
+    let (w, h) = (attr("width"), attr("height"));
+    assert_eq!(png_size(&std::fs::read(&png).unwrap()), (2 * w, 2 * h));
+    assert_eq!(png_size(&std::fs::read(&png1).unwrap()), (w, h));
+    // Not .svg or .png: an error before anything is written; a bad scale is an error too.
+    let pdf = dir.0.join("f.pdf");
+    let a = args(pdf.to_str().unwrap(), &[]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    fails_with(&a, "must end in .svg or .png");
+    assert!(!pdf.exists());
+    let bad = dir.0.join("bad.png");
+    let a = args(bad.to_str().unwrap(), &["--png-scale", "0"]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    fails_with(&a, "PNG scale");
+    assert!(!bad.exists());
+}
+
+#[test]
+fn plot_reads_wide_tables_standard_errors_and_averages() {
+    let dir = TempDir::new("plot-wide");
+    let csv = dir.0.join("t.csv");
+    std::fs::write(
+        &csv,
+        "bits,epsilon,ours,theirs,trial,mse,se\n\
+         3,1,0.9,1.0,0,0.5,0.1\n3,3,0.07,0.08,1,0.7,0.1\n4,1,0.8,,0,0.4,0.2\n",
+    )
+    .unwrap();
+    let c = csv.to_str().unwrap();
+    let svg = dir.0.join("t.svg");
+    let s = svg.to_str().unwrap();
+    let ok = |a: &[&str]| {
+        let out = privfed(a);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(&svg).unwrap()
+    };
+    let text = ok(&[
+        "plot",
+        c,
+        "--x",
+        "epsilon",
+        "--y",
+        "ours,theirs",
+        "--panel",
+        "bits",
+        "--dash-by",
+        "@y",
+        "--out",
+        s,
+    ]);
+    assert_eq!(series_names(&text), ["ours", "theirs", "ours"]);
+    let text = ok(&[
+        "plot",
+        c,
+        "--x",
+        "bits",
+        "--y",
+        "mse",
+        "--se",
+        "se",
+        "--se-times",
+        "2",
+        "--errors",
+        "bars",
+        "--out",
+        s,
+    ]);
+    assert_eq!(text.matches(r#"class="bar""#).count(), 3);
+    let text = ok(&[
+        "plot",
+        c,
+        "--x",
+        "bits",
+        "--y",
+        "mse",
+        "--average",
+        "--errors",
+        "bars",
+        "--out",
+        s,
+    ]);
+    // 3 bits has two rows (one interval), 4 bits one row (none).
+    assert_eq!(text.matches(r#"class="bar""#).count(), 1);
+    assert_eq!(text.matches(r#"class="marker""#).count(), 2);
+    fails_with(
+        &[
+            "plot",
+            c,
+            "--x",
+            "bits",
+            "--y",
+            "mse",
+            "--se",
+            "se",
+            "--average",
+            "--out",
+            s,
+        ],
+        "cannot be used with",
+    );
+}

@@ -106,7 +106,7 @@ run_privfed() {  # model dp
     local before after out
     before=$(uptime)
     out=$(mktemp)
-    if "$PRIVFED" fl train --config "$cfg" --json --quiet > "$out"; then
+    if PRIVFED_DATA_DIR="$DATA_DIR" "$PRIVFED" fl train --config "$cfg" --json --quiet > "$out"; then
         after=$(uptime)
         # privfed prints one JSON document with every round's timings; the timed rounds are those
         # after the warm-up (WARMUP, as for the Python tools), without the evaluation time.

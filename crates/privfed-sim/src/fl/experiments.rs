@@ -267,11 +267,7 @@ fn paper001(quick: bool, shakespeare: bool) -> Result<Experiment, FlError> {
             "mechanism = \"central_gaussian\"\nclip = 1.0\nepsilon = {epsilon}"
         )),
     )?];
-    let bits: &[u32] = if quick {
-        &[16]
-    } else {
-        &[12, 14, 16, 18]
-    };
+    let bits: &[u32] = if quick { &[16] } else { &[12, 14, 16, 18] };
     for share in ["skellam", "discrete_gaussian"] {
         for &b in bits {
             variants.push(variant(

@@ -20,7 +20,7 @@
 //! learning_rate = 0.05
 //!
 //! [privacy]
-//! mechanism = "central_gaussian"   # none | central_gaussian | separated | privunitg | distributed
+//! mechanism = "central_gaussian"   # none | central_gaussian | separated | privunitg | mvu | distributed
 //! clip = 1.0
 //! noise_multiplier = 1.0           # or epsilon = 8.0: the noise is calibrated for the run
 //!
@@ -216,6 +216,27 @@ pub enum Privacy {
         epsilon: f64,
         /// The norm reports are scaled to.
         clip: f64,
+        /// The central layer.
+        central: Option<CentralLayer>,
+    },
+    /// Paper 004's vector MVU mechanism (Lemma 6): the update clipped to the ℓ`power` ball of
+    /// radius `clip`, conditionally dithered to `input_bits` levels per coordinate with ℓ`power`
+    /// norm at most `dither_bound`, each coordinate sent as one of `2^output_bits` letters of a
+    /// metric-DP design at `metric_epsilon` (designed at start-up). Each report is
+    /// `metric_epsilon·(dither_bound/clip)^power`-LDP. Optional central layer as for `separated`.
+    Mvu {
+        /// ε of the scalar metric design.
+        metric_epsilon: f64,
+        /// Input bits `b_in` (grid of `2^b_in` levels per coordinate).
+        input_bits: u32,
+        /// Output bits `b_out`.
+        output_bits: u32,
+        /// `p` of the ℓp ball and the metric (1 or 2).
+        power: u32,
+        /// Radius of the ℓp ball the update is projected onto.
+        clip: f64,
+        /// Bound on the dithered vector's ℓp norm (≥ clip; default 1.25·clip).
+        dither_bound: Option<f64>,
         /// The central layer.
         central: Option<CentralLayer>,
     },
@@ -476,6 +497,35 @@ impl TrainConfig {
             } => {
                 positive("privacy.epsilon", epsilon)?;
                 positive("privacy.clip", clip)?;
+                if let Some(c) = central {
+                    positive("privacy.central.clip", c.clip)?;
+                    noise_choice("privacy.central", c.noise_multiplier, c.epsilon)?;
+                }
+            }
+            Privacy::Mvu {
+                metric_epsilon,
+                input_bits,
+                output_bits,
+                power,
+                clip,
+                dither_bound,
+                central,
+            } => {
+                positive("privacy.metric_epsilon", metric_epsilon)?;
+                positive("privacy.clip", clip)?;
+                if !(1..=10).contains(&input_bits) || !(1..=10).contains(&output_bits) {
+                    return bad("privacy.input_bits and privacy.output_bits must be in 1..=10");
+                }
+                if power != 1 && power != 2 {
+                    return bad(format!("privacy.power must be 1 or 2 (got {power})"));
+                }
+                if let Some(b) = dither_bound
+                    && !(b.is_finite() && b >= clip)
+                {
+                    return bad(format!(
+                        "privacy.dither_bound must be ≥ privacy.clip (got {b})"
+                    ));
+                }
                 if let Some(c) = central {
                     positive("privacy.central.clip", c.clip)?;
                     noise_choice("privacy.central", c.noise_multiplier, c.epsilon)?;

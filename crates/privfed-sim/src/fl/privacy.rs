@@ -16,6 +16,7 @@ use privfed_distributed::{
 };
 use privfed_mechanisms::central::CentralGaussian;
 use privfed_mechanisms::grid_rr::GridRr;
+use privfed_mechanisms::mvu::{DpConstraint, MvuVector};
 use privfed_mechanisms::privunit2::PrivUnit2;
 use privfed_mechanisms::privunitg::PrivUnitG;
 use privfed_mechanisms::separated::Separated;
@@ -29,6 +30,8 @@ use super::config::{CentralLayer, Privacy, TrainConfig};
 pub const DEFAULT_BETA: f64 = 0.606_530_659_712_633_4;
 /// Default number of aggregate standard deviations the modular range holds.
 pub const DEFAULT_K: f64 = 4.0;
+/// Cap on the MVU vector mechanism's conditional-dithering redraws per report.
+pub const MVU_MAX_DRAWS: usize = 1000;
 
 /// What the headline ε of a run protects against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -53,6 +56,8 @@ pub enum LocalMechanism {
     Separated(Box<Separated>),
     /// PrivUnitG on the direction, reports scaled to the clip norm.
     PrivUnitG(Box<PrivUnitG>),
+    /// Paper 004's vector MVU mechanism on the ℓp ball.
+    Mvu(Box<MvuVector>),
 }
 
 /// The resolved mechanisms of a run.
@@ -223,6 +228,39 @@ impl PrivacyPlan {
                 PrivacyPlan::Local {
                     epsilon: mech.guarantee().epsilon(),
                     mechanism: LocalMechanism::PrivUnitG(Box::new(mech)),
+                    clip,
+                    central: central.map(|c| central_layer(cfg, c)).transpose()?,
+                }
+            }
+            Privacy::Mvu {
+                metric_epsilon,
+                input_bits,
+                output_bits,
+                power,
+                clip,
+                dither_bound,
+                central,
+            } => {
+                let (report, _) = crate::mechanism::design_mvu_timed(
+                    input_bits,
+                    output_bits,
+                    metric_epsilon,
+                    DpConstraint::Metric { power },
+                    &privfed_compression::designer::DesignOptions::default(),
+                )
+                .map_err(|e| {
+                    FlError::Config(format!("privacy: designing the MVU mechanism: {e}"))
+                })?;
+                let mech = MvuVector::new(
+                    report.design,
+                    dim,
+                    clip,
+                    dither_bound.unwrap_or(1.25 * clip),
+                    MVU_MAX_DRAWS,
+                )?;
+                PrivacyPlan::Local {
+                    epsilon: mech.epsilon(),
+                    mechanism: LocalMechanism::Mvu(Box::new(mech)),
                     clip,
                     central: central.map(|c| central_layer(cfg, c)).transpose()?,
                 }
@@ -399,24 +437,40 @@ impl ClientSide {
         Ok(match self {
             ClientSide::Plain => Contribution::Update(update),
             ClientSide::Local(mech, clip) => {
-                let clipped = CentralGaussian::new(*clip, 1.0)?.project(&update);
+                let l2_clipped = || CentralGaussian::new(*clip, 1.0).map(|c| c.project(&update));
                 let report = match mech {
-                    LocalMechanism::Separated(m) => m.privatize(&clipped, rng)?,
+                    LocalMechanism::Separated(m) => m.privatize(&l2_clipped()?, rng)?,
                     LocalMechanism::PrivUnitG(m) => {
+                        let clipped = l2_clipped()?;
                         let norm = clipped.iter().map(|x| x * x).sum::<f64>().sqrt();
-                        if norm == 0.0 {
-                            // A zero update has no direction: send a random one's report.
+                        // A zero update has no direction: it sends the report of e₁ (any input
+                        // is covered by the report's ε).
+                        let unit: Vec<f64> = if norm == 0.0 {
                             let mut u = vec![0.0; clipped.len()];
                             u[0] = 1.0;
-                            let mut r = m.privatize(&u, rng)?;
-                            r.iter_mut().for_each(|x| *x *= *clip);
-                            r
+                            u
                         } else {
-                            let unit: Vec<f64> = clipped.iter().map(|x| x / norm).collect();
-                            let mut r = m.privatize(&unit, rng)?;
-                            r.iter_mut().for_each(|x| *x *= *clip);
-                            r
-                        }
+                            clipped.iter().map(|x| x / norm).collect()
+                        };
+                        let mut r = m.privatize(&unit, rng)?;
+                        r.iter_mut().for_each(|x| *x *= *clip);
+                        r
+                    }
+                    LocalMechanism::Mvu(m) => {
+                        let x = match m.domain() {
+                            privfed_mechanisms::Domain::L1Ball { .. } => {
+                                // ℓ1 projection by scaling (slightly inside, against rounding).
+                                let n: f64 = update.iter().map(|v| v.abs()).sum();
+                                let f = if n > *clip {
+                                    *clip / n * (1.0 - 1e-12)
+                                } else {
+                                    1.0
+                                };
+                                update.iter().map(|v| v * f).collect()
+                            }
+                            _ => l2_clipped()?,
+                        };
+                        m.privatize(&x, rng)?
                     }
                 };
                 Contribution::Report(report)

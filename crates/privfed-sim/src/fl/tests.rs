@@ -384,6 +384,45 @@ fn local_mechanisms_train_and_account_pure_reports() {
 }
 
 #[test]
+fn the_mvu_vector_mechanism_trains_and_accounts_its_lemma_6_epsilon() {
+    let data = blobs(30, 10);
+    let t = run(
+        config(
+            Privacy::Mvu {
+                metric_epsilon: 2.0,
+                input_bits: 3,
+                output_bits: 3,
+                power: 2,
+                clip: 1.0,
+                dither_bound: None,
+                central: None,
+            },
+            Sampling::Poisson { rate: 0.5 },
+            2,
+        ),
+        &data,
+        2,
+    );
+    assert!(t.params().iter().all(|p| p.is_finite()));
+    let PrivacyPlan::Local {
+        mechanism: super::privacy::LocalMechanism::Mvu(m),
+        epsilon,
+        ..
+    } = t.plan()
+    else {
+        panic!("an MVU plan")
+    };
+    // Lemma 6: ε_metric·(dither_bound/radius)^p with the default dither bound 1.25·clip.
+    let lemma6 = m.scalar().metric_epsilon() * 1.25f64.powi(2);
+    assert!(
+        (epsilon - lemma6).abs() <= 1e-12 * lemma6,
+        "{epsilon} vs {lemma6}"
+    );
+    let first = serde_json::to_string(&t.events()[0]).unwrap();
+    assert!(first.contains("pure_dp"), "{first}");
+}
+
+#[test]
 fn bad_configs_are_refused_with_the_field_named() {
     let data = blobs(10, 5);
     let err = |cfg: TrainConfig| Trainer::new(cfg, &data, 1).unwrap_err().to_string();

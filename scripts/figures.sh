@@ -89,3 +89,31 @@ if [ -f $E/paper001_dme_theirs.csv ]; then
     --size 300x300 --x-label "ε (δ = 1e-5)" --y-label "MSE per coordinate" \
     --title "privfed (50 trials) and the authors' TensorFlow code (10 trials), n = 100, d = 250"
 fi
+
+# ---- Federated learning (issue 13; `privfed fl experiment NAME --out experiments/fl`) ----
+# The reference runs (central Gaussian: no quantization) have bits = inf in the CSV; `privfed plot`
+# draws a series whose only row has an empty x as a horizontal line, so inf becomes empty here.
+flfig() {
+  name=$1
+  shift
+  tmp=$(mktemp)
+  sed 's/,inf,/,,/; s/^inf,/,/' "$E/fl/$name.csv" > "$tmp"
+  "$P" plot "$tmp" "$@" --out "$E/fl/$name.svg"
+  "$P" plot "$tmp" "$@" --out "$E/fl/$name.png"
+  rm -f "$tmp"
+}
+if [ -f "$E/fl/paper001-mnist.csv" ]; then
+  flfig paper001-mnist --x bits --y final_accuracy --series noise --x-label "bits b" \
+    --y-label "test accuracy after 50 rounds" \
+    --title "Paper 001, MNIST (LeNet-5): ε = 6"
+fi
+if [ -f "$E/fl/paper001-shakespeare.csv" ]; then
+  flfig paper001-shakespeare --x bits --y final_accuracy --series noise --x-label "bits b" \
+    --y-label "next-character accuracy after 30 rounds" \
+    --title "Paper 001, Shakespeare by role (GRU): ε = 6"
+fi
+if [ -f "$E/fl/paper000-logistic.csv" ]; then
+  flfig paper000-logistic --x epsilon --y excess_loss --log-x --log-y --x-label "local ε" \
+    --y-label "excess loss L(θ) − L(θ*)" \
+    --title "Paper 000 §5.1: d = 500, N = 100,000"
+fi

@@ -44,6 +44,8 @@ pub struct Variant {
 pub struct Experiment {
     /// Its name.
     pub name: String,
+    /// The figure's title.
+    pub title: String,
     /// The runs.
     pub variants: Vec<Variant>,
     /// Which label is the figure's x axis (numeric; `inf` is drawn as a reference line).
@@ -140,6 +142,7 @@ fn paper000_logistic(quick: bool) -> Result<Experiment, FlError> {
     }
     Ok(Experiment {
         name: "paper000-logistic".into(),
+        title: format!("Paper 000 §5.1: private logistic regression, d = {dim}, N = {n}, one pass"),
         variants,
         x: "epsilon",
         series: vec![],
@@ -211,6 +214,7 @@ fn paper000_mnist(quick: bool) -> Result<Experiment, FlError> {
     }
     Ok(Experiment {
         name: "paper000-mnist".into(),
+        title: "Paper 000: MNIST with the separated mechanism + central layer (ε = 2)".into(),
         variants,
         x: "epsilon",
         series: vec!["p"],
@@ -289,6 +293,14 @@ fn paper001(quick: bool, shakespeare: bool) -> Result<Experiment, FlError> {
             "paper001-mnist"
         }
         .into(),
+        title: format!(
+            "Paper 001 on {}: distributed DP at ε = {epsilon}, δ = 1e-5, against bits",
+            if shakespeare {
+                "Shakespeare (roles)"
+            } else {
+                "MNIST"
+            }
+        ),
         variants,
         x: "bits",
         series: vec!["noise"],
@@ -468,7 +480,12 @@ pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
         if !pts.is_empty() {
             out.push(Series::points(name, pts, style));
         } else if let Some(y) = level {
-            out.push(Series::level(format!("{name} (ε = ∞)"), y, None, style));
+            out.push(Series::level(
+                format!("{name} ({} = ∞)", exp.x),
+                y,
+                None,
+                style,
+            ));
         }
     }
     let x_axis = if exp.x == "epsilon" {
@@ -482,9 +499,9 @@ pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
         Axis::linear(exp.y)
     };
     Figure::new(
-        exp.name.clone(),
+        exp.title.clone(),
         vec![Panel {
-            title: exp.name.clone(),
+            title: String::new(),
             x: x_axis,
             y: y_axis,
             series: out,

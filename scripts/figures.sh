@@ -91,6 +91,8 @@ if [ -f $E/paper001_dme_theirs.csv ]; then
 fi
 
 # ---- Federated learning (issue 13; `privfed fl experiment NAME --out experiments/fl`) ----
+# (paper000-logistic's figure is the one `fl experiment` draws: its ε = ∞ reference is a row of
+# the same series, which `privfed plot` does not mix with points.)
 # The reference runs (central Gaussian: no quantization) have bits = inf in the CSV; `privfed plot`
 # draws a series whose only row has an empty x as a horizontal line, so inf becomes empty here.
 flfig() {
@@ -111,9 +113,4 @@ if [ -f "$E/fl/paper001-shakespeare.csv" ]; then
   flfig paper001-shakespeare --x bits --y final_accuracy --series noise --x-label "bits b" \
     --y-label "next-character accuracy after 30 rounds" \
     --title "Paper 001, Shakespeare by role (GRU): ε = 6"
-fi
-if [ -f "$E/fl/paper000-logistic.csv" ]; then
-  flfig paper000-logistic --x epsilon --y excess_loss --log-x --log-y --x-label "local ε" \
-    --y-label "excess loss L(θ) − L(θ*)" \
-    --title "Paper 000 §5.1: d = 500, N = 100,000"
 fi

@@ -92,6 +92,16 @@ pub fn run(cmd: &FlCommand) -> Result<()> {
     }
 }
 
+/// `--threads`, or every core; 0 is refused.
+fn worker_threads(option: Option<usize>) -> Result<usize> {
+    let threads =
+        option.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    Ok(threads)
+}
+
 fn bar(total: u64, done: u64, quiet: bool) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
@@ -147,12 +157,7 @@ fn train(a: &TrainArgs) -> Result<()> {
         }
         _ => None,
     };
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if threads == 0 {
-        bail!("--threads must be at least 1");
-    }
+    let threads = worker_threads(a.threads)?;
     // A resumed run takes its seed from the checkpoint (the data partition depends on it).
     if let Some(bytes) = &existing
         && cfg.train.seed.is_none()
@@ -286,9 +291,7 @@ fn experiment(a: &ExperimentArgs) -> Result<()> {
     };
     let exp = experiment(&a.name, a.quick)?;
     let data_dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = worker_threads(a.threads)?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let total: u64 = exp.variants.iter().map(|v| v.config.train.rounds).sum();
     let pb = bar(total, 0, a.quiet);

@@ -6,7 +6,9 @@
 
 use rand::Rng;
 
-use super::{Batch, Eval, Model, Scratch, check_target, dense, softmax_xent_in_place};
+use super::{
+    Batch, Eval, Model, Scratch, check_lengths, check_target, dense, softmax_xent_in_place,
+};
 use crate::error::{LearnError, Result};
 
 /// Softmax regression with `features` inputs and `classes` outputs.
@@ -49,17 +51,6 @@ impl Softmax {
             *z = b[c] + row.iter().zip(x).map(|(a, b)| a * b).sum::<f32>();
         }
     }
-
-    fn check_params(&self, params: &[f32]) -> Result<()> {
-        if params.len() != self.num_params() {
-            return Err(LearnError::DimensionMismatch {
-                what: "params",
-                expected: self.num_params(),
-                got: params.len(),
-            });
-        }
-        Ok(())
-    }
 }
 
 impl Model for Softmax {
@@ -79,14 +70,8 @@ impl Model for Softmax {
         grad: &mut [f32],
         scratch: &mut Scratch,
     ) -> Result<f64> {
-        self.check_params(params)?;
-        if grad.len() != params.len() {
-            return Err(LearnError::DimensionMismatch {
-                what: "grad",
-                expected: params.len(),
-                got: grad.len(),
-            });
-        }
+        check_lengths("params", params.len(), self.num_params())?;
+        check_lengths("grad", grad.len(), self.num_params())?;
         let (x, rows) = dense(batch, self.features)?;
         grad.fill(0.0);
         let logits = scratch.zeroed(0, self.classes);
@@ -111,7 +96,7 @@ impl Model for Softmax {
     }
 
     fn evaluate(&self, params: &[f32], batch: &Batch<'_>, scratch: &mut Scratch) -> Result<Eval> {
-        self.check_params(params)?;
+        check_lengths("params", params.len(), self.num_params())?;
         let (x, _) = dense(batch, self.features)?;
         let logits = scratch.zeroed(0, self.classes);
         let mut eval = Eval::default();

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::FlError;
 use super::run::RunConfig;
 use super::spec::Extras;
-use super::train::{RoundMetrics, Summary, Trainer};
+use super::train::{RoundMetrics, Summary, Trainer, opt};
 use crate::plot::{Axis, Figure, Panel, Point, Series, Style};
 
 /// The experiments, by name.
@@ -359,10 +359,6 @@ pub fn run_experiment(
         rounds.extend(t.history().iter().map(|m| (i, m.clone())));
     }
     Ok((rows, rounds))
-}
-
-fn opt(v: Option<f64>) -> String {
-    v.map_or(String::new(), |x| format!("{x}"))
 }
 
 /// `NAME.csv`: one row per run.

@@ -397,28 +397,29 @@ pub enum Contribution {
     Encoded(Vec<u64>),
 }
 
-/// The client's side: turns its update into what it sends.
+/// The client's side of one round: turns an update into what it sends (borrowing the plan's
+/// mechanisms; only the round's encoder, which holds its rotation, is built per round).
 #[derive(Debug)]
-pub enum ClientSide {
+pub enum ClientSide<'p> {
     /// Send the update.
     Plain,
     /// Clip to `clip` and privatize.
-    Local(LocalMechanism, f64),
+    Local(&'p LocalMechanism, f64),
     /// Encode for the modular sum.
     Encode(Box<SkellamEncoder>),
 }
 
-impl ClientSide {
+impl<'p> ClientSide<'p> {
     /// The client side of `plan` for round `rotation_seed` (distributed only).
     ///
     /// # Errors
     /// From the encoder.
-    pub fn new(plan: &PrivacyPlan, rotation_seed: [u8; 32]) -> Result<Self, FlError> {
+    pub fn new(plan: &'p PrivacyPlan, rotation_seed: [u8; 32]) -> Result<Self, FlError> {
         Ok(match plan {
             PrivacyPlan::None | PrivacyPlan::Central { .. } => ClientSide::Plain,
             PrivacyPlan::Local {
                 mechanism, clip, ..
-            } => ClientSide::Local(mechanism.clone(), *clip),
+            } => ClientSide::Local(mechanism, *clip),
             PrivacyPlan::Distributed { params, share, .. } => ClientSide::Encode(Box::new(
                 SkellamEncoder::with_noise(*params, rotation_seed, *share)?,
             )),

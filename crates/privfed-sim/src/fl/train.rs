@@ -861,9 +861,13 @@ pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), FlEr
     Ok(())
 }
 
+/// A CSV cell of an optional number (empty when absent).
+pub(crate) fn opt(v: Option<f64>) -> String {
+    v.map_or(String::new(), |x| format!("{x}"))
+}
+
 /// The metrics as CSV (one row per round; empty cells where a round did not evaluate).
 pub fn history_csv(rows: &[RoundMetrics]) -> String {
-    let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
     let mut s = String::from(
         "round,sampled,contributors,train_loss,accuracy,test_loss,epsilon,update_norm,\
          wrap_suspected,aborted,seconds_clients,seconds_privatize_cpu,seconds_aggregate,seconds_account,\

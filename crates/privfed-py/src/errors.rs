@@ -1,0 +1,155 @@
+//! Rust errors → the Python exception hierarchy of `privfed.errors`.
+//!
+//! The classes are defined in Python (so that, e.g., `InvalidParameter` is also a `ValueError`)
+//! and looked up when an error is raised; errors are rare, so nothing is cached.
+
+use privfed_accounting::AccountingError;
+use privfed_distributed::DistributedError;
+use privfed_mechanisms::MechanismError;
+use privfed_secagg::SecAggError;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+/// The Python exception classes of `privfed.errors` (names as in Python).
+#[derive(Debug, Clone, Copy)]
+#[allow(dead_code)] // every class is mapped, some only by later modules
+pub enum Kind {
+    /// `PrivfedError`: the base class.
+    Base,
+    /// `InvalidParameter` (a `ValueError`): a constructor argument out of range.
+    InvalidParameter,
+    /// `InvalidInput` (a `ValueError`): a vector of the wrong shape, non-finite or outside the
+    /// mechanism's domain.
+    InvalidInput,
+    /// `InvalidDtype` (a `TypeError`): an array of the wrong dtype.
+    InvalidDtype,
+    /// `InfeasibleParameters` (a `ValueError`): no parameters meet the request.
+    InfeasibleParameters,
+    /// `UnsupportedEvent` (a `ValueError`): the accountant cannot compose this event.
+    UnsupportedEvent,
+    /// `PrivacyBudgetExceeded`.
+    PrivacyBudgetExceeded,
+    /// `ProtocolError` (a `ValueError`): a malformed, forged, replayed or out-of-order message.
+    ProtocolError,
+    /// `ProtocolAbort`: the round aborted (too few survivors, an inconsistent server request).
+    ProtocolAbort,
+    /// `NumericalError` (an `ArithmeticError`).
+    NumericalError,
+    /// `ConfigError` (a `ValueError`): a run configuration or data set that cannot be used.
+    ConfigError,
+}
+
+impl Kind {
+    fn class_name(self) -> &'static str {
+        match self {
+            Kind::Base => "PrivfedError",
+            Kind::InvalidParameter => "InvalidParameter",
+            Kind::InvalidInput => "InvalidInput",
+            Kind::InvalidDtype => "InvalidDtype",
+            Kind::InfeasibleParameters => "InfeasibleParameters",
+            Kind::UnsupportedEvent => "UnsupportedEvent",
+            Kind::PrivacyBudgetExceeded => "PrivacyBudgetExceeded",
+            Kind::ProtocolError => "ProtocolError",
+            Kind::ProtocolAbort => "ProtocolAbort",
+            Kind::NumericalError => "NumericalError",
+            Kind::ConfigError => "ConfigError",
+        }
+    }
+}
+
+/// A Python exception of class `kind` with `message`.
+pub fn error(kind: Kind, message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    Python::attach(|py| {
+        let class = py
+            .import("privfed.errors")
+            .and_then(|m| m.getattr(kind.class_name()))
+            .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from));
+        match class {
+            Ok(c) => PyErr::from_type(c, message),
+            // Only if the package is broken: still an exception, never a panic.
+            Err(e) => pyo3::exceptions::PyRuntimeError::new_err(format!("{message} (and {e})")),
+        }
+    })
+}
+
+/// A Rust error that becomes a typed Python exception.
+pub trait ToPyErr {
+    /// The exception.
+    fn to_pyerr(self) -> PyErr;
+}
+
+/// `result.py()?`: a library result as a Python result.
+pub trait PyResultExt<T> {
+    /// Maps the error to its Python exception.
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T, E: ToPyErr> PyResultExt<T> for Result<T, E> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(ToPyErr::to_pyerr)
+    }
+}
+
+impl ToPyErr for MechanismError {
+    fn to_pyerr(self) -> PyErr {
+        let kind = match &self {
+            MechanismError::InvalidParameter { .. } => Kind::InvalidParameter,
+            MechanismError::DimensionMismatch { .. }
+            | MechanismError::NonFiniteInput { .. }
+            | MechanismError::OutOfDomain(_) => Kind::InvalidInput,
+            MechanismError::Infeasible(_) => Kind::InfeasibleParameters,
+            MechanismError::Numerical(_) => Kind::NumericalError,
+            _ => Kind::Base,
+        };
+        error(kind, self.to_string())
+    }
+}
+
+impl ToPyErr for AccountingError {
+    fn to_pyerr(self) -> PyErr {
+        let kind = match &self {
+            AccountingError::InvalidParameter { .. } | AccountingError::InvalidCurve(_) => {
+                Kind::InvalidParameter
+            }
+            AccountingError::UnsupportedEvent { .. } => Kind::UnsupportedEvent,
+            AccountingError::Infeasible(_) => Kind::InfeasibleParameters,
+            AccountingError::Numerical(_) => Kind::NumericalError,
+            _ => Kind::Base,
+        };
+        error(kind, self.to_string())
+    }
+}
+
+impl ToPyErr for DistributedError {
+    fn to_pyerr(self) -> PyErr {
+        let kind = match &self {
+            DistributedError::InvalidParameter { .. } => Kind::InvalidParameter,
+            DistributedError::Infeasible { .. } => Kind::InfeasibleParameters,
+            DistributedError::RoundingFailed { .. } => Kind::NumericalError,
+            DistributedError::Mechanism(e) => return e.clone().to_pyerr(),
+            _ => Kind::Base,
+        };
+        error(kind, self.to_string())
+    }
+}
+
+impl ToPyErr for SecAggError {
+    fn to_pyerr(self) -> PyErr {
+        let kind = match &self {
+            SecAggError::InvalidConfig { .. } => Kind::InvalidParameter,
+            SecAggError::Aborted(_) | SecAggError::InconsistentRequest(_) => Kind::ProtocolAbort,
+            SecAggError::Input(_) => Kind::InvalidInput,
+            _ => Kind::ProtocolError,
+        };
+        error(kind, self.to_string())
+    }
+}
+
+/// An `InvalidParameter` naming the argument.
+pub fn invalid(name: &str, reason: impl std::fmt::Display) -> PyErr {
+    error(
+        Kind::InvalidParameter,
+        format!("invalid `{name}`: {reason}"),
+    )
+}

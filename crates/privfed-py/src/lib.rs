@@ -1,0 +1,30 @@
+//! Python bindings of privfed: the native module `privfed._privfed`, re-exported by the pure
+//! Python package `privfed` (`python/privfed`). They wrap the library crates — never the
+//! command line. Conventions:
+//! * numpy in, numpy out (`float32`/`float64`; 1-D or batched 2-D), inputs copied and the GIL
+//!   released during work;
+//! * an OS-seeded CSPRNG by default, `seed=` for experiments (`rng`);
+//! * every Rust error becomes a typed exception of `privfed.errors` (`errors`); nothing panics
+//!   on input.
+
+#![forbid(unsafe_code)]
+
+mod accounting;
+mod arrays;
+mod errors;
+mod json;
+mod mechanisms;
+mod mvu;
+mod rng;
+
+use pyo3::prelude::*;
+
+/// The native module.
+#[pymodule]
+fn _privfed(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    mechanisms::register(m)?;
+    accounting::register(m)?;
+    mvu::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,75 @@
+"""privfed: private federated learning and analytics, in Rust, for numpy.
+
+Local randomizers (numpy in, numpy out; exact ε computed from the parameters)::
+
+    import numpy as np, privfed
+    m = privfed.PrivUnit2(epsilon=4.0, dim=1000)
+    x = np.zeros(1000); x[0] = 1.0
+    z = m.privatize(x)              # unbiased: E[z] = x
+    m.epsilon, m.variance           # 4.0, the exact worst-case E‖z − x‖²
+
+Submodules: :mod:`privfed.accounting` (RDP/PLD accountants, events, calibration),
+:mod:`privfed.mvu` (the MVU designer), :mod:`privfed.errors` (the exceptions).
+Randomness: an OS-seeded ChaCha12 generator per object; ``seed=`` (an int, 32 bytes or 64 hex
+digits) makes runs reproducible and must never be used for a real release.
+"""
+
+from . import accounting, errors, mvu
+from ._privfed import (
+    GRR,
+    MVU,
+    BitwiseRR,
+    Gaussian,
+    Laplace,
+    LocalRandomizer,
+    PrivUnit2,
+    PrivUnitG,
+    PrivUnitInf,
+    ScalarDP,
+    ScalarRelDP,
+    Separated,
+    __version__,
+)
+from .errors import (
+    ConfigError,
+    InfeasibleParameters,
+    InvalidDtype,
+    InvalidInput,
+    InvalidParameter,
+    NumericalError,
+    PrivacyBudgetExceeded,
+    PrivfedError,
+    ProtocolAbort,
+    ProtocolError,
+    UnsupportedEvent,
+)
+
+__all__ = [
+    "__version__",
+    "accounting",
+    "errors",
+    "mvu",
+    "LocalRandomizer",
+    "PrivUnit2",
+    "PrivUnitG",
+    "PrivUnitInf",
+    "ScalarDP",
+    "ScalarRelDP",
+    "GRR",
+    "BitwiseRR",
+    "Separated",
+    "Laplace",
+    "Gaussian",
+    "MVU",
+    "PrivfedError",
+    "InvalidParameter",
+    "InvalidInput",
+    "InvalidDtype",
+    "InfeasibleParameters",
+    "UnsupportedEvent",
+    "PrivacyBudgetExceeded",
+    "ProtocolError",
+    "ProtocolAbort",
+    "NumericalError",
+    "ConfigError",
+]

@@ -1,0 +1,12 @@
+"""The MVU designer of paper 004 (§3.4): optimal unbiased mechanisms on a b-bit grid.
+
+``design(input_bits, output_bits, epsilon)`` solves the LP/QP alternation and returns a
+validated :class:`MvuDesign`; ``privfed.MVU(epsilon, design=d, lo=..., hi=...)`` privatizes with it.
+"""
+
+from ._privfed import mvu as _native
+
+MvuDesign = _native.MvuDesign
+design = _native.design
+
+__all__ = ["MvuDesign", "design"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Sequence
 
-from ._privfed import accounting as _native
+from . import _privfed as _native
 
 PrivacyAccountant = _native.PrivacyAccountant
 RdpAccountant = _native.RdpAccountant

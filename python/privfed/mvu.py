@@ -4,9 +4,9 @@
 validated :class:`MvuDesign`; ``privfed.MVU(epsilon, design=d, lo=..., hi=...)`` privatizes with it.
 """
 
-from ._privfed import mvu as _native
+from . import _privfed as _native
 
 MvuDesign = _native.MvuDesign
-design = _native.design
+design = _native.design_mvu
 
 __all__ = ["MvuDesign", "design"]

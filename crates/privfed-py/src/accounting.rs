@@ -446,17 +446,15 @@ fn validate_event(event: &Bound<'_, PyAny>) -> PyResult<()> {
     event_from_py(event)?.validate().py()
 }
 
-/// The submodule `privfed._privfed.accounting`.
-pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
-    let m = PyModule::new(parent.py(), "accounting")?;
+/// Registers the accounting classes and functions (re-exported by `privfed.accounting`).
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Accountant>()?;
     m.add_class::<RdpAccountantPy>()?;
     m.add_class::<PldAccountantPy>()?;
     m.add_class::<PureCappedPy>()?;
-    m.add_function(wrap_pyfunction!(get_noise_multiplier, &m)?)?;
-    m.add_function(wrap_pyfunction!(get_laplace_scale, &m)?)?;
-    m.add_function(wrap_pyfunction!(get_skellam_variance, &m)?)?;
-    m.add_function(wrap_pyfunction!(validate_event, &m)?)?;
-    parent.add_submodule(&m)?;
+    m.add_function(wrap_pyfunction!(get_noise_multiplier, m)?)?;
+    m.add_function(wrap_pyfunction!(get_laplace_scale, m)?)?;
+    m.add_function(wrap_pyfunction!(get_skellam_variance, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_event, m)?)?;
     Ok(())
 }

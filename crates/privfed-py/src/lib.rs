@@ -1,6 +1,8 @@
 //! Python bindings of privfed: the native module `privfed._privfed`, re-exported by the pure
 //! Python package `privfed` (`python/privfed`). They wrap the library crates — never the
-//! command line. Conventions:
+//! command line. The native module is flat (one namespace, one stub file
+//! `python/privfed/_privfed.pyi`); the Python modules (`privfed.accounting`, `privfed.mvu`, …)
+//! re-export it by topic. Conventions:
 //! * numpy in, numpy out (`float32`/`float64`; 1-D or batched 2-D), inputs copied and the GIL
 //!   released during work;
 //! * an OS-seeded CSPRNG by default, `seed=` for experiments (`rng`);

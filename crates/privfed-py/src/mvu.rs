@@ -52,7 +52,7 @@ fn constraint(kind: &str, power: u32) -> PyResult<DpConstraint> {
 /// Returns the design with the designer's report (`report`: variance, worst-case variance, the
 /// exact ε, gRR's variance at the same budget, solver calls).
 #[pyfunction]
-#[pyo3(name = "design", signature = (input_bits, output_bits, epsilon, *, constraint="ldp", power=1))]
+#[pyo3(name = "design_mvu", signature = (input_bits, output_bits, epsilon, *, constraint="ldp", power=1))]
 fn design_py(
     py: Python<'_>,
     input_bits: u32,
@@ -165,11 +165,9 @@ impl MvuDesign {
     }
 }
 
-/// The submodule `privfed._privfed.mvu`.
-pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
-    let m = PyModule::new(parent.py(), "mvu")?;
+/// Registers `MvuDesign` and `design_mvu` (re-exported by `privfed.mvu`).
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MvuDesign>()?;
-    m.add_function(wrap_pyfunction!(design_py, &m)?)?;
-    parent.add_submodule(&m)?;
+    m.add_function(wrap_pyfunction!(design_py, m)?)?;
     Ok(())
 }

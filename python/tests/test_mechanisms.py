@@ -248,3 +248,19 @@ def test_repr_and_describe_are_informative():
     assert g["kind"] == "approximate" and g["delta"] == 1e-5 and abs(g["epsilon"] - 1.0) < 1e-12
     assert set(d) >= {"name", "epsilon", "delta", "dim", "variance", "domain", "parameters"}
     assert isinstance(m, privfed.LocalRandomizer)
+
+
+def test_dp_event_of_one_release():
+    from privfed.accounting import GaussianDpEvent, LaplaceDpEvent, PldAccountant, PureDpEvent
+
+    m = privfed.PrivUnit2(4.0, 10)
+    assert m.dp_event() == PureDpEvent(4.0)
+    g = privfed.Gaussian(1.0, 1e-5, 3, radius=2.0)
+    sigma = g.parameters["sigma"]
+    assert g.dp_event() == GaussianDpEvent(sigma / 4.0)  # l2 diameter of the radius-2 ball
+    lap = privfed.Laplace(1.0, 1)
+    ev = lap.dp_event()
+    assert isinstance(ev, LaplaceDpEvent)
+    # Laplace at ε has scale/ℓ1-sensitivity = 1/ε; the PLD accountant gives back ε at δ → 0.
+    assert ev.scale == pytest.approx(1.0, rel=1e-12)
+    assert PldAccountant().compose(ev).get_epsilon(1e-12) == pytest.approx(1.0, rel=1e-3)

@@ -1,7 +1,8 @@
 //! Calibration (docs/ALGORITHMS.md §5.4): the smallest noise that meets a target (ε, δ).
 //!
-//! Bisection (geometric, relative tolerance 1e-6) over the noise parameter, using the chosen
-//! accountant's ε at the given δ. The solver ([`calibrate_parameter_with`]) is generic over
+//! A bracketed root search (false position on the log of the noise parameter with the Illinois
+//! rule and bisection safeguards, `privfed_special::falsi_smallest`; relative tolerance 1e-6),
+//! using the chosen accountant's ε at the given δ. The solver ([`calibrate_parameter_with`]) is generic over
 //! [`PrivacyAccountant`]; [`AccountantKind`] is a serializable way to choose one of the built-in
 //! accountants. The returned parameter always meets the target (the search
 //! keeps the upper end of the bracket, which satisfies `ε ≤ target`).
@@ -12,7 +13,7 @@ use crate::accountant::PrivacyAccountant;
 use crate::error::{AccountingError, Result, check_delta, check_positive, check_rate};
 use crate::event::DpEvent;
 use crate::{PldAccountant, RdpAccountant};
-use privfed_special::bisect_smallest;
+use privfed_special::falsi_smallest;
 
 /// Which accountant answers ε during calibration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +53,7 @@ pub struct Calibration {
     pub epsilon: f64,
 }
 
-/// Relative tolerance of the bisection on the noise parameter.
+/// Relative tolerance of the search on the noise parameter.
 pub const CALIBRATION_REL_TOL: f64 = 1e-6;
 
 /// [`calibrate_parameter_with`] on a fresh accountant of `kind`.
@@ -106,7 +107,9 @@ pub fn calibrate_parameter_with<A: PrivacyAccountant + Clone>(
             });
         }
     }
-    let p = bisect_smallest(lo, hi, CALIBRATION_REL_TOL, ok)?;
+    let p = falsi_smallest(lo, hi, CALIBRATION_REL_TOL, |p| {
+        eps(p).map(|e| e - target_epsilon)
+    })?;
     Ok(Calibration {
         parameter: p,
         epsilon: eps(p)?,

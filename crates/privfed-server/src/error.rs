@@ -42,6 +42,22 @@ pub enum StoreError {
     /// The ticket is being redeemed by a concurrent request.
     #[error("the ticket is being used by another request")]
     TicketInUse,
+    /// A secure-aggregation round's stored version is behind this process's replica of it: the
+    /// store lost changes it had acknowledged (a Redis run with best-effort durability that
+    /// crashed, or a restored backup). The coordinator aborts the round rather than continue
+    /// from a history that its clients contradict.
+    #[error(
+        "round `{round}` went back in time: the store is at version {stored}, behind the {seen} \
+         this process had seen (the store lost acknowledged changes)"
+    )]
+    WentBackInTime {
+        /// The round id.
+        round: String,
+        /// The version in the store.
+        stored: u64,
+        /// The version of this process's replica.
+        seen: u64,
+    },
 }
 
 /// An error answered to an HTTP client.
@@ -172,6 +188,7 @@ impl From<StoreError> for ApiError {
             }
             e @ StoreError::TicketRequired => ApiError::TicketRequired(e.to_string()),
             e @ StoreError::Quarantined(_) => ApiError::Quarantined(e.to_string()),
+            e @ StoreError::WentBackInTime { .. } => ApiError::Internal(e.to_string()),
         }
     }
 }

@@ -42,7 +42,10 @@
 //!
 //! ## Stores
 //! [`store::embedded::EmbeddedStore`] (redb, group commit, crash consistent) and
-//! [`store::redis::RedisStore`] (shared by several processes).
+//! [`store::redis::RedisStore`] (shared by several processes). Secure-aggregation rounds have
+//! their own [`secagg::RoundStore`]: [`secagg::EmbeddedRoundStore`] beside the embedded model
+//! store, or [`secagg::RedisRoundStore`] over the Redis model store's connection, so several
+//! processes serve one round.
 
 pub mod api;
 pub mod error;

@@ -92,7 +92,7 @@ pub fn document() -> Value {
             "security": [{"admin": []}],
             "responses": {"201": {"description": "{round, config}"}, "400": err("invalid parameters"), "401": err("no token"), "403": err("wrong token")}}},
         "/v1/secagg/rounds/{id}": {
-            "get": {"summary": "A round's public state: status, stage, config, joined, pending, pending_clients, stage_deadline_ms, survivors",
+            "get": {"summary": "A round's public state: status, stage, config, joined, pending, pending_clients, stage_deadline_ms, survivors, version (advanced by every change of the round)",
                 "responses": {"200": {"description": "state"}, "404": err("unknown round")}},
             "delete": {"summary": "Delete a round and its messages (admin)", "security": [{"admin": []}],
                 "responses": {"204": {"description": "deleted"}, "404": err("unknown round")}}},

@@ -2,6 +2,7 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
+use privfed_server::secagg::{EmbeddedRoundStore, RedisRoundStore, RoundStore};
 use privfed_server::store::redis::{Durability, RedisOptions};
 use privfed_server::{AppState, EmbeddedStore, RedisStore, ServeConfig, Store};
 use std::path::PathBuf;
@@ -34,7 +35,9 @@ pub struct ServeArgs {
     /// keeps it out of the process list).
     #[arg(long, env = "PRIVFED_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: String,
-    /// Keep the instances in Redis instead (redis://HOST:PORT[/DB]); several servers may share it.
+    /// Keep the models' instances and the secure-aggregation rounds in Redis instead
+    /// (redis://HOST:PORT[/DB]): several server processes sharing it serve the same models and
+    /// the same rounds (a client may send each request to any of them).
     #[arg(long)]
     pub store: Option<String>,
     /// With --store redis://…: what a 202 promises. `strict` (default) refuses to start unless
@@ -43,6 +46,12 @@ pub struct ServeArgs {
     /// answers 202 `{"status":"accepted","durable":false}` (a Redis crash may lose it).
     #[arg(long, value_enum, default_value_t = RedisDurability::Strict)]
     pub redis_durability: RedisDurability,
+    /// With --store redis://…: the prefix of the secure-aggregation rounds' keys in Redis. Every
+    /// server process of one deployment must use the same prefix; separate deployments sharing
+    /// one Redis use different ones. Ignored with the embedded store (rounds in
+    /// DATA_DIR/secagg.redb, served by that one process).
+    #[arg(long, default_value = privfed_server::secagg::store::redis::DEFAULT_PREFIX)]
+    pub secagg_prefix: String,
     /// Also mount the benchmark ceiling routes /bench/{dim} (answer and read a payload, no store).
     #[arg(long)]
     pub bench_routes: bool,
@@ -146,24 +155,18 @@ pub enum RedisDurability {
     BestEffort,
 }
 
-async fn run_with<S: Store>(args: &ServeArgs, store: S) -> anyhow::Result<()> {
+async fn run_with<S: Store>(
+    args: &ServeArgs,
+    store: S,
+    rounds: Arc<dyn RoundStore>,
+) -> anyhow::Result<()> {
     let config = args.serve_config()?;
     let mut state = AppState::new(store, args.admin_token.clone());
-    // Secure-aggregation rounds: beside the embedded model store (secagg.redb).
-    if args.store.is_none() {
-        let rounds = privfed_server::secagg::EmbeddedRoundStore::open(&args.data_dir)
-            .with_context(|| {
-                format!(
-                    "cannot open the secure-aggregation round store in {}",
-                    args.data_dir.display()
-                )
-            })?;
-        state.secagg = Some(
-            privfed_server::secagg::Coordinator::open(Arc::new(rounds), args.admin_token.clone())
-                .await
-                .context("cannot resume the stored secure-aggregation rounds")?,
-        );
-    }
+    state.secagg = Some(
+        privfed_server::secagg::Coordinator::open(rounds, args.admin_token.clone())
+            .await
+            .context("cannot resume the stored secure-aggregation rounds")?,
+    );
     state.bench_routes = args.bench_routes;
     state.max_model_bytes = args.max_model_bytes;
     state.rate_limit = args
@@ -257,7 +260,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 for (name, why) in store.quarantined() {
                     eprintln!("privfed serve: model `{name}` is quarantined: {why}");
                 }
-                run_with(args, store).await
+                // Secure-aggregation rounds: beside the embedded model store (secagg.redb).
+                let rounds = EmbeddedRoundStore::open(&args.data_dir).with_context(|| {
+                    format!(
+                        "cannot open the secure-aggregation round store in {}",
+                        args.data_dir.display()
+                    )
+                })?;
+                run_with(args, store, Arc::new(rounds)).await
             }
             Some(url) if url.starts_with("redis://") => {
                 let options = RedisOptions {
@@ -273,10 +283,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                          acknowledged updates; 202 answers \"durable\": false"
                     );
                 }
+                if args.secagg_prefix.is_empty() {
+                    bail!("--secagg-prefix must not be empty");
+                }
                 let store = RedisStore::connect_with(url, options)
                     .await
                     .with_context(|| format!("cannot use the Redis store at {url}"))?;
-                run_with(args, store).await
+                // Secure-aggregation rounds in the same Redis, over the same connection and
+                // durability policy, so every process of the deployment serves every round.
+                let rounds = RedisRoundStore::new(store.connection().clone(), &args.secagg_prefix);
+                run_with(args, store, Arc::new(rounds)).await
             }
             Some(other) => bail!("unsupported --store `{other}` (expected redis://HOST:PORT)"),
         }

@@ -4,9 +4,9 @@
 //! |---|---|---|
 //! | `POST /v1/secagg/rounds` `{"clients","bits","dim","threshold"?,"graph"?,"dropout"?,"stage_timeout_ms"?}` | admin | 201 `{"round","config"}`, 400, 401, 403 |
 //! | `POST /v1/secagg/rounds/{id}/join` | anyone | 200 `{"client","token","config"}`, 404, 409 (full or started) |
-//! | `POST /v1/secagg/rounds/{id}/messages` (postcard `ClientMessage`, `Authorization: Bearer CLIENT_TOKEN`) | a joined client | 202 `{"status":"accepted"}`, 200 `{"status":"duplicate"}`, 400, 403, 409 (stale stage, other session, conflicting retry), 413, 422 (breaks the protocol), 503 |
+//! | `POST /v1/secagg/rounds/{id}/messages` (postcard `ClientMessage`, `Authorization: Bearer CLIENT_TOKEN`) | a joined client | 202 `{"status":"accepted"}` (`"durable": false` added with a best-effort Redis store), 200 `{"status":"duplicate"}`, 400, 403, 409 (stale or closed stage, other session, conflicting retry), 413, 422 (breaks the protocol), 503 |
 //! | `GET /v1/secagg/rounds/{id}/next?client=ID&wait=SECONDS` (`Authorization: Bearer CLIENT_TOKEN`) | a joined client | 200 postcard `ServerMessage`, 204 (not yet; long poll up to 30 s), 410 `{"status","reason"}` (round over for this client), 403 |
-//! | `GET /v1/secagg/rounds/{id}` | anyone | 200 (status, stage, config, joined, pending, deadline) |
+//! | `GET /v1/secagg/rounds/{id}` | anyone | 200 (status, stage, config, joined, pending, deadline, version) |
 //! | `GET /v1/secagg/rounds/{id}/result` | admin | 200 `{"sum","survivors","dropped"}`, 409 (not finished / aborted) |
 //! | `POST /v1/secagg/rounds/{id}/close` (close the current stage now: an operator's deadline) | admin | 204, 409 (over) |
 //! | `DELETE /v1/secagg/rounds/{id}` | admin | 204 |
@@ -156,11 +156,15 @@ async fn message(
     let token = client_token(&headers)?;
     let bytes = read_body(&headers, body, MESSAGE_LIMIT).await?;
     match c.post_message(&id, &token, &bytes).await? {
-        Receipt::Accepted => Ok((
-            StatusCode::ACCEPTED,
-            axum::Json(serde_json::json!({"status": "accepted"})),
-        )
-            .into_response()),
+        Receipt::Accepted => {
+            // As for model updates: a store run without durable acknowledgments says so.
+            let body = if c.durable_acks() {
+                serde_json::json!({"status": "accepted"})
+            } else {
+                serde_json::json!({"status": "accepted", "durable": false})
+            };
+            Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
+        }
         Receipt::Duplicate => {
             Ok(axum::Json(serde_json::json!({"status": "duplicate"})).into_response())
         }

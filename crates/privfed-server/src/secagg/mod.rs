@@ -6,10 +6,24 @@
 //! so after a crash (even `kill -9` mid-round) replaying the store gives the same state and the
 //! round completes or aborts cleanly — never with a wrong sum.
 //!
-//! A stage closes when every expected client has answered or when its deadline passes (a task
-//! per round watches the clock; the state machine itself has none). Clients join a round to get
-//! an id and a bearer token; every message they send must carry that id and token. Routes:
-//! [`api`].
+//! ## Several processes, one round
+//! With a shared store ([`store::redis::RedisRoundStore`]) several coordinators serve one round;
+//! the store is the only shared state, and a replica is trusted only at the store's version:
+//! * every request first compares the replica's version with the stored one; if they differ,
+//!   the replica catches up — the messages of its current stage it has not seen, or a full
+//!   replay when the stage changed;
+//! * a message is stored only while the round still collects its stage (the store checks), and
+//!   each stored message advances the version;
+//! * a stage closes only through a compare-and-set of the record on the version the replica was
+//!   built at, so exactly one process closes a stage, from exactly the stored messages; the
+//!   others see the new version and replay;
+//! * a task per round re-reads the version every [`REFRESH_INTERVAL`], so long polls here learn
+//!   of a stage closed by another process, and closes stages at their deadline (whichever
+//!   process gets there first).
+//!
+//! A stage closes when every expected client has answered or when its deadline passes (the
+//! state machine itself has no clock). Clients join a round to get an id and a bearer token;
+//! every message they send must carry that id and token. Routes: [`api`].
 
 pub mod api;
 pub mod store;
@@ -28,6 +42,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, watch};
 
 use crate::error::{ApiError, StoreError};
+pub use store::redis::RedisRoundStore;
 pub use store::{EmbeddedRoundStore, PutOutcome, RoundRecord, RoundStore, StoredStatus};
 
 /// Longest a client's long poll for its next message waits.
@@ -35,6 +50,14 @@ pub const MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// Default time a stage stays open.
 pub const DEFAULT_STAGE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How often a round's task re-reads the stored version to learn of changes made by other
+/// server processes (its long polls then answer within about this delay).
+pub const REFRESH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Compare-and-set attempts of a join or a stage close before answering 503 (each failed one
+/// means another process changed the round meanwhile; the next starts from the new state).
+const CAS_ATTEMPTS: usize = 16;
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -45,6 +68,16 @@ fn now_ms() -> u64 {
 
 fn stage_index(stage: Stage) -> u8 {
     Stage::ALL.iter().position(|&s| s == stage).unwrap_or(0) as u8
+}
+
+/// A bound on the version a round with this configuration reaches by honest changes: its
+/// creation (0), one join and at most one message per stage from each client, and one
+/// compare-and-set per stage close.
+fn version_ceiling(config: &RoundConfig) -> u64 {
+    let stages = Stage::ALL.len() as u64;
+    u64::from(config.clients)
+        .saturating_mul(1 + stages)
+        .saturating_add(stages)
 }
 
 fn token_hash(token: &str) -> [u8; 32] {
@@ -64,6 +97,10 @@ fn store_error(e: StoreError) -> ApiError {
     match e {
         StoreError::Unavailable(m) => ApiError::Unavailable(m),
         StoreError::NotFound(m) => ApiError::NotFound(format!("no round `{m}`")),
+        // The round is aborted (see `Coordinator::abort_rewound`): it is over for the client.
+        e @ StoreError::WentBackInTime { .. } => {
+            ApiError::Conflict(format!("the round aborted: {e}"))
+        }
         other => ApiError::Internal(other.to_string()),
     }
 }
@@ -116,12 +153,16 @@ struct Replica {
     record: RoundRecord,
     server: Server,
     result: Option<Aggregate>,
+    /// The round was deleted (here or by another process).
+    deleted: bool,
 }
 
 /// One round in this process.
 pub struct Round {
     id: String,
     replica: Mutex<Replica>,
+    /// Bumped when the round's status changes (or it is deleted): wakes long polls and the
+    /// deadline task.
     changed: watch::Sender<u64>,
 }
 
@@ -140,68 +181,108 @@ impl std::fmt::Debug for Coordinator {
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
+fn corrupt(id: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(format!("round {id}: {e}"))
 }
 
-/// Rebuilds a round's state machine from its stored messages.
-fn rebuild(store: &dyn RoundStore, id: &str, record: &RoundRecord) -> Result<Replica, StoreError> {
-    let mut server = Server::new(record.config.clone())
-        .map_err(|e| StoreError::Backend(format!("round {id}: {e}")))?;
-    let mut result = None;
+/// Feeds stored messages to a replica. A stored message was validated by a replica in the same
+/// state before it was stored, so one that does not replay means a damaged store: logged.
+fn replay(server: &mut Server, id: &str, stage: u8, messages: Vec<(ClientId, Vec<u8>)>) {
+    for (client, bytes) in messages {
+        let replayed = decode::<ClientMessage>(&bytes).and_then(|m| server.receive(&m));
+        if let Err(e) = replayed {
+            tracing::error!(round = id, stage, client, error = %e, "stored message does not replay");
+        }
+    }
+}
+
+/// Rebuilds a round's state machine from its stored messages (read after `record`, so they
+/// include every message that `record.version` counts).
+async fn rebuild(
+    store: &dyn RoundStore,
+    id: &str,
+    record: &RoundRecord,
+) -> Result<Replica, StoreError> {
+    let mut server = Server::new(record.config.clone()).map_err(|e| corrupt(id, e))?;
     let upto = match &record.status {
         StoredStatus::Collecting { stage } => *stage,
         StoredStatus::Finished => {
-            let stored = store.messages(id, store::RESULT_STAGE)?;
+            let stored = store.messages(id, store::RESULT_STAGE).await?;
             let (_, bytes) = stored
                 .first()
-                .ok_or_else(|| StoreError::Backend(format!("round {id}: result missing")))?;
-            result = Some(
-                decode::<Aggregate>(bytes)
-                    .map_err(|e| StoreError::Backend(format!("round {id}: {e}")))?,
-            );
+                .ok_or_else(|| corrupt(id, "result missing"))?;
+            let result = decode::<Aggregate>(bytes).map_err(|e| corrupt(id, e))?;
             return Ok(Replica {
                 record: record.clone(),
                 server,
-                result,
+                result: Some(result),
+                deleted: false,
             });
         }
         StoredStatus::Aborted { .. } => {
             return Ok(Replica {
                 record: record.clone(),
                 server,
-                result,
+                result: None,
+                deleted: false,
             });
         }
     };
+    if upto as usize >= Stage::ALL.len() {
+        return Err(corrupt(id, format!("stage {upto} does not exist")));
+    }
     for stage in 0..=upto {
-        for (client, bytes) in store.messages(id, stage)? {
-            let replayed = decode::<ClientMessage>(&bytes).and_then(|m| server.receive(&m));
-            if let Err(e) = replayed {
-                tracing::error!(round = id, stage, client, error = %e, "stored message does not replay");
-            }
-        }
+        replay(&mut server, id, stage, store.messages(id, stage).await?);
         if stage < upto {
-            server
-                .close_stage()
-                .map_err(|e| StoreError::Backend(format!("round {id}: {e}")))?;
+            server.close_stage().map_err(|e| corrupt(id, e))?;
         }
     }
     if *server.status() != RoundStatus::Collecting(Stage::ALL[upto as usize]) {
-        return Err(StoreError::Backend(format!(
-            "round {id}: replay ends at {:?}, the record says stage {upto}",
-            server.status()
-        )));
+        return Err(corrupt(
+            id,
+            format!(
+                "replay ends at {:?}, the record says stage {upto}",
+                server.status()
+            ),
+        ));
     }
     Ok(Replica {
         record: record.clone(),
         server,
-        result,
+        result: None,
+        deleted: false,
     })
+}
+
+/// Brings a replica (whose state machine matches its record) to the stored `record`: only the
+/// new messages of its stage when the status is unchanged (a stage's messages are only ever
+/// added), a full replay otherwise.
+async fn catch_up(
+    store: &dyn RoundStore,
+    id: &str,
+    r: &mut Replica,
+    record: RoundRecord,
+) -> Result<(), StoreError> {
+    match (&r.record.status, &record.status) {
+        (StoredStatus::Collecting { stage: a }, StoredStatus::Collecting { stage: b })
+            if a == b =>
+        {
+            let pending = r.server.pending();
+            let new: Vec<ClientId> = store
+                .message_clients(id, *a)
+                .await?
+                .into_iter()
+                .filter(|c| pending.contains(c))
+                .collect();
+            if !new.is_empty() {
+                let messages = store.messages_of(id, *a, &new).await?;
+                replay(&mut r.server, id, *a, messages);
+            }
+            r.record = record;
+        }
+        _ => *r = rebuild(store, id, &record).await?,
+    }
+    Ok(())
 }
 
 impl Coordinator {
@@ -217,16 +298,8 @@ impl Coordinator {
             rounds: std::sync::Mutex::new(HashMap::new()),
             admin_token,
         });
-        let loaded = blocking(move || {
-            let mut out = Vec::new();
-            for (id, record) in store.rounds()? {
-                let replica = rebuild(store.as_ref(), &id, &record)?;
-                out.push((id, replica));
-            }
-            Ok(out)
-        })
-        .await?;
-        for (id, replica) in loaded {
+        for (id, record) in store.rounds().await? {
+            let replica = rebuild(store.as_ref(), &id, &record).await?;
             tracing::info!(round = %id, status = ?replica.record.status, "secure-aggregation round resumed");
             c.insert(id, replica);
         }
@@ -244,30 +317,173 @@ impl Coordinator {
         &self.admin_token
     }
 
+    /// Whether an accepted message (202) survives a crash of the store's backend (see
+    /// [`RoundStore::durable_acks`]).
+    pub fn durable_acks(&self) -> bool {
+        self.store.durable_acks()
+    }
+
+    /// Adds a round to this process (or returns the one another request added first) and
+    /// starts its task.
     fn insert(self: &Arc<Self>, id: String, replica: Replica) -> Arc<Round> {
-        let (changed, _) = watch::channel(replica.record.version);
-        let round = Arc::new(Round {
-            id: id.clone(),
-            replica: Mutex::new(replica),
-            changed,
-        });
-        self.rounds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, round.clone());
+        let round = {
+            let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(existing) = rounds.get(&id) {
+                return existing.clone();
+            }
+            let (changed, _) = watch::channel(replica.record.version);
+            let round = Arc::new(Round {
+                id: id.clone(),
+                replica: Mutex::new(replica),
+                changed,
+            });
+            rounds.insert(id, round.clone());
+            round
+        };
         let me = self.clone();
         let watched = round.clone();
-        tokio::spawn(async move { me.watch_deadlines(watched).await });
+        tokio::spawn(async move { me.watch_round(watched).await });
         round
     }
 
-    fn round(&self, id: &str) -> Result<Arc<Round>, ApiError> {
-        self.rounds
+    /// The round in this process, loaded from the store if another process created it.
+    async fn round(self: &Arc<Self>, id: &str) -> Result<Arc<Round>, ApiError> {
+        let known = self
+            .rounds
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
-            .cloned()
-            .ok_or_else(|| ApiError::NotFound(format!("no round `{id}`")))
+            .cloned();
+        if let Some(round) = known {
+            return Ok(round);
+        }
+        let no_round = || ApiError::NotFound(format!("no round `{id}`"));
+        let record = self
+            .store
+            .round(id)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(no_round)?;
+        let replica = rebuild(self.store.as_ref(), id, &record)
+            .await
+            .map_err(store_error)?;
+        tracing::info!(round = %id, status = ?replica.record.status, "secure-aggregation round loaded from the store");
+        Ok(self.insert(id.to_string(), replica))
+    }
+
+    /// Wakes the round's waiters if its status changed (or it was deleted).
+    fn notify(round: &Round, before: &StoredStatus, r: &Replica) {
+        if r.deleted || r.record.status != *before {
+            round.changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// The round was deleted: this process forgets it.
+    fn forget(&self, round: &Round, r: &mut Replica) {
+        r.deleted = true;
+        round.changed.send_modify(|n| *n += 1);
+        let mut rounds = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+        if rounds
+            .get(&round.id)
+            .is_some_and(|known| std::ptr::eq(known.as_ref(), round))
+        {
+            rounds.remove(&round.id);
+        }
+    }
+
+    /// Makes a locked replica current: compares its version with the stored one and catches
+    /// up if another process (or a failed write here) changed the round.
+    async fn sync(&self, round: &Round, r: &mut Replica) -> Result<(), ApiError> {
+        let no_round = || ApiError::NotFound(format!("no round `{}`", round.id));
+        if r.deleted {
+            return Err(no_round());
+        }
+        let stored = self.store.version(&round.id).await.map_err(store_error)?;
+        if stored == Some(r.record.version) {
+            return Ok(());
+        }
+        if let Some(stored) = stored.filter(|&v| v < r.record.version) {
+            let e = StoreError::WentBackInTime {
+                round: round.id.clone(),
+                stored,
+                seen: r.record.version,
+            };
+            tracing::error!(round = %round.id, error = %e, "aborting the round");
+            self.abort_rewound(round, r, &e).await?;
+            return Err(store_error(e));
+        }
+        let before = r.record.status.clone();
+        match self.store.round(&round.id).await.map_err(store_error)? {
+            Some(record) => {
+                catch_up(self.store.as_ref(), &round.id, r, record)
+                    .await
+                    .map_err(store_error)?;
+                Self::notify(round, &before, r);
+                Ok(())
+            }
+            None => {
+                self.forget(round, r);
+                Err(no_round())
+            }
+        }
+    }
+
+    /// Aborts a round whose store went back in time (`why`): its clients hold acknowledgments,
+    /// and perhaps messages of later stages, that the stored history no longer has, so it must
+    /// not continue. The aborted record's version is past any this round can reach by honest
+    /// changes ([`version_ceiling`]), so no process's replica can take it for its own state;
+    /// and an aborted round never changes again. Then rebuilds the replica from the store.
+    async fn abort_rewound(
+        &self,
+        round: &Round,
+        r: &mut Replica,
+        why: &StoreError,
+    ) -> Result<(), ApiError> {
+        for _ in 0..CAS_ATTEMPTS {
+            let Some(current) = self.store.round(&round.id).await.map_err(store_error)? else {
+                break;
+            };
+            if !matches!(current.status, StoredStatus::Collecting { .. }) {
+                break;
+            }
+            let mut record = current.clone();
+            record.status = StoredStatus::Aborted {
+                reason: why.to_string(),
+            };
+            record.stage_opened_ms = now_ms();
+            record.version = version_ceiling(&current.config)
+                .max(current.version)
+                .max(r.record.version)
+                .saturating_add(1);
+            let swapped = self
+                .store
+                .update_round(&round.id, current.version, &record, None)
+                .await
+                .map_err(store_error)?;
+            if swapped {
+                break;
+            }
+        }
+        self.reload(round, r).await
+    }
+
+    /// Rebuilds a locked replica from the store (after its state machine took a step that was
+    /// not stored).
+    async fn reload(&self, round: &Round, r: &mut Replica) -> Result<(), ApiError> {
+        let before = r.record.status.clone();
+        match self.store.round(&round.id).await.map_err(store_error)? {
+            Some(record) => {
+                *r = rebuild(self.store.as_ref(), &round.id, &record)
+                    .await
+                    .map_err(store_error)?;
+                Self::notify(round, &before, r);
+                Ok(())
+            }
+            None => {
+                self.forget(round, r);
+                Err(ApiError::NotFound(format!("no round `{}`", round.id)))
+            }
+        }
     }
 
     /// Creates a round: validates the configuration, draws its 256-bit session id from the OS
@@ -306,8 +522,8 @@ impl Coordinator {
             joined: Vec::new(),
             version: 0,
         };
-        let (store, rid, rec) = (self.store.clone(), id.clone(), record.clone());
-        blocking(move || store.create_round(&rid, &rec))
+        self.store
+            .create_round(&id, &record)
             .await
             .map_err(store_error)?;
         tracing::info!(round = %id, clients = new.clients, dim = new.dim, bits = new.bits, "secure-aggregation round created");
@@ -317,58 +533,51 @@ impl Coordinator {
                 record,
                 server,
                 result: None,
+                deleted: false,
             },
         );
         Ok((id, config))
     }
 
     /// Joins a round during its first stage: the next free client id and a fresh bearer token
-    /// (256 bits; only its SHA-256 is stored).
-    pub async fn join(&self, id: &str) -> Result<(ClientId, String, RoundConfig), ApiError> {
-        let round = self.round(id)?;
+    /// (256 bits; only its SHA-256 is stored). The id is taken by compare-and-set, so clients
+    /// joining through different processes get different ids.
+    pub async fn join(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> Result<(ClientId, String, RoundConfig), ApiError> {
+        let round = self.round(id).await?;
         let mut r = round.replica.lock().await;
-        if r.record.status != (StoredStatus::Collecting { stage: 0 }) {
-            return Err(ApiError::Conflict(
-                "the round no longer accepts new clients".into(),
-            ));
-        }
-        if r.record.joined.len() >= r.record.config.clients as usize {
-            return Err(ApiError::Conflict("the round is full".into()));
-        }
         let mut secret = [0u8; 32];
         rand::rng().fill_bytes(&mut secret);
         let token = hex(&secret);
-        let mut record = r.record.clone();
-        record.joined.push(token_hash(&token));
-        record.version += 1;
-        let client = record.joined.len() as ClientId;
-        self.save(&round, &mut r, record).await?;
-        Ok((client, token, r.record.config.clone()))
-    }
-
-    async fn save(
-        &self,
-        round: &Round,
-        r: &mut Replica,
-        record: RoundRecord,
-    ) -> Result<(), ApiError> {
-        let (store, id, rec, expected) = (
-            self.store.clone(),
-            round.id.clone(),
-            record.clone(),
-            r.record.version,
-        );
-        let swapped = blocking(move || store.update_round(&id, expected, &rec))
-            .await
-            .map_err(store_error)?;
-        if !swapped {
-            return Err(ApiError::Unavailable(
-                "the round was changed by another server process; retry".into(),
-            ));
+        for _ in 0..CAS_ATTEMPTS {
+            self.sync(&round, &mut r).await?;
+            if r.record.status != (StoredStatus::Collecting { stage: 0 }) {
+                return Err(ApiError::Conflict(
+                    "the round no longer accepts new clients".into(),
+                ));
+            }
+            if r.record.joined.len() >= r.record.config.clients as usize {
+                return Err(ApiError::Conflict("the round is full".into()));
+            }
+            let mut record = r.record.clone();
+            record.joined.push(token_hash(&token));
+            record.version += 1;
+            let client = record.joined.len() as ClientId;
+            let swapped = self
+                .store
+                .update_round(&round.id, r.record.version, &record, None)
+                .await
+                .map_err(store_error)?;
+            if swapped {
+                r.record = record;
+                return Ok((client, token, r.record.config.clone()));
+            }
         }
-        r.record = record;
-        round.changed.send_replace(r.record.version);
-        Ok(())
+        Err(ApiError::Unavailable(
+            "the round kept changing while joining; retry".into(),
+        ))
     }
 
     fn authenticate(r: &Replica, client: ClientId, token: &str) -> Result<(), ApiError> {
@@ -380,98 +589,165 @@ impl Coordinator {
     }
 
     /// Handles a client's message (postcard bytes) sent with its bearer token: validated by the
-    /// replica, stored, then acknowledged. Closes the stage when it was the last one expected.
+    /// current replica, stored (only while its stage is open), then acknowledged. Closes the
+    /// stage when it was the last one expected.
     pub async fn post_message(
-        &self,
+        self: &Arc<Self>,
         id: &str,
         token: &str,
         bytes: &[u8],
     ) -> Result<Receipt, ApiError> {
-        let round = self.round(id)?;
+        let round = self.round(id).await?;
         let message: ClientMessage = decode(bytes).map_err(protocol_error)?;
         let client = message.header.client;
         let mut r = round.replica.lock().await;
+        self.sync(&round, &mut r).await?;
         Self::authenticate(&r, client, token)?;
+        if !matches!(r.record.status, StoredStatus::Collecting { .. }) {
+            return Err(ApiError::Conflict("the round is over".into()));
+        }
         let stage = message.payload.stage();
-        let receipt = r.server.receive(&message).map_err(protocol_error)?;
-        if receipt == Receipt::Accepted {
-            let (store, rid, body) = (self.store.clone(), round.id.clone(), bytes.to_vec());
-            let stored =
-                blocking(move || store.put_message(&rid, stage_index(stage), client, &body)).await;
-            match stored {
-                Ok(PutOutcome::Stored) | Ok(PutOutcome::Duplicate) => {}
-                Ok(PutOutcome::Conflict) | Err(_) => {
-                    // The replica took a message the store does not hold: rebuild it from the
-                    // store so the two agree again.
-                    self.reload(&round, &mut r).await?;
-                    return Err(match stored {
-                        Err(e) => store_error(e),
-                        _ => ApiError::Conflict(format!(
-                            "client {client} already sent a different message for this stage"
-                        )),
-                    });
+        let mut receipt = r.server.receive(&message).map_err(protocol_error)?;
+        // A duplicate goes to the store too: its acknowledgment promises the first write, whose
+        // durability the store confirms again.
+        let stored = self
+            .store
+            .put_message(&round.id, stage_index(stage), client, bytes)
+            .await;
+        match stored {
+            Ok(PutOutcome::Stored { version })
+                if receipt == Receipt::Accepted && version == r.record.version + 1 =>
+            {
+                // Nobody else changed the round meanwhile: the replica is current.
+                r.record.version = version;
+            }
+            // Stored, and other processes stored messages too: the replica holds this one, so
+            // catching up with the others' is enough.
+            Ok(PutOutcome::Stored { .. }) if receipt == Receipt::Accepted => {
+                self.sync(&round, &mut r).await?;
+            }
+            // The replica had it but the store had not (a change lost by the store): rebuild.
+            Ok(PutOutcome::Stored { .. }) => self.reload(&round, &mut r).await?,
+            Ok(PutOutcome::Duplicate) => {
+                if receipt == Receipt::Accepted {
+                    // Another process stored the same bytes first (a retry through another
+                    // server): the replica took exactly the stored message; catch up.
+                    self.sync(&round, &mut r).await?;
                 }
+                receipt = Receipt::Duplicate;
             }
-            if r.server.pending().is_empty() {
-                self.close(&round, &mut r).await?;
+            Ok(PutOutcome::Conflict) => {
+                self.reload(&round, &mut r).await?;
+                return Err(ApiError::Conflict(format!(
+                    "client {client} already sent a different message for this stage"
+                )));
             }
+            Ok(PutOutcome::StageClosed) => {
+                self.reload(&round, &mut r).await?;
+                return Err(ApiError::Conflict(format!(
+                    "stage {} is closed",
+                    stage.name()
+                )));
+            }
+            Err(e) => {
+                // The replica took a message the store may not hold: rebuild it from the store
+                // (best effort: the next request syncs anyway).
+                let _ = self.reload(&round, &mut r).await;
+                return Err(store_error(e));
+            }
+        }
+        if *r.server.status() == RoundStatus::Collecting(stage)
+            && r.server.pending().is_empty()
+            && let Err(e) = self
+                .close_locked(&round, &mut r, Some(stage_index(stage)))
+                .await
+        {
+            // The message is stored (its receipt is true); the round's task closes the stage.
+            tracing::warn!(round = %round.id, error = %e, "closing a complete stage failed; retrying");
         }
         Ok(receipt)
     }
 
-    async fn reload(&self, round: &Round, r: &mut Replica) -> Result<(), ApiError> {
-        let (store, rid, rec) = (self.store.clone(), round.id.clone(), r.record.clone());
-        let fresh = blocking(move || rebuild(store.as_ref(), &rid, &rec))
-            .await
-            .map_err(store_error)?;
-        *r = fresh;
-        Ok(())
-    }
-
-    /// Closes the current stage of a locked round and persists the outcome.
-    async fn close(&self, round: &Round, r: &mut Replica) -> Result<(), ApiError> {
-        let RoundStatus::Collecting(stage) = r.server.status().clone() else {
-            return Ok(());
-        };
-        let status = r.server.close_stage().map_err(protocol_error)?.clone();
-        let new_status = match &status {
-            RoundStatus::Collecting(s) => StoredStatus::Collecting {
-                stage: stage_index(*s),
-            },
-            RoundStatus::Finished => {
-                let aggregate = r
-                    .server
-                    .output()
-                    .cloned()
-                    .ok_or_else(|| ApiError::Internal("finished without output".into()))?;
-                let (store, rid, body) = (self.store.clone(), round.id.clone(), encode(&aggregate));
-                let stored =
-                    blocking(move || store.put_message(&rid, store::RESULT_STAGE, 0, &body)).await;
-                if let Err(e) = stored {
-                    self.reload(round, r).await?;
+    /// Closes the current stage of a locked round — only if it is `stage` when given — and
+    /// stores the outcome by compare-and-set. A stage another process closed first is left
+    /// closed (`Ok`).
+    async fn close_locked(
+        &self,
+        round: &Round,
+        r: &mut Replica,
+        stage: Option<u8>,
+    ) -> Result<(), ApiError> {
+        for _ in 0..CAS_ATTEMPTS {
+            self.sync(round, r).await?;
+            let current = match r.record.status {
+                StoredStatus::Collecting { stage: s } if stage.is_none_or(|want| want == s) => s,
+                _ => return Ok(()),
+            };
+            let before = r.record.status.clone();
+            let closed = r.server.close_stage().cloned();
+            let status = match closed {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = self.reload(round, r).await;
+                    return Err(protocol_error(e));
+                }
+            };
+            let (new_status, result) = match &status {
+                RoundStatus::Collecting(s) => (
+                    StoredStatus::Collecting {
+                        stage: stage_index(*s),
+                    },
+                    None,
+                ),
+                RoundStatus::Finished => {
+                    let Some(aggregate) = r.server.output().cloned() else {
+                        let _ = self.reload(round, r).await;
+                        return Err(ApiError::Internal("finished without output".into()));
+                    };
+                    (StoredStatus::Finished, Some(aggregate))
+                }
+                RoundStatus::Aborted(reason) => (
+                    StoredStatus::Aborted {
+                        reason: reason.clone(),
+                    },
+                    None,
+                ),
+            };
+            let mut record = r.record.clone();
+            record.status = new_status;
+            record.stage_opened_ms = now_ms();
+            record.version += 1;
+            let encoded = result.as_ref().map(encode);
+            let swapped = self
+                .store
+                .update_round(&round.id, r.record.version, &record, encoded.as_deref())
+                .await;
+            match swapped {
+                Ok(true) => {
+                    r.record = record;
+                    r.result = result;
+                    Self::notify(round, &before, r);
+                    tracing::info!(round = %round.id, closed = Stage::ALL.get(current as usize).map_or("?", |s| s.name()), status = ?r.record.status, "secure-aggregation stage closed");
+                    return Ok(());
+                }
+                // The round changed since this replica's version (a message stored or the stage
+                // closed by another process): start again from the store.
+                Ok(false) => self.reload(round, r).await?,
+                Err(e) => {
+                    let _ = self.reload(round, r).await;
                     return Err(store_error(e));
                 }
-                r.result = Some(aggregate);
-                StoredStatus::Finished
             }
-            RoundStatus::Aborted(reason) => StoredStatus::Aborted {
-                reason: reason.clone(),
-            },
-        };
-        let mut record = r.record.clone();
-        record.status = new_status;
-        record.stage_opened_ms = now_ms();
-        record.version += 1;
-        if let Err(e) = self.save(round, r, record).await {
-            self.reload(round, r).await?;
-            return Err(e);
         }
-        tracing::info!(round = %round.id, closed = stage.name(), status = ?r.record.status, "secure-aggregation stage closed");
-        Ok(())
+        Err(ApiError::Unavailable(
+            "the round kept changing while closing its stage; retry".into(),
+        ))
     }
 
-    /// Closes stages whose deadline passed, until the round is over.
-    async fn watch_deadlines(self: Arc<Self>, round: Arc<Round>) {
+    /// The round's task: closes stages whose deadline passed (or that are complete but were not
+    /// closed, e.g. after a failed write), and re-reads the store every [`REFRESH_INTERVAL`] so
+    /// changes made by other processes reach this process's waiters. Ends with the round.
+    async fn watch_round(self: Arc<Self>, round: Arc<Round>) {
         let mut changes = round.changed.subscribe();
         let mut closing = self.closing.subscribe();
         loop {
@@ -480,20 +756,25 @@ impl Coordinator {
             }
             let deadline = {
                 let r = round.replica.lock().await;
-                if !matches!(r.record.status, StoredStatus::Collecting { .. }) {
+                if r.deleted || !matches!(r.record.status, StoredStatus::Collecting { .. }) {
                     return;
                 }
                 r.record.stage_opened_ms + r.record.stage_timeout_ms
             };
             let wait = Duration::from_millis(deadline.saturating_sub(now_ms()));
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {
+                _ = tokio::time::sleep(wait.min(REFRESH_INTERVAL)) => {
                     let mut r = round.replica.lock().await;
+                    if let Err(e) = self.sync(&round, &mut r).await {
+                        tracing::debug!(round = %round.id, error = %e, "refreshing a round failed");
+                        continue;
+                    }
+                    let StoredStatus::Collecting { stage } = r.record.status else { continue };
                     let due = r.record.stage_opened_ms + r.record.stage_timeout_ms <= now_ms();
-                    if due && matches!(r.record.status, StoredStatus::Collecting { .. })
-                        && let Err(e) = self.close(&round, &mut r).await
+                    if (due || r.server.pending().is_empty())
+                        && let Err(e) = self.close_locked(&round, &mut r, Some(stage)).await
                     {
-                        tracing::warn!(round = %round.id, error = %e, "closing a stage at its deadline failed; retrying");
+                        tracing::warn!(round = %round.id, error = %e, "closing a stage failed; retrying");
                         drop(r);
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
@@ -510,23 +791,42 @@ impl Coordinator {
 
     /// The message that starts the client's next stage, waiting up to `wait` for it.
     pub async fn next_message(
-        &self,
+        self: &Arc<Self>,
         id: &str,
         client: ClientId,
         token: &str,
         wait: Duration,
     ) -> Result<Next, ApiError> {
-        let round = self.round(id)?;
+        let round = self.round(id).await?;
         let mut changes = round.changed.subscribe();
         let mut closing = self.closing.subscribe();
         let deadline = tokio::time::Instant::now() + wait.min(MAX_WAIT);
+        let mut synced = false;
         loop {
             if *closing.borrow_and_update() {
                 return Ok(Next::NotYet);
             }
             {
-                let r = round.replica.lock().await;
+                let mut r = round.replica.lock().await;
+                // Later wake-ups come from this process's changes to the replica, which the
+                // round's task keeps current.
+                if !synced {
+                    self.sync(&round, &mut r).await?;
+                    synced = true;
+                }
+                if r.deleted {
+                    return Err(ApiError::NotFound(format!("no round `{id}`")));
+                }
                 Self::authenticate(&r, client, token)?;
+                // The record first: a replica rebuilt for a round that is over has a fresh
+                // state machine (its messages are not replayed).
+                match &r.record.status {
+                    StoredStatus::Finished => return Ok(Next::Over("finished".into())),
+                    StoredStatus::Aborted { reason } => {
+                        return Ok(Next::Over(format!("aborted: {reason}")));
+                    }
+                    StoredStatus::Collecting { .. } => {}
+                }
                 match r.server.status() {
                     RoundStatus::Finished => return Ok(Next::Over("finished".into())),
                     RoundStatus::Aborted(reason) => {
@@ -561,14 +861,17 @@ impl Coordinator {
     }
 
     /// The public state of a round.
-    pub async fn view(&self, id: &str) -> Result<serde_json::Value, ApiError> {
-        let round = self.round(id)?;
-        let r = round.replica.lock().await;
+    pub async fn view(self: &Arc<Self>, id: &str) -> Result<serde_json::Value, ApiError> {
+        let round = self.round(id).await?;
+        let mut r = round.replica.lock().await;
+        self.sync(&round, &mut r).await?;
         let pending = r.server.pending();
         let (status, stage, reason) = match &r.record.status {
-            StoredStatus::Collecting { stage } => {
-                ("collecting", Some(Stage::ALL[*stage as usize].name()), None)
-            }
+            StoredStatus::Collecting { stage } => (
+                "collecting",
+                Stage::ALL.get(*stage as usize).map(|s| s.name()),
+                None,
+            ),
             StoredStatus::Finished => ("finished", None, None),
             StoredStatus::Aborted { reason } => ("aborted", None, Some(reason.clone())),
         };
@@ -583,24 +886,28 @@ impl Coordinator {
             "pending_clients": pending,
             "stage_deadline_ms": r.record.stage_opened_ms + r.record.stage_timeout_ms,
             "survivors": r.result.as_ref().map(|a| a.survivors.len()),
+            "version": r.record.version,
         }))
     }
 
     /// Closes the current stage now (an operator's deadline): the clients that have not answered
-    /// are treated as dropped.
-    pub async fn close_now(&self, id: &str) -> Result<(), ApiError> {
-        let round = self.round(id)?;
+    /// are treated as dropped. If another process closes that stage first, it stays closed and
+    /// the next one is not touched.
+    pub async fn close_now(self: &Arc<Self>, id: &str) -> Result<(), ApiError> {
+        let round = self.round(id).await?;
         let mut r = round.replica.lock().await;
-        if !matches!(r.record.status, StoredStatus::Collecting { .. }) {
+        self.sync(&round, &mut r).await?;
+        let StoredStatus::Collecting { stage } = r.record.status else {
             return Err(ApiError::Conflict("the round is over".into()));
-        }
-        self.close(&round, &mut r).await
+        };
+        self.close_locked(&round, &mut r, Some(stage)).await
     }
 
     /// A finished round's sum and survivors.
-    pub async fn result(&self, id: &str) -> Result<Aggregate, ApiError> {
-        let round = self.round(id)?;
-        let r = round.replica.lock().await;
+    pub async fn result(self: &Arc<Self>, id: &str) -> Result<Aggregate, ApiError> {
+        let round = self.round(id).await?;
+        let mut r = round.replica.lock().await;
+        self.sync(&round, &mut r).await?;
         match (&r.result, &r.record.status) {
             (Some(a), _) => Ok(a.clone()),
             (None, StoredStatus::Aborted { reason }) => {
@@ -610,24 +917,19 @@ impl Coordinator {
         }
     }
 
-    /// Deletes a round and its messages.
-    pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
-        let round = self.round(id)?;
-        let mut _r = round.replica.lock().await;
-        let (store, rid) = (self.store.clone(), id.to_string());
-        blocking(move || store.delete_round(&rid))
-            .await
-            .map_err(store_error)?;
-        // Ends the deadline task and any long poll.
-        _r.record.status = StoredStatus::Aborted {
-            reason: "deleted".into(),
-        };
-        _r.record.version += 1;
-        round.changed.send_replace(_r.record.version);
-        self.rounds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-        Ok(())
+    /// Deletes a round and its messages (for every process: the others notice at their next
+    /// look at the store).
+    pub async fn delete(self: &Arc<Self>, id: &str) -> Result<(), ApiError> {
+        let round = self.round(id).await?;
+        let mut r = round.replica.lock().await;
+        let deleted = self.store.delete_round(id).await;
+        match deleted {
+            Ok(()) | Err(StoreError::NotFound(_)) => {
+                // Ends the round's task and any long poll.
+                self.forget(&round, &mut r);
+                deleted.map_err(store_error)
+            }
+            Err(e) => Err(store_error(e)),
+        }
     }
 }

@@ -4,10 +4,37 @@
 //! The coordinator rebuilds a round's state machine by replaying its messages stage by stage, so
 //! storing each message before acknowledging it is enough for a round to survive a crash: after
 //! a restart, the same messages give the same state (the protocol's server is deterministic in
-//! them). [`EmbeddedRoundStore`] keeps them in a redb file (`secagg.redb` beside the model store)
-//! and commits every write durably before it returns.
+//! them, whatever their order within a stage).
+//!
+//! ## The contract (both stores; `tests/it/secagg_store.rs` checks it against each)
+//! * A round's **version** advances with every change of the round and never goes back: it is
+//!   set at creation, every stored message advances it by exactly one and every
+//!   [`RoundStore::update_round`] sets it to the new record's (greater) version — one more, but
+//!   for the coordinator's abort of a round whose store went back in time. So a replica built at
+//!   version `v` is current exactly when the stored version is still `v`.
+//! * [`RoundStore::update_round`] is a compare-and-set on the version: of several processes that
+//!   try to close the same stage from the same version, exactly one succeeds. A finished or
+//!   aborted round never changes again (only deletion removes it).
+//! * [`RoundStore::put_message`] stores a message only while the round collects that stage, so a
+//!   stage's messages cannot change once a compare-and-set moved the round past it (a late
+//!   message from a process with a stale replica is refused with [`PutOutcome::StageClosed`]).
+//!   A message is put-if-absent: a retry with the same bytes is [`PutOutcome::Duplicate`], other
+//!   bytes [`PutOutcome::Conflict`]; neither changes anything.
+//! * Messages are listed by increasing client id; deleting a round removes its record, its
+//!   messages and its result.
+//! * Every acknowledged write is durable as the store promises ([`RoundStore::durable_acks`]);
+//!   an outage is [`StoreError::Unavailable`] (503 with `Retry-After`), never a wrong answer.
+//!
+//! [`EmbeddedRoundStore`] keeps rounds in a redb file (`secagg.redb` beside the model store) and
+//! commits every write durably before it returns; one process serves its rounds.
+//! [`redis::RedisRoundStore`] keeps them in Redis, so several server processes serve one round.
 
+pub mod redis;
+
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -53,46 +80,114 @@ pub struct RoundRecord {
     pub stage_timeout_ms: u64,
     /// SHA-256 of each joined client's token, by client id − 1.
     pub joined: Vec<[u8; 32]>,
-    /// Bumped by every update (compare-and-set).
+    /// Advanced by one by every change of the round (compare-and-set of the record, or a stored
+    /// message): see the [module documentation](self).
     pub version: u64,
 }
 
 /// What [`RoundStore::put_message`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PutOutcome {
-    /// Stored.
-    Stored,
+    /// Stored; the round is now at this version.
+    Stored {
+        /// The round's version after the message (one more than before).
+        version: u64,
+    },
     /// This client's message for this stage was stored before, with the same bytes.
     Duplicate,
     /// This client's message for this stage was stored before, with other bytes.
     Conflict,
+    /// The round is not collecting this stage (it moved on, or is over): nothing was stored.
+    StageClosed,
 }
 
-/// Persistence of secure-aggregation rounds.
+/// The future of a [`RoundStore`] operation (boxed, so the coordinator can hold an
+/// `Arc<dyn RoundStore>`).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Persistence of secure-aggregation rounds (the contract is in the
+/// [module documentation](self)).
 pub trait RoundStore: Send + Sync + 'static {
     /// Stores a new round; [`StoreError::Conflict`] if the id exists.
-    fn create_round(&self, id: &str, record: &RoundRecord) -> Result<(), StoreError>;
+    fn create_round<'a>(&'a self, id: &'a str, record: &'a RoundRecord) -> StoreFuture<'a, ()>;
     /// Every stored round.
-    fn rounds(&self) -> Result<Vec<(String, RoundRecord)>, StoreError>;
-    /// Replaces a round's record if its stored version is `expected_version`; `false` if not.
-    fn update_round(
-        &self,
-        id: &str,
+    fn rounds(&self) -> StoreFuture<'_, Vec<(String, RoundRecord)>>;
+    /// One round's record, `None` if there is no such round.
+    fn round<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<RoundRecord>>;
+    /// One round's version (cheaper than its record), `None` if there is no such round.
+    fn version<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<u64>>;
+    /// Replaces a round's record if its stored version is `expected_version` and the round is
+    /// still collecting (`false` if not; [`StoreError::NotFound`] if there is no such round).
+    /// `record.version` must be greater than `expected_version`. With `result`, also stores the
+    /// round's aggregate (as the message of client 0 at [`RESULT_STAGE`]) in the same atomic
+    /// write.
+    fn update_round<'a>(
+        &'a self,
+        id: &'a str,
         expected_version: u64,
-        record: &RoundRecord,
-    ) -> Result<bool, StoreError>;
-    /// Stores a client's message of a stage unless one is there.
-    fn put_message(
-        &self,
-        id: &str,
+        record: &'a RoundRecord,
+        result: Option<&'a [u8]>,
+    ) -> StoreFuture<'a, bool>;
+    /// Stores a client's message of a stage unless one is there, and only while the round
+    /// collects that stage; [`StoreError::NotFound`] if there is no such round.
+    fn put_message<'a>(
+        &'a self,
+        id: &'a str,
         stage: u8,
         client: ClientId,
-        bytes: &[u8],
-    ) -> Result<PutOutcome, StoreError>;
+        bytes: &'a [u8],
+    ) -> StoreFuture<'a, PutOutcome>;
+    /// The clients whose message of a stage is stored, increasing.
+    fn message_clients<'a>(&'a self, id: &'a str, stage: u8) -> StoreFuture<'a, Vec<ClientId>>;
+    /// The stored messages of a stage from `clients` (those absent are skipped), by increasing
+    /// client id.
+    fn messages_of<'a>(
+        &'a self,
+        id: &'a str,
+        stage: u8,
+        clients: &'a [ClientId],
+    ) -> StoreFuture<'a, Vec<(ClientId, Vec<u8>)>>;
     /// A stage's messages, by increasing client id.
-    fn messages(&self, id: &str, stage: u8) -> Result<Vec<(ClientId, Vec<u8>)>, StoreError>;
-    /// Removes a round and its messages.
-    fn delete_round(&self, id: &str) -> Result<(), StoreError>;
+    fn messages<'a>(&'a self, id: &'a str, stage: u8) -> StoreFuture<'a, Vec<(ClientId, Vec<u8>)>> {
+        Box::pin(async move {
+            let clients = self.message_clients(id, stage).await?;
+            self.messages_of(id, stage, &clients).await
+        })
+    }
+    /// Removes a round, its messages and its result; [`StoreError::NotFound`] if there is none.
+    fn delete_round<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()>;
+    /// Whether an acknowledged write survives a crash of the store's backend (`false` only for
+    /// a Redis store run with best-effort durability; the API then answers `"durable": false`).
+    fn durable_acks(&self) -> bool {
+        true
+    }
+}
+
+/// The status as the stores index it: the stage being collected (`"0"`..`"3"`), `"f"`
+/// (finished) or `"a"` (aborted). [`RoundStore::put_message`] of stage `s` needs `"s"`.
+pub(crate) fn status_code(status: &StoredStatus) -> String {
+    match status {
+        StoredStatus::Collecting { stage } => stage.to_string(),
+        StoredStatus::Finished => "f".into(),
+        StoredStatus::Aborted { .. } => "a".into(),
+    }
+}
+
+/// Checks that a new record advances the version (a coordinator bug otherwise: refused, so a
+/// replica can never mistake a changed round for its own version).
+pub(crate) fn check_advance(
+    id: &str,
+    expected_version: u64,
+    record: &RoundRecord,
+) -> Result<(), StoreError> {
+    if record.version > expected_version {
+        Ok(())
+    } else {
+        Err(StoreError::Backend(format!(
+            "round {id}: a new record must have a version above {expected_version}, not {}",
+            record.version
+        )))
+    }
 }
 
 const ROUNDS: TableDefinition<&str, &[u8]> = TableDefinition::new("secagg_rounds");
@@ -106,19 +201,49 @@ fn unavailable<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
-fn decode_record(id: &str, bytes: &[u8]) -> Result<RoundRecord, StoreError> {
+pub(crate) fn decode_record(id: &str, bytes: &[u8]) -> Result<RoundRecord, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| StoreError::Backend(format!("round {id}: {e}")))
 }
 
 /// Rounds in a redb file; every write is committed with immediate durability (fsync) before
-/// the call returns.
+/// the call returns. The file is opened by one process at a time.
 pub struct EmbeddedRoundStore {
-    db: Database,
+    db: Arc<Database>,
 }
 
 impl std::fmt::Debug for EmbeddedRoundStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmbeddedRoundStore").finish_non_exhaustive()
+    }
+}
+
+/// Runs a redb operation off the async workers (redb blocks on fsync).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Backend(format!("store task failed: {e}")))?
+}
+
+fn write<T>(
+    db: &Database,
+    f: impl FnOnce(&redb::WriteTransaction) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let mut w = db.begin_write().map_err(unavailable)?;
+    w.set_durability(Durability::Immediate).map_err(backend)?;
+    let out = f(&w)?;
+    w.commit().map_err(unavailable)?;
+    Ok(out)
+}
+
+fn read_record(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    id: &str,
+) -> Result<Option<RoundRecord>, StoreError> {
+    match t.get(id).map_err(backend)? {
+        Some(v) => Ok(Some(decode_record(id, v.value())?)),
+        None => Ok(None),
     }
 }
 
@@ -131,118 +256,193 @@ impl EmbeddedRoundStore {
         w.open_table(ROUNDS).map_err(backend)?;
         w.open_table(MESSAGES).map_err(backend)?;
         w.commit().map_err(backend)?;
-        Ok(EmbeddedRoundStore { db })
+        Ok(EmbeddedRoundStore { db: Arc::new(db) })
     }
 
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&redb::WriteTransaction) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut w = self.db.begin_write().map_err(unavailable)?;
-        w.set_durability(Durability::Immediate).map_err(backend)?;
-        let out = f(&w)?;
-        w.commit().map_err(unavailable)?;
-        Ok(out)
+    fn read_round(&self, id: &str) -> StoreFuture<'static, Option<RoundRecord>> {
+        let (db, id) = (self.db.clone(), id.to_string());
+        Box::pin(blocking(move || {
+            let r = db.begin_read().map_err(backend)?;
+            let t = r.open_table(ROUNDS).map_err(backend)?;
+            read_record(&t, &id)
+        }))
     }
 }
 
 impl RoundStore for EmbeddedRoundStore {
-    fn create_round(&self, id: &str, record: &RoundRecord) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(record).map_err(backend)?;
-        self.write(|w| {
-            let mut t = w.open_table(ROUNDS).map_err(backend)?;
-            if t.get(id).map_err(backend)?.is_some() {
-                return Err(StoreError::Conflict(id.to_string()));
-            }
-            t.insert(id, bytes.as_slice()).map_err(backend)?;
-            Ok(())
+    fn create_round<'a>(&'a self, id: &'a str, record: &'a RoundRecord) -> StoreFuture<'a, ()> {
+        let (db, id, bytes) = (self.db.clone(), id.to_string(), serde_json::to_vec(record));
+        Box::pin(async move {
+            let bytes = bytes.map_err(backend)?;
+            blocking(move || {
+                write(&db, |w| {
+                    let mut t = w.open_table(ROUNDS).map_err(backend)?;
+                    if t.get(id.as_str()).map_err(backend)?.is_some() {
+                        return Err(StoreError::Conflict(id.clone()));
+                    }
+                    t.insert(id.as_str(), bytes.as_slice()).map_err(backend)?;
+                    Ok(())
+                })
+            })
+            .await
         })
     }
 
-    fn rounds(&self) -> Result<Vec<(String, RoundRecord)>, StoreError> {
-        let r = self.db.begin_read().map_err(backend)?;
-        let t = r.open_table(ROUNDS).map_err(backend)?;
-        let mut out = Vec::new();
-        for entry in t.iter().map_err(backend)? {
-            let (k, v) = entry.map_err(backend)?;
-            out.push((k.value().to_string(), decode_record(k.value(), v.value())?));
-        }
-        Ok(out)
+    fn rounds(&self) -> StoreFuture<'_, Vec<(String, RoundRecord)>> {
+        let db = self.db.clone();
+        Box::pin(blocking(move || {
+            let r = db.begin_read().map_err(backend)?;
+            let t = r.open_table(ROUNDS).map_err(backend)?;
+            let mut out = Vec::new();
+            for entry in t.iter().map_err(backend)? {
+                let (k, v) = entry.map_err(backend)?;
+                out.push((k.value().to_string(), decode_record(k.value(), v.value())?));
+            }
+            Ok(out)
+        }))
     }
 
-    fn update_round(
-        &self,
-        id: &str,
+    fn round<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<RoundRecord>> {
+        self.read_round(id)
+    }
+
+    fn version<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<u64>> {
+        let read = self.read_round(id);
+        Box::pin(async move { Ok(read.await?.map(|r| r.version)) })
+    }
+
+    fn update_round<'a>(
+        &'a self,
+        id: &'a str,
         expected_version: u64,
-        record: &RoundRecord,
-    ) -> Result<bool, StoreError> {
-        let bytes = serde_json::to_vec(record).map_err(backend)?;
-        self.write(|w| {
-            let mut t = w.open_table(ROUNDS).map_err(backend)?;
-            let current = match t.get(id).map_err(backend)? {
-                Some(v) => decode_record(id, v.value())?,
-                None => return Err(StoreError::NotFound(id.to_string())),
-            };
-            if current.version != expected_version {
-                return Ok(false);
-            }
-            t.insert(id, bytes.as_slice()).map_err(backend)?;
-            Ok(true)
+        record: &'a RoundRecord,
+        result: Option<&'a [u8]>,
+    ) -> StoreFuture<'a, bool> {
+        let checked = check_advance(id, expected_version, record)
+            .and_then(|()| serde_json::to_vec(record).map_err(backend));
+        let (db, id, result) = (self.db.clone(), id.to_string(), result.map(<[u8]>::to_vec));
+        Box::pin(async move {
+            let bytes = checked?;
+            blocking(move || {
+                write(&db, |w| {
+                    let mut t = w.open_table(ROUNDS).map_err(backend)?;
+                    let current =
+                        read_record(&t, &id)?.ok_or_else(|| StoreError::NotFound(id.clone()))?;
+                    let collecting = matches!(current.status, StoredStatus::Collecting { .. });
+                    if current.version != expected_version || !collecting {
+                        return Ok(false);
+                    }
+                    t.insert(id.as_str(), bytes.as_slice()).map_err(backend)?;
+                    if let Some(result) = &result {
+                        let mut m = w.open_table(MESSAGES).map_err(backend)?;
+                        m.insert((id.as_str(), RESULT_STAGE, 0u32), result.as_slice())
+                            .map_err(backend)?;
+                    }
+                    Ok(true)
+                })
+            })
+            .await
         })
     }
 
-    fn put_message(
-        &self,
-        id: &str,
+    fn put_message<'a>(
+        &'a self,
+        id: &'a str,
         stage: u8,
         client: ClientId,
-        bytes: &[u8],
-    ) -> Result<PutOutcome, StoreError> {
-        self.write(|w| {
-            let mut t = w.open_table(MESSAGES).map_err(backend)?;
-            if let Some(prev) = t.get((id, stage, client)).map_err(backend)? {
-                return Ok(if prev.value() == bytes {
-                    PutOutcome::Duplicate
-                } else {
-                    PutOutcome::Conflict
-                });
-            }
-            t.insert((id, stage, client), bytes).map_err(backend)?;
-            Ok(PutOutcome::Stored)
-        })
+        bytes: &'a [u8],
+    ) -> StoreFuture<'a, PutOutcome> {
+        let (db, id, bytes) = (self.db.clone(), id.to_string(), bytes.to_vec());
+        Box::pin(blocking(move || {
+            write(&db, |w| {
+                let mut rounds = w.open_table(ROUNDS).map_err(backend)?;
+                let mut record =
+                    read_record(&rounds, &id)?.ok_or_else(|| StoreError::NotFound(id.clone()))?;
+                if record.status != (StoredStatus::Collecting { stage }) {
+                    return Ok(PutOutcome::StageClosed);
+                }
+                let mut t = w.open_table(MESSAGES).map_err(backend)?;
+                if let Some(prev) = t.get((id.as_str(), stage, client)).map_err(backend)? {
+                    return Ok(if prev.value() == bytes.as_slice() {
+                        PutOutcome::Duplicate
+                    } else {
+                        PutOutcome::Conflict
+                    });
+                }
+                t.insert((id.as_str(), stage, client), bytes.as_slice())
+                    .map_err(backend)?;
+                record.version += 1;
+                let encoded = serde_json::to_vec(&record).map_err(backend)?;
+                rounds
+                    .insert(id.as_str(), encoded.as_slice())
+                    .map_err(backend)?;
+                Ok(PutOutcome::Stored {
+                    version: record.version,
+                })
+            })
+        }))
     }
 
-    fn messages(&self, id: &str, stage: u8) -> Result<Vec<(ClientId, Vec<u8>)>, StoreError> {
-        let r = self.db.begin_read().map_err(backend)?;
-        let t = r.open_table(MESSAGES).map_err(backend)?;
-        let mut out = Vec::new();
-        for entry in t
-            .range((id, stage, 0u32)..=(id, stage, u32::MAX))
-            .map_err(backend)?
-        {
-            let (k, v) = entry.map_err(backend)?;
-            out.push((k.value().2, v.value().to_vec()));
-        }
-        Ok(out)
-    }
-
-    fn delete_round(&self, id: &str) -> Result<(), StoreError> {
-        self.write(|w| {
-            let mut rounds = w.open_table(ROUNDS).map_err(backend)?;
-            if rounds.remove(id).map_err(backend)?.is_none() {
-                return Err(StoreError::NotFound(id.to_string()));
-            }
-            let mut msgs = w.open_table(MESSAGES).map_err(backend)?;
-            let keys: Vec<(String, u8, u32)> = msgs
-                .range((id, 0u8, 0u32)..=(id, u8::MAX, u32::MAX))
+    fn message_clients<'a>(&'a self, id: &'a str, stage: u8) -> StoreFuture<'a, Vec<ClientId>> {
+        let (db, id) = (self.db.clone(), id.to_string());
+        Box::pin(blocking(move || {
+            let r = db.begin_read().map_err(backend)?;
+            let t = r.open_table(MESSAGES).map_err(backend)?;
+            let mut out = Vec::new();
+            for entry in t
+                .range((id.as_str(), stage, 0u32)..=(id.as_str(), stage, u32::MAX))
                 .map_err(backend)?
-                .map(|e| e.map(|(k, _)| (k.value().0.to_string(), k.value().1, k.value().2)))
-                .collect::<Result<_, _>>()
-                .map_err(backend)?;
-            for (r, s, c) in keys {
-                msgs.remove((r.as_str(), s, c)).map_err(backend)?;
+            {
+                let (k, _) = entry.map_err(backend)?;
+                out.push(k.value().2);
             }
-            Ok(())
-        })
+            Ok(out)
+        }))
+    }
+
+    fn messages_of<'a>(
+        &'a self,
+        id: &'a str,
+        stage: u8,
+        clients: &'a [ClientId],
+    ) -> StoreFuture<'a, Vec<(ClientId, Vec<u8>)>> {
+        let (db, id) = (self.db.clone(), id.to_string());
+        let mut clients = clients.to_vec();
+        clients.sort_unstable();
+        clients.dedup();
+        Box::pin(blocking(move || {
+            let r = db.begin_read().map_err(backend)?;
+            let t = r.open_table(MESSAGES).map_err(backend)?;
+            let mut out = Vec::new();
+            for c in clients {
+                if let Some(v) = t.get((id.as_str(), stage, c)).map_err(backend)? {
+                    out.push((c, v.value().to_vec()));
+                }
+            }
+            Ok(out)
+        }))
+    }
+
+    fn delete_round<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()> {
+        let (db, id) = (self.db.clone(), id.to_string());
+        Box::pin(blocking(move || {
+            write(&db, |w| {
+                let mut rounds = w.open_table(ROUNDS).map_err(backend)?;
+                if rounds.remove(id.as_str()).map_err(backend)?.is_none() {
+                    return Err(StoreError::NotFound(id.clone()));
+                }
+                let mut msgs = w.open_table(MESSAGES).map_err(backend)?;
+                let keys: Vec<(u8, u32)> = msgs
+                    .range((id.as_str(), 0u8, 0u32)..=(id.as_str(), u8::MAX, u32::MAX))
+                    .map_err(backend)?
+                    .map(|e| e.map(|(k, _)| (k.value().1, k.value().2)))
+                    .collect::<Result<_, _>>()
+                    .map_err(backend)?;
+                for (s, c) in keys {
+                    msgs.remove((id.as_str(), s, c)).map_err(backend)?;
+                }
+                Ok(())
+            })
+        }))
     }
 }

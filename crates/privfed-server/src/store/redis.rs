@@ -162,7 +162,7 @@ struct Cached {
 /// The Redis-backed store (see the [module documentation](self)).
 #[derive(Clone)]
 pub struct RedisStore {
-    con: ConnectionManager,
+    conn: RedisConnection,
     cache: Arc<Mutex<HashMap<String, Cached>>>,
     create: Arc<redis::Script>,
     delete: Arc<redis::Script>,
@@ -172,8 +172,6 @@ pub struct RedisStore {
     redeem: Arc<redis::Script>,
     release: Arc<redis::Script>,
     limits: TicketLimits,
-    durability: Durability,
-    confirm: Confirm,
 }
 
 fn backend<E: std::fmt::Display>(e: E) -> StoreError {
@@ -239,35 +237,17 @@ impl RedisStore {
     /// [`StoreError::Unavailable`] naming the setting to change) a Redis that would lose
     /// acknowledged writes in a crash.
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(backend)?;
-        let mut con = ConnectionManager::new_with_config(client, options.manager_config())
-            .await
-            .map_err(redis_err)?;
-        let _: String = redis::cmd("PING")
-            .query_async(&mut con)
-            .await
-            .map_err(redis_err)?;
-        let confirm = match options.durability {
-            Durability::BestEffort => {
-                tracing::warn!(
-                    "Redis durability is best-effort: an acknowledged update may be lost if \
-                     redis-server crashes (202 answers \"durable\": false)"
-                );
-                Confirm::Nothing
-            }
-            Durability::Strict => {
-                let p = read_persistence(&mut con).await?;
-                p.strict_confirm().map_err(|why| {
-                    StoreError::Unavailable(format!(
-                        "this Redis would lose acknowledged updates in a crash: {why}; or \
-                         accept that risk with best-effort durability \
-                         (--redis-durability best-effort), whose 202 answers \"durable\": false"
-                    ))
-                })?
-            }
-        };
-        Ok(Self {
-            con,
+        Ok(Self::with_connection(
+            RedisConnection::connect(url, options).await?,
+        ))
+    }
+
+    /// The store over an open connection (which may be shared with a
+    /// [`RedisRoundStore`](crate::secagg::RedisRoundStore): one connection, one
+    /// durability check, per process).
+    pub fn with_connection(conn: RedisConnection) -> Self {
+        Self {
+            conn,
             cache: Arc::new(Mutex::new(HashMap::new())),
             create: Arc::new(redis::Script::new(CREATE)),
             delete: Arc::new(redis::Script::new(DELETE)),
@@ -277,9 +257,12 @@ impl RedisStore {
             redeem: Arc::new(redis::Script::new(REDEEM)),
             release: Arc::new(redis::Script::new(RELEASE)),
             limits: TicketLimits::default(),
-            durability: options.durability,
-            confirm,
-        })
+        }
+    }
+
+    /// The connection (to share it with the secure-aggregation round store).
+    pub fn connection(&self) -> &RedisConnection {
+        &self.conn
     }
 
     fn forget(&self, name: &str) {
@@ -289,7 +272,7 @@ impl RedisStore {
     }
 
     async fn fetch_spec(&self, name: &str) -> Result<Arc<ModelSpec>, StoreError> {
-        let mut con = self.con.clone();
+        let mut con = self.conn.manager();
         let raw: Option<String> = redis::cmd("HGET")
             .arg(meta_key(name))
             .arg("spec")
@@ -305,7 +288,7 @@ impl RedisStore {
     }
 
     async fn fetch_instances(&self, spec: &ModelSpec) -> Result<Vec<Arc<[f32]>>, StoreError> {
-        let mut con = self.con.clone();
+        let mut con = self.conn.manager();
         let keys: Vec<String> = (0..spec.k).map(|i| inst_key(&spec.name, i)).collect();
         let blobs: Vec<Option<Vec<u8>>> = redis::cmd("MGET")
             .arg(&keys)
@@ -371,7 +354,7 @@ impl RedisStore {
         spec: &ModelSpec,
         t: Ticket,
     ) -> Result<Redeemed<SubmitOutcome>, StoreError> {
-        let mut con = self.con.clone();
+        let mut con = self.conn.manager();
         let r: Vec<redis::Value> = self
             .redeem
             .key(meta_key(name))
@@ -410,7 +393,7 @@ impl RedisStore {
             None => None,
         };
         let verdict = crate::store::check_update(spec, base, &weights, stats.as_deref())?;
-        let mut con = self.con.clone();
+        let mut con = self.conn.manager();
         let gen_arg = spec.generation.to_string();
         let ticket_key_or_dummy = match ticket {
             Some(t) => ticket_key(name, t),
@@ -454,7 +437,7 @@ impl RedisStore {
         };
         match ok {
             1 => {
-                self.confirm_durable().await?;
+                self.conn.confirm_durable().await?;
                 Ok(outcome)
             }
             -1 => Err(StoreError::Backend(format!(
@@ -475,7 +458,7 @@ impl Store for RedisStore {
         spec: ModelSpec,
         instances: Vec<Vec<f32>>,
     ) -> Result<(), StoreError> {
-        let mut con = self.con.clone();
+        let mut con = self.conn.manager();
         let mut inv = self.create.key(meta_key(&spec.name));
         for i in 0..spec.k {
             inv.key(inst_key(&spec.name, i));
@@ -488,7 +471,7 @@ impl Store for RedisStore {
         let created: i64 = inv.invoke_async(&mut con).await.map_err(redis_err)?;
         if created == 1 {
             self.forget(&spec.name);
-            self.confirm_durable().await?;
+            self.conn.confirm_durable().await?;
             Ok(())
         } else {
             Err(StoreError::Conflict(spec.name))
@@ -497,7 +480,7 @@ impl Store for RedisStore {
 
     async fn delete_model(&self, name: &str) -> Result<(), StoreError> {
         let spec = self.fetch_spec(name).await?;
-        let mut con = self.con.clone();
+        let mut con = self.conn.manager();
         let mut inv = self.delete.key(meta_key(name));
         for i in 0..spec.k {
             inv.key(inst_key(name, i));
@@ -505,7 +488,7 @@ impl Store for RedisStore {
         let deleted: i64 = inv.invoke_async(&mut con).await.map_err(redis_err)?;
         self.forget(name);
         if deleted == 1 {
-            self.confirm_durable().await?;
+            self.conn.confirm_durable().await?;
             Ok(())
         } else {
             Err(StoreError::NotFound(name.to_string()))
@@ -537,7 +520,7 @@ impl Store for RedisStore {
         let spec = self.spec(name).await?;
         let i = replacement_index(spec.k, &mut rand::rng());
         let ticket = Ticket::random();
-        let mut con = self.con.clone();
+        let mut con = self.conn.manager();
         let blob: Option<Vec<u8>> = self
             .draw
             .key(meta_key(name))
@@ -586,7 +569,7 @@ impl Store for RedisStore {
         if let (Err(_), Some(t)) = (&result, ticket) {
             // Not applied: let the client retry with the same ticket (best effort; otherwise
             // the hold lapses after TICKET_HOLD_MS).
-            let mut con = self.con.clone();
+            let mut con = self.conn.manager();
             let _: Result<i64, _> = self
                 .release
                 .key(ticket_key(name, t))
@@ -598,7 +581,7 @@ impl Store for RedisStore {
 
     async fn total_floats(&self) -> Result<u64, StoreError> {
         // SCAN the model metadata keys (admin path only: runs when a model is created).
-        let mut con = self.con.clone();
+        let mut con = self.conn.manager();
         let mut cursor: u64 = 0;
         let mut total: u64 = 0;
         loop {
@@ -631,7 +614,7 @@ impl Store for RedisStore {
     }
 
     async fn snapshot(&self, name: &str) -> Result<ModelSnapshot, StoreError> {
-        let mut con = self.con.clone();
+        let mut con = self.conn.manager();
         let meta: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(meta_key(name))
             .query_async(&mut con)
@@ -661,22 +644,11 @@ impl Store for RedisStore {
     }
 
     async fn healthy(&self) -> bool {
-        let mut con = self.con.clone();
-        match self.durability {
-            Durability::BestEffort => redis::cmd("PING")
-                .query_async::<String>(&mut con)
-                .await
-                .is_ok(),
-            // Answers and still persists every write as promised at start-up.
-            Durability::Strict => match read_persistence(&mut con).await {
-                Ok(p) => p.strict_confirm().is_ok(),
-                Err(_) => false,
-            },
-        }
+        self.conn.healthy().await
     }
 
     fn durable_acks(&self) -> bool {
-        self.durability == Durability::Strict
+        self.conn.durability() == Durability::Strict
     }
 }
 
@@ -826,7 +798,7 @@ fn is_outage(e: &redis::RedisError) -> bool {
 
 /// A Redis error as a store error: [`StoreError::Unavailable`] for an outage ([`is_outage`]),
 /// [`StoreError::Backend`] otherwise.
-fn redis_err(e: redis::RedisError) -> StoreError {
+pub(crate) fn redis_err(e: redis::RedisError) -> StoreError {
     if is_outage(&e) {
         StoreError::Unavailable(format!("redis: {e}"))
     } else {
@@ -914,12 +886,101 @@ async fn read_persistence(con: &mut ConnectionManager) -> Result<Persistence, St
 impl RedisStore {
     /// What a 202 of this store promises.
     pub fn durability(&self) -> Durability {
+        self.conn.durability()
+    }
+}
+
+/// A connection to Redis with its durability policy: the one place where the Redis stores (the
+/// Draw-and-Discard [`RedisStore`] and the secure-aggregation
+/// [`RedisRoundStore`](crate::secagg::RedisRoundStore)) connect, check the server's
+/// persistence at start-up, confirm each write before acknowledging it and classify errors
+/// (see the [module documentation](self)). Clones share one multiplexed connection, so a
+/// `WAITAOF` sent through any clone covers the writes sent before it through the others.
+#[derive(Clone)]
+pub struct RedisConnection {
+    con: ConnectionManager,
+    durability: Durability,
+    confirm: Confirm,
+}
+
+impl std::fmt::Debug for RedisConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConnection")
+            .field("durability", &self.durability)
+            .field("confirm", &self.confirm)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisConnection {
+    /// Connects to `url` (`redis://HOST:PORT[/DB]`) with `options`: applies the timeouts, reads
+    /// the server's version and persistence configuration and, in [`Durability::Strict`] mode,
+    /// refuses (with [`StoreError::Unavailable`] naming the setting to change) a Redis that
+    /// would lose acknowledged writes in a crash.
+    pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(backend)?;
+        let mut con = ConnectionManager::new_with_config(client, options.manager_config())
+            .await
+            .map_err(redis_err)?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut con)
+            .await
+            .map_err(redis_err)?;
+        let confirm = match options.durability {
+            Durability::BestEffort => {
+                tracing::warn!(
+                    "Redis durability is best-effort: an acknowledged update may be lost if \
+                     redis-server crashes (202 answers \"durable\": false)"
+                );
+                Confirm::Nothing
+            }
+            Durability::Strict => {
+                let p = read_persistence(&mut con).await?;
+                p.strict_confirm().map_err(|why| {
+                    StoreError::Unavailable(format!(
+                        "this Redis would lose acknowledged updates in a crash: {why}; or \
+                         accept that risk with best-effort durability \
+                         (--redis-durability best-effort), whose 202 answers \"durable\": false"
+                    ))
+                })?
+            }
+        };
+        Ok(Self {
+            con,
+            durability: options.durability,
+            confirm,
+        })
+    }
+
+    /// A handle on the multiplexed connection (cheap to clone).
+    pub fn manager(&self) -> ConnectionManager {
+        self.con.clone()
+    }
+
+    /// What an acknowledged write promises.
+    pub fn durability(&self) -> Durability {
         self.durability
+    }
+
+    /// Whether Redis answers and, in [`Durability::Strict`] mode, still persists every write as
+    /// promised at start-up (what `/healthz` reports).
+    pub async fn healthy(&self) -> bool {
+        let mut con = self.con.clone();
+        match self.durability {
+            Durability::BestEffort => redis::cmd("PING")
+                .query_async::<String>(&mut con)
+                .await
+                .is_ok(),
+            Durability::Strict => match read_persistence(&mut con).await {
+                Ok(p) => p.strict_confirm().is_ok(),
+                Err(_) => false,
+            },
+        }
     }
 
     /// After a write, before it is acknowledged: confirms that it is as durable as promised
     /// (see [`Durability::Strict`]), or answers [`StoreError::Unavailable`].
-    async fn confirm_durable(&self) -> Result<(), StoreError> {
+    pub async fn confirm_durable(&self) -> Result<(), StoreError> {
         let mut con = self.con.clone();
         match self.confirm {
             Confirm::Nothing => Ok(()),

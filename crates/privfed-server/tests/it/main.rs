@@ -5,7 +5,11 @@
 //! * [`redis_durability`]: Redis persistence checks, kill -9 of Redis under load, outages;
 //! * [`replacement`]: both stores overwrite a uniformly random instance;
 //! * [`identity`]: model identity under races, tickets, quarantine, failing closed;
-//! * [`limits`]: timeouts, the connection cap, shutdown, bounded reads and validation limits.
+//! * [`limits`]: timeouts, the connection cap, shutdown, bounded reads and validation limits;
+//! * [`secagg`]: secure-aggregation rounds over a real socket with the embedded round store;
+//! * [`secagg_store`]: the `RoundStore` contract against both stores, and the Redis round
+//!   store's prefixes, outages and durability;
+//! * [`secagg_redis`]: several server processes serving one round from one Redis.
 //!
 //! Tests that need `redis-server` are ignored, with the reason "redis-server not on PATH", when
 //! the build script did not find it (and the build fails under `CI` instead).
@@ -18,5 +22,7 @@ mod redis;
 mod redis_durability;
 mod replacement;
 mod secagg;
+mod secagg_redis;
+mod secagg_store;
 mod serving;
 mod socket;

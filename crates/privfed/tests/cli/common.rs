@@ -80,3 +80,68 @@ pub fn matrix(v: &Value) -> Vec<Vec<f64>> {
         .map(floats)
         .collect()
 }
+
+/// A `redis-server` child on a free 127.0.0.1 port, in the configuration the strict Redis store
+/// requires (`appendonly yes`, `appendfsync always`, no RDB snapshots), with its own temporary
+/// data directory; killed on drop. As in privfed-server's tests: tests that start one are
+/// `#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]` (the build script
+/// sets the cfg, and fails the build under `CI` when `redis-server` is missing), so a missing
+/// server shows as an ignored test, never as a pass.
+pub struct RedisServer {
+    child: std::process::Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    _dir: TempDir,
+}
+
+impl RedisServer {
+    /// Starts it and waits until it accepts connections.
+    pub fn start() -> Self {
+        let dir = TempDir::new("redis");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--dir"])
+            .arg(&dir.0)
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        let t0 = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(10),
+                "redis-server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Self {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    /// `redis://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

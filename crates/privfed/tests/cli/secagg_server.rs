@@ -1,7 +1,8 @@
 //! Secure aggregation against the real `privfed serve` binary: `privfed secagg simulate
-//! --server`, and a round that survives `kill -9` of the server mid-stage.
+//! --server`, a round that survives `kill -9` of the server mid-stage, and a round served by two
+//! server processes over one Redis that survives `kill -9` of one of them.
 
-use crate::common::{TempDir, fails_with, json_ok};
+use crate::common::{RedisServer, TempDir, fails_with, json_ok};
 use crate::serve_ops::Served;
 use privfed_client::secagg::{Outcome, SecAggClient};
 use privfed_secagg::Stage;
@@ -146,5 +147,150 @@ fn a_round_survives_kill_9_of_the_server_mid_stage() {
         assert_eq!(out.survivors, (1..=9).collect::<Vec<u32>>());
         assert_eq!(out.dropped, vec![10]);
         assert_eq!(out.sum, plain_sum(&xs, &out.survivors, bits));
+    });
+}
+
+/// Sends `signal` (a `kill` name) to a child.
+fn signal(child: &std::process::Child, signal: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill -{signal}");
+}
+
+/// Two `privfed serve --store redis://…` processes, A and B, serve one round from one
+/// redis-server: the round is created on A, odd clients talk only to A and even ones only to B.
+/// A is killed (`kill -9`) twice and restarted on the same port each time, with no state of its
+/// own: it rebuilds the round from Redis, and its clients, retrying through the outage, go on.
+/// 1. In the first stage, with its clients' first messages in flight (A stopped, then killed):
+///    B alone has stored exactly the even clients' keys.
+/// 2. In the middle of the masked-input stage (A's clients long-polling or posting): B keeps
+///    serving, and its clients' inputs all arrive.
+///
+/// The operator closes that stage (client 10 never sends its input) through B; the sum is exact
+/// and both processes report the same result.
+#[test]
+#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
+fn two_serve_processes_share_a_round_in_redis_and_survive_kill_9_of_one() {
+    let redis = RedisServer::start();
+    let store = ["--store", &redis.url()];
+    let (dir_a, dir_b) = (
+        TempDir::new("secagg-redis-a"),
+        TempDir::new("secagg-redis-b"),
+    );
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr_a = probe.local_addr().unwrap().to_string();
+    drop(probe);
+    let mut a = Served::start_on(&dir_a.0, &addr_a, &store);
+    let b = Served::start(&dir_b.0, &store);
+    let urls = [format!("http://{addr_a}"), format!("http://{}", b.addr)];
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let via = |i: usize| {
+            SecAggClient::new(&urls[i % 2])
+                .unwrap()
+                .with_retry_budget(Duration::from_secs(60))
+        };
+        let (n, dim, bits) = (10usize, 3000usize, 28u32);
+        let created = via(0)
+            .create_round(
+                "t",
+                &serde_json::json!({"clients": n, "bits": bits, "dim": dim, "stage_timeout_ms": 120000}),
+            )
+            .await
+            .unwrap();
+        let round = created.round;
+        let m = privfed_secagg::mask::modulus_mask(bits);
+        let xs: Vec<Vec<u64>> = (0..n)
+            .map(|i| (0..dim).map(|j| ((i * 7919 + j * 104_729 + 3) as u64) & m).collect())
+            .collect();
+        let mut joined = Vec::new();
+        for i in 0..n {
+            // Client i + 1 joins through the server it will use throughout.
+            let j = via(i).join(&round).await.unwrap();
+            assert_eq!(j.client as usize, i + 1);
+            joined.push(j);
+        }
+        let watch = via(1);
+        let pending = |v: &serde_json::Value| -> Vec<u64> {
+            let p = v["pending_clients"].as_array().unwrap();
+            p.iter().map(|c| c.as_u64().unwrap()).collect()
+        };
+        // 1. A stops answering (its clients' first messages wait in its socket), then dies.
+        signal(&a.child, "STOP");
+        let mut tasks = Vec::new();
+        for (i, (x, j)) in xs.iter().cloned().zip(joined).enumerate() {
+            let http = via(i);
+            let drop = (i == n - 1).then_some(Stage::MaskedInput);
+            tasks.push(tokio::spawn(async move { http.participate(&j, &x, drop).await }));
+        }
+        let t0 = std::time::Instant::now();
+        loop {
+            let v = watch.status(&round).await.unwrap();
+            assert_eq!(v["stage"], "advertise_keys", "{v}");
+            if pending(&v) == [1, 3, 5, 7, 9] {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "{v}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        a.child.kill().unwrap();
+        a.child.wait().unwrap();
+        let v = watch.status(&round).await.unwrap();
+        assert_eq!(
+            (v["stage"].as_str(), pending(&v)),
+            (Some("advertise_keys"), vec![1, 3, 5, 7, 9]),
+            "{v}"
+        );
+        a = Served::start_on(&dir_a.0, &addr_a, &store);
+        // 2. Mid-stage: some masked inputs stored, others on their way.
+        loop {
+            let v = watch.status(&round).await.unwrap();
+            if v["stage"] == "masked_input" && v["pending"].as_u64().unwrap() <= 6 {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "{v}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        a.child.kill().unwrap();
+        a.child.wait().unwrap();
+        // B alone: it answers, and the inputs of its clients (even ids) are all stored.
+        loop {
+            let v = watch.status(&round).await.unwrap();
+            assert_eq!(v["stage"], "masked_input", "{v}");
+            if pending(&v).iter().all(|c| c % 2 == 1 || *c == 10) {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(90), "{v}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _a = Served::start_on(&dir_a.0, &addr_a, &store);
+        loop {
+            let v = watch.status(&round).await.unwrap();
+            if pending(&v) == [10] {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(120), "{v}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        watch.close_stage("t", &round).await.unwrap();
+        for t in tasks {
+            let p = t.await.unwrap().unwrap();
+            assert!(
+                matches!(p.outcome, Outcome::Finished | Outcome::Dropped(Stage::MaskedInput)),
+                "{p:?}"
+            );
+        }
+        let out = via(1).result("t", &round).await.unwrap();
+        assert_eq!(out.survivors, (1..=9).collect::<Vec<u32>>());
+        assert_eq!(out.dropped, vec![10]);
+        assert_eq!(out.sum, plain_sum(&xs, &out.survivors, bits));
+        assert_eq!(via(0).result("t", &round).await.unwrap(), out);
     });
 }

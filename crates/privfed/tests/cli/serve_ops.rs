@@ -56,8 +56,12 @@ impl Served {
             .args(["serve", "--addr", addr, "--admin-token", "t", "--data-dir"])
             .arg(dir)
             .args(extra)
-            // A fresh directory needs an explicit new store; a restart reopens the old one.
-            .args((!dir.join("privfed.redb").exists()).then_some("--init-store"))
+            // A fresh directory needs an explicit new store; a restart reopens the old one. (A
+            // Redis store needs neither.)
+            .args(
+                (!dir.join("privfed.redb").exists() && !extra.contains(&"--store"))
+                    .then_some("--init-store"),
+            )
             .env_remove("PRIVFED_LOG")
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -312,4 +316,9 @@ fn serve_flags_are_validated() {
     );
     fails_with(&with(&["--log-level", "=[bad"]), "--log-level");
     fails_with(&with(&["--log-format", "xml"]), "xml");
+    // Checked before connecting to Redis (nothing listens on port 1).
+    fails_with(
+        &with(&["--store", "redis://127.0.0.1:1", "--secagg-prefix", ""]),
+        "--secagg-prefix must not be empty",
+    );
 }

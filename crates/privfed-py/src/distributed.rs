@@ -85,8 +85,12 @@ fn params_of(obj: &Bound<'_, PyAny>, share: Option<&str>) -> PyResult<(SkellamPa
     if let Some(m) = d.as_object_mut() {
         m.remove("padded_dim");
     }
-    let config: SkellamConfig = serde_json::from_value(d)
-        .map_err(|e| invalid("plan", format!("not a SkellamPlan nor its params dict: {e}")))?;
+    let config: SkellamConfig = serde_json::from_value(d).map_err(|e| {
+        invalid(
+            "plan",
+            format!("not a SkellamPlan nor its params dict: {e}"),
+        )
+    })?;
     let params = SkellamParams::new(config).py()?;
     Ok((params, share_from_str(share.unwrap_or("skellam"))?))
 }
@@ -186,9 +190,9 @@ impl SkellamPlan {
     }
     fn __repr__(&self) -> String {
         let p = &self.inner;
-        let eps = p
-            .epsilon
-            .map_or(String::new(), |e| format!(" epsilon={e} delta={:?}", p.delta));
+        let eps = p.epsilon.map_or(String::new(), |e| {
+            format!(" epsilon={e} delta={:?}", p.delta)
+        });
         format!(
             "<SkellamPlan dim={} bits={} clients={} scale={} local_noise_stddev={}{eps}>",
             p.dim, p.bits, p.clients, p.scale, p.local_noise_stddev
@@ -261,11 +265,7 @@ fn plan(
 /// The 256-bit seed of round `round`'s rotation in session `session_id`
 /// (HKDF-SHA256; every client and the server derive the same one). 32 bytes.
 #[pyfunction]
-fn rotation_seed<'py>(
-    py: Python<'py>,
-    session_id: &[u8],
-    round: u64,
-) -> Bound<'py, PyBytes> {
+fn rotation_seed<'py>(py: Python<'py>, session_id: &[u8], round: u64) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &privfed_distributed::rotation_seed(session_id, round))
 }
 

@@ -188,6 +188,31 @@ def test_train_resumes_from_its_out_dir(tmp_path):
     assert fresh["rounds_completed"] == 1
 
 
+def test_ctrl_c_stops_a_run_that_resumes_from_its_checkpoint(tmp_path):
+    """Ctrl-C (here `_thread.interrupt_main`) reaches a training run between rounds: it raises
+    KeyboardInterrupt with the last round's checkpoint on disk, and the run resumed from it goes
+    on exactly as an uninterrupted one."""
+    import _thread
+    import threading
+
+    cfg = with_(CONFIG, rounds=1_000_000)
+    ckpt = tmp_path / "ckpt.bin"
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fl.train(cfg, checkpoint=ckpt, threads=1, progress=False)
+    finally:
+        timer.cancel()
+    resumed = fl.Trainer.resume(ckpt, cfg, threads=1)
+    r = resumed.round
+    assert r >= 1
+    resumed.run(rounds=2)
+    whole = fl.Trainer(cfg, threads=1)
+    whole.run(rounds=r + 2)
+    assert resumed.params.tobytes() == whole.params.tobytes()
+
+
 def test_progress_lines_go_to_stderr(capfd):
     fl.train(with_(CONFIG, rounds=2), threads=1, progress=True)
     err = capfd.readouterr().err

@@ -167,7 +167,7 @@ impl ClientStep {
             "logistic" => Glm::logistic(features),
             "linear" => Glm::linear(features),
             "softmax" => {
-                if p % features != 0 {
+                if !p.is_multiple_of(features) {
                     return Err(error(
                         Kind::InvalidInput,
                         format!(

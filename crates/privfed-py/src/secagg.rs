@@ -265,6 +265,7 @@ impl RoundConfig {
             .get_item(key)?
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(key.to_string()))
     }
+    /// The names `config[name]` accepts (the keys of the config as a dict).
     fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         Ok(self.dict(py)?.keys())
     }

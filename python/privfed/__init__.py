@@ -9,12 +9,16 @@ Local randomizers (numpy in, numpy out; exact ε computed from the parameters)::
     m.epsilon, m.variance           # 4.0, the exact worst-case E‖z − x‖²
 
 Submodules: :mod:`privfed.accounting` (RDP/PLD accountants, events, calibration),
-:mod:`privfed.mvu` (the MVU designer), :mod:`privfed.errors` (the exceptions).
+:mod:`privfed.mvu` (the MVU designer), :mod:`privfed.distributed` (paper 001's Skellam
+pipeline: planner, encoder, decoder), :mod:`privfed.secagg` (SecAgg/SecAgg+ client and server
+state machines), :mod:`privfed.ddml` (the Draw-and-Discard client step, paper 003),
+:mod:`privfed.fl` (the federated-learning simulator), :mod:`privfed.errors` (the exceptions);
+``privfed.flwr`` (the Flower integration) needs the ``flwr`` extra.
 Randomness: an OS-seeded ChaCha12 generator per object; ``seed=`` (an int, 32 bytes or 64 hex
 digits) makes runs reproducible and must never be used for a real release.
 """
 
-from . import accounting, errors, mvu
+from . import accounting, ddml, distributed, errors, fl, mvu, secagg
 from ._privfed import (
     GRR,
     MVU,
@@ -47,8 +51,12 @@ from .errors import (
 __all__ = [
     "__version__",
     "accounting",
+    "ddml",
+    "distributed",
     "errors",
+    "fl",
     "mvu",
+    "secagg",
     "LocalRandomizer",
     "PrivUnit2",
     "PrivUnitG",

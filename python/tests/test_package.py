@@ -53,3 +53,13 @@ def test_stubs_cover_the_native_module():
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
     native = {n for n in dir(privfed._privfed) if not n.startswith("_")} | {"__version__"}
     assert native <= stubbed, f"missing stubs: {sorted(native - stubbed)}"
+
+
+def test_every_exported_name_resolves():
+    """`from privfed import *` gives what __all__ promises, submodules included."""
+    import types
+
+    for name in privfed.__all__:
+        assert hasattr(privfed, name), name
+    for mod in ("accounting", "mvu", "distributed", "secagg", "ddml", "fl", "errors"):
+        assert isinstance(getattr(privfed, mod), types.ModuleType), mod

@@ -35,6 +35,8 @@ class LocalRandomizer:
     @property
     def domain(self) -> Dict[str, Any]: ...
     def describe(self) -> Dict[str, Any]: ...
+    def dp_event(self) -> Any:
+        """The privacy event of one release (a privfed.accounting event)."""
 
 class PrivUnit2(LocalRandomizer):
     def __init__(

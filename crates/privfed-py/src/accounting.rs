@@ -80,7 +80,7 @@ impl AnyAccountant {
                 d.set_item("discretization", a.discretization())?;
             }
             Self::Capped(a) => {
-                d.set_item("accountant", "pure_capped_rdp")?;
+                d.set_item("accountant", "rdp_pure_capped")?;
                 d.set_item("orders", PyList::new(py, a.rdp().orders())?)?;
             }
         }
@@ -115,7 +115,7 @@ fn budget_pair(budget: &Bound<'_, PyAny>) -> PyResult<(f64, f64)> {
 
 #[pymethods]
 impl Accountant {
-    /// A short name: `"rdp"`, `"pld"` or `"pure_capped_rdp"`.
+    /// A short name: `"rdp"`, `"pld"` or `"rdp_pure_capped"`.
     #[getter]
     fn name(&self) -> &'static str {
         self.inner.get().name()

@@ -1,10 +1,12 @@
 //! The local randomizers: one Python class per mechanism, over a common base class
 //! `privfed.LocalRandomizer` (privatize, variance, ε, describe).
 
+use crate::accounting::event_to_py;
 use crate::arrays::{Floats, Shape, read_floats, write_floats};
 use crate::errors::{Kind, PyResultExt, error, invalid};
 use crate::json::to_python;
 use crate::rng::{SharedRng, threads};
+use privfed_accounting::DpEvent;
 use privfed_mechanisms::bitwise_rr::BitwiseRr;
 use privfed_mechanisms::gaussian::Gaussian as GaussianMech;
 use privfed_mechanisms::grid_rr::GridRr;
@@ -241,6 +243,24 @@ impl Randomizer {
         d.set_item("domain", to_python(py, &self.inner.domain())?)?;
         d.set_item("parameters", to_python(py, &self.inner)?)?;
         Ok(d)
+    }
+
+    /// The privacy event of one release, for `privfed.accounting`: `GaussianDpEvent(σ/Δ₂)` for
+    /// the Gaussian mechanism, `LaplaceDpEvent(b/Δ₁)` for Laplace (tighter under RDP than its
+    /// pure ε), `PureDpEvent(ε)` for the ε-LDP randomizers.
+    fn dp_event<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let e = match &self.inner {
+            AnyRandomizer::Gaussian(g) => DpEvent::Gaussian {
+                noise_multiplier: g.sigma() / g.sensitivity(),
+            },
+            AnyRandomizer::Laplace(l) => DpEvent::Laplace {
+                scale: l.scale() / l.sensitivity(),
+            },
+            m => DpEvent::PureDp {
+                epsilon: m.guarantee().epsilon(),
+            },
+        };
+        event_to_py(py, &e)
     }
 
     fn __repr__(&self) -> String {

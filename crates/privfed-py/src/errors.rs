@@ -5,8 +5,11 @@
 
 use privfed_accounting::AccountingError;
 use privfed_distributed::DistributedError;
+use privfed_learn::LearnError;
 use privfed_mechanisms::MechanismError;
 use privfed_secagg::SecAggError;
+use privfed_sim::fl::FlError;
+use privfed_sim::secagg::SecAggSimError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
@@ -123,11 +126,58 @@ impl ToPyErr for AccountingError {
 
 impl ToPyErr for DistributedError {
     fn to_pyerr(self) -> PyErr {
-        let kind = match &self {
+        let kind = match self {
             DistributedError::InvalidParameter { .. } => Kind::InvalidParameter,
+            // The message keeps the planner's "move `knob`: advice" intact.
             DistributedError::Infeasible { .. } => Kind::InfeasibleParameters,
             DistributedError::RoundingFailed { .. } => Kind::NumericalError,
-            DistributedError::Mechanism(e) => return e.clone().to_pyerr(),
+            DistributedError::Mechanism(e) => return e.to_pyerr(),
+            DistributedError::Accounting(e) => return e.to_pyerr(),
+            _ => Kind::Base,
+        };
+        error(kind, self.to_string())
+    }
+}
+
+impl ToPyErr for LearnError {
+    fn to_pyerr(self) -> PyErr {
+        let kind = match self {
+            LearnError::InvalidParameter { .. } => Kind::InvalidParameter,
+            LearnError::DimensionMismatch { .. }
+            | LearnError::NonFinite { .. }
+            | LearnError::InvalidLabel { .. }
+            | LearnError::Empty(_)
+            | LearnError::Unsupported(_) => Kind::InvalidInput,
+            LearnError::Data { .. } => Kind::ConfigError,
+            LearnError::Mechanism(e) => return e.to_pyerr(),
+            _ => Kind::Base,
+        };
+        error(kind, self.to_string())
+    }
+}
+
+impl ToPyErr for FlError {
+    fn to_pyerr(self) -> PyErr {
+        let kind = match self {
+            // A config field, a data set that cannot be loaded, a model that does not fit the
+            // data, a checkpoint from another run: all things the run's configuration must fix.
+            FlError::Config(_) | FlError::Learn(_) | FlError::Checkpoint(_) => Kind::ConfigError,
+            FlError::Mechanism(e) => return e.to_pyerr(),
+            FlError::Accounting(e) => return e.to_pyerr(),
+            FlError::Distributed(e) => return e.to_pyerr(),
+            FlError::SecAgg(_) => Kind::ProtocolError,
+            _ => Kind::Base,
+        };
+        error(kind, self.to_string())
+    }
+}
+
+impl ToPyErr for SecAggSimError {
+    fn to_pyerr(self) -> PyErr {
+        let kind = match self {
+            SecAggSimError::Invalid(..) => Kind::InvalidParameter,
+            SecAggSimError::Aborted(_) => Kind::ProtocolAbort,
+            SecAggSimError::Protocol(e) => return e.to_pyerr(),
             _ => Kind::Base,
         };
         error(kind, self.to_string())

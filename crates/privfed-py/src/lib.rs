@@ -13,11 +13,16 @@
 
 mod accounting;
 mod arrays;
+mod ddml;
+mod distributed;
 mod errors;
+mod fl;
+mod intarrays;
 mod json;
 mod mechanisms;
 mod mvu;
 mod rng;
+mod secagg;
 
 use pyo3::prelude::*;
 
@@ -28,5 +33,9 @@ fn _privfed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mechanisms::register(m)?;
     accounting::register(m)?;
     mvu::register(m)?;
+    distributed::register(m)?;
+    secagg::register(m)?;
+    ddml::register(m)?;
+    fl::register(m)?;
     Ok(())
 }

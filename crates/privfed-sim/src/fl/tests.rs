@@ -489,3 +489,56 @@ fn a_step_after_the_end_is_finished() {
     assert_eq!(t.step().unwrap(), StepOutcome::Finished);
     assert!(t.is_finished());
 }
+
+/// `local_sgd` (the public entry to the loop's local training): one epoch with one full batch
+/// is one gradient step from the global model; a cap of 0 steps changes nothing; the same
+/// generator gives the same result.
+#[test]
+fn local_sgd_is_the_loops_local_training() {
+    use super::train::local_sgd;
+    use privfed_learn::nn::Scratch;
+    use privfed_mechanisms::rng::seeded_rng_for_experiments;
+    let data = blobs(3, 20);
+    let shard = &data.clients[0];
+    let model = ModelSpec::Softmax {
+        features: 4,
+        classes: 3,
+    }
+    .build()
+    .unwrap();
+    let global = model.init(&mut seeded_rng_for_experiments(1));
+    let full = LocalTraining {
+        epochs: 1,
+        batch_size: shard.rows(),
+        learning_rate: 0.5,
+        proximal: 0.0,
+        max_steps: None,
+    };
+    let (theta, loss) =
+        local_sgd(model.as_ref(), shard, &global, &full, &mut seeded_rng_for_experiments(2))
+            .unwrap();
+    let mut grad = vec![0.0f32; global.len()];
+    let want_loss = model
+        .loss_grad(&global, &shard.range(0, shard.rows()), &mut grad, &mut Scratch::default())
+        .unwrap();
+    assert!((loss - want_loss).abs() < 1e-5, "{loss} vs {want_loss}");
+    for ((t, g0), g) in theta.iter().zip(&global).zip(&grad) {
+        assert!((t - (g0 - 0.5 * g)).abs() < 1e-5);
+    }
+    let none = LocalTraining {
+        max_steps: Some(0),
+        ..full
+    };
+    let (same, _) =
+        local_sgd(model.as_ref(), shard, &global, &none, &mut seeded_rng_for_experiments(2))
+            .unwrap();
+    assert_eq!(same, global);
+    let small = LocalTraining {
+        batch_size: 3,
+        epochs: 2,
+        ..full
+    };
+    let a = local_sgd(model.as_ref(), shard, &global, &small, &mut seeded_rng_for_experiments(3));
+    let b = local_sgd(model.as_ref(), shard, &global, &small, &mut seeded_rng_for_experiments(3));
+    assert_eq!(a.unwrap(), b.unwrap());
+}

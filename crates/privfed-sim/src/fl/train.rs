@@ -271,6 +271,24 @@ fn local_train(
     Ok((theta, loss_sum / steps.max(1) as f64))
 }
 
+/// One client's local training, exactly as the training loop runs it: `cfg.epochs` passes of
+/// minibatch SGD over `shard` shuffled by `rng`, from `global`, with the proximal term of
+/// `cfg.proximal` and the step cap `cfg.max_steps`. Returns the new parameters and the mean
+/// minibatch loss. Public for front ends that train one client outside a simulated run (the
+/// Python bindings' `Model.local_sgd`, e.g. a Flower client), so local training has one home.
+///
+/// # Errors
+/// Parameters of the wrong length, a shard that does not fit the model.
+pub fn local_sgd(
+    model: &dyn Model,
+    shard: &Shard,
+    global: &[f32],
+    cfg: &LocalTraining,
+    rng: &mut NoiseRng,
+) -> Result<(Vec<f32>, f64), FlError> {
+    local_train(model, shard, global, cfg, rng, &mut Worker::default())
+}
+
 /// Loss and accuracy of `params` on the first `max_rows` rows of `test`.
 fn evaluate(
     model: &dyn Model,

@@ -1,0 +1,653 @@
+//! Secure aggregation (Bonawitz et al. 2017; SecAgg+ of Bell et al. 2020; `privfed_secagg`):
+//! the round configuration and planner, the client and server state machines with messages as
+//! `bytes` in the crate's own wire encoding (`messages::encode` / `decode`), and an in-process
+//! simulation — re-exported by `privfed.secagg`.
+//!
+//! Client ids are `1..=clients` (0 is Shamir's secret point, never an id); an integration with
+//! its own node ids (Flower) maps them onto `1..=clients`. The protocol's secrets (X25519 keys,
+//! self-mask seeds, shares) never leave Rust: Python only ever holds public keys, ciphertexts,
+//! masked vectors and, in the last stage, the shares the server is meant to receive.
+
+use crate::errors::{Kind, PyResultExt, error, invalid};
+use crate::intarrays::{read_u64_vector, write_u64};
+use crate::json::{from_python, to_python};
+use crate::rng::{os_key, rng_from_seed};
+use privfed_mechanisms::rng::NoiseRng;
+use privfed_secagg::messages::{decode, encode};
+use privfed_secagg::{
+    Client, ClientMessage, GraphChoice, GraphSpec, Receipt, RoundConfig as ConfigRs, RoundStatus,
+    Server, ServerMessage, Stage,
+};
+use privfed_sim::secagg::{SecAggSimConfig, simulate_in_process};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex32(s: &str) -> Option<[u8; 32]> {
+    let s = s.strip_prefix("0x").unwrap_or(s);
+    if s.len() != 64 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut b = [0u8; 32];
+    for (i, out) in b.iter_mut().enumerate() {
+        *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(b)
+}
+
+/// A session id: 32 bytes or 64 hex digits; `None`: 256 fresh bits from the OS.
+fn session_id(obj: Option<&Bound<'_, PyAny>>) -> PyResult<[u8; 32]> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(*os_key()?);
+    };
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return b.as_bytes().try_into().map_err(|_| {
+            invalid(
+                "session_id",
+                format!("expected 32 bytes, got {}", b.as_bytes().len()),
+            )
+        });
+    }
+    if let Ok(s) = obj.extract::<String>() {
+        return unhex32(&s)
+            .ok_or_else(|| invalid("session_id", format!("expected 64 hex digits, got {s:?}")));
+    }
+    Err(invalid("session_id", "expected 32 bytes or 64 hex digits"))
+}
+
+fn stage_name(s: Option<Stage>) -> Option<&'static str> {
+    s.map(Stage::name)
+}
+
+fn stage_from_str(s: &str) -> PyResult<Option<Stage>> {
+    Ok(Some(match s {
+        "advertise_keys" | "advertise" => Stage::AdvertiseKeys,
+        "share_keys" | "share" => Stage::ShareKeys,
+        "masked_input" | "masked" => Stage::MaskedInput,
+        "unmasking" | "unmask" => Stage::Unmasking,
+        "random" => return Ok(None),
+        other => {
+            return Err(invalid(
+                "dropout_stage",
+                format!(
+                    "expected \"advertise_keys\", \"share_keys\", \"masked_input\", \
+                     \"unmasking\" or \"random\", got {other:?}"
+                ),
+            ));
+        }
+    }))
+}
+
+fn graph_choice(graph: &str, degree: Option<u32>, threshold: Option<u32>) -> PyResult<GraphChoice> {
+    match (graph, degree, threshold) {
+        ("harary", Some(degree), Some(threshold)) => Ok(GraphChoice::Harary { degree, threshold }),
+        ("harary", None, None) | ("plus", None, None) => Ok(GraphChoice::Plus),
+        ("harary", _, _) => Err(invalid(
+            "degree",
+            "graph=\"harary\" takes both degree and threshold (or neither: planned SecAgg+)",
+        )),
+        (_, Some(_), _) | (_, _, Some(_)) => Err(invalid(
+            "degree",
+            "degree and threshold apply to graph=\"harary\" only",
+        )),
+        ("auto", ..) => Ok(GraphChoice::Auto),
+        ("complete", ..) => Ok(GraphChoice::Complete),
+        (other, ..) => Err(invalid(
+            "graph",
+            format!("expected \"auto\", \"complete\" or \"harary\", got {other:?}"),
+        )),
+    }
+}
+
+/// The public parameters of one round: session id, clients `1..=clients`, threshold, the ring
+/// `Z_{2^bits}`, the vector length and the graph. Validated; immutable; every message is bound
+/// to its digest. `to_dict()` / `RoundConfig.from_dict()` and `to_bytes()` /
+/// `RoundConfig.from_bytes()` carry it to the clients.
+#[pyclass(frozen, eq, module = "privfed.secagg", name = "RoundConfig")]
+#[derive(PartialEq)]
+pub struct RoundConfig {
+    inner: ConfigRs,
+}
+
+impl RoundConfig {
+    fn checked(inner: ConfigRs) -> PyResult<Self> {
+        inner.validate().py()?;
+        Ok(Self { inner })
+    }
+
+    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = &self.inner;
+        let d = PyDict::new(py);
+        d.set_item("session_id", hex(&c.session_id))?;
+        d.set_item("clients", c.clients)?;
+        d.set_item("threshold", c.threshold)?;
+        d.set_item("bits", c.bits)?;
+        d.set_item("dim", c.dim)?;
+        d.set_item("graph", self.graph())?;
+        d.set_item("degree", c.degree())?;
+        Ok(d)
+    }
+}
+
+/// The form `to_dict` writes and `from_dict` reads.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigDict {
+    session_id: String,
+    clients: u32,
+    threshold: u32,
+    bits: u32,
+    dim: usize,
+    graph: String,
+    degree: Option<u32>,
+}
+
+#[pymethods]
+impl RoundConfig {
+    /// The dict form: `session_id` (64 hex digits), `clients`, `threshold`, `bits`, `dim`,
+    /// `graph` (`"complete"` or `"harary"`), `degree` (neighbours per client).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.dict(py)
+    }
+
+    /// A configuration from its dict form (validated).
+    #[staticmethod]
+    fn from_dict(d: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let c: ConfigDict = from_python(d, "round configuration", Kind::InvalidParameter)?;
+        let session_id = unhex32(&c.session_id).ok_or_else(|| {
+            invalid(
+                "session_id",
+                format!("expected 64 hex digits, got {:?}", c.session_id),
+            )
+        })?;
+        let graph = match (c.graph.as_str(), c.degree) {
+            ("complete", _) => GraphSpec::Complete,
+            ("harary", Some(degree)) => GraphSpec::Harary { degree },
+            ("harary", None) => return Err(invalid("degree", "a harary graph needs its degree")),
+            (other, _) => {
+                return Err(invalid(
+                    "graph",
+                    format!("expected \"complete\" or \"harary\", got {other:?}"),
+                ));
+            }
+        };
+        let inner = ConfigRs {
+            session_id,
+            clients: c.clients,
+            threshold: c.threshold,
+            bits: c.bits,
+            dim: c.dim,
+            graph,
+        };
+        if graph == GraphSpec::Complete && c.degree.is_some_and(|k| k != inner.degree()) {
+            return Err(invalid(
+                "degree",
+                format!("the complete graph on {} clients has degree {}", c.clients, inner.degree()),
+            ));
+        }
+        Self::checked(inner)
+    }
+
+    /// The configuration in the protocol's wire encoding (postcard).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &encode(&self.inner))
+    }
+
+    /// A configuration from `to_bytes()` (validated; malformed bytes are a `ProtocolError`).
+    #[staticmethod]
+    fn from_bytes(data: &[u8]) -> PyResult<Self> {
+        Self::checked(decode::<ConfigRs>(data).py()?)
+    }
+
+    /// The 32-byte session id.
+    #[getter]
+    fn session_id<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.session_id)
+    }
+    /// Clients, numbered `1..=clients`.
+    #[getter]
+    fn clients(&self) -> u32 {
+        self.inner.clients
+    }
+    /// Shares needed to reconstruct a client's secret (more than half its neighbours).
+    #[getter]
+    fn threshold(&self) -> u32 {
+        self.inner.threshold
+    }
+    /// The ring is `Z_{2^bits}`.
+    #[getter]
+    fn bits(&self) -> u32 {
+        self.inner.bits
+    }
+    /// Length of every input vector.
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim
+    }
+    /// `"complete"` (Bonawitz et al. 2017) or `"harary"` (SecAgg+, Bell et al. 2020).
+    #[getter]
+    fn graph(&self) -> &'static str {
+        match self.inner.graph {
+            GraphSpec::Complete => "complete",
+            GraphSpec::Harary { .. } => "harary",
+        }
+    }
+    /// Neighbours per client.
+    #[getter]
+    fn degree(&self) -> u32 {
+        self.inner.degree()
+    }
+    /// SHA-256 of the protocol version and every parameter (in every message header).
+    #[getter]
+    fn binding<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.binding())
+    }
+    /// The neighbours of client `client_id` (increasing ids).
+    fn neighbours(&self, client_id: u32) -> PyResult<Vec<u32>> {
+        let g = self.inner.validate().py()?;
+        if !g.contains(client_id) {
+            return Err(invalid(
+                "client_id",
+                format!("must be in 1..={}", self.inner.clients),
+            ));
+        }
+        Ok(g.neighbours(client_id))
+    }
+    fn __getitem__<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.dict(py)?
+            .get_item(key)?
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(key.to_string()))
+    }
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        Ok(self.dict(py)?.keys())
+    }
+    fn __repr__(&self) -> String {
+        let c = &self.inner;
+        format!(
+            "<RoundConfig clients={} threshold={} bits={} dim={} graph={} degree={}>",
+            c.clients,
+            c.threshold,
+            c.bits,
+            c.dim,
+            self.graph(),
+            c.degree()
+        )
+    }
+}
+
+/// A validated round configuration for `clients` expecting a fraction `dropout` to drop:
+/// `graph="auto"` (complete up to 128 clients, planned SecAgg+ above), `"complete"` (threshold
+/// ⌊(n−1)/2⌋ + 1), `"harary"` (SecAgg+ planned for `dropout` and a 10% corrupted fraction, or
+/// exactly `degree` and `threshold` when both are given). `session_id`: 32 bytes or 64 hex
+/// digits, fresh from the OS when omitted (it must be fresh for every round).
+#[pyfunction]
+#[pyo3(signature = (clients, bits, dim, *, dropout=0.0, graph="auto", degree=None, threshold=None, session_id=None))]
+#[allow(clippy::too_many_arguments)]
+fn secagg_round_config(
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    graph: &str,
+    degree: Option<u32>,
+    threshold: Option<u32>,
+    session_id: Option<&Bound<'_, PyAny>>,
+) -> PyResult<RoundConfig> {
+    let choice = graph_choice(graph, degree, threshold)?;
+    let sid = self::session_id(session_id)?;
+    let inner = privfed_secagg::round_config(clients, bits, dim, dropout, choice, sid).py()?;
+    Ok(RoundConfig { inner })
+}
+
+/// SecAgg+'s degree and threshold for a cohort (Bell et al. 2020 §4): the smallest even degree
+/// (then threshold) with `n·P[lying server learns an input] ≤ 2^-security_bits` and
+/// `n·P[round cannot finish] ≤ 2^-correctness_bits`, given `dropout` and a `corrupt` fraction
+/// colluding with the server. A dict: `graph`, `degree`, `threshold`, `security_log2`,
+/// `correctness_log2` (as `privfed secagg plan --json`).
+#[pyfunction]
+#[pyo3(signature = (clients, dropout, *, corrupt=0.1, security_bits=40.0, correctness_bits=20.0))]
+fn plan_secagg_plus<'py>(
+    py: Python<'py>,
+    clients: u32,
+    dropout: f64,
+    corrupt: f64,
+    security_bits: f64,
+    correctness_bits: f64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let p = privfed_secagg::plan_secagg_plus(
+        clients,
+        dropout,
+        corrupt,
+        security_bits,
+        correctness_bits,
+    )
+    .py()?;
+    to_python(py, &p)
+}
+
+/// One client's side of one round (its secrets stay in Rust and are zeroized when done).
+/// `advertise_message` is its first message (advertise keys); then, for each server message
+/// (`bytes`), `handle` returns the answer to send. A server request that contradicts what the
+/// client saw (e.g. both kinds of shares of one peer) raises `ProtocolAbort` and the client
+/// drops its secrets; malformed, forged, misaddressed or replayed bytes raise `ProtocolError`.
+/// Keys come from an OS-seeded CSPRNG (`seed=` only for reproducible experiments: whoever knows
+/// it can unmask the input).
+#[pyclass(module = "privfed.secagg", name = "SecAggClient")]
+pub struct SecAggClient {
+    inner: Client,
+    first: Vec<u8>,
+    rng: NoiseRng,
+}
+
+#[pymethods]
+impl SecAggClient {
+    #[new]
+    #[pyo3(signature = (config, client_id, *, seed=None))]
+    fn new(
+        config: PyRef<'_, RoundConfig>,
+        client_id: u32,
+        seed: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let mut rng = rng_from_seed(seed)?;
+        let (inner, msg) = Client::new(config.inner.clone(), client_id, &mut rng).py()?;
+        Ok(Self {
+            inner,
+            first: encode(&msg),
+            rng,
+        })
+    }
+
+    /// The first message (advertise keys), to send to the server.
+    #[getter]
+    fn advertise_message<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.first)
+    }
+
+    /// Handles the server's message for the next stage and returns the answer (`bytes`).
+    /// `input` (integers in `[0, 2^bits)`, length `dim`; e.g. a `SkellamEncoder` encoding) is
+    /// needed in the masked-input stage only. The GIL is released while masking.
+    #[pyo3(signature = (server_message, input=None))]
+    fn handle<'py>(
+        &mut self,
+        py: Python<'py>,
+        server_message: &[u8],
+        input: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let message: ServerMessage = decode(server_message).py()?;
+        let input = match input.filter(|i| !i.is_none()) {
+            Some(x) => read_u64_vector(x, "input")?,
+            None => Vec::new(),
+        };
+        let Self { inner, rng, .. } = self;
+        let answer = py
+            .detach(|| inner.handle(&message, &input, rng).map(|m| encode(&m)))
+            .py()?;
+        Ok(PyBytes::new(py, &answer))
+    }
+
+    /// The stage whose server message the client waits for (`"share_keys"`, `"masked_input"`,
+    /// `"unmasking"`), or `None` when it has finished or aborted.
+    #[getter]
+    fn next_stage(&self) -> Option<&'static str> {
+        stage_name(self.inner.next_stage())
+    }
+    /// Whether the client aborted the round (and dropped its secrets).
+    #[getter]
+    fn aborted(&self) -> bool {
+        self.inner.is_aborted()
+    }
+    /// This client's id (`1..=clients`).
+    #[getter]
+    fn client_id(&self) -> u32 {
+        self.inner.id()
+    }
+    /// The round's configuration.
+    #[getter]
+    fn config(&self) -> RoundConfig {
+        RoundConfig {
+            inner: self.inner.config().clone(),
+        }
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "<SecAggClient id={} next_stage={:?} aborted={}>",
+            self.inner.id(),
+            stage_name(self.inner.next_stage()),
+            self.inner.is_aborted()
+        )
+    }
+}
+
+fn status_name(s: &RoundStatus) -> &'static str {
+    match s {
+        RoundStatus::Collecting(_) => "collecting",
+        RoundStatus::Finished => "finished",
+        RoundStatus::Aborted(_) => "aborted",
+    }
+}
+
+/// The server's side of one round. It collects each stage's client messages (`receive`),
+/// hands each client its next message (`message_for`), and closes the stage when everyone
+/// expected answered or its deadline passed (`close_stage`; the server has no clock). Too few
+/// survivors abort the round (`status == "aborted"`): nothing about any input is revealed.
+/// The whole state round-trips through `to_bytes()` / `SecAggServer.from_bytes()`.
+#[pyclass(module = "privfed.secagg", name = "SecAggServer")]
+pub struct SecAggServer {
+    inner: Server,
+}
+
+#[pymethods]
+impl SecAggServer {
+    #[new]
+    fn new(config: PyRef<'_, RoundConfig>) -> PyResult<Self> {
+        Ok(Self {
+            inner: Server::new(config.inner.clone()).py()?,
+        })
+    }
+
+    /// Records one client message of the current stage: `"accepted"`, or `"duplicate"` for an
+    /// identical retry. A different message for a stage already answered, a message for another
+    /// stage, round or version, or malformed bytes raise `ProtocolError`.
+    fn receive(&mut self, py: Python<'_>, client_message: &[u8]) -> PyResult<&'static str> {
+        let m: ClientMessage = decode(client_message).py()?;
+        let server = &mut self.inner;
+        let r = py.detach(|| server.receive(&m)).py()?;
+        Ok(match r {
+            Receipt::Accepted => "accepted",
+            Receipt::Duplicate => "duplicate",
+        })
+    }
+
+    /// The message client `client_id` needs for the current stage (`bytes`); a client with no
+    /// part in it (dropped, pruned, or the round is over) raises `ProtocolError`.
+    fn message_for<'py>(&self, py: Python<'py>, client_id: u32) -> PyResult<Bound<'py, PyBytes>> {
+        let m = self.inner.message_for(client_id).py()?;
+        Ok(PyBytes::new(py, &encode(&m)))
+    }
+
+    /// Closes the current stage and returns the new `status`. Closing the unmasking stage
+    /// reconstructs the secrets and removes the masks (GIL released).
+    fn close_stage(&mut self, py: Python<'_>) -> PyResult<&'static str> {
+        let server = &mut self.inner;
+        let s = py
+            .detach(|| server.close_stage().map(status_name))
+            .py()?;
+        Ok(s)
+    }
+
+    /// `"collecting"`, `"finished"` or `"aborted"`.
+    #[getter]
+    fn status(&self) -> &'static str {
+        status_name(self.inner.status())
+    }
+    /// The stage being collected (`"advertise_keys"`, `"share_keys"`, `"masked_input"`,
+    /// `"unmasking"`), or `None` when the round is over.
+    #[getter]
+    fn stage(&self) -> Option<&'static str> {
+        match self.inner.status() {
+            RoundStatus::Collecting(s) => Some(s.name()),
+            _ => None,
+        }
+    }
+    /// Why the round aborted, or `None`.
+    #[getter]
+    fn abort_reason(&self) -> Option<String> {
+        match self.inner.status() {
+            RoundStatus::Aborted(r) => Some(r.clone()),
+            _ => None,
+        }
+    }
+    /// The clients expected in the current stage that have not sent yet (sorted ids).
+    #[getter]
+    fn pending(&self) -> Vec<u32> {
+        self.inner.pending().into_iter().collect()
+    }
+    /// The finished round's result: a dict with `sum` (numpy `uint64`, the survivors' inputs
+    /// summed mod `2^bits`), `survivors` (ids whose inputs are in it) and `dropped` (ids that
+    /// shared keys but sent no masked input; their masks were removed). `None` while collecting;
+    /// raises `ProtocolAbort` with the reason if the round aborted.
+    #[getter]
+    fn output<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        match self.inner.status() {
+            RoundStatus::Aborted(r) => Err(error(
+                Kind::ProtocolAbort,
+                format!("the round aborted: {r}"),
+            )),
+            _ => match self.inner.output() {
+                None => Ok(None),
+                Some(a) => {
+                    let d = PyDict::new(py);
+                    d.set_item("sum", write_u64(py, a.sum.clone(), &[a.sum.len()])?)?;
+                    d.set_item("survivors", a.survivors.clone())?;
+                    d.set_item("dropped", a.dropped.clone())?;
+                    Ok(Some(d))
+                }
+            },
+        }
+    }
+    /// The round's configuration.
+    #[getter]
+    fn config(&self) -> RoundConfig {
+        RoundConfig {
+            inner: self.inner.config().clone(),
+        }
+    }
+    /// The serialized state, to persist between messages or across a restart. It holds what the
+    /// clients sent (ciphertexts, masked sums, unmasking shares): store it as the server's
+    /// confidential state.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.to_bytes())
+    }
+    /// Restores a state written by `to_bytes()` (malformed bytes raise `ProtocolError`).
+    #[staticmethod]
+    fn from_bytes(data: &[u8]) -> PyResult<Self> {
+        Ok(Self {
+            inner: Server::from_bytes(data).py()?,
+        })
+    }
+    fn __repr__(&self) -> String {
+        format!("<SecAggServer status={:?}>", self.inner.status())
+    }
+}
+
+/// A wire message (`bytes`) as a dict (its serde form), for inspection and for tests that play
+/// a misbehaving party. `sender` is `"server"` (a message to a client) or `"client"`.
+#[pyfunction]
+#[pyo3(signature = (data, *, sender))]
+fn secagg_decode_message<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    sender: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    match sender {
+        "server" => to_python(py, &decode::<ServerMessage>(data).py()?),
+        "client" => to_python(py, &decode::<ClientMessage>(data).py()?),
+        other => Err(invalid(
+            "sender",
+            format!("expected \"server\" or \"client\", got {other:?}"),
+        )),
+    }
+}
+
+/// The wire bytes of a message dict (the form `decode_message` returns). Nothing is checked but
+/// the form: the receiving party validates everything, as it must for any bytes.
+#[pyfunction]
+#[pyo3(signature = (message, *, sender))]
+fn secagg_encode_message<'py>(
+    py: Python<'py>,
+    message: &Bound<'py, PyAny>,
+    sender: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = match sender {
+        "server" => encode(&from_python::<ServerMessage>(
+            message,
+            "server message",
+            Kind::ProtocolError,
+        )?),
+        "client" => encode(&from_python::<ClientMessage>(
+            message,
+            "client message",
+            Kind::ProtocolError,
+        )?),
+        other => {
+            return Err(invalid(
+                "sender",
+                format!("expected \"server\" or \"client\", got {other:?}"),
+            ));
+        }
+    };
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// One round in this process with `clients` real clients and a real server exchanging encoded
+/// messages (`privfed_sim::secagg::simulate_in_process`): uniform inputs in `Z_{2^bits}^dim`
+/// and exactly `round(dropout·clients)` dropouts before `dropout_stage`, both from `seed` (the
+/// OS when omitted); the protocol's keys always come from the OS. Returns the report of
+/// `privfed secagg simulate --json` (`exact`, `survivors`, `threshold`, `seconds`,
+/// `bytes_per_client`, …). An aborted round raises `ProtocolAbort`.
+#[pyfunction]
+#[pyo3(signature = (clients, dim, bits=32, dropout=0.0, *, dropout_stage="masked_input", graph="auto", degree=None, threshold=None, seed=None))]
+#[allow(clippy::too_many_arguments)]
+fn secagg_simulate<'py>(
+    py: Python<'py>,
+    clients: u32,
+    dim: usize,
+    bits: u32,
+    dropout: f64,
+    dropout_stage: &str,
+    graph: &str,
+    degree: Option<u32>,
+    threshold: Option<u32>,
+    seed: Option<u64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if dim == 0 {
+        return Err(invalid("dim", "must be at least 1"));
+    }
+    let cfg = SecAggSimConfig {
+        clients,
+        dim,
+        bits,
+        dropout,
+        dropout_stage: stage_from_str(dropout_stage)?,
+        graph: graph_choice(graph, degree, threshold)?,
+        seed,
+    };
+    let report = py.detach(|| simulate_in_process(&cfg, &|_| {})).py()?;
+    to_python(py, &report)
+}
+
+/// Registers the classes and functions (re-exported by `privfed.secagg`).
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RoundConfig>()?;
+    m.add_class::<SecAggClient>()?;
+    m.add_class::<SecAggServer>()?;
+    m.add_function(wrap_pyfunction!(secagg_round_config, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_secagg_plus, m)?)?;
+    m.add_function(wrap_pyfunction!(secagg_decode_message, m)?)?;
+    m.add_function(wrap_pyfunction!(secagg_encode_message, m)?)?;
+    m.add_function(wrap_pyfunction!(secagg_simulate, m)?)?;
+    Ok(())
+}

@@ -42,7 +42,8 @@ def parse_args(argv=None):
     p.add_argument("--learning-rate", type=float, default=d.learning_rate)
     p.add_argument("--clip", type=float, default=d.clip, help="l2 clip of each update")
     p.add_argument("--delta", type=float, default=d.delta)
-    p.add_argument("--accountant", choices=["rdp", "pld"], default=d.accountant)
+    p.add_argument("--accountant", choices=["auto", "rdp", "pld", "pure"], default=d.accountant,
+                   help="auto: pure-capped RDP for local, RDP for distributed")
     p.add_argument("--local-mechanism", choices=["privunitg", "privunit2", "laplace"],
                    default=d.local_mechanism)
     p.add_argument("--local-epsilon", type=float, default=d.local_epsilon)

@@ -199,7 +199,8 @@ def test_local_strategy_epsilon_is_the_accountants_and_refuses_unprivatized_repl
     params = _model()
     dim = sum(v.size for v in params.values())
     eps = 3.0
-    strat = LocalDpStrategy(FedAvg(fraction_evaluate=0.0), epsilon=eps, delta=1e-6)
+    strat = LocalDpStrategy(FedAvg(fraction_evaluate=0.0), epsilon=eps, delta=1e-6,
+                            accountant=accounting.RdpAccountant())
     mod = privatize_mod(privfed.PrivUnitG(epsilon=eps, dim=dim, seed=5), clip=1.0)
     loose = privatize_mod(privfed.PrivUnitG(epsilon=2 * eps, dim=dim, seed=6), clip=1.0)
     for rnd in (1, 2, 3):
@@ -226,6 +227,10 @@ def test_local_strategy_epsilon_is_the_accountants_and_refuses_unprivatized_repl
     want2 = accounting.PldAccountant().compose(
         accounting.LocalSampledDpEvent(0.1, accounting.PureDpEvent(eps))).get_epsilon(1e-6)
     assert s2.ledger.epsilon == pytest.approx(want2, rel=1e-12)
+    # the default accountant: pure-capped RDP (one round of ε₀-LDP reports is exactly ε₀)
+    s3 = LocalDpStrategy(FedAvg(), epsilon=eps, delta=1e-6)
+    s3.aggregate_train(1, [mod(_train_message(params), _context(), _trainer(np.ones(dim)))])
+    assert s3.ledger.epsilon == pytest.approx(eps, rel=1e-12)
     assert ConfigRecord is not None
 
 
@@ -391,6 +396,20 @@ def test_distributed_mod_never_sends_a_plain_update():
 
 
 # ============================================================ the example, end to end
+@pytest.fixture(scope="module")
+def mnist_root() -> Path:
+    """The directory holding mnist/*.gz: $PRIVFED_DATA or $PRIVFED_DATA_DIR, else
+    ../shared/data beside the repository. Absent: skipped with the reason (failed under CI)."""
+    root = Path(os.environ.get("PRIVFED_DATA") or os.environ.get("PRIVFED_DATA_DIR")
+                or REPO.parent / "shared" / "data")
+    if not (root / "mnist").is_dir():
+        reason = f"MNIST is not at {root}/mnist (set PRIVFED_DATA)"
+        if os.environ.get("CI"):
+            pytest.fail(reason + " (required under CI)")
+        pytest.skip(reason)
+    return root
+
+
 def _run_example(tmp_path, data_dir, *extra):
     out = tmp_path / "rounds.json"
     cmd = [sys.executable, str(EXAMPLE), "--rounds", "2", "--clients", "10", "--cohort", "5",
@@ -401,13 +420,13 @@ def _run_example(tmp_path, data_dir, *extra):
 
 
 @needs_flwr
-def test_example_local_dp_end_to_end(tmp_path, data_dir):
-    res, stdout = _run_example(tmp_path, data_dir, "--privacy", "local",
+def test_example_local_dp_end_to_end(tmp_path, mnist_root):
+    res, stdout = _run_example(tmp_path, mnist_root, "--privacy", "local",
                                "--local-epsilon", "8")
     rounds = res["rounds"]
     assert [r["round"] for r in rounds] == [0, 1, 2]
     eps_local = privfed.PrivUnitG(epsilon=8.0, dim=7850).epsilon
-    acct = accounting.RdpAccountant()
+    acct = accounting.PureCappedRdpAccountant()
     for r in rounds[1:]:
         assert r["contributors"] == 5
         acct.compose(accounting.PureDpEvent(eps_local))
@@ -417,8 +436,8 @@ def test_example_local_dp_end_to_end(tmp_path, data_dir):
 
 @needs_flwr
 @needs_protocols
-def test_example_distributed_dp_end_to_end(tmp_path, data_dir):
-    res, stdout = _run_example(tmp_path, data_dir, "--privacy", "distributed",
+def test_example_distributed_dp_end_to_end(tmp_path, mnist_root):
+    res, stdout = _run_example(tmp_path, mnist_root, "--privacy", "distributed",
                                "--epsilon", "10")
     rounds = res["rounds"]
     assert [r["round"] for r in rounds] == [0, 1, 2]

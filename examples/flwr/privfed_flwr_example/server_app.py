@@ -31,7 +31,7 @@ class Settings:
     learning_rate: float = 0.1
     clip: float = 1.0
     delta: float = 1e-5
-    accountant: str = "rdp"  # rdp | pld
+    accountant: str = "auto"  # auto (local: pure-capped RDP, distributed: RDP) | rdp | pld | pure
     # local DP
     local_mechanism: str = "privunitg"
     local_epsilon: float = 8.0
@@ -53,10 +53,13 @@ class Settings:
         return s
 
 
-def _accountant(name: str):
+def _accountant(name: str, mode: str):
     from privfed import accounting
 
-    return {"rdp": accounting.RdpAccountant, "pld": accounting.PldAccountant}[name]()
+    if name == "auto":
+        name = "pure" if mode == "local" else "rdp"
+    return {"rdp": accounting.RdpAccountant, "pld": accounting.PldAccountant,
+            "pure": accounting.PureCappedRdpAccountant}[name]()
 
 
 def make_strategy(s: Settings):
@@ -76,7 +79,7 @@ def make_strategy(s: Settings):
                  "laplace": lambda: privfed.Laplace(s.local_epsilon, dim, norm="l1")}
         eps = float(probe[s.local_mechanism]().epsilon)
         return LocalDpStrategy(fedavg, epsilon=eps, delta=s.delta,
-                               accountant=_accountant(s.accountant))
+                               accountant=_accountant(s.accountant, s.privacy))
     if s.privacy == "distributed":
         from privfed.flwr import DistributedDpStrategy
 
@@ -84,7 +87,7 @@ def make_strategy(s: Settings):
         return DistributedDpStrategy.planned(
             fedavg, dim=dim, clip=s.clip, bits=s.bits, clients=s.cohort,
             epsilon=s.epsilon, delta=s.delta, rounds=s.num_rounds,
-            dropout_tolerance=s.dropout_tolerance, accountant=_accountant(s.accountant))
+            dropout_tolerance=s.dropout_tolerance, accountant=_accountant(s.accountant, s.privacy))
     raise ValueError(f"unknown privacy mode {s.privacy!r}")
 
 

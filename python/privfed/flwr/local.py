@@ -176,7 +176,9 @@ class LocalDpStrategy(WrappedStrategy):
     (or δ) than declared, are left out of the aggregate (counted in ``privfed-refused``).
     ``sample_rate`` amplifies only if the cohort really is Poisson-sampled; Flower's strategies
     sample a fixed-size cohort, accounted here without amplification (the default).
-    ``budget``: rounds whose event would take ε(δ) past it are not started.
+    ``budget``: rounds whose event would take ε(δ) past it are not started. The default
+    accountant is :class:`privfed.accounting.PureCappedRdpAccountant` (RDP, never above the
+    pure composition Σε).
     """
 
     def __init__(
@@ -197,6 +199,8 @@ class LocalDpStrategy(WrappedStrategy):
             raise ValueError("only pure ε-LDP reports are accounted (local_delta = 0)")
         self.epsilon_per_report = float(epsilon)
         self.sample_rate = sample_rate
+        if accountant is None:
+            accountant = accounting.PureCappedRdpAccountant()
         self.ledger = PrivacyLedger(delta, accountant, budget)
         self.event = local_round_event(epsilon, sample_rate)
         self.stopped = False

@@ -1,7 +1,10 @@
 # Type stubs of the native module privfed._privfed (crates/privfed-py). The public modules
 # (privfed, privfed.accounting, privfed.mvu, ...) re-export these names.
 # ---- section: randomizers, accounting, MVU (crates/privfed-py/src/{mechanisms,accounting,mvu}.rs)
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -213,3 +216,422 @@ def get_skellam_variance(
 def validate_event(event: Event) -> None: ...
 
 # ---- end of section: randomizers, accounting, MVU
+
+# ---- section: distributed DP, secure aggregation, Draw-and-Discard, FL
+# (crates/privfed-py/src/{distributed,secagg,ddml,fl}.rs)
+
+_Seed = Union[int, bytes, str, None]
+_Floats = npt.ArrayLike
+_Ints = npt.ArrayLike
+_Path = Union[str, os.PathLike[str]]
+
+# ============================================================================================
+# privfed.distributed — distributed DP with the Skellam mechanism (paper 001: Agarwal, Kairouz
+# and Liu 2021). Source: crates/privfed-py/src/distributed.rs.
+# ============================================================================================
+
+class SkellamPlan:
+    """Paper 001's round plan: scale, local/central noise, wrap probability, expected error by
+    source, ε. Immutable; from :func:`plan_distributed`."""
+
+    @property
+    def epsilon(self) -> Optional[float]: ...
+    @property
+    def delta(self) -> Optional[float]: ...
+    @property
+    def scale(self) -> float: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def padded_dim(self) -> int: ...
+    @property
+    def bits(self) -> int: ...
+    @property
+    def clip(self) -> float: ...
+    @property
+    def clients(self) -> int: ...
+    @property
+    def local_noise_stddev(self) -> float: ...
+    @property
+    def central_noise_stddev(self) -> float: ...
+    @property
+    def wrap_probability(self) -> float: ...
+    @property
+    def share(self) -> Literal["skellam", "ddg"]: ...
+    @property
+    def params(self) -> Dict[str, Any]:
+        """dim, clip, bits, scale, local_noise_stddev, beta, k, padded_dim: what the clients
+        need (pass the dict to SkellamEncoder)."""
+    def predicted_mse(self, contributors: int) -> Dict[str, float]:
+        """E‖x̂ − x̄‖² over `contributors` clients: quantization, noise, wrap, total."""
+    def describe(self) -> Dict[str, Any]: ...
+
+def plan_distributed(
+    dim: int,
+    clip: float,
+    bits: int,
+    clients: int,
+    *,
+    epsilon: Optional[float] = None,
+    delta: Optional[float] = None,
+    noise_stddev: Optional[float] = None,
+    sampling_rate: float = 1.0,
+    rounds: int = 1,
+    k: float = 4.0,
+    beta: float = 0.6065306597126334,
+    share: Literal["skellam", "ddg"] = "skellam",
+) -> SkellamPlan:
+    """Plans a round (privfed.distributed.plan). Exactly one of `epsilon` (with `delta`) and
+    `noise_stddev`. `beta`: conditional rounding, default e^{-1/2} (paper 001; 0: plain
+    rounding). Raises InfeasibleParameters naming the knob to move."""
+
+def rotation_seed(session_id: bytes, round: int) -> bytes:
+    """HKDF-SHA256 seed (32 bytes) of the round's randomized Hadamard rotation."""
+
+class SkellamEncoder:
+    """A client's encoder (paper 001 Alg. 1): clip, scale, rotate, conditional rounding,
+    Skellam (or DDG) share, wrap mod 2^bits. OS-seeded noise; `seed=` for experiments."""
+
+    def __init__(
+        self,
+        plan: Union[SkellamPlan, Dict[str, Any]],
+        rotation_seed: bytes,
+        *,
+        share: Optional[Literal["skellam", "ddg"]] = None,
+        seed: _Seed = None,
+    ) -> None: ...
+    @overload
+    def encode(
+        self, x: _Floats, *, return_stats: Literal[False] = False, threads: Optional[int] = None
+    ) -> npt.NDArray[np.uint64]: ...
+    @overload
+    def encode(
+        self, x: _Floats, *, return_stats: Literal[True], threads: Optional[int] = None
+    ) -> Tuple[npt.NDArray[np.uint64], Any]: ...
+    @property
+    def params(self) -> Dict[str, Any]: ...
+    @property
+    def share(self) -> Literal["skellam", "ddg"]: ...
+    @property
+    def padded_dim(self) -> int: ...
+
+class ModularSum:
+    """A running sum in Z_{2^bits}^length (the in-process stand-in for secure aggregation)."""
+
+    def __init__(self, bits: int, length: int) -> None: ...
+    def add(self, v: _Ints) -> None:
+        """One vector (length,), or each row of (n, length); on error nothing is added."""
+    @property
+    def value(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def contributions(self) -> int: ...
+    @property
+    def bits(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+
+class Decoded:
+    """A decoded round: the private mean and sum, and the wrap report."""
+
+    @property
+    def mean(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def sum(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def contributors(self) -> int: ...
+    @property
+    def near_boundary(self) -> int: ...
+    @property
+    def expected_near_boundary(self) -> float: ...
+    @property
+    def wrap_suspected(self) -> bool: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+class SkellamDecoder:
+    """The server's decoder for one round."""
+
+    def __init__(
+        self, plan: Union[SkellamPlan, Dict[str, Any]], rotation_seed: bytes
+    ) -> None: ...
+    def decode(self, modular_sum: _Ints, contributors: int) -> Decoded: ...
+
+def skellam_round_event(plan: Union[SkellamPlan, Dict[str, Any]], contributors: int) -> Any:
+    """The round's privfed.accounting event with the clients that actually contributed
+    (privfed.distributed.round_event)."""
+
+# ============================================================================================
+# privfed.secagg — secure aggregation (Bonawitz et al. 2017; SecAgg+ of Bell et al. 2020).
+# Client ids are 1..clients. Source: crates/privfed-py/src/secagg.rs.
+# ============================================================================================
+
+class RoundConfig:
+    """A round's public parameters (validated, immutable; equality by value)."""
+
+    def to_dict(self) -> Dict[str, Any]: ...
+    @staticmethod
+    def from_dict(d: Dict[str, Any]) -> RoundConfig: ...
+    def to_bytes(self) -> bytes: ...
+    @staticmethod
+    def from_bytes(data: bytes) -> RoundConfig: ...
+    @property
+    def session_id(self) -> bytes: ...
+    @property
+    def clients(self) -> int: ...
+    @property
+    def threshold(self) -> int: ...
+    @property
+    def bits(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def graph(self) -> Literal["complete", "harary"]: ...
+    @property
+    def degree(self) -> int: ...
+    @property
+    def binding(self) -> bytes: ...
+    def neighbours(self, client_id: int) -> List[int]: ...
+    def __getitem__(self, key: str) -> Any: ...
+    def keys(self) -> List[str]: ...
+
+def secagg_round_config(
+    clients: int,
+    bits: int,
+    dim: int,
+    *,
+    dropout: float = 0.0,
+    graph: Literal["auto", "complete", "harary"] = "auto",
+    degree: Optional[int] = None,
+    threshold: Optional[int] = None,
+    session_id: Union[bytes, str, None] = None,
+) -> RoundConfig:
+    """privfed.secagg.round_config: `session_id` fresh from the OS when omitted."""
+
+def plan_secagg_plus(
+    clients: int,
+    dropout: float,
+    *,
+    corrupt: float = 0.1,
+    security_bits: float = 40.0,
+    correctness_bits: float = 20.0,
+) -> Dict[str, Any]:
+    """SecAgg+'s degree and threshold (Bell et al. 2020 §4), as `privfed secagg plan --json`."""
+
+class SecAggClient:
+    """One client of one round; secrets stay in Rust. `seed=` only for experiments."""
+
+    def __init__(self, config: RoundConfig, client_id: int, *, seed: _Seed = None) -> None: ...
+    @property
+    def advertise_message(self) -> bytes: ...
+    def handle(self, server_message: bytes, input: Optional[_Ints] = None) -> bytes:
+        """The answer to the server's message; `input` (uint64, length dim) in the
+        masked-input stage. ProtocolAbort for an inconsistent request, ProtocolError for bad
+        bytes."""
+    @property
+    def next_stage(self) -> Optional[Literal["share_keys", "masked_input", "unmasking"]]: ...
+    @property
+    def aborted(self) -> bool: ...
+    @property
+    def client_id(self) -> int: ...
+    @property
+    def config(self) -> RoundConfig: ...
+
+class SecAggServer:
+    """The server of one round (no clock: the caller closes stages)."""
+
+    def __init__(self, config: RoundConfig) -> None: ...
+    def receive(self, client_message: bytes) -> Literal["accepted", "duplicate"]: ...
+    def message_for(self, client_id: int) -> bytes: ...
+    def close_stage(self) -> Literal["collecting", "finished", "aborted"]: ...
+    @property
+    def status(self) -> Literal["collecting", "finished", "aborted"]: ...
+    @property
+    def stage(
+        self,
+    ) -> Optional[Literal["advertise_keys", "share_keys", "masked_input", "unmasking"]]: ...
+    @property
+    def abort_reason(self) -> Optional[str]: ...
+    @property
+    def pending(self) -> List[int]: ...
+    @property
+    def output(self) -> Optional[Dict[str, Any]]:
+        """{"sum": uint64 array, "survivors": [...], "dropped": [...]}; None while collecting;
+        raises ProtocolAbort if the round aborted."""
+    @property
+    def config(self) -> RoundConfig: ...
+    def to_bytes(self) -> bytes: ...
+    @staticmethod
+    def from_bytes(data: bytes) -> SecAggServer: ...
+
+def secagg_decode_message(data: bytes, *, sender: Literal["server", "client"]) -> Dict[str, Any]:
+    """A wire message as a dict (privfed.secagg.decode_message)."""
+
+def secagg_encode_message(
+    message: Dict[str, Any], *, sender: Literal["server", "client"]
+) -> bytes:
+    """The wire bytes of a message dict (privfed.secagg.encode_message)."""
+
+def secagg_simulate(
+    clients: int,
+    dim: int,
+    bits: int = 32,
+    dropout: float = 0.0,
+    *,
+    dropout_stage: Literal[
+        "advertise_keys", "share_keys", "masked_input", "unmasking", "random"
+    ] = "masked_input",
+    graph: Literal["auto", "complete", "harary"] = "auto",
+    degree: Optional[int] = None,
+    threshold: Optional[int] = None,
+    seed: Optional[int] = None,
+) -> Dict[str, Any]:
+    """One in-process round; the report of `privfed secagg simulate --json`
+    (privfed.secagg.simulate)."""
+
+# ============================================================================================
+# privfed.ddml — the Draw-and-Discard client step (paper 003 Alg. 1).
+# Source: crates/privfed-py/src/ddml.rs.
+# ============================================================================================
+
+class ClientStep:
+    """B' = B − γ·clip(G) + noise (Laplace for ε-DP, Gaussian for (ε, δ)-DP, or none)."""
+
+    def __init__(
+        self,
+        learning_rate: float,
+        num_weights: int,
+        *,
+        noise: Literal["laplace", "gaussian", "none"] = "laplace",
+        epsilon: Optional[float] = None,
+        delta: Optional[float] = None,
+        unit: Literal["feature", "model"] = "feature",
+        seed: _Seed = None,
+    ) -> None: ...
+    def privatize_step(self, model: _Floats, gradient: _Floats) -> npt.NDArray[np.floating]: ...
+    def apply(
+        self,
+        model: _Floats,
+        x: _Floats,
+        y: _Floats,
+        *,
+        glm: Literal["logistic", "linear", "softmax"] = "logistic",
+    ) -> npt.NDArray[np.floating]: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @property
+    def num_weights(self) -> int: ...
+    @property
+    def unit(self) -> Literal["feature", "model"]: ...
+    @property
+    def noise(self) -> Dict[str, Any]: ...
+    @property
+    def noise_scale(self) -> float: ...
+    @property
+    def noise_variance(self) -> float: ...
+    @property
+    def guarantee(self) -> Optional[Dict[str, Any]]: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def delta(self) -> float: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+def ddml_encode_weights(weights: _Floats) -> bytes:
+    """Little-endian float32 bytes (privfed.ddml.encode_weights)."""
+
+def ddml_decode_weights(data: bytes) -> npt.NDArray[np.float32]:
+    """privfed.ddml.decode_weights."""
+
+# ============================================================================================
+# privfed.fl — the FL simulator and its models. Source: crates/privfed-py/src/fl.rs.
+# ============================================================================================
+
+_Config = Union[str, os.PathLike[str], Dict[str, Any]]
+
+def fl_train(
+    config: _Config,
+    *,
+    data_dir: Optional[_Path] = None,
+    out_dir: Optional[_Path] = None,
+    checkpoint: Optional[_Path] = None,
+    fresh: bool = False,
+    max_rounds: Optional[int] = None,
+    threads: Optional[int] = None,
+    progress: bool = True,
+) -> Dict[str, Any]:
+    """One run as `privfed fl train --json` (privfed.fl.train)."""
+
+class Trainer:
+    """A run a round at a time over data it owns."""
+
+    def __init__(
+        self, config: _Config, *, data_dir: Optional[_Path] = None, threads: Optional[int] = None
+    ) -> None: ...
+    @staticmethod
+    def resume(
+        checkpoint: Union[_Path, bytes],
+        config: _Config,
+        *,
+        data_dir: Optional[_Path] = None,
+        threads: Optional[int] = None,
+    ) -> Trainer: ...
+    def step(self) -> Optional[Dict[str, Any]]:
+        """One round's record, None when finished; PrivacyBudgetExceeded on a budget stop."""
+    def run(
+        self,
+        rounds: Optional[int] = None,
+        *,
+        progress: bool = False,
+        checkpoint: Optional[_Path] = None,
+    ) -> Dict[str, Any]: ...
+    def summary(self) -> Dict[str, Any]: ...
+    def checkpoint(self) -> bytes: ...
+    def save_checkpoint(self, path: _Path) -> None: ...
+    @property
+    def params(self) -> npt.NDArray[np.float32]: ...
+    @property
+    def round(self) -> int: ...
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def finished(self) -> bool: ...
+    @property
+    def epsilon(self) -> Optional[float]: ...
+    @property
+    def history(self) -> List[Dict[str, Any]]: ...
+    @property
+    def events(self) -> List[Any]: ...
+    @property
+    def config(self) -> Dict[str, Any]: ...
+    @property
+    def clients(self) -> int: ...
+
+class Model:
+    """One of the simulator's models over flat float32 parameters (spec: the [model] table)."""
+
+    def __init__(self, spec: Union[Dict[str, Any], str]) -> None: ...
+    @property
+    def num_params(self) -> int: ...
+    @property
+    def spec(self) -> Dict[str, Any]: ...
+    def init(self, seed: _Seed = None) -> npt.NDArray[np.float32]: ...
+    def loss_grad(
+        self, params: _Floats, x: npt.ArrayLike, y: _Ints
+    ) -> Tuple[float, npt.NDArray[np.float32]]: ...
+    def evaluate(self, params: _Floats, x: npt.ArrayLike, y: _Ints) -> Tuple[float, int, int]: ...
+    def local_sgd(
+        self,
+        params: _Floats,
+        x: npt.ArrayLike,
+        y: _Ints,
+        *,
+        epochs: int = 1,
+        batch_size: int = 10,
+        learning_rate: float = 0.05,
+        proximal: float = 0.0,
+        max_steps: Optional[int] = None,
+        seed: _Seed = None,
+        return_loss: bool = False,
+    ) -> Any:
+        """New params (float32), or (params, mean_loss) with return_loss=True."""
+
+# ---- end of section: distributed DP, secure aggregation, Draw-and-Discard, FL

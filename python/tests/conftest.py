@@ -1,6 +1,7 @@
-"""Shared helpers of the binding tests: the release CLI (for comparisons with Rust results) and
-the shared data sets. A test that needs something absent is skipped with the reason, never
-passed silently; under CI a missing shared data set fails instead (as the Rust tests do)."""
+"""Shared fixtures of the binding tests: the privfed CLI (for comparisons with the Rust results)
+and the team's shared data sets. A test that needs something absent is skipped with the reason,
+never passed silently; under CI (env ``CI`` set) a missing CLI or data set fails instead, as the
+Rust tests do."""
 
 from __future__ import annotations
 
@@ -23,26 +24,29 @@ def _missing(reason: str):
 
 
 def _cli_path() -> str | None:
+    """`$PRIVFED_CLI`, else a built binary (release before debug; `$CARGO_TARGET_DIR` before the
+    repository's target/), else `privfed` on the PATH."""
     env = os.environ.get("PRIVFED_CLI")
     if env:
         return env
-    candidates = []
+    targets = [REPO / "target"]
     if os.environ.get("CARGO_TARGET_DIR"):
-        candidates.append(Path(os.environ["CARGO_TARGET_DIR"]) / "release" / "privfed")
-    candidates.append(REPO / "target" / "release" / "privfed")
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return str(c)
+        targets.insert(0, Path(os.environ["CARGO_TARGET_DIR"]))
+    for profile in ("release", "debug"):
+        for t in targets:
+            c = t / profile / "privfed"
+            if c.is_file() and os.access(c, os.X_OK):
+                return str(c)
     return shutil.which("privfed")
 
 
 @pytest.fixture(scope="session")
 def cli():
-    """Runs the release CLI with arguments and returns its parsed --json output."""
+    """Runs the Rust `privfed` CLI with arguments and returns its parsed `--json` output."""
     path = _cli_path()
     if path is None:
-        pytest.skip(
-            "the release CLI is not built: run `cargo build --release -p privfed` "
+        _missing(
+            "the privfed CLI is not built: run `cargo build --release -p privfed` "
             "(or set PRIVFED_CLI to the binary)"
         )
 
@@ -57,7 +61,8 @@ def cli():
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The team's shared data sets (MNIST, Adult, Tiny Shakespeare) beside the repository."""
+    """The team's shared data sets (MNIST, Adult, Tiny Shakespeare): `$PRIVFED_DATA_DIR` (as the
+    Rust crates read it), else ../shared/data beside the repository."""
     path = Path(os.environ.get("PRIVFED_DATA_DIR", SHARED_DATA))
     if not (path / "mnist").is_dir():
         _missing(f"the shared data sets are not at {path} (set PRIVFED_DATA_DIR)")
@@ -66,5 +71,5 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def data_dir(shared_data) -> Path:
-    """main's name for the shared data sets (kept for the tests written against it)."""
+    """Another name of `shared_data`."""
     return shared_data

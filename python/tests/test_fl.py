@@ -188,6 +188,31 @@ def test_train_resumes_from_its_out_dir(tmp_path):
     assert fresh["rounds_completed"] == 1
 
 
+def test_ctrl_c_stops_a_run_that_resumes_from_its_checkpoint(tmp_path):
+    """Ctrl-C (here `_thread.interrupt_main`) reaches a training run between rounds: it raises
+    KeyboardInterrupt with the last round's checkpoint on disk, and the run resumed from it goes
+    on exactly as an uninterrupted one."""
+    import _thread
+    import threading
+
+    cfg = with_(CONFIG, rounds=1_000_000)
+    ckpt = tmp_path / "ckpt.bin"
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fl.train(cfg, checkpoint=ckpt, threads=1, progress=False)
+    finally:
+        timer.cancel()
+    resumed = fl.Trainer.resume(ckpt, cfg, threads=1)
+    r = resumed.round
+    assert r >= 1
+    resumed.run(rounds=2)
+    whole = fl.Trainer(cfg, threads=1)
+    whole.run(rounds=r + 2)
+    assert resumed.params.tobytes() == whole.params.tobytes()
+
+
 def test_progress_lines_go_to_stderr(capfd):
     fl.train(with_(CONFIG, rounds=2), threads=1, progress=True)
     err = capfd.readouterr().err
@@ -375,24 +400,35 @@ def test_model_errors():
 # --- real data -----------------------------------------------------------------------------
 
 
-def test_tiny_mnist_run(shared_data, cli, tmp_path):
+MNIST_BASE = {
+    "rounds": 3,
+    "seed": 11,
+    "data": {"dataset": "mnist", "clients": 100,
+             "subsample": {"clients": 10, "test_fraction": 0.02}},
+    "model": {"kind": "softmax", "features": 784, "classes": 10},
+    "sampling": {"kind": "poisson", "rate": 1.0},
+    "local": {"epochs": 1, "batch_size": 20, "learning_rate": 0.1},
+}
+
+
+def test_tiny_mnist_run(shared_data):
     """Subsampled MNIST (10 clients of 600 digits, 2% of the test set): softmax regression
-    learns (accuracy above 0.8 after 3 rounds without privacy; chance is 0.1), the same model
-    as the CLI's; a private run reports ε within its target."""
-    base = {
-        "rounds": 3,
-        "seed": 11,
-        "data": {"dataset": "mnist", "clients": 100,
-                 "subsample": {"clients": 10, "test_fraction": 0.02}},
-        "model": {"kind": "softmax", "features": 784, "classes": 10},
-        "sampling": {"kind": "poisson", "rate": 1.0},
-        "local": {"epochs": 1, "batch_size": 20, "learning_rate": 0.1},
-    }
-    plain = fl.train(base, data_dir=shared_data, progress=False)
+    learns (test accuracy above 0.8 after 3 rounds without privacy; chance is 0.1); a private
+    run (central Gaussian calibrated to ε = 8) reports ε within its target."""
+    plain = fl.train(MNIST_BASE, data_dir=shared_data, progress=False)
     assert plain["final_accuracy"] > 0.8
     assert plain["final_epsilon"] is None
+    assert plain["data"].startswith("mnist") and plain["clients"] == 10
+    private = with_(
+        MNIST_BASE, privacy={"mechanism": "central_gaussian", "clip": 1.0, "epsilon": 8.0}
+    )
+    report = fl.train(private, data_dir=shared_data, progress=False)
+    assert 0 < report["final_epsilon"] <= 8.0
+    assert report["noise_multiplier"] > 0
+
+
+def test_tiny_mnist_run_matches_the_cli(shared_data, cli, tmp_path):
     path = tmp_path / "mnist.toml"
-    # The same run as TOML for the CLI.
     path.write_text(
         'rounds = 3\nseed = 11\n[data]\ndataset = "mnist"\nclients = 100\n'
         "subsample = { clients = 10, test_fraction = 0.02 }\n"
@@ -400,10 +436,8 @@ def test_tiny_mnist_run(shared_data, cli, tmp_path):
         '[sampling]\nkind = "poisson"\nrate = 1.0\n'
         "[local]\nepochs = 1\nbatch_size = 20\nlearning_rate = 0.1\n"
     )
+    py = fl.train(path, data_dir=shared_data, progress=False)
     rust = cli("fl", "train", "--config", str(path), "--data-dir", str(shared_data), "--json",
                "--quiet")
-    assert rust["model_sha256"] == plain["model_sha256"]
-    private = with_(base, privacy={"mechanism": "central_gaussian", "clip": 1.0, "epsilon": 8.0})
-    report = fl.train(private, data_dir=shared_data, progress=False)
-    assert 0 < report["final_epsilon"] <= 8.0
-    assert report["noise_multiplier"] > 0
+    assert rust["model_sha256"] == py["model_sha256"]
+    assert rust["final_accuracy"] == py["final_accuracy"]

@@ -262,6 +262,25 @@ def test_mangled_bytes_never_crash_the_server():
         except errors.ProtocolError:
             outcomes.add("error")
     assert "error" in outcomes
+    # The same for a server message to a client: ProtocolError (or ProtocolAbort when the
+    # mangled request is well-formed but inconsistent), never anything else.
+    server = secagg.SecAggServer(config)
+    for i in range(1, 5):
+        server.receive(secagg.SecAggClient(config, i).advertise_message)
+    server.close_stage()
+    keys = server.message_for(1)
+    seen = set()
+    for _ in range(300):
+        client = secagg.SecAggClient(config, 1)
+        b = bytearray(keys)
+        for _ in range(rnd.randint(1, 3)):
+            b[rnd.randrange(len(b))] = rnd.randrange(256)
+        try:
+            client.handle(bytes(b))
+            seen.add("answered")
+        except (errors.ProtocolError, errors.ProtocolAbort) as e:
+            seen.add(type(e).__name__)
+    assert "ProtocolError" in seen
 
 
 def test_round_config_forms_and_errors():

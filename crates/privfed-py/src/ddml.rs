@@ -84,16 +84,24 @@ impl ClientStep {
         let noise = match (noise, epsilon, delta) {
             ("none", None, None) => ClientNoise::None,
             ("none", _, _) => {
-                return Err(invalid("epsilon", "noise=\"none\" takes no epsilon or delta"));
+                return Err(invalid(
+                    "epsilon",
+                    "noise=\"none\" takes no epsilon or delta",
+                ));
             }
             ("laplace", Some(epsilon), None) => ClientNoise::Laplace { epsilon },
-            ("laplace", None, _) => return Err(invalid("epsilon", "noise=\"laplace\" needs epsilon")),
+            ("laplace", None, _) => {
+                return Err(invalid("epsilon", "noise=\"laplace\" needs epsilon"));
+            }
             ("laplace", Some(_), Some(_)) => {
                 return Err(invalid("delta", "noise=\"laplace\" is pure ε-DP: no delta"));
             }
             ("gaussian", Some(epsilon), Some(delta)) => ClientNoise::Gaussian { epsilon, delta },
             ("gaussian", _, _) => {
-                return Err(invalid("epsilon", "noise=\"gaussian\" needs epsilon and delta"));
+                return Err(invalid(
+                    "epsilon",
+                    "noise=\"gaussian\" needs epsilon and delta",
+                ));
             }
             (other, _, _) => {
                 return Err(invalid(
@@ -159,7 +167,7 @@ impl ClientStep {
             "logistic" => Glm::logistic(features),
             "linear" => Glm::linear(features),
             "softmax" => {
-                if p % features != 0 {
+                if !p.is_multiple_of(features) {
                     return Err(error(
                         Kind::InvalidInput,
                         format!(
@@ -273,7 +281,10 @@ fn ddml_decode_weights<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py,
     let w = privfed_ddml::wire::decode_f32(data).ok_or_else(|| {
         error(
             Kind::InvalidInput,
-            format!("{} bytes is not a whole number of float32 weights", data.len()),
+            format!(
+                "{} bytes is not a whole number of float32 weights",
+                data.len()
+            ),
         )
     })?;
     Ok(PyArray1::from_vec(py, w))

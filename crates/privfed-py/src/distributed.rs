@@ -24,9 +24,9 @@ use privfed_distributed::{
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-/// The default conditional-rounding β, `e^{−1/2}` (paper 001 §4.1), as the CLI and the FL
-/// config (`privfed_sim::fl::privacy::DEFAULT_BETA`) use it.
-const DEFAULT_BETA: f64 = privfed_sim::fl::privacy::DEFAULT_BETA;
+// `plan`'s default β is written as a literal in its signature so that Python's
+// `inspect.signature` shows the number; it must stay the simulator's and the CLI's default.
+const _: () = assert!(privfed_sim::fl::privacy::DEFAULT_BETA == 0.606_530_659_712_633_4);
 
 fn share_from_str(share: &str) -> PyResult<NoiseShare> {
     match share {
@@ -85,8 +85,12 @@ fn params_of(obj: &Bound<'_, PyAny>, share: Option<&str>) -> PyResult<(SkellamPa
     if let Some(m) = d.as_object_mut() {
         m.remove("padded_dim");
     }
-    let config: SkellamConfig = serde_json::from_value(d)
-        .map_err(|e| invalid("plan", format!("not a SkellamPlan nor its params dict: {e}")))?;
+    let config: SkellamConfig = serde_json::from_value(d).map_err(|e| {
+        invalid(
+            "plan",
+            format!("not a SkellamPlan nor its params dict: {e}"),
+        )
+    })?;
     let params = SkellamParams::new(config).py()?;
     Ok((params, share_from_str(share.unwrap_or("skellam"))?))
 }
@@ -186,9 +190,9 @@ impl SkellamPlan {
     }
     fn __repr__(&self) -> String {
         let p = &self.inner;
-        let eps = p
-            .epsilon
-            .map_or(String::new(), |e| format!(" epsilon={e} delta={:?}", p.delta));
+        let eps = p.epsilon.map_or(String::new(), |e| {
+            format!(" epsilon={e} delta={:?}", p.delta)
+        });
         format!(
             "<SkellamPlan dim={} bits={} clients={} scale={} local_noise_stddev={}{eps}>",
             p.dim, p.bits, p.clients, p.scale, p.local_noise_stddev
@@ -199,11 +203,12 @@ impl SkellamPlan {
 /// Plans a round of paper 001's pipeline. Give exactly one of `epsilon` (a target, with
 /// `delta`: the smallest noise that reaches it after `rounds` rounds at `sampling_rate`) and
 /// `noise_stddev` (the local σ per client, unscaled). `beta` is the conditional-rounding
-/// parameter (default `e^{−1/2}` as paper 001 and `privfed dme skellam`; 0: plain stochastic
-/// rounding), `k` the aggregate standard deviations the modular range holds. Raises `InfeasibleParameters` naming the
-/// knob to move when no parameters reach the target.
+/// parameter (default `e^{−1/2}`, as paper 001, `privfed dme skellam` and the FL config's
+/// `privfed_sim::fl::privacy::DEFAULT_BETA`; 0: plain stochastic rounding), `k` the aggregate
+/// standard deviations the modular range holds. Raises `InfeasibleParameters` naming the knob
+/// to move when no parameters reach the target.
 #[pyfunction]
-#[pyo3(name = "plan_distributed", signature = (dim, clip, bits, clients, *, epsilon=None, delta=None, noise_stddev=None, sampling_rate=1.0, rounds=1, k=4.0, beta=DEFAULT_BETA, share="skellam"))]
+#[pyo3(name = "plan_distributed", signature = (dim, clip, bits, clients, *, epsilon=None, delta=None, noise_stddev=None, sampling_rate=1.0, rounds=1, k=4.0, beta=0.6065306597126334, share="skellam"))]
 #[allow(clippy::too_many_arguments)]
 fn plan(
     py: Python<'_>,
@@ -261,11 +266,7 @@ fn plan(
 /// The 256-bit seed of round `round`'s rotation in session `session_id`
 /// (HKDF-SHA256; every client and the server derive the same one). 32 bytes.
 #[pyfunction]
-fn rotation_seed<'py>(
-    py: Python<'py>,
-    session_id: &[u8],
-    round: u64,
-) -> Bound<'py, PyBytes> {
+fn rotation_seed<'py>(py: Python<'py>, session_id: &[u8], round: u64) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &privfed_distributed::rotation_seed(session_id, round))
 }
 

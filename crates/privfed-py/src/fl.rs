@@ -71,8 +71,8 @@ fn read_config(obj: &Bound<'_, PyAny>) -> PyResult<(RunConfig, Option<PathBuf>)>
         let data = map
             .remove("data")
             .ok_or_else(|| config_error("config: missing the [data] table"))?;
-        let data: DataSpec =
-            serde_json::from_value(data).map_err(|e| config_error(format!("config: [data]: {e}")))?;
+        let data: DataSpec = serde_json::from_value(data)
+            .map_err(|e| config_error(format!("config: [data]: {e}")))?;
         let train: TrainConfig =
             serde_json::from_value(v).map_err(|e| config_error(format!("config: {e}")))?;
         return Ok((RunConfig { data, train }, None));
@@ -295,7 +295,10 @@ fn fl_train<'py>(
             serde_json::to_value(t.history())
                 .map_err(|e| error(Kind::Base, format!("serializing the rounds: {e}")))?,
         );
-        map.insert("seconds".into(), serde_json::json!(t0.elapsed().as_secs_f64()));
+        map.insert(
+            "seconds".into(),
+            serde_json::json!(t0.elapsed().as_secs_f64()),
+        );
         map.insert("threads".into(), serde_json::json!(threads));
         if let Some(d) = &out_dir {
             map.insert("out".into(), serde_json::json!(d.display().to_string()));
@@ -429,8 +432,7 @@ impl Trainer {
     /// Writes `checkpoint()` to `path` atomically (a crash leaves the old file or the new one).
     fn save_checkpoint(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         let t = self.t();
-        py.detach(|| write_atomically(&path, &t.checkpoint()?))
-            .py()
+        py.detach(|| write_atomically(&path, &t.checkpoint()?)).py()
     }
 
     /// The current model parameters (`float32`, a copy).
@@ -671,7 +673,8 @@ impl Model {
         let (loss, grad) = py
             .detach(|| {
                 let mut grad = vec![0.0f32; p.len()];
-                let loss = model.loss_grad(&p, &data.batch(), &mut grad, &mut Scratch::default())?;
+                let loss =
+                    model.loss_grad(&p, &data.batch(), &mut grad, &mut Scratch::default())?;
                 Ok::<_, privfed_learn::LearnError>((loss, grad))
             })
             .py()?;

@@ -2,10 +2,11 @@
 //! `privfed.LocalRandomizer` (privatize, variance, ε, describe).
 
 use crate::accounting::event_to_py;
-use crate::arrays::{Floats, Shape, read_floats, write_floats};
+use crate::arrays::{Shape, finish_output, new_output, read_floats, read_private};
 use crate::errors::{Kind, PyResultExt, error, invalid};
 use crate::json::to_python;
 use crate::rng::{SharedRng, threads};
+use numpy::PyArrayMethods;
 use privfed_accounting::DpEvent;
 use privfed_mechanisms::bitwise_rr::BitwiseRr;
 use privfed_mechanisms::gaussian::Gaussian as GaussianMech;
@@ -56,13 +57,13 @@ pub(crate) fn count(name: &str, v: i64, min: i64) -> PyResult<usize> {
 fn privatize_rows(
     m: &AnyRandomizer,
     data: &[f64],
+    out: &mut [f64],
     dim: usize,
     rng: &mut NoiseRng,
     threads: Threads,
-) -> Result<Vec<f64>, MechanismError> {
+) -> Result<(), MechanismError> {
     let n = data.len() / dim;
     let keys: Vec<StreamKey> = (0..n).map(|_| StreamKey::draw(rng)).collect();
-    let mut out = vec![0.0; data.len()];
     let t = threads.get().min(n).max(1);
     let per = n.div_ceil(t.max(1)).max(1);
     let results: Vec<Result<(), MechanismError>> = std::thread::scope(|s| {
@@ -88,20 +89,20 @@ fn privatize_rows(
             })
             .collect()
     });
-    results.into_iter().collect::<Result<(), _>>()?;
-    Ok(out)
+    results.into_iter().collect::<Result<(), _>>()
 }
 
 /// Privatizes every entry of `data` with a scalar mechanism, in blocks with their own streams.
 fn privatize_scalars(
     m: &AnyRandomizer,
     data: &[f64],
+    out: &mut [f64],
     rng: &mut NoiseRng,
     threads: Threads,
-) -> Result<Vec<f64>, MechanismError> {
+) -> Result<(), MechanismError> {
     let key = StreamKey::draw(rng);
-    let mut out = data.to_vec();
-    let results = for_each_block(&key, &mut out, threads, |_, rng, chunk| {
+    out.copy_from_slice(data);
+    let results = for_each_block(&key, out, threads, |_, rng, chunk| {
         for v in chunk.iter_mut() {
             let x = [*v];
             let mut o = [0.0];
@@ -110,24 +111,23 @@ fn privatize_scalars(
         }
         Ok::<(), MechanismError>(())
     });
-    results.into_iter().collect::<Result<(), _>>()?;
-    Ok(out)
+    results.into_iter().collect::<Result<(), _>>()
 }
 
 impl Randomizer {
-    fn check_shape(&self, f: &Floats) -> PyResult<()> {
+    fn check_shape(&self, dims: &[usize]) -> PyResult<()> {
         let dim = self.inner.dim();
         if dim == 1 {
             return Ok(());
         }
-        match f.dims.as_slice() {
+        match dims {
             [d] | [_, d] if *d == dim => Ok(()),
             _ => Err(error(
                 Kind::InvalidInput,
                 format!(
                     "{} has dimension {dim}: expected an array of shape ({dim},) or (n, {dim}); got shape {:?}",
                     self.inner.name(),
-                    f.dims
+                    dims
                 ),
             )),
         }
@@ -149,26 +149,30 @@ impl Randomizer {
         threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let threads = self::threads(threads)?;
-        let f = read_floats(x, "x")?;
-        self.check_shape(&f)?;
+        let f = read_private(x, "x")?;
+        self.check_shape(&f.dims)?;
         let dim = self.inner.dim();
         let mut rng = self.rng.fork();
         let m = &self.inner;
-        let data = &f.data;
-        let out = py
-            .detach(|| {
+        let out = new_output(py, &f.dims);
+        {
+            let input = f.array.readonly();
+            let data = input.as_slice()?;
+            let mut output = out.readwrite();
+            let o = output.as_slice_mut()?;
+            let vector = f.dims.len() == 1;
+            py.detach(|| {
                 if dim == 1 {
-                    privatize_scalars(m, data, &mut rng, threads)
-                } else if f.dims.len() == 1 {
-                    let mut out = vec![0.0; dim];
-                    m.privatize_into_threads(data, &mut out, &mut rng, threads)?;
-                    Ok(out)
+                    privatize_scalars(m, data, o, &mut rng, threads)
+                } else if vector {
+                    m.privatize_into_threads(data, o, &mut rng, threads)
                 } else {
-                    privatize_rows(m, data, dim, &mut rng, threads)
+                    privatize_rows(m, data, o, dim, &mut rng, threads)
                 }
             })
             .py()?;
-        write_floats(py, out, &f.dims, f.dtype, f.shape)
+        }
+        finish_output(out, f.dtype, f.shape)
     }
 
     /// The exact `E‖M(x) − x‖²` at the input `x` (a vector of shape `(dim,)`, or a float).

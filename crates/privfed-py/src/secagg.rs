@@ -185,7 +185,11 @@ impl RoundConfig {
         if graph == GraphSpec::Complete && c.degree.is_some_and(|k| k != inner.degree()) {
             return Err(invalid(
                 "degree",
-                format!("the complete graph on {} clients has degree {}", c.clients, inner.degree()),
+                format!(
+                    "the complete graph on {} clients has degree {}",
+                    c.clients,
+                    inner.degree()
+                ),
             ));
         }
         Self::checked(inner)
@@ -261,6 +265,7 @@ impl RoundConfig {
             .get_item(key)?
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(key.to_string()))
     }
+    /// The names `config[name]` accepts (the keys of the config as a dict).
     fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         Ok(self.dict(py)?.keys())
     }
@@ -472,9 +477,7 @@ impl SecAggServer {
     /// reconstructs the secrets and removes the masks (GIL released).
     fn close_stage(&mut self, py: Python<'_>) -> PyResult<&'static str> {
         let server = &mut self.inner;
-        let s = py
-            .detach(|| server.close_stage().map(status_name))
-            .py()?;
+        let s = py.detach(|| server.close_stage().map(status_name)).py()?;
         Ok(s)
     }
 

@@ -514,12 +514,22 @@ fn local_sgd_is_the_loops_local_training() {
         proximal: 0.0,
         max_steps: None,
     };
-    let (theta, loss) =
-        local_sgd(model.as_ref(), shard, &global, &full, &mut seeded_rng_for_experiments(2))
-            .unwrap();
+    let (theta, loss) = local_sgd(
+        model.as_ref(),
+        shard,
+        &global,
+        &full,
+        &mut seeded_rng_for_experiments(2),
+    )
+    .unwrap();
     let mut grad = vec![0.0f32; global.len()];
     let want_loss = model
-        .loss_grad(&global, &shard.range(0, shard.rows()), &mut grad, &mut Scratch::default())
+        .loss_grad(
+            &global,
+            &shard.range(0, shard.rows()),
+            &mut grad,
+            &mut Scratch::default(),
+        )
         .unwrap();
     assert!((loss - want_loss).abs() < 1e-5, "{loss} vs {want_loss}");
     for ((t, g0), g) in theta.iter().zip(&global).zip(&grad) {
@@ -529,16 +539,33 @@ fn local_sgd_is_the_loops_local_training() {
         max_steps: Some(0),
         ..full
     };
-    let (same, _) =
-        local_sgd(model.as_ref(), shard, &global, &none, &mut seeded_rng_for_experiments(2))
-            .unwrap();
+    let (same, _) = local_sgd(
+        model.as_ref(),
+        shard,
+        &global,
+        &none,
+        &mut seeded_rng_for_experiments(2),
+    )
+    .unwrap();
     assert_eq!(same, global);
     let small = LocalTraining {
         batch_size: 3,
         epochs: 2,
         ..full
     };
-    let a = local_sgd(model.as_ref(), shard, &global, &small, &mut seeded_rng_for_experiments(3));
-    let b = local_sgd(model.as_ref(), shard, &global, &small, &mut seeded_rng_for_experiments(3));
+    let a = local_sgd(
+        model.as_ref(),
+        shard,
+        &global,
+        &small,
+        &mut seeded_rng_for_experiments(3),
+    );
+    let b = local_sgd(
+        model.as_ref(),
+        shard,
+        &global,
+        &small,
+        &mut seeded_rng_for_experiments(3),
+    );
     assert_eq!(a.unwrap(), b.unwrap());
 }

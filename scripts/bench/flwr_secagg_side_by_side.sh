@@ -18,7 +18,7 @@ ROUNDS=${ROUNDS:-6}
 CLIENTS=${CLIENTS:-100}
 COHORTS=${COHORTS:-"20 50"}
 MODES=${MODES:-"none distributed flower-secaggplus"}
-DATA=${PRIVFED_DATA:-$(cd .. && pwd)/shared/data}
+DATA=${PRIVFED_DATA_DIR:-$(cd .. && pwd)/shared/data}
 mkdir -p "$(dirname "$OUT")"
 for COHORT in $COHORTS; do
   for MODE in $MODES; do

@@ -15,7 +15,8 @@ from flwr.app import Array, ArrayRecord, Context, Message, MessageType, MetricRe
 from flwr.clientapp import ClientApp
 
 import privfed
-from privfed.flwr import privatize_mod
+from privfed.flwr import distributed_dp_mod, privatize_mod
+from privfed.flwr.distributed import SECAGG_RECORD
 
 from . import task
 
@@ -38,8 +39,6 @@ def _local_mod(mechanism: str, epsilon: float, clip: float):
 
 
 def _distributed_mod():
-    from privfed.flwr import distributed_dp_mod  # needs privfed.distributed / privfed.secagg
-
     if "distributed" not in _MODS:
         _MODS["distributed"] = distributed_dp_mod()
     return _MODS["distributed"]
@@ -49,6 +48,10 @@ def privacy_mod(msg: Message, ctxt: Context, call_next):
     """Dispatches to the mod the server's config names (the example's one ClientApp)."""
     if msg.metadata.message_type != MessageType.TRAIN:
         return call_next(msg, ctxt)
+    # Secure-aggregation stage messages carry only privfed's record (the model and config come
+    # with the masked-input stage alone): they belong to the distributed mod.
+    if SECAGG_RECORD in msg.content.config_records:
+        return _distributed_mod()(msg, ctxt, call_next)
     cfg = msg.content.config_records.get("config")
     mode = str(cfg["privacy"]) if cfg is not None and "privacy" in cfg else "none"
     if mode == "none":

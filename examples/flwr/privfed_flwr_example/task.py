@@ -15,8 +15,8 @@ _CACHE: Dict[tuple, object] = {}
 
 
 def default_data_dir() -> str:
-    """``$PRIVFED_DATA``, else ``../shared/data`` beside the repository."""
-    env = os.environ.get("PRIVFED_DATA")
+    """``$PRIVFED_DATA_DIR`` (as the Rust CLI), else ``../shared/data`` beside the repository."""
+    env = os.environ.get("PRIVFED_DATA_DIR")
     if env:
         return env
     return str(Path(__file__).resolve().parents[3].parent / "shared" / "data")
@@ -41,7 +41,7 @@ def load_mnist(data_dir: str) -> Dict[str, np.ndarray]:
     if key not in _CACHE:
         d = Path(data_dir) / "mnist"
         if not d.is_dir():
-            raise FileNotFoundError(f"no MNIST at {d} (pass --data-dir or set PRIVFED_DATA)")
+            raise FileNotFoundError(f"no MNIST at {d} (pass --data-dir or set PRIVFED_DATA_DIR)")
         _CACHE[key] = {
             "x_train": (_read_idx(d / "train-images-idx3-ubyte.gz") / 255.0).astype(np.float32),
             "y_train": _read_idx(d / "train-labels-idx1-ubyte.gz").astype(np.int64),

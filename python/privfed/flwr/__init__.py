@@ -10,7 +10,7 @@ Server side (strategy wrappers around any ``flwr.serverapp.strategy.Strategy``):
 * :class:`LocalDpStrategy` — checks that every reply was privatized at the declared ε, composes
   one event per round into a privfed accountant and reports ε(δ) after every round.
 
-Distributed DP with secure aggregation (needs :mod:`privfed.distributed`, :mod:`privfed.secagg`):
+Distributed DP with secure aggregation (over :mod:`privfed.distributed` and :mod:`privfed.secagg`):
 
 * :func:`distributed_dp_mod` (client) and :class:`DistributedDpStrategy` (server): paper 001's
   Skellam encoding summed by privfed's SecAgg/SecAgg+ over Flower messages; the server decodes
@@ -37,6 +37,7 @@ from .distributed import (
     RoundOutcome,
     SecAggRoundAborted,
     distributed_dp_mod,
+    plan_for_dropouts,
 )
 from .ledger import PrivacyLedger, RoundRecord
 from .local import LocalDpStrategy, PrivatizeMod, clip_and_privatize, local_round_event, privatize_mod
@@ -53,6 +54,7 @@ __all__ = [
     "DistributedDpStrategy",
     "RoundOutcome",
     "SecAggRoundAborted",
+    "plan_for_dropouts",
     "PrivacyLedger",
     "RoundRecord",
     "flatten_arrays",

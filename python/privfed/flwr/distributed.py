@@ -17,7 +17,6 @@ the client trains then. Its reply holds the masked vector only (no model, no met
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import time
@@ -38,6 +37,8 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from .. import accounting, errors
+from .. import distributed as dist
+from .. import secagg as sa
 from .ledger import LOG, PrivacyLedger
 from .records import check_same_layout, flatten_arrays, single_array_record, unflatten_like
 from .strategy_base import WrappedStrategy
@@ -48,25 +49,7 @@ STATE_RECORD = "privfed-secagg-state"
 STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
 
 
-def _protocols():
-    """(privfed.distributed, privfed.secagg), or ImportError naming what is missing."""
-    try:
-        from .. import distributed as dist  # type: ignore[attr-defined]
-        from .. import secagg as sa  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise ImportError(
-            "distributed DP on Flower needs privfed.distributed and privfed.secagg "
-            "(privfed >= the py-protocols bindings)"
-        ) from exc
-    return dist, sa
-
-
-def _round_config(sa, clients: int, bits: int, dim: int, **kw):
-    f = getattr(sa, "round_config", None) or getattr(sa, "secagg_round_config")
-    return f(clients, bits, dim, **kw)
-
-
-def _config_from_bytes(sa, data: bytes):
+def _config_from_bytes(data: bytes):
     return sa.RoundConfig.from_bytes(bytes(data))
 
 
@@ -119,8 +102,8 @@ class DistributedDpMod:
 
     # -- state: the seed and the server messages so far; the client is replayed from them --
     @staticmethod
-    def _restore(sa, st: ConfigRecord):
-        cfg = _config_from_bytes(sa, st["config"])
+    def _restore(st: ConfigRecord):
+        cfg = _config_from_bytes(st["config"])
         client = sa.SecAggClient(cfg, int(st["client-id"]), seed=bytes(st["seed"]))
         for m in list(st.get("messages", [])) if hasattr(st, "get") else []:
             inp = None
@@ -152,11 +135,10 @@ class DistributedDpMod:
                 "distributed_dp_mod: a TRAIN message without a secure-aggregation stage; "
                 "the update is never sent in the clear (is the server a DistributedDpStrategy?)"
             )
-        dist, sa = _protocols()
         stage = str(rec["stage"])
         states = ctxt.state.config_records
         if stage == "advertise_keys":
-            cfg = _config_from_bytes(sa, rec["config"])
+            cfg = _config_from_bytes(rec["config"])
             params = json.loads(str(rec["plan"]))
             self._check_plan(params)
             if int(params.get("padded_dim", cfg.dim)) != cfg.dim:
@@ -175,13 +157,13 @@ class DistributedDpMod:
             st = states.get(STATE_RECORD)
             if st is None:
                 raise errors.ProtocolError(f"stage {stage} without a round in progress")
-            client = self._restore(sa, st)
+            client = self._restore(st)
             if client.next_stage != stage:
                 raise errors.ProtocolError(
                     f"the server sent stage {stage}, the client expects {client.next_stage}")
             server_msg = bytes(rec["message"])
             if stage == "masked_input":
-                x = self._encode_update(msg, ctxt, call_next, st, dist, sa)
+                x = self._encode_update(msg, ctxt, call_next, st)
                 if isinstance(x, Message):  # the ClientApp failed: pass its error on
                     return x
                 answer = bytes(client.handle(server_msg, x))
@@ -194,7 +176,7 @@ class DistributedDpMod:
         out = RecordDict({SECAGG_RECORD: ConfigRecord({"stage": stage, "message": answer})})
         return Message(out, reply_to=msg)
 
-    def _encode_update(self, msg, ctxt, call_next, st, dist, sa):
+    def _encode_update(self, msg, ctxt, call_next, st):
         _, received = single_array_record(msg.content, self.arrays_key)
         g = flatten_arrays(received)
         out = call_next(msg, ctxt)
@@ -207,7 +189,7 @@ class DistributedDpMod:
         if update.size != int(params["dim"]):
             raise errors.ProtocolError(
                 f"the update has {update.size} entries, the plan {params['dim']}")
-        cfg = _config_from_bytes(sa, st["config"])
+        cfg = _config_from_bytes(st["config"])
         rseed = dist.rotation_seed(_session_id(cfg), int(st["round"]))
         seed = self.encoder_seed(ctxt, int(st["round"])) if self.encoder_seed else None
         enc = dist.SkellamEncoder(params, rseed, seed=seed)
@@ -217,6 +199,58 @@ class DistributedDpMod:
 def distributed_dp_mod(**kw: Any) -> DistributedDpMod:
     """A :class:`DistributedDpMod` (``ClientApp(mods=[distributed_dp_mod()])``)."""
     return DistributedDpMod(**kw)
+
+
+# ============================================================================ planning
+def plan_for_dropouts(*, dim: int, clip: float, bits: int, clients: int, min_contributors: int,
+                      epsilon: float, delta: float, rounds: int, k: float = 4.0) -> Any:
+    """A Skellam plan for a cohort of ``clients`` of which at least ``min_contributors``
+    contribute to every round.
+
+    The noise is split so that ``min_contributors`` shares alone give ε(δ) ≤ ``epsilon`` after
+    ``rounds`` rounds (RDP, as privfed's planner); the scale is the planner's for ``clients``, so
+    the modular range holds ``k`` standard deviations of the largest possible sum and the
+    decoder's wrap check is calibrated for it. (A plan for ``min_contributors`` alone would size
+    the range for fewer clients than the sum can hold: with the whole cohort in the sum, wraps
+    become likelier and the check flags them.) Raises :class:`privfed.errors.InfeasibleParameters`
+    when no noise reaches the target at ``bits``.
+    """
+    if not 1 <= min_contributors <= clients:
+        raise ValueError(f"min_contributors must be in 1..={clients}, got {min_contributors}")
+    base = dist.plan(dim, clip, bits, min_contributors, epsilon=epsilon, delta=delta,
+                     rounds=rounds, k=k)
+    if min_contributors == clients:
+        return base
+
+    def at(sigma: float):
+        p = dist.plan(dim, clip, bits, clients, noise_stddev=sigma, k=k)
+        acc = accounting.RdpAccountant()
+        acc.compose(dist.round_event(p, min_contributors), count=rounds)
+        return p, float(acc.get_epsilon(delta))
+
+    # The cohort's smaller scale makes rounding a larger share of the sensitivity: the noise
+    # the planner found for min_contributors may fall just short. Bracket, then bisect on σ.
+    lo = hi = float(base.local_noise_stddev)
+    plan, eps = at(hi)
+    steps = 0
+    while eps > epsilon:
+        steps += 1
+        if steps > 200:
+            raise errors.InfeasibleParameters(
+                f"no noise reaches ε = {epsilon} with {min_contributors} of {clients} clients "
+                f"at {bits} bits: use more bits or a larger dropout margin")
+        lo, hi = hi, hi * 1.05
+        plan, eps = at(hi)
+    for _ in range(40):
+        if hi - lo <= 1e-9 * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        p, e = at(mid)
+        if e <= epsilon:
+            hi, plan = mid, p
+        else:
+            lo = mid
+    return plan
 
 
 # =============================================================================== server side
@@ -293,7 +327,6 @@ class DistributedDpStrategy(WrappedStrategy):
         apply_on_wrap: bool = False,
     ) -> None:
         super().__init__(inner)
-        dist, sa = _protocols()
         if on_abort not in ("skip", "raise"):
             raise ValueError(f"on_abort must be 'skip' or 'raise', got {on_abort!r}")
         self.plan = plan
@@ -314,12 +347,14 @@ class DistributedDpStrategy(WrappedStrategy):
     def planned(cls, inner: Strategy, *, dim: int, clip: float, bits: int, clients: int,
                 epsilon: float, delta: float, rounds: int, dropout_tolerance: float = 0.2,
                 k: float = 4.0, **kw: Any) -> "DistributedDpStrategy":
-        """Plans the noise so that ε(δ) after ``rounds`` rounds is ``epsilon`` as long as at
-        least ``⌈clients·(1 − dropout_tolerance)⌉`` clients contribute to every round (the
-        noise is split among that many; more contributors only add noise)."""
-        dist, _ = _protocols()
+        """Plans the noise so that ε(δ) after ``rounds`` rounds is at most ``epsilon`` as long
+        as at least ``⌈clients·(1 − dropout_tolerance)⌉`` clients contribute to every round
+        (more contributors only add noise), and the modular range for the sum of all
+        ``clients`` (:func:`plan_for_dropouts`)."""
         m = max(1, math.ceil(clients * (1.0 - dropout_tolerance)))
-        plan = dist.plan(dim, clip, bits, m, epsilon=epsilon, delta=delta, rounds=rounds, k=k)
+        plan = plan_for_dropouts(dim=dim, clip=clip, bits=bits, clients=clients,
+                                 min_contributors=m, epsilon=epsilon, delta=delta,
+                                 rounds=rounds, k=k)
         return cls(inner, plan=plan, delta=delta, dropout=dropout_tolerance, **kw)
 
     @property
@@ -327,7 +362,6 @@ class DistributedDpStrategy(WrappedStrategy):
         return self.ledger.history
 
     def _event(self, contributors: int):
-        dist, _ = _protocols()
         ev = dist.round_event(self.plan, contributors)
         if self.sample_rate is not None and self.sample_rate < 1.0:
             ev = accounting.PoissonSampledDpEvent(float(self.sample_rate), ev)
@@ -342,9 +376,8 @@ class DistributedDpStrategy(WrappedStrategy):
         msgs = list(self.inner.configure_train(server_round, arrays, config, grid))
         if not msgs:
             return []
-        _, sa = _protocols()
         n = len({m.metadata.dst_node_id for m in msgs})
-        cfg = _round_config(sa, n, int(self.params["bits"]), int(self.params["padded_dim"]),
+        cfg = sa.round_config(n, int(self.params["bits"]), int(self.params["padded_dim"]),
                             dropout=self.dropout, graph=self.graph)
         if self.ledger.would_exceed(self._event(int(cfg.threshold))):
             self.stopped = True
@@ -378,7 +411,6 @@ class DistributedDpStrategy(WrappedStrategy):
 
     def _secure_round(self, server_round: int, msgs: List[Message], cfg: Any,
                       grid: Grid) -> RoundOutcome:
-        dist, sa = _protocols()
         by_node = {m.metadata.dst_node_id: m for m in msgs}
         nodes = sorted(by_node)
         ids = {nid: i + 1 for i, nid in enumerate(nodes)}

@@ -1,0 +1,1 @@
+"""privfed on Flower: MNIST softmax regression over virtual clients (see ../README.md)."""

@@ -1,0 +1,62 @@
+"""Flower integration (issue 14): privfed's privacy on Flower's Message API (flwr >= 1.41).
+
+Client side (ClientApp mods, ``mod(msg, context, call_next)``):
+
+* :func:`privatize_mod` — local DP: the fit reply's update (the returned model minus the
+  received one) is clipped and replaced by a privfed local randomizer's report.
+
+Server side (strategy wrappers around any ``flwr.serverapp.strategy.Strategy``):
+
+* :class:`LocalDpStrategy` — checks that every reply was privatized at the declared ε, composes
+  one event per round into a privfed accountant and reports ε(δ) after every round.
+
+Distributed DP with secure aggregation (over :mod:`privfed.distributed` and :mod:`privfed.secagg`):
+
+* :func:`distributed_dp_mod` (client) and :class:`DistributedDpStrategy` (server): paper 001's
+  Skellam encoding summed by privfed's SecAgg/SecAgg+ over Flower messages; the server decodes
+  the mean and accounts each round with the clients actually in the sum.
+
+See docs/FLOWER.md. Needs Flower: ``pip install "privfed[flwr]"``.
+"""
+
+from __future__ import annotations
+
+try:
+    import flwr as _flwr  # noqa: F401  (the top-level Flower package, not this one)
+    from flwr.app import Message as _Message  # noqa: F401  (Message API: flwr >= 1.13)
+    from flwr.serverapp.strategy import Strategy as _Strategy  # noqa: F401  (flwr >= 1.21)
+except ImportError as exc:  # pragma: no cover - exercised by test_flwr's subprocess check
+    raise ImportError(
+        "privfed.flwr needs Flower (flwr >= 1.41 with its Message API): "
+        'pip install "privfed[flwr]"'
+    ) from exc
+
+from .distributed import (
+    DistributedDpMod,
+    DistributedDpStrategy,
+    RoundOutcome,
+    SecAggRoundAborted,
+    distributed_dp_mod,
+    plan_for_dropouts,
+)
+from .ledger import PrivacyLedger, RoundRecord
+from .local import LocalDpStrategy, PrivatizeMod, clip_and_privatize, local_round_event, privatize_mod
+from .records import flatten_arrays, unflatten_like
+
+__all__ = [
+    "PrivatizeMod",
+    "privatize_mod",
+    "LocalDpStrategy",
+    "clip_and_privatize",
+    "local_round_event",
+    "DistributedDpMod",
+    "distributed_dp_mod",
+    "DistributedDpStrategy",
+    "RoundOutcome",
+    "SecAggRoundAborted",
+    "plan_for_dropouts",
+    "PrivacyLedger",
+    "RoundRecord",
+    "flatten_arrays",
+    "unflatten_like",
+]

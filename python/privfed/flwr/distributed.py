@@ -1,0 +1,504 @@
+"""Distributed DP with secure aggregation on Flower (paper 001's Skellam pipeline).
+
+Client: :func:`distributed_dp_mod` encodes the update (clip, scale, rotate, round, Skellam share,
+mod 2^bits; :mod:`privfed.distributed`) and runs privfed's secure-aggregation client
+(:mod:`privfed.secagg`) over four TRAIN messages. Server: :class:`DistributedDpStrategy` runs
+the four stages over Flower's Grid, decodes the mean of the survivors' updates from the modular
+sum, hands ``global + mean`` to the inner strategy and accounts one event per round with the
+clients whose inputs are in the sum.
+
+Wire: every stage message carries a ConfigRecord ``"privfed-secagg"`` with ``stage`` and
+``message`` (privfed's postcard bytes); the first one also the round configuration
+(``config``), the client's id (1..n), the server round and the plan's parameters (JSON). The
+masked-input request also carries the strategy's usual train content (the model and config):
+the client trains then. Its reply holds the masked vector only (no model, no metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+from flwr.app import (
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from .. import accounting, errors
+from .. import distributed as dist
+from .. import secagg as sa
+from .ledger import LOG, PrivacyLedger
+from .records import check_same_layout, flatten_arrays, single_array_record, unflatten_like
+from .strategy_base import WrappedStrategy
+
+#: The ConfigRecord of every secure-aggregation message (both ways) and of the client's state.
+SECAGG_RECORD = "privfed-secagg"
+STATE_RECORD = "privfed-secagg-state"
+STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
+
+
+def _config_from_bytes(data: bytes):
+    return sa.RoundConfig.from_bytes(bytes(data))
+
+
+def _session_id(cfg) -> bytes:
+    s = cfg.session_id
+    return bytes(s) if not isinstance(s, str) else bytes.fromhex(s)
+
+
+# =============================================================================== client side
+class DistributedDpMod:
+    """ClientApp mod: privfed's secure-aggregation client around the TRAIN message.
+
+    * ``advertise_keys``: builds the round's client from the configuration the server sent
+      (keys from a fresh 32-byte OS seed) and answers with its public keys;
+    * ``share_keys``: answers with its encrypted shares;
+    * ``masked_input``: lets the ClientApp train (``call_next``), encodes
+      ``update = returned − received`` with the server's Skellam plan and this round's rotation
+      (:func:`privfed.distributed.rotation_seed` of the round's session id and server round),
+      and answers with the masked encoding only;
+    * ``unmasking``: answers with the shares the server may have (privfed's consistency checks
+      refuse contradictory requests: ``ProtocolAbort``).
+
+    The client's state between stages lives in the node's Context (``ctxt.state``, record
+    ``"privfed-secagg-state"``), as Flower's own ``secaggplus_mod`` keeps its keys: the seed
+    of the round's secrets and the server messages handled so far, from which the client is
+    rebuilt at each stage (the SuperNode, or the simulation engine, keeps the Context in
+    memory). It is deleted after the unmasking answer.
+
+    A TRAIN message without the ``"privfed-secagg"`` record is refused (an error reply): the
+    mod never sends an update in the clear. ``min_local_noise_stddev`` and ``max_clip`` let the
+    client refuse a plan that would give it less noise, or a larger sensitivity, than it
+    accepts. ``encoder_seed(context, server_round)`` (experiments only) fixes the encoder's
+    randomness; never use it for a real release.
+    """
+
+    def __init__(
+        self,
+        *,
+        arrays_key: Optional[str] = None,
+        min_local_noise_stddev: Optional[float] = None,
+        max_clip: Optional[float] = None,
+        encoder_seed: Optional[Callable[[Context, int], Any]] = None,
+        threads: Optional[int] = 1,
+    ) -> None:
+        self.arrays_key = arrays_key
+        self.min_local_noise_stddev = min_local_noise_stddev
+        self.max_clip = max_clip
+        self.encoder_seed = encoder_seed
+        self.threads = threads
+
+    # -- state: the seed and the server messages so far; the client is replayed from them --
+    @staticmethod
+    def _restore(st: ConfigRecord):
+        cfg = _config_from_bytes(st["config"])
+        client = sa.SecAggClient(cfg, int(st["client-id"]), seed=bytes(st["seed"]))
+        for m in list(st.get("messages", [])) if hasattr(st, "get") else []:
+            inp = None
+            if client.next_stage == "masked_input":
+                # the state after the masked input does not depend on the input
+                inp = np.zeros(cfg.dim, dtype=np.uint64)
+            client.handle(bytes(m), inp)
+        return client
+
+    def _check_plan(self, params: Dict[str, Any]) -> None:
+        sd = params.get("local_noise_stddev")
+        if self.min_local_noise_stddev is not None and (
+            sd is None or float(sd) < self.min_local_noise_stddev
+        ):
+            raise errors.ProtocolAbort(
+                f"the server's plan gives this client local noise {sd}, below the "
+                f"{self.min_local_noise_stddev} it accepts"
+            )
+        c = params.get("clip")
+        if self.max_clip is not None and (c is None or float(c) > self.max_clip):
+            raise errors.ProtocolAbort(f"the server's plan clips at {c} > {self.max_clip}")
+
+    def __call__(self, msg: Message, ctxt: Context, call_next: Callable) -> Message:
+        if msg.metadata.message_type != MessageType.TRAIN:
+            return call_next(msg, ctxt)
+        rec = msg.content.config_records.get(SECAGG_RECORD)
+        if rec is None:
+            raise errors.ProtocolError(
+                "distributed_dp_mod: a TRAIN message without a secure-aggregation stage; "
+                "the update is never sent in the clear (is the server a DistributedDpStrategy?)"
+            )
+        stage = str(rec["stage"])
+        states = ctxt.state.config_records
+        if stage == "advertise_keys":
+            cfg = _config_from_bytes(rec["config"])
+            params = json.loads(str(rec["plan"]))
+            self._check_plan(params)
+            if int(params.get("padded_dim", cfg.dim)) != cfg.dim:
+                raise errors.ProtocolError("the plan's padded dimension is not the round's")
+            seed = os.urandom(32)
+            client = sa.SecAggClient(cfg, int(rec["client-id"]), seed=seed)
+            states[STATE_RECORD] = ConfigRecord({
+                "config": bytes(rec["config"]), "client-id": int(rec["client-id"]),
+                "seed": seed, "plan": str(rec["plan"]), "round": int(rec["round"]),
+                "messages": [],
+            })
+            answer = bytes(client.advertise_message)
+        else:
+            if stage not in STAGES:
+                raise errors.ProtocolError(f"unknown secure-aggregation stage {stage!r}")
+            st = states.get(STATE_RECORD)
+            if st is None:
+                raise errors.ProtocolError(f"stage {stage} without a round in progress")
+            client = self._restore(st)
+            if client.next_stage != stage:
+                raise errors.ProtocolError(
+                    f"the server sent stage {stage}, the client expects {client.next_stage}")
+            server_msg = bytes(rec["message"])
+            if stage == "masked_input":
+                x = self._encode_update(msg, ctxt, call_next, st)
+                if isinstance(x, Message):  # the ClientApp failed: pass its error on
+                    return x
+                answer = bytes(client.handle(server_msg, x))
+            else:
+                answer = bytes(client.handle(server_msg))
+            if stage == "unmasking":
+                del states[STATE_RECORD]
+            else:
+                st["messages"] = list(st["messages"]) + [server_msg]
+        out = RecordDict({SECAGG_RECORD: ConfigRecord({"stage": stage, "message": answer})})
+        return Message(out, reply_to=msg)
+
+    def _encode_update(self, msg, ctxt, call_next, st):
+        _, received = single_array_record(msg.content, self.arrays_key)
+        g = flatten_arrays(received)
+        out = call_next(msg, ctxt)
+        if out.has_error():
+            return out
+        _, returned = single_array_record(out.content, self.arrays_key)
+        check_same_layout(received, returned)
+        update = flatten_arrays(returned) - g
+        params = json.loads(str(st["plan"]))
+        if update.size != int(params["dim"]):
+            raise errors.ProtocolError(
+                f"the update has {update.size} entries, the plan {params['dim']}")
+        cfg = _config_from_bytes(st["config"])
+        rseed = dist.rotation_seed(_session_id(cfg), int(st["round"]))
+        seed = self.encoder_seed(ctxt, int(st["round"])) if self.encoder_seed else None
+        enc = dist.SkellamEncoder(params, rseed, seed=seed)
+        return enc.encode(update, threads=self.threads)
+
+
+def distributed_dp_mod(**kw: Any) -> DistributedDpMod:
+    """A :class:`DistributedDpMod` (``ClientApp(mods=[distributed_dp_mod()])``)."""
+    return DistributedDpMod(**kw)
+
+
+# ============================================================================ planning
+def plan_for_dropouts(*, dim: int, clip: float, bits: int, clients: int, min_contributors: int,
+                      epsilon: float, delta: float, rounds: int, k: float = 4.0) -> Any:
+    """A Skellam plan for a cohort of ``clients`` of which at least ``min_contributors``
+    contribute to every round.
+
+    The noise is split so that ``min_contributors`` shares alone give ε(δ) ≤ ``epsilon`` after
+    ``rounds`` rounds (RDP, as privfed's planner); the scale is the planner's for ``clients``, so
+    the modular range holds ``k`` standard deviations of the largest possible sum and the
+    decoder's wrap check is calibrated for it. (A plan for ``min_contributors`` alone would size
+    the range for fewer clients than the sum can hold: with the whole cohort in the sum, wraps
+    become likelier and the check flags them.) Raises :class:`privfed.errors.InfeasibleParameters`
+    when no noise reaches the target at ``bits``.
+    """
+    if not 1 <= min_contributors <= clients:
+        raise ValueError(f"min_contributors must be in 1..={clients}, got {min_contributors}")
+    base = dist.plan(dim, clip, bits, min_contributors, epsilon=epsilon, delta=delta,
+                     rounds=rounds, k=k)
+    if min_contributors == clients:
+        return base
+
+    def at(sigma: float):
+        p = dist.plan(dim, clip, bits, clients, noise_stddev=sigma, k=k)
+        acc = accounting.RdpAccountant()
+        acc.compose(dist.round_event(p, min_contributors), count=rounds)
+        return p, float(acc.get_epsilon(delta))
+
+    # The cohort's smaller scale makes rounding a larger share of the sensitivity: the noise
+    # the planner found for min_contributors may fall just short. Bracket, then bisect on σ.
+    lo = hi = float(base.local_noise_stddev)
+    plan, eps = at(hi)
+    steps = 0
+    while eps > epsilon:
+        steps += 1
+        if steps > 200:
+            raise errors.InfeasibleParameters(
+                f"no noise reaches ε = {epsilon} with {min_contributors} of {clients} clients "
+                f"at {bits} bits: use more bits or a larger dropout margin")
+        lo, hi = hi, hi * 1.05
+        plan, eps = at(hi)
+    for _ in range(40):
+        if hi - lo <= 1e-9 * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        p, e = at(mid)
+        if e <= epsilon:
+            hi, plan = mid, p
+        else:
+            lo = mid
+    return plan
+
+
+# =============================================================================== server side
+class SecAggRoundAborted(errors.ProtocolAbort):
+    """A secure-aggregation round aborted (too few survivors): nothing was revealed."""
+
+
+@dataclass
+class RoundOutcome:
+    """What the server learned in one round (``DistributedDpStrategy.rounds``)."""
+
+    server_round: int
+    session_id: bytes
+    node_to_client: Dict[int, int]
+    sampled: int
+    survivors: List[int] = field(default_factory=list)  # secagg ids whose inputs are summed
+    dropped: List[int] = field(default_factory=list)  # shared keys, no masked input
+    aborted: bool = False
+    abort_reason: Optional[str] = None
+    wrap_suspected: bool = False
+    mean: Optional[np.ndarray] = None  # the decoded mean update (float64, length dim)
+    epsilon: float = 0.0  # ε(δ) after this round
+    stage_seconds: Dict[str, float] = field(default_factory=dict)
+    template: Optional[Message] = None
+    arrays: Optional[ArrayRecord] = None
+    arrays_key: str = "arrays"
+
+    @property
+    def contributors(self) -> int:
+        return len(self.survivors)
+
+    @property
+    def survivor_nodes(self) -> List[int]:
+        inv = {c: n for n, c in self.node_to_client.items()}
+        return [inv[c] for c in self.survivors]
+
+
+class DistributedDpStrategy(WrappedStrategy):
+    """Secure aggregation + distributed DP around a Flower strategy (FedAvg, FedAdam, ...).
+
+    Each round: the inner strategy samples its cohort (``configure_train``); the cohort's node
+    ids, sorted, become secure-aggregation clients 1..n; the four stages run over the Grid
+    (each waits at most ``stage_timeout`` seconds; a node that does not answer, or answers with
+    an error, has dropped). The server decodes the mean of the survivors' clipped updates from
+    the modular sum, and the inner strategy's ``aggregate_train`` receives a single reply
+    carrying ``global + mean`` (``num-examples`` = contributors): FedAvg then applies the mean,
+    FedOpt-style strategies take it as their pseudo-gradient. The clients' own metrics are not
+    sent (they are not protected by the sum).
+
+    Accounting: after a round whose sum was unmasked, ``round_event(plan, survivors)`` (the
+    noise of the clients actually in the sum) is composed and ε(δ) logged. An aborted round
+    (survivors below the threshold) reveals nothing and composes nothing; with
+    ``on_abort="raise"`` it raises :class:`SecAggRoundAborted` instead of skipping the round.
+    ``budget``: a round is not started when its worst case (the threshold's number of
+    contributors: less noise than planned) could take ε(δ) past the budget. ``sample_rate``:
+    as for :class:`~privfed.flwr.LocalDpStrategy` (Flower samples fixed-size cohorts: none).
+    A suspected modular wrap (``wrap_suspected``) is accounted but not applied unless
+    ``apply_on_wrap``.
+    """
+
+    def __init__(
+        self,
+        inner: Strategy,
+        *,
+        plan: Any,
+        delta: float,
+        accountant: Optional[Any] = None,
+        budget: Optional[float] = None,
+        dropout: float = 0.2,
+        graph: str = "auto",
+        stage_timeout: Optional[float] = 600.0,
+        on_abort: str = "skip",
+        sample_rate: Optional[float] = None,
+        apply_on_wrap: bool = False,
+    ) -> None:
+        super().__init__(inner)
+        if on_abort not in ("skip", "raise"):
+            raise ValueError(f"on_abort must be 'skip' or 'raise', got {on_abort!r}")
+        self.plan = plan
+        self.params = dict(plan.params) if hasattr(plan, "params") else dict(plan)
+        self._plan_json = json.dumps(self.params)
+        self.ledger = PrivacyLedger(delta, accountant, budget)
+        self.dropout = float(dropout)
+        self.graph = graph
+        self.stage_timeout = stage_timeout
+        self.on_abort = on_abort
+        self.sample_rate = sample_rate
+        self.apply_on_wrap = apply_on_wrap
+        self.rounds: List[RoundOutcome] = []
+        self._pending: Optional[RoundOutcome] = None
+        self.stopped = False
+
+    @classmethod
+    def planned(cls, inner: Strategy, *, dim: int, clip: float, bits: int, clients: int,
+                epsilon: float, delta: float, rounds: int, dropout_tolerance: float = 0.2,
+                k: float = 4.0, **kw: Any) -> "DistributedDpStrategy":
+        """Plans the noise so that ε(δ) after ``rounds`` rounds is at most ``epsilon`` as long
+        as at least ``⌈clients·(1 − dropout_tolerance)⌉`` clients contribute to every round
+        (more contributors only add noise), and the modular range for the sum of all
+        ``clients`` (:func:`plan_for_dropouts`)."""
+        m = max(1, math.ceil(clients * (1.0 - dropout_tolerance)))
+        plan = plan_for_dropouts(dim=dim, clip=clip, bits=bits, clients=clients,
+                                 min_contributors=m, epsilon=epsilon, delta=delta,
+                                 rounds=rounds, k=k)
+        return cls(inner, plan=plan, delta=delta, dropout=dropout_tolerance, **kw)
+
+    @property
+    def history(self):
+        return self.ledger.history
+
+    def _event(self, contributors: int):
+        ev = dist.round_event(self.plan, contributors)
+        if self.sample_rate is not None and self.sample_rate < 1.0:
+            ev = accounting.PoissonSampledDpEvent(float(self.sample_rate), ev)
+        return ev
+
+    # ------------------------------------------------------------------ the round
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        self._pending = None
+        if self.stopped:
+            return []
+        msgs = list(self.inner.configure_train(server_round, arrays, config, grid))
+        if not msgs:
+            return []
+        n = len({m.metadata.dst_node_id for m in msgs})
+        cfg = sa.round_config(n, int(self.params["bits"]), int(self.params["padded_dim"]),
+                            dropout=self.dropout, graph=self.graph)
+        if self.ledger.would_exceed(self._event(int(cfg.threshold))):
+            self.stopped = True
+            self.ledger.record(server_round, None, 0, "budget reached: round not started")
+            return []
+        self._pending = self._secure_round(server_round, msgs, cfg, grid)
+        # The round ran over the grid already; Strategy.start sends nothing more.
+        return []
+
+    def _exchange(self, grid: Grid, contents: Dict[int, RecordDict], stage: str,
+                  ids: Dict[int, int]) -> Dict[int, bytes]:
+        """Sends each node its content; returns the stage answers of those that replied."""
+        out = [Message(content=c, dst_node_id=nid, message_type=MessageType.TRAIN)
+               for nid, c in contents.items()]
+        replies = grid.send_and_receive(out, timeout=self.stage_timeout)
+        got: Dict[int, bytes] = {}
+        for r in replies:
+            nid = r.metadata.src_node_id
+            if nid not in contents or r.has_error():
+                if r.has_error():
+                    LOG.info("privfed secagg: node %s dropped at %s: %s", nid, stage,
+                             r.error.reason)
+                continue
+            rec = r.content.config_records.get(SECAGG_RECORD)
+            if rec is None or str(rec["stage"]) != stage:
+                LOG.warning("privfed secagg: node %s answered %s with something else", nid,
+                            stage)
+                continue
+            got[nid] = bytes(rec["message"])
+        return got
+
+    def _secure_round(self, server_round: int, msgs: List[Message], cfg: Any,
+                      grid: Grid) -> RoundOutcome:
+        by_node = {m.metadata.dst_node_id: m for m in msgs}
+        nodes = sorted(by_node)
+        ids = {nid: i + 1 for i, nid in enumerate(nodes)}
+        key, arrays = single_array_record(msgs[0].content)
+        res = RoundOutcome(server_round, _session_id(cfg), ids, len(nodes), arrays=arrays,
+                           arrays_key=key)
+        server = sa.SecAggServer(cfg)
+        cfg_bytes = bytes(cfg.to_bytes())
+        alive = list(nodes)
+        for stage in STAGES:
+            t0 = time.perf_counter()
+            contents: Dict[int, RecordDict] = {}
+            for nid in alive:
+                if stage == "advertise_keys":
+                    rec = ConfigRecord({"stage": stage, "config": cfg_bytes,
+                                        "client-id": ids[nid], "round": server_round,
+                                        "plan": self._plan_json})
+                else:
+                    try:
+                        m = bytes(server.message_for(ids[nid]))
+                    except errors.ProtocolError:
+                        continue  # pruned: no part in this stage
+                    rec = ConfigRecord({"stage": stage, "message": m})
+                if stage == "masked_input":
+                    content = RecordDict(dict(by_node[nid].content.items()))
+                    content[SECAGG_RECORD] = rec
+                else:
+                    content = RecordDict({SECAGG_RECORD: rec})
+                contents[nid] = content
+            answers = self._exchange(grid, contents, stage, ids)
+            for nid, data in answers.items():
+                try:
+                    server.receive(data)
+                except errors.ProtocolError as exc:
+                    LOG.warning("privfed secagg: node %s: %s message refused: %s", nid, stage,
+                                exc)
+                    answers = {k: v for k, v in answers.items() if k != nid}
+            status = server.close_stage()
+            res.stage_seconds[stage] = time.perf_counter() - t0
+            alive = [nid for nid in nodes if nid in answers]
+            if status == "aborted":
+                res.aborted = True
+                res.abort_reason = f"at {stage}: {server.abort_reason}"
+                break
+        if res.aborted:
+            note = f"secure aggregation aborted {res.abort_reason}; nothing revealed"
+            rec = self.ledger.record(server_round, None, 0, note)
+            res.epsilon = rec.epsilon
+            self.rounds.append(res)
+            if self.on_abort == "raise":
+                raise SecAggRoundAborted(note)
+            return res
+        t0 = time.perf_counter()
+        output = server.output
+        res.survivors = sorted(int(c) for c in output["survivors"])
+        res.dropped = sorted(int(c) for c in output["dropped"])
+        m = len(res.survivors)
+        if m > 0:
+            dec = dist.SkellamDecoder(self.plan, dist.rotation_seed(res.session_id, server_round))
+            decoded = dec.decode(output["sum"], m)
+            res.mean = np.asarray(decoded.mean, dtype=np.float64)
+            res.wrap_suspected = bool(decoded.wrap_suspected)
+            note = "wrap suspected: not applied" if (
+                res.wrap_suspected and not self.apply_on_wrap) else ""
+            rec = self.ledger.record(server_round, self._event(m), m, note)
+        else:
+            rec = self.ledger.record(server_round, None, 0, "no contributor")
+        res.epsilon = rec.epsilon
+        res.stage_seconds["decode"] = time.perf_counter() - t0
+        # a reply the inner strategy can aggregate: any message sent this round serves
+        res.template = msgs[0]
+        self.rounds.append(res)
+        return res
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]):
+        res, self._pending = self._pending, None
+        if res is None or res.aborted or res.mean is None:
+            return None, None
+        if res.wrap_suspected and not self.apply_on_wrap:
+            return None, None
+        g = flatten_arrays(res.arrays)
+        new = unflatten_like(g + res.mean, res.arrays)
+        content = RecordDict({res.arrays_key: new,
+                              "metrics": MetricRecord({"num-examples": res.contributors})})
+        reply = Message(content=content, reply_to=res.template)
+        arrays, metrics = self.inner.aggregate_train(server_round, [reply])
+        metrics = MetricRecord() if metrics is None else metrics
+        metrics["privfed-epsilon"] = res.epsilon
+        metrics["privfed-contributors"] = res.contributors
+        metrics["privfed-sampled"] = res.sampled
+        return arrays, metrics

@@ -251,6 +251,8 @@ class SkellamPlan:
     @property
     def clients(self) -> int: ...
     @property
+    def max_contributors(self) -> int: ...
+    @property
     def local_noise_stddev(self) -> float: ...
     @property
     def central_noise_stddev(self) -> float: ...
@@ -280,6 +282,7 @@ def plan_distributed(
     k: float = 4.0,
     beta: float = 0.6065306597126334,
     share: Literal["skellam", "ddg"] = "skellam",
+    max_contributors: Optional[int] = None,
 ) -> SkellamPlan:
     """Plans a round (privfed.distributed.plan). Exactly one of `epsilon` (with `delta`) and
     `noise_stddev`. `beta`: conditional rounding, default e^{-1/2} (paper 001; 0: plain

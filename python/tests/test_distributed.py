@@ -222,3 +222,15 @@ def test_round_event_is_accounted_with_the_contributors():
     # No noise: no guarantee to account.
     with pytest.raises(errors.InvalidParameter):
         dd.round_event(dd.plan(10, 1.0, 16, 5, noise_stddev=0.0), 5)
+
+
+def test_max_contributors_sizes_the_range_for_the_cohort():
+    """Noise for the guaranteed contributors, range for the whole cohort (Rust's planner)."""
+    cohort = dd.plan(1000, 1.0, 16, 100, noise_stddev=0.1)
+    p = dd.plan(1000, 1.0, 16, 80, noise_stddev=0.1, max_contributors=100, delta=1e-5)
+    assert p.clients == 80 and p.max_contributors == 100
+    assert p.scale == cohort.scale
+    assert p.central_noise_stddev == pytest.approx(0.1 * math.sqrt(80), rel=1e-12)
+    assert dd.plan(1000, 1.0, 16, 80, noise_stddev=0.1).scale > p.scale
+    with pytest.raises(errors.InvalidParameter):
+        dd.plan(1000, 1.0, 16, 80, noise_stddev=0.1, max_contributors=79)

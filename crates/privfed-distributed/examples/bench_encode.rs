@@ -36,6 +36,7 @@ fn main() {
         clip: 1.0,
         bits: 16,
         clients: 100,
+        max_contributors: None,
         k: 4.0,
         beta: (-0.5f64).exp(),
         noise: NoiseTarget::LocalStddev(0.1),

@@ -25,8 +25,8 @@
 //!     ModularSum, rotation_seed, round_event};
 //! use privfed_mechanisms::rng::seeded_rng_for_experiments;
 //!
-//! let p = plan(&PlanRequest { dim: 100, clip: 1.0, bits: 16, clients: 10, k: 4.0, beta: 0.0,
-//!     noise: NoiseTarget::Epsilon(1.0), delta: Some(1e-5), sampling_rate: 1.0, rounds: 1, share: Default::default() }).unwrap();
+//! let p = plan(&PlanRequest { dim: 100, clip: 1.0, bits: 16, clients: 10, max_contributors: None,
+//!     k: 4.0, beta: 0.0, noise: NoiseTarget::Epsilon(1.0), delta: Some(1e-5), sampling_rate: 1.0, rounds: 1, share: Default::default() }).unwrap();
 //! assert!(p.epsilon.unwrap() <= 1.0);
 //! let seed = rotation_seed(b"session", 0);
 //! let enc = SkellamEncoder::new(p.params, seed).unwrap();

@@ -14,6 +14,7 @@ fn request(dim: usize, bits: u32, clients: usize, sigma: f64, beta: f64) -> Plan
         clip: 1.0,
         bits,
         clients,
+        max_contributors: None,
         k: 4.0,
         beta,
         noise: NoiseTarget::LocalStddev(sigma),

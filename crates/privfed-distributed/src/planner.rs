@@ -47,6 +47,12 @@ pub struct PlanRequest {
     /// Clients per round `n` — the **minimum** number expected to survive: the noise is split
     /// into `n` shares, and a round with fewer survivors carries less noise.
     pub clients: usize,
+    /// The most encodings a round's sum can hold (the cohort before dropouts), `≥ clients`;
+    /// `None` means `clients`. The scale, the modular range and the wrap probability are sized
+    /// for this many (their sum's spread grows with every extra contributor), the noise and ε
+    /// for `clients`.
+    #[serde(default)]
+    pub max_contributors: Option<usize>,
     /// Standard deviations of the aggregate the modular range holds (`k`, e.g. 3 or 4).
     pub k: f64,
     /// Conditional rounding parameter `β ∈ [0, 1)`.
@@ -103,8 +109,10 @@ pub struct Plan {
     pub bits: u32,
     /// Clip `c`.
     pub clip: f64,
-    /// Clients `n`.
+    /// Clients `n` (the minimum contributors the noise and ε are for).
     pub clients: usize,
+    /// The most contributors the range and the wrap probability are sized for.
+    pub max_contributors: usize,
     /// `k`.
     pub k: f64,
     /// `β`.
@@ -114,7 +122,8 @@ pub struct Plan {
     /// ℓ1 sensitivity of one client, integer domain.
     pub l1_sensitivity: f64,
     /// Probability that one coordinate of the aggregate wraps, `2·Q(2^{b−1}/√v)` with `v` the
-    /// planned aggregate variance under aligned inputs (sub-Gaussian approximation).
+    /// aggregate variance of the largest sum (`max_contributors` encodings) under aligned inputs
+    /// (sub-Gaussian approximation).
     pub wrap_probability: f64,
     /// Probability that at least one of the `d'` coordinates wraps in a round.
     pub round_wrap_probability: f64,
@@ -155,12 +164,26 @@ impl Plan {
     }
 }
 
+impl PlanRequest {
+    /// The most encodings a sum holds: `max_contributors`, or `clients`.
+    pub fn summed(&self) -> usize {
+        self.max_contributors.unwrap_or(self.clients)
+    }
+}
+
 fn validate(req: &PlanRequest) -> Result<()> {
     if req.clients == 0 {
         return Err(DistributedError::invalid(
             "clients",
             0.0,
             "must be at least 1",
+        ));
+    }
+    if req.summed() < req.clients {
+        return Err(DistributedError::invalid(
+            "max_contributors",
+            req.summed() as f64,
+            format!("must be at least clients = {}", req.clients),
         ));
     }
     if !(req.sampling_rate > 0.0 && req.sampling_rate <= 1.0) {
@@ -215,7 +238,7 @@ fn params_for(req: &PlanRequest, sigma: f64) -> Result<SkellamParams> {
         .dim
         .checked_next_power_of_two()
         .ok_or_else(|| DistributedError::invalid("dim", req.dim as f64, "too large"))?;
-    let scale = heuristic_scale(sigma, req.clip, req.bits, req.clients, padded, req.k)?
+    let scale = heuristic_scale(sigma, req.clip, req.bits, req.summed(), padded, req.k)?
         .min(MAX_SCALED_NORM / req.clip)
         .min(if sigma > 0.0 {
             (2.0 * MAX_MEAN * (1.0 - 1e-9)).sqrt() / sigma
@@ -244,16 +267,19 @@ fn epsilon_of(req: &PlanRequest, p: &SkellamParams, delta: f64) -> Result<Epsilo
     )
 }
 
-/// The smallest ε reachable at `bits`: σ → ∞, so `s → 0`, the central integer variance fills the
-/// range (`μ → (2^{2b} − n·k²)/(4k²)`) and the sensitivity falls to its rounding floor.
+/// The smallest ε reachable at `bits`: σ → ∞, so `s → 0`, the integer variance of the largest
+/// sum (`N` = `max_contributors` shares) fills the range (`N·μ_local → (2^{2b} − N·k²)/(4k²)`),
+/// of which the `n` guaranteed contributors carry `n/N`, and the sensitivity falls to its
+/// rounding floor.
 fn epsilon_floor(req: &PlanRequest, bits: u32, padded: usize, delta: f64) -> Result<f64> {
     let n = req.clients as f64;
-    let room = 4f64.powi(bits as i32) - n * req.k * req.k;
+    let summed = req.summed() as f64;
+    let room = 4f64.powi(bits as i32) - summed * req.k * req.k;
     if room <= 0.0 {
         return Ok(f64::INFINITY);
     }
     let l2 = rounded_l2_bound(0.0, req.beta, padded);
-    let mu = (room / (4.0 * req.k * req.k)).min(n * 2.0 * MAX_MEAN);
+    let mu = (room / (4.0 * req.k * req.k) * n / summed).min(n * 2.0 * MAX_MEAN);
     let e = match req.share {
         NoiseShare::Skellam => DpEvent::Skellam {
             mu,
@@ -354,7 +380,9 @@ fn finish(req: &PlanRequest, params: SkellamParams) -> Result<Plan> {
     let s = params.scale();
     let sigma = params.local_noise_stddev();
     let d_pad = params.padded_dim() as f64;
-    let var = s * s * (req.clip * req.clip * n * n / d_pad + n * sigma * sigma) + n / 4.0;
+    // The wrap probability of the largest sum the range must hold.
+    let big = req.summed() as f64;
+    let var = s * s * (req.clip * req.clip * big * big / d_pad + big * sigma * sigma) + big / 4.0;
     let half = 2f64.powi(req.bits as i32 - 1);
     let p = (2.0 * norm_sf(half / var.sqrt())).min(1.0);
     let round_p = -(d_pad * (-p).ln_1p()).exp_m1();
@@ -374,6 +402,7 @@ fn finish(req: &PlanRequest, params: SkellamParams) -> Result<Plan> {
         bits: req.bits,
         clip: req.clip,
         clients: req.clients,
+        max_contributors: req.summed(),
         k: req.k,
         beta: req.beta,
         l2_sensitivity: params.l2_sensitivity(),
@@ -413,6 +442,7 @@ mod tests {
             clip: 1.0,
             bits,
             clients: 100,
+            max_contributors: None,
             k: 4.0,
             beta: 0.0,
             noise: NoiseTarget::LocalStddev(0.1),
@@ -451,6 +481,58 @@ mod tests {
     }
 
     #[test]
+    fn max_contributors_sizes_the_range_and_clients_the_noise() {
+        // Default: the sum holds `clients` encodings.
+        let base = plan(&golden(16)).unwrap();
+        let same = plan(&PlanRequest {
+            max_contributors: Some(100),
+            ..golden(16)
+        })
+        .unwrap();
+        assert_eq!(base, same);
+        assert_eq!(base.max_contributors, 100);
+        // 80 guaranteed of a cohort of 100, the same local σ: the scale and the wrap
+        // probability are exactly the 100-client plan's, the noise and ε the 80 survivors'.
+        let req = PlanRequest {
+            clients: 80,
+            max_contributors: Some(100),
+            delta: Some(1e-5),
+            ..golden(16)
+        };
+        let p = plan(&req).unwrap();
+        assert_eq!(p.scale, base.scale);
+        assert_eq!(p.wrap_probability, base.wrap_probability);
+        assert!((p.central_noise_stddev - 0.1 * 80f64.sqrt()).abs() < 1e-12);
+        let direct = epsilon_for_rounds(&p.params, 80, 1.0, 1, 1e-5).unwrap();
+        assert_eq!(p.epsilon, Some(direct.epsilon));
+        // A plan for the 80 alone would put 2^{b−1} at k deviations of an 80-client sum; the
+        // 100-client sum then exceeds it: the wrap probability is larger than planned.
+        let narrow = plan(&PlanRequest {
+            clients: 80,
+            ..golden(16)
+        })
+        .unwrap();
+        assert!(narrow.scale > p.scale);
+        // With a privacy target the solved σ meets ε for the 80 survivors.
+        let solved = plan(&PlanRequest {
+            noise: NoiseTarget::Epsilon(2.0),
+            ..req
+        })
+        .unwrap();
+        assert!(solved.epsilon.unwrap() <= 2.0);
+        let direct = epsilon_for_rounds(&solved.params, 80, 1.0, 1, 1e-5).unwrap();
+        assert_eq!(solved.epsilon, Some(direct.epsilon));
+        // Fewer than `clients` is refused.
+        assert!(matches!(
+            plan(&PlanRequest {
+                max_contributors: Some(79),
+                ..req
+            }),
+            Err(DistributedError::InvalidParameter { .. })
+        ));
+    }
+
+    #[test]
     fn mse_split_formulas() {
         let p = plan(&golden(16)).unwrap();
         let d = (1 << 20) as f64;
@@ -473,6 +555,7 @@ mod tests {
             clip: 3.0,
             bits,
             clients: 16,
+            max_contributors: None,
             k: 3.0,
             beta: (-0.5f64).exp(),
             noise: NoiseTarget::Epsilon(epsilon),

@@ -145,6 +145,11 @@ impl SkellamPlan {
     fn clients(&self) -> usize {
         self.inner.clients
     }
+    /// The most contributors the modular range and the wrap probability are sized for.
+    #[getter]
+    fn max_contributors(&self) -> usize {
+        self.inner.max_contributors
+    }
     /// Local (per-client) noise standard deviation σ, unscaled.
     #[getter]
     fn local_noise_stddev(&self) -> f64 {
@@ -205,10 +210,12 @@ impl SkellamPlan {
 /// `noise_stddev` (the local σ per client, unscaled). `beta` is the conditional-rounding
 /// parameter (default `e^{−1/2}`, as paper 001, `privfed dme skellam` and the FL config's
 /// `privfed_sim::fl::privacy::DEFAULT_BETA`; 0: plain stochastic rounding), `k` the aggregate
-/// standard deviations the modular range holds. Raises `InfeasibleParameters` naming the knob
-/// to move when no parameters reach the target.
+/// standard deviations the modular range holds. `clients` is the minimum number of
+/// contributors the noise and ε are for; `max_contributors` (default `clients`) the most
+/// encodings a sum can hold (the cohort before dropouts), which the range is sized for. Raises
+/// `InfeasibleParameters` naming the knob to move when no parameters reach the target.
 #[pyfunction]
-#[pyo3(name = "plan_distributed", signature = (dim, clip, bits, clients, *, epsilon=None, delta=None, noise_stddev=None, sampling_rate=1.0, rounds=1, k=4.0, beta=0.6065306597126334, share="skellam"))]
+#[pyo3(name = "plan_distributed", signature = (dim, clip, bits, clients, *, epsilon=None, delta=None, noise_stddev=None, sampling_rate=1.0, rounds=1, k=4.0, beta=0.6065306597126334, share="skellam", max_contributors=None))]
 #[allow(clippy::too_many_arguments)]
 fn plan(
     py: Python<'_>,
@@ -224,6 +231,7 @@ fn plan(
     k: f64,
     beta: f64,
     share: &str,
+    max_contributors: Option<i64>,
 ) -> PyResult<SkellamPlan> {
     let noise = match (epsilon, noise_stddev) {
         (Some(e), None) => {
@@ -251,6 +259,9 @@ fn plan(
         clip,
         bits,
         clients: count("clients", clients, 1)?,
+        max_contributors: max_contributors
+            .map(|m| count("max_contributors", m, 1))
+            .transpose()?,
         k,
         beta,
         noise,

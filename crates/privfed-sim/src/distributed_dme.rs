@@ -354,6 +354,7 @@ mod tests {
                 clip: 1.0,
                 bits: 20,
                 clients: 20,
+                max_contributors: None,
                 k: 4.0,
                 beta: 0.0,
                 noise: NoiseTarget::Epsilon(2.0),

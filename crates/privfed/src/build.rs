@@ -126,6 +126,7 @@ impl MechanismArgs {
             clip,
             bits: self.bits,
             clients,
+            max_contributors: None,
             k: self.k.map_or(4.0, |k| k as f64),
             beta: d.beta,
             noise,

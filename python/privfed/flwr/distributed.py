@@ -205,52 +205,19 @@ def distributed_dp_mod(**kw: Any) -> DistributedDpMod:
 def plan_for_dropouts(*, dim: int, clip: float, bits: int, clients: int, min_contributors: int,
                       epsilon: float, delta: float, rounds: int, k: float = 4.0) -> Any:
     """A Skellam plan for a cohort of ``clients`` of which at least ``min_contributors``
-    contribute to every round.
+    contribute to every round: privfed's planner with ``clients=min_contributors`` and
+    ``max_contributors=clients``.
 
     The noise is split so that ``min_contributors`` shares alone give ε(δ) ≤ ``epsilon`` after
-    ``rounds`` rounds (RDP, as privfed's planner); the scale is the planner's for ``clients``, so
-    the modular range holds ``k`` standard deviations of the largest possible sum and the
-    decoder's wrap check is calibrated for it. (A plan for ``min_contributors`` alone would size
-    the range for fewer clients than the sum can hold: with the whole cohort in the sum, wraps
-    become likelier and the check flags them.) Raises :class:`privfed.errors.InfeasibleParameters`
-    when no noise reaches the target at ``bits``.
+    ``rounds`` rounds; the scale and modular range hold ``k`` standard deviations of the largest
+    possible sum (the whole cohort), so a round without dropouts does not wrap more often than
+    planned. Raises :class:`privfed.errors.InfeasibleParameters` when no noise reaches the target
+    at ``bits``.
     """
     if not 1 <= min_contributors <= clients:
         raise ValueError(f"min_contributors must be in 1..={clients}, got {min_contributors}")
-    base = dist.plan(dim, clip, bits, min_contributors, epsilon=epsilon, delta=delta,
-                     rounds=rounds, k=k)
-    if min_contributors == clients:
-        return base
-
-    def at(sigma: float):
-        p = dist.plan(dim, clip, bits, clients, noise_stddev=sigma, k=k)
-        acc = accounting.RdpAccountant()
-        acc.compose(dist.round_event(p, min_contributors), count=rounds)
-        return p, float(acc.get_epsilon(delta))
-
-    # The cohort's smaller scale makes rounding a larger share of the sensitivity: the noise
-    # the planner found for min_contributors may fall just short. Bracket, then bisect on σ.
-    lo = hi = float(base.local_noise_stddev)
-    plan, eps = at(hi)
-    steps = 0
-    while eps > epsilon:
-        steps += 1
-        if steps > 200:
-            raise errors.InfeasibleParameters(
-                f"no noise reaches ε = {epsilon} with {min_contributors} of {clients} clients "
-                f"at {bits} bits: use more bits or a larger dropout margin")
-        lo, hi = hi, hi * 1.05
-        plan, eps = at(hi)
-    for _ in range(40):
-        if hi - lo <= 1e-9 * hi:
-            break
-        mid = 0.5 * (lo + hi)
-        p, e = at(mid)
-        if e <= epsilon:
-            hi, plan = mid, p
-        else:
-            lo = mid
-    return plan
+    return dist.plan(dim, clip, bits, min_contributors, epsilon=epsilon, delta=delta,
+                     rounds=rounds, k=k, max_contributors=clients)
 
 
 # =============================================================================== server side

@@ -277,8 +277,13 @@ impl PrivacyPlan {
                 secure_aggregation,
                 dropout,
             } => {
-                let expected = cfg.expected_cohort(clients) * (1.0 - dropout);
+                let cohort = cfg.expected_cohort(clients);
+                let expected = cohort * (1.0 - dropout);
                 let planned = min_clients.unwrap_or((expected.floor() as usize).max(1));
+                // The noise is for the survivors, the range for the whole (expected) cohort: a
+                // round without dropouts sums them all. (Under Poisson sampling a larger cohort
+                // can still occur; the decoder flags a wrap if the range was too small.)
+                let summed = planned.max(cohort.ceil() as usize);
                 let noise = match (noise_stddev, epsilon) {
                     (Some(s), _) => NoiseTarget::LocalStddev(s),
                     (None, Some(e)) => NoiseTarget::Epsilon(e),
@@ -293,6 +298,7 @@ impl PrivacyPlan {
                     clip,
                     bits,
                     clients: planned,
+                    max_contributors: Some(summed),
                     k: k.unwrap_or(DEFAULT_K),
                     beta: beta.unwrap_or(DEFAULT_BETA),
                     noise,

@@ -193,9 +193,14 @@ def test_ctrl_c_stops_a_run_that_resumes_from_its_checkpoint(tmp_path):
     KeyboardInterrupt with the last round's checkpoint on disk, and the run resumed from it goes
     on exactly as an uninterrupted one."""
     import _thread
+    import signal
     import threading
 
-    cfg = with_(CONFIG, rounds=1_000_000)
+    # A process started in the background by a non-interactive shell (as CI may start it)
+    # inherits SIGINT ignored, and then interrupt_main does nothing: install Python's handler
+    # for the test. The run is finite, so a lost interrupt fails the test instead of hanging.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    cfg = with_(CONFIG, rounds=20_000)
     ckpt = tmp_path / "ckpt.bin"
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
@@ -204,6 +209,7 @@ def test_ctrl_c_stops_a_run_that_resumes_from_its_checkpoint(tmp_path):
             fl.train(cfg, checkpoint=ckpt, threads=1, progress=False)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     resumed = fl.Trainer.resume(ckpt, cfg, threads=1)
     r = resumed.round
     assert r >= 1

@@ -1,7 +1,8 @@
 //! Calibration (docs/ALGORITHMS.md §5.4): the smallest noise that meets a target (ε, δ).
 //!
 //! A bracketed root search (false position on the log of the noise parameter with the Illinois
-//! rule and bisection safeguards, `privfed_special::falsi_smallest`; relative tolerance 1e-6),
+//! rule and bisection safeguards, `privfed_special::falsi_smallest_from`, on `ln(ε/target)`;
+//! relative tolerance 1e-6),
 //! using the chosen accountant's ε at the given δ. The solver ([`calibrate_parameter_with`]) is generic over
 //! [`PrivacyAccountant`]; [`AccountantKind`] is a serializable way to choose one of the built-in
 //! accountants. The returned parameter always meets the target (the search
@@ -13,7 +14,7 @@ use crate::accountant::PrivacyAccountant;
 use crate::error::{AccountingError, Result, check_delta, check_positive, check_rate};
 use crate::event::DpEvent;
 use crate::{PldAccountant, RdpAccountant};
-use privfed_special::falsi_smallest;
+use privfed_special::falsi_smallest_from;
 
 /// Which accountant answers ε during calibration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,33 +87,56 @@ pub fn calibrate_parameter_with<A: PrivacyAccountant + Clone>(
     check_positive("target_epsilon", target_epsilon)?;
     check_delta(delta)?;
     let eps = |p: f64| epsilon_with(fresh, &make_event(p), delta);
-    let ok = |p: f64| -> Result<bool> { Ok(eps(p)? <= target_epsilon) };
-    let mut hi = 1.0;
-    while !ok(hi)? {
-        hi *= 2.0;
-        if hi > 1e8 {
-            return Err(AccountingError::Infeasible(format!(
-                "no noise parameter up to 1e8 reaches ε = {target_epsilon} at δ = {delta}"
-            )));
+    // Bracket by doubling or halving from 1: ε(lo) > target ≥ ε(hi).
+    let (mut hi, mut eps_hi) = (1.0, eps(1.0)?);
+    let (mut lo, mut eps_lo);
+    if eps_hi > target_epsilon {
+        loop {
+            (lo, eps_lo) = (hi, eps_hi);
+            hi *= 2.0;
+            if hi > 1e8 {
+                return Err(AccountingError::Infeasible(format!(
+                    "no noise parameter up to 1e8 reaches ε = {target_epsilon} at δ = {delta}"
+                )));
+            }
+            eps_hi = eps(hi)?;
+            if eps_hi <= target_epsilon {
+                break;
+            }
+        }
+    } else {
+        loop {
+            lo = hi / 2.0;
+            if lo < 1e-8 {
+                return Ok(Calibration {
+                    parameter: hi,
+                    epsilon: eps_hi,
+                });
+            }
+            eps_lo = eps(lo)?;
+            if eps_lo > target_epsilon {
+                break;
+            }
+            (hi, eps_hi) = (lo, eps_lo);
         }
     }
-    let mut lo = hi / 2.0;
-    while ok(lo)? {
-        hi = lo;
-        lo /= 2.0;
-        if lo < 1e-8 {
-            return Ok(Calibration {
-                parameter: hi,
-                epsilon: eps(hi)?,
-            });
-        }
-    }
-    let p = falsi_smallest(lo, hi, CALIBRATION_REL_TOL, |p| {
-        eps(p).map(|e| e - target_epsilon)
+    // The root of ln(ε/target) (same sign as ε − target, but nearly linear in ln p, where ε − target
+    // is steep on the low side and the secant converges slowly), clamped so that ε = 0 or
+    // ε = ∞ stay usable by the secant.
+    let g = |e: f64| (e / target_epsilon).ln().clamp(-50.0, 50.0);
+    let mut seen = vec![(hi, eps_hi)];
+    let (p, _) = falsi_smallest_from((lo, g(eps_lo)), (hi, g(eps_hi)), CALIBRATION_REL_TOL, |p| {
+        let e = eps(p)?;
+        seen.push((p, e));
+        Ok::<f64, AccountingError>(g(e))
     })?;
+    let epsilon = match seen.iter().rev().find(|s| s.0 == p) {
+        Some(&(_, e)) => e,
+        None => eps(p)?,
+    };
     Ok(Calibration {
         parameter: p,
-        epsilon: eps(p)?,
+        epsilon,
     })
 }
 

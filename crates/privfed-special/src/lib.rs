@@ -82,7 +82,7 @@ pub use normal::{
     norm_sf, norm_sf_inv_ln,
 };
 pub use poisson::{bd0, ln_poisson_pmf};
-pub use solve::{bisect_smallest, falsi_smallest, minimize_on_interval};
+pub use solve::{bisect_smallest, falsi_smallest, falsi_smallest_from, minimize_on_interval};
 
 #[cfg(test)]
 mod tests {

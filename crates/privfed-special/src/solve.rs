@@ -44,15 +44,28 @@ pub fn bisect_smallest<E>(
 /// plateau of zeros), a geometric bisection step is taken,
 /// so kinks and plateaus cost at most bisection's count plus a constant factor. At most 200
 /// evaluations after `f(lo)`, `f(hi)`. Returns a point where `f ≤ 0` was observed (or `hi`).
-/// Errors of `f` are passed on.
+/// Errors of `f` are passed on. [`falsi_smallest_from`] is the same search when `f(lo)` and
+/// `f(hi)` are already known.
 pub fn falsi_smallest<E>(
-    mut lo: f64,
-    mut hi: f64,
+    lo: f64,
+    hi: f64,
     rel_tol: f64,
     mut f: impl FnMut(f64) -> Result<f64, E>,
 ) -> Result<f64, E> {
-    let mut f_lo = f(lo)?;
-    let mut f_hi = f(hi)?;
+    let f_lo = f(lo)?;
+    let f_hi = f(hi)?;
+    Ok(falsi_smallest_from((lo, f_lo), (hi, f_hi), rel_tol, f)?.0)
+}
+
+/// [`falsi_smallest`] from a bracket whose values are known, `(lo, f(lo))` and `(hi, f(hi))`
+/// (so an expensive `f` is not evaluated twice at the ends); returns the point and `f` there
+/// (`(hi, f(hi))` if `hi` itself is the answer).
+pub fn falsi_smallest_from<E>(
+    (mut lo, mut f_lo): (f64, f64),
+    (mut hi, mut f_hi): (f64, f64),
+    rel_tol: f64,
+    mut f: impl FnMut(f64) -> Result<f64, E>,
+) -> Result<(f64, f64), E> {
     // Illinois weights: the value used for an end that has been kept repeatedly.
     let (mut w_lo, mut w_hi) = (f_lo, f_hi);
     let mut kept: i8 = 0; // > 0: lo kept that many times in a row; < 0: hi kept.
@@ -101,7 +114,7 @@ pub fn falsi_smallest<E>(
             slow_steps = 0;
         }
     }
-    Ok(hi)
+    Ok((hi, f_hi))
 }
 
 /// Minimizes `f` on `(lo, hi)`: evaluates `n` equally spaced interior points

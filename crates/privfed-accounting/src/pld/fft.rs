@@ -60,16 +60,22 @@ impl DiscretePld {
             let golden = |f: &dyn Fn(f64) -> f64| -> f64 {
                 let (mut a, mut b) = (t_star.ln() - 12.0, t_star.ln() + 6.0);
                 let r = 0.618_033_988_749_895;
-                let mut best = f64::INFINITY;
-                // 16 steps shrink the 18-wide bracket in ln t to 0.008: ample for a window.
+                let (mut c, mut d) = (b - r * (b - a), a + r * (b - a));
+                let (mut fc, mut fd) = (f(c.exp()), f(d.exp()));
+                let mut best = fc.min(fd);
+                // Each step keeps one interior point and evaluates one new one; 16 steps shrink
+                // the 18-wide bracket in ln t to 0.008: ample for a window.
                 for _ in 0..16 {
-                    let (c, d) = (b - r * (b - a), a + r * (b - a));
-                    let (fc, fd) = (f(c.exp()), f(d.exp()));
-                    best = best.min(fc).min(fd);
                     if fc <= fd {
-                        b = d;
+                        (b, d, fd) = (d, c, fc);
+                        c = b - r * (b - a);
+                        fc = f(c.exp());
+                        best = best.min(fc);
                     } else {
-                        a = c;
+                        (a, c, fc) = (c, d, fd);
+                        d = a + r * (b - a);
+                        fd = f(d.exp());
+                        best = best.min(fd);
                     }
                 }
                 best
@@ -115,9 +121,8 @@ impl DiscretePld {
         }
         let nf = n as f64;
         let inf_mass = -libm::expm1(nf * libm::log1p(-self.inf_mass.min(1.0)));
-        let support = self.log_support();
         let (x_lo, x_hi) = Self::window(
-            |t| nf * Self::log_mgf(&support, t),
+            |t| nf * self.log_mgf(t),
             tail,
             nf * self.min_loss(),
             nf * self.max_loss(),
@@ -154,9 +159,8 @@ impl DiscretePld {
         let h = self.h.max(other.h);
         let (a, b) = (self.coarsened_to(h), other.coarsened_to(h));
         let inf_mass = 1.0 - (1.0 - a.inf_mass) * (1.0 - b.inf_mass);
-        let (sa, sb) = (a.log_support(), b.log_support());
         let (x_lo, x_hi) = Self::window(
-            |t| Self::log_mgf(&sa, t) + Self::log_mgf(&sb, t),
+            |t| a.log_mgf(t) + b.log_mgf(t),
             tail,
             a.min_loss() + b.min_loss(),
             a.max_loss() + b.max_loss(),

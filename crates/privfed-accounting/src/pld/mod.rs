@@ -64,6 +64,45 @@ mod tests {
     }
 
     #[test]
+    fn grid_log_mgf_is_a_tight_upper_bound() {
+        // The Horner evaluation on the grid against log-sum-exp over the points, on smooth
+        // PLDs (tens of thousands of points), a long self-composition, and randomized response
+        // (two atoms 2ε apart: chunks of zeros that underflow and take the exact path).
+        let h = 1e-4;
+        let psg = DiscretePld::poisson_gaussian(0.01, 1.1, true, h).unwrap();
+        let plds = [
+            DiscretePld::gaussian(0.02, h).unwrap(),
+            psg.clone(),
+            DiscretePld::poisson_gaussian(0.01, 1.1, false, h).unwrap(),
+            psg.self_composed(1000, 1e-15),
+            DiscretePld::laplace(20.0, h).unwrap(),
+            DiscretePld::pure_dp(2.0, h).unwrap(),
+            DiscretePld::pure_dp(0.3, 1e-3).unwrap(),
+        ];
+        for p in &plds {
+            for t in [
+                1e-3, 0.1, 0.7, 1.0, 3.0, 10.0, 50.0, 300.0, 1e3, 1e4, 1e5, 3e6, 1e8,
+            ] {
+                for t in [t, -t] {
+                    let (grid, direct) = (p.log_mgf(t), p.log_mgf_direct(t));
+                    let scale = direct.abs().max(1.0);
+                    assert!(
+                        grid >= direct - 1e-13 * scale && grid <= direct + 1e-9 * scale,
+                        "len {} t {t}: grid {grid} direct {direct}",
+                        p.pmf.len()
+                    );
+                }
+            }
+            assert_eq!(p.log_mgf(0.0), p.log_mgf(0.0)); // not NaN
+        }
+        // The identity (all mass at 0): K ≡ 0, up to the rounding margins.
+        for t in [-5.0, 1.0] {
+            let id = DiscretePld::identity(h);
+            assert!((0.0..1e-14).contains(&id.log_mgf(t)), "{}", id.log_mgf(t));
+        }
+    }
+
+    #[test]
     fn discretization_preserves_both_masses() {
         let h = 1e-3;
         for p in [

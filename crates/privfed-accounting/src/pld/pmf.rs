@@ -283,33 +283,105 @@ impl DiscretePld {
             / m0
     }
 
-    /// `(L_j, ln p_j)` of the points with positive mass (for moment generating functions).
-    pub(super) fn log_support(&self) -> Vec<(f64, f64)> {
-        self.points()
-            .filter(|p| p.1 > 0.0)
-            .map(|(l, p)| (l, p.ln()))
-            .collect()
+    /// An upper bound on ln of the finite part's moment generating function,
+    /// `K(t) = ln Σ_j p_j e^{t L_j}` with `L_j = (offset + j)·h`, tight to a relative
+    /// `4(len + 2)·2⁻⁵²` (≈ 4e-11 at 50k points; the margin makes a Chernoff window built on it
+    /// never narrower than the exact one). `−∞` when there is no finite mass.
+    ///
+    /// On the uniform grid `e^{t L_j}` is a power of `u = e^{−|t|h} ≤ 1` times one factor, so
+    /// the sum is a polynomial in `u` evaluated by Horner's rule toward the end that `t` weights
+    /// most (every term positive and at most 1: no overflow, relative error `≤ 2·len·2⁻⁵³`).
+    /// This replaces one `exp` per point by one multiply-add; four interleaved chunks give the
+    /// processor independent chains. If a chunk underflows (long runs of zeros at a steep `t`)
+    /// the exact log-sum-exp form is used instead.
+    pub(super) fn log_mgf(&self, t: f64) -> f64 {
+        let n = self.pmf.len();
+        let x = t * self.h;
+        if n == 0 || !x.is_finite() {
+            return self.log_mgf_direct(t);
+        }
+        let u = (-x.abs()).exp();
+        const CHUNKS: usize = 4;
+        let len = n / CHUNKS;
+        // Chunk c covers [c·len, (c+1)·len); the remainder [CHUNKS·len, n) is chunk CHUNKS.
+        // For t ≥ 0 each chunk is summed as Σ p_j u^{b−1−j} (anchored at its last point b − 1),
+        // for t < 0 as Σ p_j u^{j−a} (anchored at its first point a).
+        let mut acc = [0.0f64; CHUNKS + 1];
+        let (bounds, rest) = {
+            let mut b = [(0usize, 0usize); CHUNKS + 1];
+            for (c, slot) in b.iter_mut().enumerate().take(CHUNKS) {
+                *slot = (c * len, (c + 1) * len);
+            }
+            b[CHUNKS] = (CHUNKS * len, n);
+            (b, &self.pmf[CHUNKS * len..])
+        };
+        let p = &self.pmf;
+        if x >= 0.0 {
+            for k in 0..len {
+                for c in 0..CHUNKS {
+                    acc[c] = acc[c] * u + p[c * len + k];
+                }
+            }
+            for &v in rest {
+                acc[CHUNKS] = acc[CHUNKS] * u + v;
+            }
+        } else {
+            for k in (0..len).rev() {
+                for c in 0..CHUNKS {
+                    acc[c] = acc[c] * u + p[c * len + k];
+                }
+            }
+            for &v in rest.iter().rev() {
+                acc[CHUNKS] = acc[CHUNKS] * u + v;
+            }
+        }
+        // ln of each chunk's part of Σ p_j e^{x(j − anchor)}, anchor = the heavy end of the pmf.
+        let ax = x.abs();
+        let mut parts = [f64::NEG_INFINITY; CHUNKS + 1];
+        for (c, &(a, b)) in bounds.iter().enumerate() {
+            if a == b {
+                continue;
+            }
+            let s = acc[c];
+            if s < 1e-280 {
+                if s > 0.0 || p[a..b].iter().any(|&v| v > 0.0) {
+                    return self.log_mgf_direct(t);
+                }
+                continue;
+            }
+            let shift = if x >= 0.0 { n - b } else { a } as f64;
+            parts[c] = s.ln() - shift * ax;
+        }
+        let m = parts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if m == f64::NEG_INFINITY {
+            return m;
+        }
+        let sum: f64 = parts.iter().map(|&v| (v - m).exp()).sum();
+        let anchor = self.offset as f64 + if x >= 0.0 { (n - 1) as f64 } else { 0.0 };
+        let margin = 4.0 * (n as f64 + 2.0) * f64::EPSILON;
+        x * anchor + m + sum.ln() + margin
     }
 
-    /// ln of a finite part's moment generating function, `ln Σ p_j e^{t L_j}`, from
-    /// [`Self::log_support`].
-    pub(super) fn log_mgf(support: &[(f64, f64)], t: f64) -> f64 {
-        let m = support
-            .iter()
-            .map(|&(l, lp)| t * l + lp)
+    /// `ln Σ p_j e^{t L_j}` by log-sum-exp over the points (one `exp` each; terms below
+    /// `e^{−60}` of the largest are skipped, changing the sum by less than `len·e^{−60}`
+    /// relative, so the result is raised by that much to stay an upper bound).
+    pub(super) fn log_mgf_direct(&self, t: f64) -> f64 {
+        let m = self
+            .points()
+            .filter(|p| p.1 > 0.0)
+            .map(|(l, p)| t * l + p.ln())
             .fold(f64::NEG_INFINITY, f64::max);
         if !m.is_finite() {
             return m;
         }
-        // Terms below e^{-60} of the largest are skipped (they change the sum by less than
-        // len·e^{-60} ≈ 1e-21 relative: the Chernoff bound moves by a negligible factor).
-        m + support
-            .iter()
-            .map(|&(l, lp)| t * l + lp - m)
+        let s: f64 = self
+            .points()
+            .filter(|p| p.1 > 0.0)
+            .map(|(l, p)| t * l + p.ln() - m)
             .filter(|&v| v > -60.0)
             .map(f64::exp)
-            .sum::<f64>()
-            .ln()
+            .sum();
+        m + s.ln() + (self.pmf.len() as f64 + 2.0) * (-60f64).exp() + 4.0 * f64::EPSILON
     }
 
     /// `δ(ε) = P(L = ∞) + Σ_i p_i (1 − e^{ε − L_i})₊`, capped at 1.

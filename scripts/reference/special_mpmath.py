@@ -298,6 +298,21 @@ def main():
               12.1, 20.0, 30.0, 100.0, 1e3, 1e5, 1e8]:
         X = mp.mpf(x)
         out["erfcx"].append([f(x), f(mp.exp(X * X) * mp.erfc(X))])
+    # Dense over [0.45, 12.05], where erfcx is piecewise polynomial (pieces of width 0.5 from
+    # 0.5), including both sides of every piece boundary.
+    dense = [0.45 + 11.6 * k / 857 for k in range(858)]
+    for j in range(24):
+        edge = 0.5 + 0.5 * j
+        dense += [edge - 1e-12, edge, edge + 1e-12]
+    out["erfcx_dense"] = []
+    for x in dense:
+        X = mp.mpf(x)
+        out["erfcx_dense"].append([f(x), f(mp.exp(X * X) * mp.erfc(X))])
+    # The upper normal tail over z ∈ [0.9, 17.1] (where it goes through erfcx(z/√2)).
+    out["norm_sf_dense"] = []
+    for k in range(401):
+        z = 0.9 + 16.2 * k / 400
+        out["norm_sf_dense"].append([f(z), f(mp.ncdf(-mp.mpf(z)))])
 
     def norm_root(target_ln, upper):
         # z with ln Q(z) = target (upper) or ln Phi(z) = target, by Newton at 60 digits.

@@ -58,6 +58,7 @@
 mod beta;
 mod beta_inv;
 mod binomial;
+mod erfcx_pieces;
 mod gamma;
 mod gamma_inc;
 mod logspace;

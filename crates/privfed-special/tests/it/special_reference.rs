@@ -27,6 +27,10 @@ const TOL_LN_BETA: f64 = 1e-10;
 const TOL_BETA_INV: f64 = 1e-10;
 /// Relative error of `Φ`, `Q`, `φ`, hazard, `erfcx` (and absolute·max(1,|v|) of their logs).
 const TOL_NORMAL: f64 = 1e-13;
+/// Relative error of `erfcx` and `Q` on the dense sweeps over the polynomial pieces (about 4.5 and
+/// 9 units in the last place).
+const TOL_ERFCX_DENSE: f64 = 1e-15;
+const TOL_NORM_SF_DENSE: f64 = 2e-15;
 /// Relative error of the normal quantiles.
 const TOL_QUANTILE: f64 = 1e-15;
 
@@ -279,6 +283,26 @@ fn normal_against_mpmath() {
         w.see(rel(got, want), TOL_NORMAL, || {
             format!("x={x}: {got:e} vs {want:e}")
         });
+    }
+}
+
+#[test]
+fn erfcx_and_normal_tail_dense_against_mpmath() {
+    let f = fixtures();
+    let mut w = Worst::new("erfcx dense (rel)");
+    for row in f["erfcx_dense"].as_array().unwrap() {
+        let (x, want) = (num(&row[0]), num(&row[1]));
+        let got = erfcx(x);
+        w.see(rel(got, want), TOL_ERFCX_DENSE, || format!("x={x}: {got:e} vs {want:e}"));
+    }
+    assert!(w.count > 900);
+    let mut w = Worst::new("norm_sf dense (rel)");
+    for row in f["norm_sf_dense"].as_array().unwrap() {
+        let (z, want) = (num(&row[0]), num(&row[1]));
+        let got = norm_sf(z);
+        w.see(rel(got, want), TOL_NORM_SF_DENSE, || format!("z={z}: {got:e} vs {want:e}"));
+        let got = norm_cdf(-z);
+        w.see(rel(got, want), TOL_NORM_SF_DENSE, || format!("-z={z}: {got:e} vs {want:e}"));
     }
 }
 

@@ -113,9 +113,9 @@ fn log_a_int(q: f64, z: f64, alpha: u64) -> f64 {
         if y > 40.0 {
             y
         } else if y > 1.0 {
-            y + libm::log1p(-(-y).exp())
+            y + (-(-y).exp()).ln_1p()
         } else {
-            libm::expm1(y).ln()
+            y.exp_m1().ln()
         }
     };
     let mut ln_c = a.ln();
@@ -163,7 +163,8 @@ fn quad_grid(q: f64, z: f64, alpha: f64, target: f64) -> (f64, f64, f64) {
 
 /// `ln A_α` at any real `α > 1`: `A_α = E_{x~N(0,z²)}[((1−q) + q·e^{(2x−1)/(2z²)})^α]` by the
 /// trapezoidal rule, with the step and range of `quad_grid` (relative error below `e^{−50}`
-/// from each source). The sum is taken in log space; when `ln A_α < 0.1` it is redone for
+/// from each source). The sum is taken in log space; when `ln A_α < 0.1` (known in advance
+/// when `ln A_⌈α⌉ < 0.1`, since `ln A_α` is non-decreasing in α) it is redone for
 /// `A_α − 1 = E[(1+t)^α − 1 − αt]`, `t = q·expm1(u)` (the linear term has mean zero, since
 /// `E[e^u] = 1`, and removing it avoids cancelling terms of order `αq` down to a result of order
 /// `q²`), on a grid for `e^{−100}` whose absolute error (the same strip bound) is below `e^{−97}`,
@@ -180,23 +181,28 @@ fn log_a_quad(q: f64, z: f64, alpha: f64) -> Option<f64> {
     let l1q = libm::log1p(-q);
     let ln_norm = -(z * (2.0 * std::f64::consts::PI).sqrt()).ln();
     let u = |x: f64| (2.0 * x - 1.0) / (2.0 * z2);
-    let (h, lo, n) = points(50.0)?;
-    let vals: Vec<f64> = (0..n)
-        .map(|i| {
-            let x = lo + i as f64 * h;
-            -x * x / (2.0 * z2) + alpha * log_add(l1q, lq + u(x))
-        })
-        .collect();
-    let log_a = log_sum_exp(&vals) + h.ln() + ln_norm;
-    if log_a >= 0.1 {
-        return Some(log_a);
+    // ln A_α is non-decreasing in α ((α−1)·RDP(α), both factors non-decreasing), so when the
+    // exact sum at ⌈α⌉ is already below 0.1 the first pass would only say "below 0.1": skip it.
+    let small = alpha.ceil() <= 64.0 && log_a_int(q, z, alpha.ceil() as u64) < 0.1;
+    if !small {
+        let (h, lo, n) = points(50.0)?;
+        let vals: Vec<f64> = (0..n)
+            .map(|i| {
+                let x = lo + i as f64 * h;
+                -x * x / (2.0 * z2) + alpha * log_add(l1q, lq + u(x))
+            })
+            .collect();
+        let log_a = log_sum_exp(&vals) + h.ln() + ln_norm;
+        if log_a >= 0.1 {
+            return Some(log_a);
+        }
     }
     let (h, lo, n) = points(100.0)?;
     let mut sum = 0.0;
     for i in 0..n {
         let x = lo + i as f64 * h;
         let ln_phi = -x * x / (2.0 * z2) + ln_norm;
-        sum += weighted_excess_over_linear(alpha, q * libm::expm1(u(x)), ln_phi);
+        sum += weighted_excess_over_linear(alpha, q * u(x).exp_m1(), ln_phi);
     }
     Some(libm::log1p(sum * h))
 }
@@ -221,9 +227,9 @@ fn weighted_excess_over_linear(alpha: f64, t: f64, ln_w: f64) -> f64 {
         }
         weight * sum
     } else {
-        let w = alpha * libm::log1p(t);
+        let w = alpha * t.ln_1p();
         let power = if w < 50.0 {
-            weight * libm::expm1(w)
+            weight * w.exp_m1()
         } else {
             (ln_w + w).exp() - weight
         };

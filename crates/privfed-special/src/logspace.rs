@@ -1,5 +1,9 @@
 //! Sums in log space: `ln(e^a + e^b)` and `ln Σ e^{x_i}`.
 
+/// Below this difference from the maximum a term's `e^{x − m}` is under `1e-307`: it cannot
+/// change a sum that includes `e^0 = 1`, and `exp` would take its slow underflow path.
+const UNDERFLOW: f64 = -707.0;
+
 /// `ln(e^a + e^b)`, computed as `max + ln(1 + e^{min − max})` so that neither exponential
 /// overflows or underflows; exact at `−∞` (`log_add_exp(−∞, b) = b`). NaN in, NaN out.
 pub fn log_add_exp(a: f64, b: f64) -> f64 {
@@ -10,6 +14,11 @@ pub fn log_add_exp(a: f64, b: f64) -> f64 {
     }
     if a.is_nan() || b.is_nan() {
         return f64::NAN;
+    }
+    if lo - hi < UNDERFLOW {
+        // e^{lo−hi} < 1e-307: hi + ln(1 + it) rounds to hi (and the slow underflow path of
+        // `exp` is skipped).
+        return hi;
     }
     hi + (lo - hi).exp().ln_1p()
 }
@@ -36,6 +45,9 @@ pub fn log_sum_exp_iter<I: Iterator<Item = f64> + Clone>(xs: I) -> f64 {
     }
     let (mut s, mut c) = (0.0f64, 0.0f64);
     for x in xs {
+        if x - max < UNDERFLOW {
+            continue;
+        }
         let t = (x - max).exp();
         let n = s + t;
         c += if s.abs() >= t.abs() {

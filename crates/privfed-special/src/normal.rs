@@ -68,7 +68,10 @@ pub fn erfcx(x: f64) -> f64 {
         let k = (((x - ERFCX_DIRECT_MAX) / ERFCX_PIECE_WIDTH) as usize).min(ERFCX_PIECES.len() - 1);
         let centre = ERFCX_DIRECT_MAX + ERFCX_PIECE_WIDTH * (k as f64 + 0.5);
         let t = (x - centre) * (2.0 / ERFCX_PIECE_WIDTH);
-        ERFCX_PIECES[k].iter().rev().fold(0.0, |acc, &c| acc * t + c)
+        ERFCX_PIECES[k]
+            .iter()
+            .rev()
+            .fold(0.0, |acc, &c| acc * t + c)
     } else if x.is_infinite() {
         0.0
     } else {

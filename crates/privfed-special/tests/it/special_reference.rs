@@ -293,16 +293,22 @@ fn erfcx_and_normal_tail_dense_against_mpmath() {
     for row in f["erfcx_dense"].as_array().unwrap() {
         let (x, want) = (num(&row[0]), num(&row[1]));
         let got = erfcx(x);
-        w.see(rel(got, want), TOL_ERFCX_DENSE, || format!("x={x}: {got:e} vs {want:e}"));
+        w.see(rel(got, want), TOL_ERFCX_DENSE, || {
+            format!("x={x}: {got:e} vs {want:e}")
+        });
     }
     assert!(w.count > 900);
     let mut w = Worst::new("norm_sf dense (rel)");
     for row in f["norm_sf_dense"].as_array().unwrap() {
         let (z, want) = (num(&row[0]), num(&row[1]));
         let got = norm_sf(z);
-        w.see(rel(got, want), TOL_NORM_SF_DENSE, || format!("z={z}: {got:e} vs {want:e}"));
+        w.see(rel(got, want), TOL_NORM_SF_DENSE, || {
+            format!("z={z}: {got:e} vs {want:e}")
+        });
         let got = norm_cdf(-z);
-        w.see(rel(got, want), TOL_NORM_SF_DENSE, || format!("-z={z}: {got:e} vs {want:e}"));
+        w.see(rel(got, want), TOL_NORM_SF_DENSE, || {
+            format!("-z={z}: {got:e} vs {want:e}")
+        });
     }
 }
 

@@ -267,6 +267,44 @@ pub fn fill_normal_with_dot<R: Rng + ?Sized>(
     dot_and_norm2(out, u)
 }
 
+/// [`fill_normal_with_dot`] that also returns `‖u‖²` (the input's squared norm, summed in the
+/// same pass that reads `u` for the dot product): `(⟨g, u⟩, ‖g‖², ‖u‖²)`.
+pub fn fill_normal_with_dot_and_norms<R: Rng + ?Sized>(
+    rng: &mut R,
+    u: &[f64],
+    out: &mut [f64],
+) -> (f64, f64, f64) {
+    let z = normal_table();
+    let n = out.len().min(u.len());
+    let out = &mut out[..n];
+    fill_normal_with(rng, out, z);
+    dot_and_norms(out, u)
+}
+
+/// `(⟨g, u⟩, ‖g‖², ‖u‖²)` over the common length, four partial sums per quantity.
+pub fn dot_and_norms(g: &[f64], u: &[f64]) -> (f64, f64, f64) {
+    let n = g.len().min(u.len());
+    let (g, u) = (&g[..n], &u[..n]);
+    let (mut dot, mut gg, mut uu) = ([0.0f64; 4], [0.0f64; 4], [0.0f64; 4]);
+    let (gc, uc) = (g.chunks_exact(4), u.chunks_exact(4));
+    let (gr, ur) = (gc.remainder(), uc.remainder());
+    for (a, b) in gc.zip(uc) {
+        for k in 0..4 {
+            dot[k] += a[k] * b[k];
+            gg[k] += a[k] * a[k];
+            uu[k] += b[k] * b[k];
+        }
+    }
+    let sum4 = |v: [f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
+    let (mut d, mut s, mut t) = (sum4(dot), sum4(gg), sum4(uu));
+    for (&a, &b) in gr.iter().zip(ur) {
+        d += a * b;
+        s += a * a;
+        t += b * b;
+    }
+    (d, s, t)
+}
+
 /// `(⟨g, u⟩, ‖g‖²)` over the common length, with four partial sums per quantity (a single
 /// running sum is bound by floating-point add latency, four lanes by throughput).
 pub fn dot_and_norm2(g: &[f64], u: &[f64]) -> (f64, f64) {

@@ -297,16 +297,21 @@ impl LocalRandomizer for Gaussian {
         threads: crate::rng::Threads,
     ) -> Result<()> {
         check_out_len(out, self.dim())?;
-        self.domain.check(x)?;
+        let domain = self.domain;
+        domain.check_len(x)?;
         let key = crate::rng::StreamKey::draw(rng);
         let sigma = self.sigma;
-        crate::rng::for_each_block(&key, out, threads, |b, rng, chunk| {
+        // x is validated from its norm, summed per block in the same (parallel) pass that adds
+        // the noise: nothing is returned before the check.
+        let parts = crate::rng::for_each_block(&key, out, threads, |b, rng, chunk| {
             crate::batch::fill_normal(rng, chunk);
             let xs = crate::sampling::block_of(x, b, chunk.len());
             for (o, &xi) in chunk.iter_mut().zip(xs) {
                 *o = xi + sigma * *o;
             }
+            domain.norm_partial(xs)
         });
+        domain.accept_norm(x, domain.norm_of_blocks(&parts))?;
         Ok(())
     }
 }

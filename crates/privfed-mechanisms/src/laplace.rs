@@ -140,13 +140,18 @@ impl LocalRandomizer for Laplace {
         threads: crate::rng::Threads,
     ) -> Result<()> {
         check_out_len(out, self.dim())?;
-        self.domain.check(x)?;
+        let domain = self.domain;
+        domain.check_len(x)?;
         let key = crate::rng::StreamKey::draw(rng);
         let scale = self.scale;
-        crate::rng::for_each_block(&key, out, threads, |b, rng, chunk| {
+        // x is validated from its norm, summed per block in the same (parallel) pass that adds
+        // the noise: nothing is returned before the check.
+        let parts = crate::rng::for_each_block(&key, out, threads, |b, rng, chunk| {
             let xs = crate::sampling::block_of(x, b, chunk.len());
             crate::batch::add_laplace(rng, scale, xs, chunk);
+            domain.norm_partial(xs)
         });
+        domain.accept_norm(x, domain.norm_of_blocks(&parts))?;
         Ok(())
     }
 }

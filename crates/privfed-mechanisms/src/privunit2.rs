@@ -349,15 +349,19 @@ impl LocalRandomizer for PrivUnit2 {
         rng: &mut R,
         threads: Threads,
     ) -> Result<()> {
-        let norm = self.domain().check_norm(x)?;
+        let domain = self.domain();
+        domain.check_len(x)?;
         check_out_len(out, self.dim)?;
-        // Work with the exactly normalized direction û = x/‖x‖ (x is unit up to 1e-6).
-        let inv_norm = 1.0 / norm;
         let t = self.sample_inner_product(rng);
         let s = ((1.0 - t) * (1.0 + t)).max(0.0).sqrt();
         loop {
             let key = StreamKey::draw(rng);
-            let (dot_raw, norm2) = gaussian_with_dot_blocks(&key, x, out, threads);
+            // ‖x‖ comes out of the (parallel) Gaussian pass, which reads x anyway; an input
+            // outside the domain is refused before anything depends on it.
+            let (dot_raw, norm2, x2) = gaussian_with_dot_blocks(&key, x, out, threads);
+            let norm = domain.accept_norm(x, x2.sqrt())?;
+            // Work with the exactly normalized direction û = x/‖x‖ (x is unit up to 1e-6).
+            let inv_norm = 1.0 / norm;
             let dot = dot_raw * inv_norm;
             let perp2 = norm2 - dot * dot;
             if perp2 > 0.0 {

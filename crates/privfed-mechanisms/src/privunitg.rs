@@ -299,10 +299,10 @@ impl LocalRandomizer for PrivUnitG {
         rng: &mut R,
         threads: Threads,
     ) -> Result<()> {
-        let norm = self.domain().check_norm(x)?;
+        let domain = self.domain();
+        domain.check_len(x)?;
         check_out_len(out, self.dim)?;
         let sigma = 1.0 / (self.dim as f64).sqrt();
-        let inv_norm = 1.0 / norm;
         let a = sigma
             * if rng.random::<f64>() < self.p {
                 truncated_standard_normal_above(self.z, rng)
@@ -310,7 +310,10 @@ impl LocalRandomizer for PrivUnitG {
                 truncated_standard_normal_below(self.z, rng)
             };
         let key = StreamKey::draw(rng);
-        let (dot_raw, _) = gaussian_with_dot_blocks(&key, x, out, threads);
+        // ‖x‖ comes out of the (parallel) Gaussian pass, which reads x anyway.
+        let (dot_raw, _, x2) = gaussian_with_dot_blocks(&key, x, out, threads);
+        let norm = domain.accept_norm(x, x2.sqrt())?;
+        let inv_norm = 1.0 / norm;
         let c = dot_raw * inv_norm;
         // out = (a·x̂ + σ(g − c x̂))/m = coef_x·x + coef_g·g
         let coef_g = sigma / self.m;

@@ -137,24 +137,26 @@ where
     }
     let per_thread = blocks.div_ceil(threads);
     let f = &f;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = out
-            .chunks_mut(per_thread * BLOCK_LEN)
+    let run_of = move |t: usize, run: &mut [T]| -> Vec<O> {
+        run.chunks_mut(BLOCK_LEN)
             .enumerate()
-            .map(|(t, run)| {
-                s.spawn(move || {
-                    run.chunks_mut(BLOCK_LEN)
-                        .enumerate()
-                        .map(|(i, chunk)| f(t * per_thread + i, chunk))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            // A panic in a worker is a bug in `f`, not an input error: re-raise it here.
-            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .map(|(i, chunk)| f(t * per_thread + i, chunk))
             .collect()
+    };
+    std::thread::scope(|s| {
+        let mut runs = out.chunks_mut(per_thread * BLOCK_LEN);
+        let first = runs.next();
+        // The other runs on spawned threads, the first on the caller's (one spawn fewer).
+        let handles: Vec<_> = runs
+            .enumerate()
+            .map(|(t, run)| s.spawn(move || run_of(t + 1, run)))
+            .collect();
+        let mut results = first.map(|run| run_of(0, run)).unwrap_or_default();
+        for h in handles {
+            // A panic in a worker is a bug in `f`, not an input error: re-raise it here.
+            results.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        results
     })
 }
 

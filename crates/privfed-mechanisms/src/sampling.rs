@@ -27,22 +27,24 @@ pub(crate) fn block_of(v: &[f64], b: usize, len: usize) -> &[f64] {
 }
 
 /// Fills `out` with a standard Gaussian vector `g`, block `b` from `key.stream(b)`, on up to
-/// `threads` threads, and returns `(⟨g, u⟩, ‖g‖²)`: summed within each block, then over the
-/// blocks in order, so the sums (like `g`) do not depend on the thread count. Callers form the
-/// component of `g` orthogonal to `u` (`g − ⟨g,û⟩û`, squared norm `‖g‖² − ⟨g,û⟩²`) in their own
-/// output pass.
+/// `threads` threads, and returns `(⟨g, u⟩, ‖g‖², ‖u‖²)`: summed within each block, then over
+/// the blocks in order, so the sums (like `g`) do not depend on the thread count. Callers form
+/// the component of `g` orthogonal to `u` (`g − ⟨g,û⟩û`, squared norm `‖g‖² − ⟨g,û⟩²`) in their
+/// own output pass; `‖u‖²` lets them validate the input without a separate (serial) pass over it.
 pub(crate) fn gaussian_with_dot_blocks(
     key: &StreamKey,
     u: &[f64],
     out: &mut [f64],
     threads: Threads,
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let parts = for_each_block(key, out, threads, |b, rng, chunk| {
-        batch::fill_normal_with_dot(rng, block_of(u, b, chunk.len()), chunk)
+        batch::fill_normal_with_dot_and_norms(rng, block_of(u, b, chunk.len()), chunk)
     });
     parts
         .iter()
-        .fold((0.0, 0.0), |(d, n), &(pd, pn)| (d + pd, n + pn))
+        .fold((0.0, 0.0, 0.0), |(d, n, m), &(pd, pn, pm)| {
+            (d + pd, n + pn, m + pm)
+        })
 }
 
 /// `out ← a·x + c·out`, block by block on up to `threads` threads.

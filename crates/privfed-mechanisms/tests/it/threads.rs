@@ -72,6 +72,59 @@ fn outputs_are_identical_for_every_thread_count() {
 }
 
 #[test]
+fn bad_inputs_get_the_same_typed_errors_on_every_thread_count() {
+    // PrivUnit2 and PrivUnitG take ‖x‖ from their parallel Gaussian pass instead of a separate
+    // check: the errors must be those of `Domain::check` (same variant, same index, same
+    // dimensions) for any thread count.
+    use privfed_mechanisms::MechanismError;
+    let u = uniform_on_sphere(D, &mut seeded_rng_for_experiments(1)).unwrap();
+    for m in mechanisms() {
+        let mut nan = u.clone();
+        nan[2 * BLOCK_LEN + 3] = f64::NAN;
+        let mut inf = u.clone();
+        inf[7] = f64::NEG_INFINITY;
+        let long: Vec<f64> = u.iter().map(|v| v * 300.0).collect();
+        let cases: [(&[f64], &str); 4] = [
+            (&nan, "nan"),
+            (&inf, "inf"),
+            (&u[..D - 1], "short"),
+            (&long, "too long a vector"),
+        ];
+        for (x, what) in cases {
+            let want = m.domain().check(x).unwrap_err();
+            for t in [1, 2, 3] {
+                let mut out = vec![0.0; D];
+                let got = m
+                    .privatize_into_threads(
+                        x,
+                        &mut out,
+                        &mut seeded_rng_for_experiments(2),
+                        Threads::new(t),
+                    )
+                    .unwrap_err();
+                // Same variant; the same fields except an out-of-domain message, which quotes
+                // the norm as summed in a different order.
+                assert_eq!(
+                    std::mem::discriminant(&got),
+                    std::mem::discriminant(&want),
+                    "{} {what} {t} threads: {got:?} vs {want:?}",
+                    m.name()
+                );
+                if !matches!(want, MechanismError::OutOfDomain(_)) {
+                    assert_eq!(format!("{got:?}"), format!("{want:?}"));
+                }
+                if what == "nan" {
+                    assert!(matches!(
+                        got,
+                        MechanismError::NonFiniteInput { index, .. } if index == 2 * BLOCK_LEN + 3
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn gaussian_noise_on_the_threaded_path_is_iid_normal() {
     // Gaussian mechanism at x = 0 with 2 threads: the D coordinates of one output, divided by σ,
     // pass KS against N(0,1) (α = 1e-6); and the blocks are independent streams: for each pair

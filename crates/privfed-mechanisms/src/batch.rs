@@ -253,22 +253,9 @@ pub fn fill_normal<R: Rng + ?Sized>(rng: &mut R, out: &mut [f64]) {
     for_each_word(rng, out, |o, w, rng| *o = normal_from_word(z, w, rng));
 }
 
-/// Fills `out` with i.i.d. standard normals and returns `(⟨g, u⟩, ‖g‖²)` in the same pass
-/// (`u` must be at least as long as `out`; extra entries are ignored).
-pub fn fill_normal_with_dot<R: Rng + ?Sized>(
-    rng: &mut R,
-    u: &[f64],
-    out: &mut [f64],
-) -> (f64, f64) {
-    let z = normal_table();
-    let n = out.len().min(u.len());
-    let out = &mut out[..n];
-    fill_normal_with(rng, out, z);
-    dot_and_norm2(out, u)
-}
-
-/// [`fill_normal_with_dot`] that also returns `‖u‖²` (the input's squared norm, summed in the
-/// same pass that reads `u` for the dot product): `(⟨g, u⟩, ‖g‖², ‖u‖²)`.
+/// Fills `out` with i.i.d. standard normals `g` and returns `(⟨g, u⟩, ‖g‖², ‖u‖²)` in the same
+/// pass (`u` must be at least as long as `out`; extra entries are ignored). `‖u‖²` lets a caller
+/// validate its input without a pass of its own.
 pub fn fill_normal_with_dot_and_norms<R: Rng + ?Sized>(
     rng: &mut R,
     u: &[f64],
@@ -281,7 +268,8 @@ pub fn fill_normal_with_dot_and_norms<R: Rng + ?Sized>(
     dot_and_norms(out, u)
 }
 
-/// `(⟨g, u⟩, ‖g‖², ‖u‖²)` over the common length, four partial sums per quantity.
+/// `(⟨g, u⟩, ‖g‖², ‖u‖²)` over the common length, with four partial sums per quantity (a single
+/// running sum is bound by floating-point add latency, four lanes by throughput).
 pub fn dot_and_norms(g: &[f64], u: &[f64]) -> (f64, f64, f64) {
     let n = g.len().min(u.len());
     let (g, u) = (&g[..n], &u[..n]);
@@ -303,29 +291,6 @@ pub fn dot_and_norms(g: &[f64], u: &[f64]) -> (f64, f64, f64) {
         t += b * b;
     }
     (d, s, t)
-}
-
-/// `(⟨g, u⟩, ‖g‖²)` over the common length, with four partial sums per quantity (a single
-/// running sum is bound by floating-point add latency, four lanes by throughput).
-pub fn dot_and_norm2(g: &[f64], u: &[f64]) -> (f64, f64) {
-    let n = g.len().min(u.len());
-    let (g, u) = (&g[..n], &u[..n]);
-    let (mut dot, mut nrm) = ([0.0f64; 4], [0.0f64; 4]);
-    let (gc, uc) = (g.chunks_exact(4), u.chunks_exact(4));
-    let (gr, ur) = (gc.remainder(), uc.remainder());
-    for (a, b) in gc.zip(uc) {
-        for k in 0..4 {
-            dot[k] += a[k] * b[k];
-            nrm[k] += a[k] * a[k];
-        }
-    }
-    let mut d = (dot[0] + dot[1]) + (dot[2] + dot[3]);
-    let mut s = (nrm[0] + nrm[1]) + (nrm[2] + nrm[3]);
-    for (&a, &b) in gr.iter().zip(ur) {
-        d += a * b;
-        s += a * a;
-    }
-    (d, s)
 }
 
 #[inline(always)]

@@ -24,15 +24,27 @@ use serde::Serialize;
 /// Euclidean norm computed with scaling by the largest magnitude, so that it neither overflows
 /// nor underflows for finite inputs (e.g. entries of 1e200 or 1e-200).
 fn l2_norm_scaled(v: &[f64]) -> f64 {
-    let m = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    l2_norm_scaled_by(v, 1.0)
+}
+
+/// [`l2_norm_scaled`] of `v·factor`, each product formed as `x * factor` (the same values a
+/// scaled copy would hold), without making the copy.
+fn l2_norm_scaled_by(v: &[f64], factor: f64) -> f64 {
+    let m = v.iter().fold(0.0f64, |m, x| m.max((x * factor).abs()));
     if m == 0.0 || !m.is_finite() {
-        return if v.iter().any(|x| x.is_nan()) {
+        return if v.iter().any(|x| (x * factor).is_nan()) {
             f64::NAN
         } else {
             m
         };
     }
-    let s: f64 = v.iter().map(|x| (x / m) * (x / m)).sum();
+    let s: f64 = v
+        .iter()
+        .map(|x| {
+            let y = x * factor;
+            (y / m) * (y / m)
+        })
+        .sum();
     m * s.sqrt()
 }
 
@@ -74,15 +86,26 @@ impl CentralGaussian {
     /// land just above `M`). Expects finite entries (non-finite entries propagate as NaN;
     /// [`aggregate`](Self::aggregate) rejects them).
     pub fn project(&self, v: &[f64]) -> Vec<f64> {
-        let n = l2_norm_scaled(v);
+        match self.projection_factor(v, l2_norm_scaled(v)) {
+            None => v.to_vec(),
+            Some(factor) => v.iter().map(|x| x * factor).collect(),
+        }
+    }
+
+    /// The factor of [`project`](Self::project) for `v` of scaled norm `n` (`None`: inside the
+    /// ball, or a NaN norm, so `v` is kept as it is), checked on the products `x * factor`
+    /// without storing them.
+    fn projection_factor(&self, v: &[f64], n: f64) -> Option<f64> {
         if n.is_nan() || n <= self.clip_norm {
-            return v.to_vec();
+            return None;
         }
         let mut factor = self.clip_norm / n;
         loop {
-            let out: Vec<f64> = v.iter().map(|x| x * factor).collect();
-            if l2_norm_scaled(&out) <= self.clip_norm || factor == 0.0 || !factor.is_finite() {
-                return out;
+            if l2_norm_scaled_by(v, factor) <= self.clip_norm
+                || factor == 0.0
+                || !factor.is_finite()
+            {
+                return Some(factor);
             }
             factor *= 1.0 - f64::EPSILON;
         }
@@ -129,11 +152,17 @@ impl CentralGaussian {
                     got: u.len(),
                 });
             }
-            if let Some((index, &value)) = u.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            // A non-finite entry makes the scaled norm non-finite: only then look for it.
+            let n = l2_norm_scaled(u);
+            if !n.is_finite()
+                && let Some((index, &value)) = u.iter().enumerate().find(|(_, v)| !v.is_finite())
+            {
                 return Err(MechanismError::NonFiniteInput { index, value });
             }
-            for (s, p) in sum.iter_mut().zip(self.project(u)) {
-                *s += p;
+            // Π_M(u) added in place: the same values as `project`, without its copy.
+            match self.projection_factor(u, n) {
+                None => sum.iter_mut().zip(u).for_each(|(s, &x)| *s += x),
+                Some(f) => sum.iter_mut().zip(u).for_each(|(s, &x)| *s += x * f),
             }
         }
         let sigma = self.noise_std(expected_batch_size);
@@ -251,6 +280,42 @@ mod tests {
         assert_eq!(out.len(), 3);
         let slices: Vec<&[f64]> = vec![&[0.5, 0.5], &[1.0, 0.0]];
         assert_eq!(c.aggregate(slices, 2, 1.0, &mut rng).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn aggregate_adds_exactly_the_projections() {
+        // `aggregate` projects in place; its sum must be that of `project`'s copies, bit for bit
+        // (inside the ball, outside, entries near overflow and underflow, the zero vector).
+        let c = CentralGaussian::new(1.5, 0.7).unwrap();
+        let d = 5;
+        let updates = vec![
+            vec![0.1, -0.2, 0.3, 0.0, 0.05],
+            vec![3.0, -4.0, 12.0, 0.5, -0.25],
+            vec![1e300, -1e300, 5e299, 0.0, 1.0],
+            vec![1e-300, 2e-300, 0.0, -3e-300, 0.0],
+            vec![0.0; 5],
+            vec![0.6, 0.8, 0.0, 0.0, 1.5 * 0.6],
+        ];
+        let qn = 3.0;
+        let out = c
+            .aggregate(&updates, d, qn, &mut seeded_rng_for_experiments(5))
+            .unwrap();
+        let mut sum = vec![0.0; d];
+        for u in &updates {
+            for (s, p) in sum.iter_mut().zip(c.project(u)) {
+                *s += p;
+            }
+        }
+        let mut rng = seeded_rng_for_experiments(5);
+        let sigma = c.noise_std(qn);
+        for (i, s) in sum.iter().enumerate() {
+            let z: f64 = rng.sample(rand_distr::StandardNormal);
+            assert_eq!(
+                out[i].to_bits(),
+                (s / qn + sigma * z).to_bits(),
+                "coordinate {i}"
+            );
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub fn os_key() -> PyResult<Zeroizing<[u8; 32]>> {
 }
 
 /// Parses 64 hex digits (an optional `0x` prefix allowed).
-fn hex_key(s: &str) -> Option<[u8; 32]> {
+pub(crate) fn hex_key(s: &str) -> Option<[u8; 32]> {
     let s = s.strip_prefix("0x").unwrap_or(s);
     if s.len() != 64 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
         return None;

@@ -11,7 +11,7 @@
 use crate::errors::{Kind, PyResultExt, error, invalid};
 use crate::intarrays::{read_u64_vector, write_u64};
 use crate::json::{from_python, to_python};
-use crate::rng::{os_key, rng_from_seed};
+use crate::rng::{hex_key, os_key, rng_from_seed};
 use privfed_mechanisms::rng::NoiseRng;
 use privfed_secagg::messages::{decode, encode};
 use privfed_secagg::{
@@ -24,18 +24,6 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex32(s: &str) -> Option<[u8; 32]> {
-    let s = s.strip_prefix("0x").unwrap_or(s);
-    if s.len() != 64 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut b = [0u8; 32];
-    for (i, out) in b.iter_mut().enumerate() {
-        *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(b)
 }
 
 /// A session id: 32 bytes or 64 hex digits; `None`: 256 fresh bits from the OS.
@@ -52,7 +40,7 @@ fn session_id(obj: Option<&Bound<'_, PyAny>>) -> PyResult<[u8; 32]> {
         });
     }
     if let Ok(s) = obj.extract::<String>() {
-        return unhex32(&s)
+        return hex_key(&s)
             .ok_or_else(|| invalid("session_id", format!("expected 64 hex digits, got {s:?}")));
     }
     Err(invalid("session_id", "expected 32 bytes or 64 hex digits"))
@@ -157,7 +145,7 @@ impl RoundConfig {
     #[staticmethod]
     fn from_dict(d: &Bound<'_, PyAny>) -> PyResult<Self> {
         let c: ConfigDict = from_python(d, "round configuration", Kind::InvalidParameter)?;
-        let session_id = unhex32(&c.session_id).ok_or_else(|| {
+        let session_id = hex_key(&c.session_id).ok_or_else(|| {
             invalid(
                 "session_id",
                 format!("expected 64 hex digits, got {:?}", c.session_id),

@@ -307,14 +307,9 @@ impl DiscretePld {
         // For t ≥ 0 each chunk is summed as Σ p_j u^{b−1−j} (anchored at its last point b − 1),
         // for t < 0 as Σ p_j u^{j−a} (anchored at its first point a).
         let mut acc = [0.0f64; CHUNKS + 1];
-        let (bounds, rest) = {
-            let mut b = [(0usize, 0usize); CHUNKS + 1];
-            for (c, slot) in b.iter_mut().enumerate().take(CHUNKS) {
-                *slot = (c * len, (c + 1) * len);
-            }
-            b[CHUNKS] = (CHUNKS * len, n);
-            (b, &self.pmf[CHUNKS * len..])
-        };
+        let bounds: [(usize, usize); CHUNKS + 1] =
+            std::array::from_fn(|c| (c * len, if c < CHUNKS { (c + 1) * len } else { n }));
+        let rest = &self.pmf[CHUNKS * len..];
         let p = &self.pmf;
         if x >= 0.0 {
             for k in 0..len {

@@ -9,6 +9,7 @@
 
 use aes::cipher::{KeyIvInit, StreamCipher};
 use privfed_mechanisms::batch::fill_normal;
+use privfed_mechanisms::rng::NoiseRng;
 use rand::rngs::{ChaCha8Rng, ChaCha12Rng, ChaCha20Rng};
 use rand::{Rng, SeedableRng, TryCryptoRng, TryRng};
 use rand_distr::{Distribution, StandardNormal};
@@ -16,7 +17,7 @@ use std::convert::Infallible;
 use std::time::Instant;
 
 /// AES-128 in counter mode (RustCrypto `aes` + `ctr`, AES-NI/VAES chosen at run time) as a
-/// buffered generator, for this measurement only.
+/// buffered generator, for this measurement only (privfed's `NoiseRng` is AES-256-CTR).
 struct AesCtrRng {
     cipher: ctr::Ctr64LE<aes::Aes128>,
     buf: Box<[u8; 4096]>,
@@ -129,6 +130,9 @@ fn main() {
             "normals:aes" => median(reps, || {
                 fill_normal(&mut AesCtrRng::new([7u8; 16]), &mut out)
             }),
+            "normals:noise" => median(reps, || {
+                fill_normal(&mut NoiseRng::from_seed(seed), &mut out)
+            }),
             "rand_distr:chacha20" => {
                 let mut rng = ChaCha20Rng::from_seed(seed);
                 median(reps, || {
@@ -175,6 +179,11 @@ fn main() {
         &mut AesCtrRng::new([7u8; 16]),
         reps,
     );
+    row(
+        "AES-256-CTR (NoiseRng)",
+        &mut NoiseRng::from_seed(seed),
+        reps,
+    );
     println!("stream ciphers, keystream into an 8 MB buffer:");
     let (k, n) = ([7u8; 32], [0u8; 12]);
     cipher_row(
@@ -194,4 +203,6 @@ fn main() {
     );
     let mut aes = ctr::Ctr64LE::<aes::Aes128>::new(&[7u8; 16].into(), &[0u8; 16].into());
     cipher_row("AES-128-CTR (aes+ctr)", &mut aes, reps);
+    let mut aes = ctr::Ctr64BE::<aes::Aes256>::new(&seed.into(), &[0u8; 16].into());
+    cipher_row("AES-256-CTR (aes+ctr)", &mut aes, reps);
 }

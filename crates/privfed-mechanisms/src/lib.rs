@@ -29,7 +29,7 @@
 //!   (`R: Rng + CryptoRng`). In production seed it from the operating system
 //!   (`rand::make_rng::<privfed_mechanisms::rng::NoiseRng>()` with rand's `sys_rng` feature);
 //!   for tests and reproducible experiments use the explicitly named
-//!   [`rng::seeded_rng_for_experiments`]. The generator choice (ChaCha12) and why it is
+//!   [`rng::seeded_rng_for_experiments`]. The generator choice (AES-256-CTR) and why it is
 //!   adequate: `docs/RANDOMNESS.md`.
 //! * Long vectors are drawn in blocks, each from its own stream of a fresh per-vector key, so
 //!   [`LocalRandomizer::privatize_into_threads`] can use several cores and still return the

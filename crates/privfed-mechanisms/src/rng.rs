@@ -9,16 +9,146 @@
 //!   explicitly named [`seeded_rng_for_experiments`].
 //! * Large vectors are drawn in **blocks of [`BLOCK_LEN`] coordinates**, each from its own
 //!   [`NoiseRng`] stream: the key is a fresh 256-bit [`StreamKey`] drawn from the caller's
-//!   generator, the block index is the ChaCha stream id (nonce). The blocks are independent
+//!   generator, the block index is the stream id (the counter block's upper half). The blocks are independent
 //!   pseudorandom streams under the same key, so they can be filled on any number of threads and
 //!   the result is bit-for-bit the same for every thread count ([`for_each_block`]).
 
-use rand::{CryptoRng, Rng, SeedableRng};
+use aes::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
+use rand::{CryptoRng, Rng, SeedableRng, TryCryptoRng, TryRng};
+use std::convert::Infallible;
 use std::num::NonZeroUsize;
+use zeroize::Zeroize;
 
-/// The generator for privacy noise: ChaCha12 (rand 0.10 / the `chacha20` crate, AVX2 or NEON
-/// backend chosen at run time). Changing this alias changes the generator everywhere.
-pub type NoiseRng = rand::rngs::ChaCha12Rng;
+/// The generator for privacy noise. Changing this alias changes the generator everywhere (and
+/// every seeded output).
+pub type NoiseRng = AesCtrRng;
+
+/// Bytes of keystream buffered for word-at-a-time draws (64 AES blocks).
+const BUF_LEN: usize = 1024;
+
+/// AES-256 in counter mode as a cryptographically secure generator: the keystream of AES-256
+/// under a 256-bit key, with 128-bit counter blocks `stream id (64 bits, big-endian) ‖ block
+/// counter (64 bits, big-endian, from 0)` — the construction of NIST SP 800-90A's CTR_DRBG
+/// core, without its reseeding layer (keys are fresh per vector, see [`StreamKey`]).
+///
+/// * `from_seed(key)` is stream 0; [`set_stream`](Self::set_stream) selects another stream
+///   (`2^64` streams of `2^64` blocks each per key).
+/// * Words are little-endian readings of the keystream in order; `fill_bytes` copies it.
+/// * AES-NI / VAES (x86) or the ARMv8 cryptography extensions are used when the CPU has them
+///   (detected at run time); otherwise RustCrypto's constant-time bitsliced software AES. The
+///   output is the same either way.
+/// * The key, the expanded key schedule and buffered keystream are zeroized on drop.
+pub struct AesCtrRng {
+    key: [u8; 32],
+    stream: u64,
+    cipher: ctr::Ctr64BE<aes::Aes256>,
+    buf: [u8; BUF_LEN],
+    /// Next unread byte of `buf` (`BUF_LEN` when empty).
+    pos: usize,
+}
+
+impl AesCtrRng {
+    /// The generator of stream `id` under `key`.
+    pub fn with_stream(key: [u8; 32], id: u64) -> Self {
+        let mut iv = [0u8; 16];
+        iv[..8].copy_from_slice(&id.to_be_bytes());
+        AesCtrRng {
+            cipher: ctr::Ctr64BE::<aes::Aes256>::new(&key.into(), &iv.into()),
+            key,
+            stream: id,
+            buf: [0u8; BUF_LEN],
+            pos: BUF_LEN,
+        }
+    }
+
+    /// Restarts at the beginning of stream `id` (discarding anything buffered).
+    pub fn set_stream(&mut self, id: u64) {
+        *self = AesCtrRng::with_stream(self.key, id);
+    }
+
+    fn refill(&mut self) {
+        self.cipher.write_keystream(&mut self.buf);
+        self.pos = 0;
+    }
+
+    /// The next `N` keystream bytes.
+    #[inline]
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        if self.pos + N > BUF_LEN {
+            // Bytes left over (only after mixed 4- and 8-byte reads) are skipped.
+            self.refill();
+        }
+        let mut out = [0u8; N];
+        out.copy_from_slice(&self.buf[self.pos..self.pos + N]);
+        self.pos += N;
+        out
+    }
+}
+
+impl Clone for AesCtrRng {
+    /// The same generator at the same position (the cipher state is rebuilt from the key and
+    /// seeked, as RustCrypto's counter mode is not `Clone`).
+    fn clone(&self) -> Self {
+        let mut c = AesCtrRng::with_stream(self.key, self.stream);
+        c.cipher.seek(self.cipher.current_pos::<u128>());
+        c.buf = self.buf;
+        c.pos = self.pos;
+        c
+    }
+}
+
+impl std::fmt::Debug for AesCtrRng {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print key material or keystream.
+        f.write_str("AesCtrRng(..)")
+    }
+}
+
+impl Drop for AesCtrRng {
+    fn drop(&mut self) {
+        self.key.zeroize();
+        self.buf.zeroize();
+    }
+}
+
+impl TryRng for AesCtrRng {
+    type Error = Infallible;
+
+    #[inline]
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok(u32::from_le_bytes(self.take::<4>()))
+    }
+
+    #[inline]
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Ok(u64::from_le_bytes(self.take::<8>()))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        // Buffered bytes first, then the keystream straight into `dst`: the output is the
+        // keystream in order either way.
+        let n = dst.len().min(BUF_LEN - self.pos);
+        let (head, tail) = dst.split_at_mut(n);
+        head.copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        if !tail.is_empty() {
+            // The buffer is empty here. A stream holds 2^68 bytes, so `write_keystream` cannot
+            // run out (its only panic).
+            self.cipher.write_keystream(tail);
+        }
+        Ok(())
+    }
+}
+
+impl TryCryptoRng for AesCtrRng {}
+
+impl SeedableRng for AesCtrRng {
+    type Seed = [u8; 32];
+
+    fn from_seed(seed: [u8; 32]) -> Self {
+        AesCtrRng::with_stream(seed, 0)
+    }
+}
 
 /// The generator used for seeded runs: the same cipher as production noise.
 pub type ExperimentRng = NoiseRng;
@@ -66,11 +196,9 @@ impl StreamKey {
         StreamKey(key)
     }
 
-    /// The generator of stream `id`: ChaCha keyed with this key, nonce `id`, counter 0.
+    /// The generator of stream `id` under this key (counter 0).
     pub fn stream(&self, id: u64) -> NoiseRng {
-        let mut rng = NoiseRng::from_seed(self.0);
-        rng.set_stream(id);
-        rng
+        NoiseRng::with_stream(self.0, id)
     }
 }
 
@@ -164,6 +292,66 @@ where
 mod tests {
     use super::*;
     use rand::RngExt;
+
+    /// `AES-256_K(block)` for the FIPS-197 C.3 key `00 01 … 1f`, computed with OpenSSL 3.0
+    /// (`openssl enc -aes-256-ctr -K 0001…1f -iv 0011223344556677 0000000000000000` on 48 zero
+    /// bytes): the keystream of stream `0x0011223344556677` from counter 0.
+    const KAT_STREAM: u64 = 0x0011_2233_4455_6677;
+    const KAT: &str = "ed3eb1123cbcb8ad0164e6c3eb0dc53ec9942f30306784d0e9ea87ffd1d33a8234ff0b13560333adb82ad98a0b3cef3a";
+
+    fn kat_key() -> [u8; 32] {
+        std::array::from_fn(|i| i as u8)
+    }
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    #[test]
+    fn keystream_matches_openssl_aes_256_ctr() {
+        // Whole, split at odd offsets, and through words: the same keystream in order.
+        let mut a = AesCtrRng::with_stream(kat_key(), KAT_STREAM);
+        let mut out = [0u8; 48];
+        a.fill_bytes(&mut out);
+        assert_eq!(hex(&out), KAT);
+        let mut b = AesCtrRng::from_seed(kat_key());
+        b.set_stream(KAT_STREAM);
+        let mut out = [0u8; 48];
+        let (x, rest) = out.split_at_mut(5);
+        b.fill_bytes(x);
+        let (y, z) = rest.split_at_mut(20);
+        b.fill_bytes(y);
+        b.fill_bytes(z);
+        assert_eq!(hex(&out), KAT);
+        let mut c = AesCtrRng::with_stream(kat_key(), KAT_STREAM);
+        let words: Vec<u8> = (0..6).flat_map(|_| c.next_u64().to_le_bytes()).collect();
+        assert_eq!(hex(&words), KAT);
+        // A word read after a partial fill continues from the buffer, in order.
+        let mut d = AesCtrRng::with_stream(kat_key(), KAT_STREAM);
+        let w0 = d.next_u64();
+        let mut mid = [0u8; 8];
+        d.fill_bytes(&mut mid);
+        assert_eq!(hex(&w0.to_le_bytes()), KAT[..16]);
+        assert_eq!(hex(&mid), KAT[16..32]);
+        assert_eq!(hex(&d.next_u32().to_le_bytes()), KAT[32..40]);
+    }
+
+    #[test]
+    fn long_fills_cross_the_buffer_and_match_words() {
+        // Words straddling many refills equal one long fill of the same stream.
+        let mut a = AesCtrRng::with_stream([9u8; 32], 5);
+        let mut b = a.clone();
+        let mut long = vec![0u8; 8 * 1000 + 24];
+        a.fill_bytes(&mut long);
+        let words: Vec<u8> = (0..1003).flat_map(|_| b.next_u64().to_le_bytes()).collect();
+        assert_eq!(long, words);
+        assert_eq!(format!("{a:?}"), "AesCtrRng(..)");
+        // A clone taken mid-block (after a 3-byte fill) continues exactly like the original.
+        a.fill_bytes(&mut [0u8; 3]);
+        let mut c = a.clone();
+        let (x, y): (Vec<u64>, Vec<u64>) = (0..300).map(|_| (a.next_u64(), c.next_u64())).unzip();
+        assert_eq!(x, y);
+    }
 
     #[test]
     fn streams_differ_and_are_reproducible() {

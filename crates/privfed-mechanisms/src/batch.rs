@@ -293,7 +293,7 @@ pub fn fill_normal_with_dot_and_norms<R: Rng + ?Sized>(
     finish_sums(&sums)
 }
 
-/// `(⟨g, u⟩, ‖g‖², ‖u‖²)` over the common length, with [`LANES`] partial sums per quantity (a
+/// `(⟨g, u⟩, ‖g‖², ‖u‖²)` over the common length, with four partial sums per quantity (a
 /// single running sum is bound by floating-point add latency, several lanes by throughput).
 pub fn dot_and_norms(g: &[f64], u: &[f64]) -> (f64, f64, f64) {
     let mut sums = [[0.0; LANES]; 3];
@@ -612,6 +612,38 @@ mod tests {
         let mut w = vec![0u64; 1000];
         fill_uniform_mod_pow2(&mut rng, 0, &mut w);
         assert!(w.iter().all(|&x| x < 2), "bits clamp to at least 1");
+    }
+
+    #[test]
+    fn two_pass_fill_consumes_the_generator_like_one_draw_at_a_time() {
+        // The chunked fast pass + deferred slow paths must give exactly what drawing element by
+        // element (fast path, else slow path at once) gives, including the words the slow paths
+        // take, and leave the generator at the same position (fails if the slow paths run out
+        // of order).
+        let z = normal_table();
+        for len in [1, 255, 256, 257, 5000] {
+            let mut a = seeded_rng_for_experiments(len as u64);
+            let mut b = a.clone();
+            let mut two_pass = vec![0.0; len];
+            fill_normal(&mut a, &mut two_pass);
+            let mut one_by_one = vec![0.0; len];
+            for_each_word(&mut b, &mut one_by_one, |o, w, rng| {
+                *o = normal_from_word(z, w, rng)
+            });
+            assert_eq!(two_pass, one_by_one, "len {len}");
+            assert_eq!(a.next_u64(), b.next_u64(), "len {len}");
+        }
+        // 5000 draws include slow paths (≈ 1%), so the deferred branch is exercised.
+        let mut rng = seeded_rng_for_experiments(5000);
+        let mut bytes = [0u8; 8];
+        let misses = (0..5000)
+            .filter(|_| {
+                rng.fill_bytes(&mut bytes);
+                let w = u64::from_le_bytes(bytes);
+                half_odd_from(w) >= z.k[(w & 0xff) as usize]
+            })
+            .count();
+        assert!(misses > 10, "{misses}");
     }
 
     #[test]

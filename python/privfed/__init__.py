@@ -14,7 +14,7 @@ pipeline: planner, encoder, decoder), :mod:`privfed.secagg` (SecAgg/SecAgg+ clie
 state machines), :mod:`privfed.ddml` (the Draw-and-Discard client step, paper 003),
 :mod:`privfed.fl` (the federated-learning simulator), :mod:`privfed.errors` (the exceptions);
 ``privfed.flwr`` (the Flower integration) needs the ``flwr`` extra.
-Randomness: an OS-seeded ChaCha12 generator per object; ``seed=`` (an int, 32 bytes or 64 hex
+Randomness: an OS-seeded AES-256-CTR generator per object; ``seed=`` (an int, 32 bytes or 64 hex
 digits) makes runs reproducible and must never be used for a real release.
 """
 

@@ -40,7 +40,7 @@ pub struct DmeConfig {
     pub clients: usize,
     /// Number of independent trials T (at least 1).
     pub trials: usize,
-    /// Seed of a reproducible run (ChaCha12, the noise generator; for experiments only); `None`: seeded from the
+    /// Seed of a reproducible run (AES-256-CTR, the noise generator; for experiments only); `None`: seeded from the
     /// operating system.
     pub seed: Option<u64>,
     /// Worker threads; `None`: all cores.

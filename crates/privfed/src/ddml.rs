@@ -132,7 +132,7 @@ pub struct SimulateArgs {
     /// Held-out rows generated for synthetic-production.
     #[arg(long, default_value_t = 20_000)]
     synthetic_test: usize,
-    /// Seed for a reproducible run (ChaCha12, the noise generator; for experiments only). Without it the run is
+    /// Seed for a reproducible run (AES-256-CTR, the noise generator; for experiments only). Without it the run is
     /// seeded from the operating system (the synthetic data then uses seed 0).
     #[arg(long)]
     seed: Option<u64>,

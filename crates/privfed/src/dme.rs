@@ -33,7 +33,7 @@ pub struct DmeArgs {
     /// Number of independent trials T.
     #[arg(long, default_value_t = 10)]
     trials: usize,
-    /// Seed for a reproducible run (ChaCha12, the noise generator; for experiments only). Without it the run is
+    /// Seed for a reproducible run (AES-256-CTR, the noise generator; for experiments only). Without it the run is
     /// seeded from the operating system.
     #[arg(long)]
     seed: Option<u64>,

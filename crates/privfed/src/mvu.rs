@@ -130,7 +130,7 @@ pub struct ExperimentArgs {
     /// Privacy budgets (comma separated).
     #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 3.0, 5.0])]
     epsilons: Vec<f64>,
-    /// Seed (ChaCha12, the noise generator; experiments only).
+    /// Seed (AES-256-CTR, the noise generator; experiments only).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Write the CSV here.

@@ -33,7 +33,7 @@ pub struct ScalarConfig {
     pub points: usize,
     /// Privacy budgets ε.
     pub epsilons: Vec<f64>,
-    /// Seed (ChaCha12, the noise generator; experiments only).
+    /// Seed (AES-256-CTR, the noise generator; experiments only).
     pub seed: u64,
 }
 
@@ -308,7 +308,7 @@ pub struct VectorConfig {
     pub l1_input_bits: u32,
     /// Privacy budgets ε.
     pub epsilons: Vec<f64>,
-    /// Seed (ChaCha12, the noise generator; experiments only).
+    /// Seed (AES-256-CTR, the noise generator; experiments only).
     pub seed: u64,
 }
 

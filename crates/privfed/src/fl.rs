@@ -258,8 +258,16 @@ fn print_human(s: &privfed_sim::fl::Summary, history: &[RoundMetrics]) -> Result
     }
     match s.final_epsilon {
         Some(e) => lines.push(format!(
-            "ε = {e:.4} at δ = {} ({:?} guarantee)",
-            s.delta, s.guarantee
+            "ε = {e:.4} at δ = {} ({:?} guarantee){}",
+            s.delta,
+            s.guarantee,
+            match s.hypothetical_population {
+                Some(n) => format!(
+                    " — accounted for a hypothetical population of {n} clients, not this run's {}",
+                    s.clients
+                ),
+                None => String::new(),
+            }
         )),
         None => lines.push("no privacy (ε = ∞)".into()),
     }

@@ -331,6 +331,12 @@ pub struct AccountingConfig {
     pub accountant: AccountantKind,
     /// Stop before ε(δ) would exceed this.
     pub budget: Option<f64>,
+    /// Account as if the expected cohort were sampled from a population of this many clients
+    /// (Poisson rate `cohort / N`) instead of the data's clients: the "hypothetical population"
+    /// of paper 001 §6 and of DP-FedAvg's Shakespeare/StackOverflow experiments. The ε then
+    /// describes that larger deployment, **not** the simulated one; every output says so. Must
+    /// be at least the number of clients.
+    pub hypothetical_population: Option<u64>,
 }
 
 impl Default for AccountingConfig {
@@ -339,6 +345,7 @@ impl Default for AccountingConfig {
             delta: 1e-5,
             accountant: AccountantKind::Rdp,
             budget: None,
+            hypothetical_population: None,
         }
     }
 }
@@ -603,6 +610,14 @@ impl TrainConfig {
                 a.delta
             ));
         }
+        if a.hypothetical_population == Some(0) {
+            return bad("accounting.hypothetical_population must be ≥ 1");
+        }
+        if a.hypothetical_population.is_some() && matches!(self.privacy, Privacy::None) {
+            return bad(
+                "accounting.hypothetical_population needs a private mechanism (privacy.mechanism is none)",
+            );
+        }
         if let Some(b) = a.budget {
             positive("accounting.budget", b)?;
             if matches!(self.privacy, Privacy::None) {
@@ -620,11 +635,16 @@ impl TrainConfig {
         Ok(())
     }
 
-    /// The sampling rate the accountants see (`rate` for Poisson; 1 for a fixed cohort).
-    pub fn accounted_rate(&self) -> f64 {
-        match self.sampling {
-            Sampling::Poisson { rate } => rate,
-            Sampling::Fixed { .. } => 1.0,
+    /// The sampling rate the accountants see for data of `clients` clients: `rate` for Poisson,
+    /// 1 for a fixed cohort; with [`AccountingConfig::hypothetical_population`] `N`, the expected
+    /// cohort over `N` (Poisson amplification at that rate, as if drawn from `N` clients).
+    pub fn accounted_rate(&self, clients: usize) -> f64 {
+        match self.accounting.hypothetical_population {
+            Some(n) => (self.expected_cohort(clients) / n as f64).min(1.0),
+            None => match self.sampling {
+                Sampling::Poisson { rate } => rate,
+                Sampling::Fixed { .. } => 1.0,
+            },
         }
     }
 

@@ -152,7 +152,11 @@ impl Accountant {
     }
 }
 
-fn central_layer(cfg: &TrainConfig, c: CentralLayer) -> Result<CentralGaussian, FlError> {
+fn central_layer(
+    cfg: &TrainConfig,
+    clients: usize,
+    c: CentralLayer,
+) -> Result<CentralGaussian, FlError> {
     let z = match (c.noise_multiplier, c.epsilon) {
         (Some(z), _) => z,
         (None, Some(eps)) => {
@@ -160,7 +164,7 @@ fn central_layer(cfg: &TrainConfig, c: CentralLayer) -> Result<CentralGaussian, 
                 cfg.accounting.accountant,
                 eps,
                 cfg.accounting.delta,
-                cfg.accounted_rate(),
+                cfg.accounted_rate(clients),
                 cfg.rounds,
             )?
             .parameter
@@ -181,6 +185,14 @@ impl PrivacyPlan {
     /// # Errors
     /// Parameters the mechanisms or the planner reject, or targets no noise meets.
     pub fn new(cfg: &TrainConfig, dim: usize, clients: usize) -> Result<Self, FlError> {
+        if let Some(n) = cfg.accounting.hypothetical_population
+            && n < clients as u64
+        {
+            return Err(FlError::Config(format!(
+                "accounting.hypothetical_population ({n}) must be at least the number of clients \
+                 ({clients}): a smaller population would understate the sampling rate"
+            )));
+        }
         Ok(match cfg.privacy {
             Privacy::None => PrivacyPlan::None,
             Privacy::CentralGaussian {
@@ -190,6 +202,7 @@ impl PrivacyPlan {
             } => PrivacyPlan::Central {
                 layer: central_layer(
                     cfg,
+                    clients,
                     CentralLayer {
                         clip,
                         noise_multiplier,
@@ -216,7 +229,9 @@ impl PrivacyPlan {
                     epsilon: mech.guarantee().epsilon(),
                     mechanism: LocalMechanism::Separated(Box::new(mech)),
                     clip,
-                    central: central.map(|c| central_layer(cfg, c)).transpose()?,
+                    central: central
+                        .map(|c| central_layer(cfg, clients, c))
+                        .transpose()?,
                 }
             }
             Privacy::Privunitg {
@@ -229,7 +244,9 @@ impl PrivacyPlan {
                     epsilon: mech.guarantee().epsilon(),
                     mechanism: LocalMechanism::PrivUnitG(Box::new(mech)),
                     clip,
-                    central: central.map(|c| central_layer(cfg, c)).transpose()?,
+                    central: central
+                        .map(|c| central_layer(cfg, clients, c))
+                        .transpose()?,
                 }
             }
             Privacy::Mvu {
@@ -262,7 +279,9 @@ impl PrivacyPlan {
                     epsilon: mech.epsilon(),
                     mechanism: LocalMechanism::Mvu(Box::new(mech)),
                     clip,
-                    central: central.map(|c| central_layer(cfg, c)).transpose()?,
+                    central: central
+                        .map(|c| central_layer(cfg, clients, c))
+                        .transpose()?,
                 }
             }
             Privacy::Distributed {
@@ -303,7 +322,7 @@ impl PrivacyPlan {
                     beta: beta.unwrap_or(DEFAULT_BETA),
                     noise,
                     delta: Some(cfg.accounting.delta),
-                    sampling_rate: cfg.accounted_rate(),
+                    sampling_rate: cfg.accounted_rate(clients),
                     rounds: cfg.rounds,
                     share,
                 })?;

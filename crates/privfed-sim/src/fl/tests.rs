@@ -226,6 +226,51 @@ fn epsilon_equals_the_accountants_answer_for_the_events_emitted() {
     assert!(eps.windows(2).all(|w| w[1] > w[0]));
 }
 
+#[test]
+fn a_hypothetical_population_is_accounted_at_cohort_over_n_and_said() {
+    // 50 clients, Poisson q = 0.2 (expected cohort 10); accounted as if drawn from 10,000.
+    let data = blobs(50, 10);
+    let (q, z, t, n) = (0.2, 1.1, 7, 10_000u64);
+    let mut cfg = config(central(z), Sampling::Poisson { rate: q }, t);
+    cfg.accounting.hypothetical_population = Some(n);
+    assert_eq!(cfg.accounted_rate(50), 10.0 / n as f64);
+    let tr = run(cfg.clone(), &data, 2);
+    let expect = epsilon_of(
+        AccountantKind::Rdp,
+        &DpEvent::poisson_gaussian(10.0 / n as f64, z, t),
+        1e-5,
+    )
+    .unwrap();
+    let s = tr.summary();
+    let got = s.final_epsilon.unwrap();
+    assert!((got - expect).abs() <= 1e-9 * expect, "{got} vs {expect}");
+    assert_eq!(s.hypothetical_population, Some(n));
+    // The honest ε of the same run (its own 50 clients) is larger.
+    let honest = epsilon_of(
+        AccountantKind::Rdp,
+        &DpEvent::poisson_gaussian(q, z, t),
+        1e-5,
+    )
+    .unwrap();
+    assert!(honest > 3.0 * got, "{honest} vs {got}");
+    // The trained model does not depend on how it is accounted (same noise multiplier).
+    let plain = run(
+        config(central(z), Sampling::Poisson { rate: q }, t),
+        &data,
+        2,
+    );
+    assert_eq!(plain.summary().model_sha256, s.model_sha256);
+    // A population smaller than the data, zero, or without privacy is refused.
+    let err = |c: TrainConfig| Trainer::new(c, &data, 1).unwrap_err().to_string();
+    cfg.accounting.hypothetical_population = Some(49);
+    assert!(err(cfg.clone()).contains("hypothetical_population (49)"));
+    cfg.accounting.hypothetical_population = Some(0);
+    assert!(err(cfg.clone()).contains("hypothetical_population"));
+    let mut none = config(Privacy::None, Sampling::Poisson { rate: q }, t);
+    none.accounting.hypothetical_population = Some(n);
+    assert!(err(none).contains("hypothetical_population"));
+}
+
 fn distributed(dropout: f64, secure_aggregation: bool) -> Privacy {
     Privacy::Distributed {
         share: Default::default(),

@@ -152,6 +152,9 @@ pub struct Summary {
     pub final_epsilon: Option<f64>,
     /// δ.
     pub delta: f64,
+    /// The hypothetical population `final_epsilon` was accounted for (`None`: the data's own
+    /// clients). With it, ε describes a deployment of that size, not this run.
+    pub hypothetical_population: Option<u64>,
     /// What ε protects against.
     pub guarantee: Guarantee,
     /// ε of one local report (local mechanisms).
@@ -439,7 +442,7 @@ impl<'d> Trainer<'d> {
         }
         let t0 = Instant::now();
         let round = self.state.round + 1;
-        let rate = self.cfg.accounted_rate();
+        let rate = self.cfg.accounted_rate(self.data.clients.len());
         let delta = self.cfg.accounting.delta;
         let budget = self.cfg.accounting.budget;
         if let (Some(b), Some(e)) = (budget, self.plan.planned_event(rate)?) {
@@ -663,6 +666,7 @@ impl<'d> Trainer<'d> {
                 ),
             },
             delta: self.cfg.accounting.delta,
+            hypothetical_population: self.cfg.accounting.hypothetical_population,
             guarantee: self.plan.guarantee(),
             local_epsilon: self.plan.local_epsilon(),
             noise_multiplier: self.plan.noise_multiplier(),

@@ -137,6 +137,11 @@ fn secagg_plan_names_degree_and_threshold() {
 
 /// Paper 001's pipeline end to end: the Skellam encodings go through real secure aggregation
 /// (with dropouts recovered) and decode to the same mean, bit for bit, as the plain modular sum.
+///
+/// Dropout 0.1 of 20 clients: a trial aborts (more than 9 drop, below the threshold of 11) with
+/// probability 7e-6, and no client at all drops in the 5 trials with probability 0.9^100 ≈ 3e-5,
+/// so for any seed the run both recovers dropouts and completes. (At dropout 0.2 a trial aborts
+/// with probability 0.0026; the noise generator's change to AES-256-CTR made seed 3 one of them.)
 #[test]
 fn dme_skellam_through_secure_aggregation_decodes_the_same_mean() {
     let base = [
@@ -159,11 +164,15 @@ fn dme_skellam_through_secure_aggregation_decodes_the_same_mean() {
         "--seed",
         "3",
         "--dropout",
-        "0.2",
+        "0.1",
         "--json",
         "--quiet",
     ];
     let plain = json_ok(&base);
+    assert!(
+        plain["min_survivors"].as_u64().is_some_and(|m| m < 20),
+        "{plain}"
+    );
     let mut with = base.to_vec();
     with.push("--secagg");
     let secure = json_ok(&with);

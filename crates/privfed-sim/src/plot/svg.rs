@@ -21,6 +21,11 @@ const FIGURE_TITLE: f64 = 30.0;
 const FONT: f64 = 12.0;
 /// Rough width of a character of a 12-pixel sans-serif font (no font metrics without a font).
 const CHAR_WIDTH: f64 = 6.8;
+/// Estimated width of one character of the figure title (bold, 15 px): `CHAR_WIDTH` scaled to the
+/// larger size, plus a margin for bold glyphs.
+const TITLE_CHAR_WIDTH: f64 = CHAR_WIDTH * 15.0 / FONT * 1.08;
+/// Space kept between the title and the image's edges.
+const TITLE_PAD: f64 = 6.0;
 
 /// Escapes text for XML.
 fn esc(s: &str) -> String {
@@ -452,7 +457,12 @@ pub fn render_svg(figure: &Figure) -> Result<String> {
     } else {
         FIGURE_TITLE
     };
-    let width = w * figure.panels.len() as f64 + legend_w;
+    let panels_w = w * figure.panels.len() as f64;
+    // A title wider than the panels is centred further right, and the figure widened if needed,
+    // so that it is never cut at either edge.
+    let title_w = TITLE_CHAR_WIDTH * figure.title.chars().count() as f64;
+    let width = (panels_w + legend_w).max(title_w + 2.0 * TITLE_PAD);
+    let title_x = (panels_w / 2.0).max(title_w / 2.0 + TITLE_PAD);
     let legend_h = 24.0 + 18.0 * legend.len() as f64;
     let height = top + h.max(legend_h + MARGIN_TOP);
     let mut out = String::new();
@@ -466,7 +476,7 @@ pub fn render_svg(figure: &Figure) -> Result<String> {
         let _ = writeln!(
             out,
             r#"<text class="title" x="{:.2}" y="20" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
-            (width - legend_w) / 2.0,
+            title_x,
             esc(&figure.title)
         );
     }

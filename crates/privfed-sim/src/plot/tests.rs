@@ -585,3 +585,22 @@ fn standard_errors_and_averages_give_intervals() {
         Err(PlotError::Options(_))
     ));
 }
+
+#[test]
+fn a_title_wider_than_the_panels_is_not_cut_at_the_left_edge() {
+    // One panel and a title about twice its width (paper001-shakespeare's figure had its first
+    // characters cut off): the title's ink must stay inside the image, with no dark pixel in the
+    // leftmost columns of the title band, and it must still be drawn.
+    let mut fig = two_panels();
+    fig.panels.truncate(1);
+    fig.title =
+        "Paper 001 on Shakespeare (roles): distributed DP at ε = 6, δ = 1e-5, against bits, \
+                 with a long tail"
+            .into();
+    let scale = 2.0;
+    let img = decode(&render_png(&fig, scale).unwrap());
+    let (w, _) = svg_size(&render_svg(&fig).unwrap());
+    assert_eq!(dark_pixels(&img, scale, (0.0, 2.0), (0.0, 28.0)), 0);
+    assert_eq!(dark_pixels(&img, scale, (w - 2.0, w), (0.0, 28.0)), 0);
+    assert!(dark_pixels(&img, scale, (0.0, w), (0.0, 28.0)) > 200);
+}

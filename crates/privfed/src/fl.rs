@@ -295,8 +295,9 @@ fn print_human(s: &privfed_sim::fl::Summary, history: &[RoundMetrics]) -> Result
 
 fn experiment(a: &ExperimentArgs) -> Result<()> {
     use privfed_sim::fl::experiments::{
-        experiment, figure as exp_figure, results_csv, rounds_csv, run_experiment,
+        ResultRow, experiment, figure as exp_figure, results_csv, rounds_csv, run_experiment,
     };
+    use privfed_sim::fl::train::RoundMetrics;
     let exp = experiment(&a.name, a.quick)?;
     let data_dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
     let threads = worker_threads(a.threads)?;
@@ -305,25 +306,42 @@ fn experiment(a: &ExperimentArgs) -> Result<()> {
     let pb = bar(total, 0, a.quiet);
     let mut done = 0u64;
     let n = exp.variants.len();
-    let (rows, rounds) = run_experiment(&exp, &data_dir, threads, &mut |i, labels, m| {
-        done += 1;
-        pb.set_position(done);
-        let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        pb.set_message(format!(
-            "run {}/{n} {} {}",
-            i + 1,
-            l.join(" "),
-            bar_message(m)
-        ));
-    })?;
-    pb.finish_and_clear();
     let name = &exp.name;
     let csv = a.out.join(format!("{name}.csv"));
-    std::fs::write(&csv, results_csv(&rows))
-        .with_context(|| format!("writing {}", csv.display()))?;
     let rcsv = a.out.join(format!("{name}_rounds.csv"));
-    std::fs::write(&rcsv, rounds_csv(&exp, &rounds))
-        .with_context(|| format!("writing {}", rcsv.display()))?;
+    // Rewritten after every finished run, so an interrupted grid keeps what it finished.
+    let write_csvs = |rows: &[ResultRow], rounds: &[(usize, RoundMetrics)]| -> Result<()> {
+        std::fs::write(&csv, results_csv(rows))
+            .with_context(|| format!("writing {}", csv.display()))?;
+        std::fs::write(&rcsv, rounds_csv(&exp, rounds))
+            .with_context(|| format!("writing {}", rcsv.display()))
+    };
+    let mut write_err = None;
+    let (rows, _rounds) = run_experiment(
+        &exp,
+        &data_dir,
+        threads,
+        &mut |i, labels, m| {
+            done += 1;
+            pb.set_position(done);
+            let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            pb.set_message(format!(
+                "run {}/{n} {} {}",
+                i + 1,
+                l.join(" "),
+                bar_message(m)
+            ));
+        },
+        &mut |rows, rounds| {
+            write_csvs(rows, rounds).map_err(|e| {
+                let msg = format!("{e:#}");
+                write_err = Some(e);
+                privfed_sim::fl::FlError::Checkpoint(msg)
+            })
+        },
+    )
+    .map_err(|e| write_err.take().unwrap_or_else(|| e.into()))?;
+    pb.finish_and_clear();
     let svg = a.out.join(format!("{name}.svg"));
     let png = a.out.join(format!("{name}.png"));
     let fig = exp_figure(&exp, &rows);

@@ -58,6 +58,8 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(21);
+    // Optional: only the runs whose name contains this (e.g. `lenet5` for a profile).
+    let only = std::env::args().nth(2).unwrap_or_default();
     let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(1);
     // MNIST-shaped rows: 784 pixels in [0, 1], labels below 10 (leaked: the example runs once).
     let images: &'static [f32] =
@@ -142,6 +144,9 @@ fn main() {
     ];
     println!("one local epoch, batch 10 (batch 1 where noted), single thread, median of {repeats}");
     for (i, (name, spec, batches, rows)) in runs.into_iter().enumerate() {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
         let model = spec.build().expect("valid spec");
         let batch = if i >= 6 { 1 } else { 10 };
         let (t, loss) = epoch(model.as_ref(), batches, rows, batch, repeats);

@@ -150,7 +150,7 @@ impl Conv2d {
             match src {
                 Some(s) => {
                     out[..x0].fill(0.0);
-                    out[x0..x1].copy_from_slice(&x[s..s + (x1 - x0)]);
+                    copy_run(&mut out[x0..x1], &x[s..s + (x1 - x0)]);
                     out[x1..].fill(0.0);
                 }
                 None => out.fill(0.0),
@@ -232,11 +232,73 @@ impl Conv2d {
     }
 }
 
+/// `dst.copy_from_slice(src)` for the short runs of im2col (an image row, often under 32
+/// floats) without a `memmove` call per run: up to four fixed 8-float moves and one overlapping
+/// tail move, straight-line (a loop of them is turned back into a `memmove` call). Measured:
+/// im2col's `memmove` calls were 14% of a LeNet-5 epoch.
+#[inline]
+fn copy_run(dst: &mut [f32], src: &[f32]) {
+    let len = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..len], &src[..len]);
+    if len > 32 {
+        dst.copy_from_slice(src);
+    } else if len >= 8 {
+        let mut eight = |at: usize| {
+            let d: &mut [f32; 8] = (&mut dst[at..at + 8]).try_into().expect("8 floats");
+            let s: &[f32; 8] = (&src[at..at + 8]).try_into().expect("8 floats");
+            *d = *s;
+        };
+        eight(0);
+        if len >= 16 {
+            eight(8);
+        }
+        if len >= 24 {
+            eight(16);
+        }
+        if len >= 32 {
+            eight(24);
+        }
+        eight(len - 8);
+    } else if len >= 4 {
+        let mut four = |at: usize| {
+            let d: &mut [f32; 4] = (&mut dst[at..at + 4]).try_into().expect("4 floats");
+            let s: &[f32; 4] = (&src[at..at + 4]).try_into().expect("4 floats");
+            *d = *s;
+        };
+        four(0);
+        four(len - 4);
+    } else {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::nn::sequential::{ConvSpec, Sequential};
     use crate::nn::tests::{check_model, dense_batch};
+
+    /// Every length from 0 to 40, at every offset within a block of 8.
+    #[test]
+    fn copy_run_copies_exactly_its_run() {
+        let src: Vec<f32> = (0..64).map(|i| i as f32).collect();
+        for off in 0..8 {
+            for len in 0..=40 {
+                let mut dst = vec![-1.0f32; 64];
+                copy_run(&mut dst[off..off + len], &src[off..off + len]);
+                for (i, v) in dst.iter().enumerate() {
+                    let want = if (off..off + len).contains(&i) {
+                        i as f32
+                    } else {
+                        -1.0
+                    };
+                    assert_eq!(*v, want, "offset {off}, length {len}, index {i}");
+                }
+            }
+        }
+    }
 
     fn direct(cv: &Conv2d, p: &[f32], x: &[f32]) -> Vec<f32> {
         let (oh, ow, k) = (cv.oh() as isize, cv.ow() as isize, cv.k as isize);

@@ -51,39 +51,90 @@ impl MaxPool2 {
         self.c * oh * ow
     }
 
-    /// Calls `f(output index, input index of the window's arg max)` for every output of every
-    /// example.
-    fn for_each_argmax(&self, x: &[f32], rows: usize, mut f: impl FnMut(usize, usize)) {
+    /// Calls `f(plane, output row, top input row, bottom input row)` for every output row of
+    /// every plane of `rows` examples (the input rows are the window's two rows, `2·ow` long).
+    fn for_each_row_pair<'x>(
+        &self,
+        x: &'x [f32],
+        rows: usize,
+        mut f: impl FnMut(usize, usize, &'x [f32], &'x [f32]),
+    ) {
         let (oh, ow) = self.out_hw();
-        let mut o = 0;
-        for plane in 0..rows * self.c {
-            let base = plane * self.h * self.w;
+        let plane_len = self.h * self.w;
+        for (p, plane) in x[..rows * self.c * plane_len]
+            .chunks_exact(plane_len)
+            .enumerate()
+        {
             for y in 0..oh {
-                for xx in 0..ow {
-                    let top = base + 2 * y * self.w + 2 * xx;
-                    let mut best = top;
-                    for cand in [top + 1, top + self.w, top + self.w + 1] {
-                        if x[cand] > x[best] {
-                            best = cand;
-                        }
-                    }
-                    f(o, best);
-                    o += 1;
-                }
+                let top = &plane[2 * y * self.w..][..2 * ow];
+                let bottom = &plane[(2 * y + 1) * self.w..][..2 * ow];
+                f(p, y, top, bottom);
             }
         }
     }
 
     /// `y = maxpool(x)` for `rows` examples.
     pub fn forward(&self, x: &[f32], y: &mut [f32], rows: usize) {
-        self.for_each_argmax(x, rows, |o, i| y[o] = x[i]);
+        let (oh, ow) = self.out_hw();
+        self.for_each_row_pair(x, rows, |p, r, top, bottom| {
+            let out = &mut y[(p * oh + r) * ow..][..ow];
+            for ((o, t), b) in out
+                .iter_mut()
+                .zip(top.chunks_exact(2))
+                .zip(bottom.chunks_exact(2))
+            {
+                *o = window_max(t[0], t[1], b[0], b[1]).0;
+            }
+        });
     }
 
     /// `dx` = `dy` routed to each window's arg max (overwritten).
     pub fn backward(&self, x: &[f32], dy: &[f32], dx: &mut [f32], rows: usize) {
-        dx[..rows * self.in_size()].fill(0.0);
-        self.for_each_argmax(x, rows, |o, i| dx[i] += dy[o]);
+        let (oh, ow) = self.out_hw();
+        let (h, w) = (self.h, self.w);
+        // A last odd row or column belongs to no window.
+        if h % 2 == 1 || w % 2 == 1 {
+            dx[..rows * self.in_size()].fill(0.0);
+        }
+        self.for_each_row_pair(x, rows, |p, r, top, bottom| {
+            let g = &dy[(p * oh + r) * ow..][..ow];
+            let (d_top, d_bottom) = dx[p * h * w + 2 * r * w..][..2 * w].split_at_mut(w);
+            let (d_top, d_bottom) = (&mut d_top[..2 * ow], &mut d_bottom[..2 * ow]);
+            // Indexed (all lengths fixed above, so no bounds checks remain): LLVM vectorizes the
+            // stride-2 loads and stores of this loop, not the chunked-iterator form.
+            for i in 0..ow {
+                let k = window_max(top[2 * i], top[2 * i + 1], bottom[2 * i], bottom[2 * i + 1]).1;
+                // `0 + g`, not `g`: the same bits as accumulating onto zeros (−0 becomes +0).
+                let v = (0.0 + g[i]).to_bits();
+                let at = |j: u32| f32::from_bits(v & u32::from(k == j).wrapping_neg());
+                d_top[2 * i] = at(0);
+                d_top[2 * i + 1] = at(1);
+                d_bottom[2 * i] = at(2);
+                d_bottom[2 * i + 1] = at(3);
+            }
+        });
     }
+}
+
+/// The maximum of a window `(top left, top right, bottom left, bottom right)` and its position
+/// 0–3, the first in that order on ties (`>` comparisons, as a loop over the window would make).
+/// Selects by bit masks: LLVM turns `if`-selects here back into branches, which mispredict on
+/// every other window.
+#[inline(always)]
+fn window_max(a: f32, b: f32, c: f32, d: f32) -> (f32, u32) {
+    #[inline(always)]
+    fn pick(take: bool, new: (f32, u32), old: (f32, u32)) -> (f32, u32) {
+        let m = u32::from(take).wrapping_neg();
+        (
+            f32::from_bits((new.0.to_bits() & m) | (old.0.to_bits() & !m)),
+            (new.1 & m) | (old.1 & !m),
+        )
+    }
+    let mut best = (a, 0);
+    best = pick(b > best.0, (b, 1), best);
+    best = pick(c > best.0, (c, 2), best);
+    best = pick(d > best.0, (d, 3), best);
+    best
 }
 
 #[cfg(test)]
@@ -109,5 +160,56 @@ mod tests {
         want[7] = 20.0;
         assert_eq!(dx, want);
         assert!(MaxPool2::new(1, 1, 4).is_err());
+    }
+
+    /// The row-pair kernels give the same bits as a plain loop over windows (first arg max on
+    /// ties, gradients added onto zeros), for even and odd sizes, several planes and examples,
+    /// inputs with many ties, and gradients that include −0.
+    #[test]
+    fn kernels_match_a_plain_loop_bit_for_bit() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(7);
+        for (c, h, w, rows) in [(1, 2, 2, 1), (3, 5, 4, 2), (2, 6, 7, 3), (6, 28, 28, 2)] {
+            let p = MaxPool2::new(c, h, w).unwrap();
+            // Few distinct values, so windows often tie.
+            let x: Vec<f32> = (0..rows * p.in_size())
+                .map(|_| f32::from(rng.random_range(0u8..4)) - 1.0)
+                .collect();
+            let dy: Vec<f32> = (0..rows * p.out_size())
+                .map(|i| {
+                    if i % 5 == 0 {
+                        -0.0
+                    } else {
+                        rng.random_range(-1.0..1.0)
+                    }
+                })
+                .collect();
+            let (oh, ow) = p.out_hw();
+            let (mut y_ref, mut dx_ref) = (vec![0.0f32; dy.len()], vec![0.0f32; x.len()]);
+            let mut o = 0;
+            for plane in 0..rows * c {
+                for yy in 0..oh {
+                    for xx in 0..ow {
+                        let top = plane * h * w + 2 * yy * w + 2 * xx;
+                        let mut best = top;
+                        for cand in [top + 1, top + w, top + w + 1] {
+                            if x[cand] > x[best] {
+                                best = cand;
+                            }
+                        }
+                        y_ref[o] = x[best];
+                        dx_ref[best] += dy[o];
+                        o += 1;
+                    }
+                }
+            }
+            let mut y = vec![f32::NAN; dy.len()];
+            p.forward(&x, &mut y, rows);
+            let mut dx = vec![f32::NAN; x.len()];
+            p.backward(&x, &dy, &mut dx, rows);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&y), bits(&y_ref), "forward {c}×{h}×{w}");
+            assert_eq!(bits(&dx), bits(&dx_ref), "backward {c}×{h}×{w}");
+        }
     }
 }

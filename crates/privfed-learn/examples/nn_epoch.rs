@@ -2,7 +2,7 @@
 //! synthetic data of the real shapes, single-threaded, and prints the median over repeats.
 //!
 //! ```text
-//! cargo run --release -p privfed-learn --example nn_epoch [repeats]
+//! cargo run --release -p privfed-learn --example nn_epoch [repeats] [name filter, e.g. lenet5]
 //! ```
 //!
 //! The numbers and the side-by-side comparison with candle and PyTorch are in `BENCHMARKS.md`

@@ -74,8 +74,20 @@ COMMON=(--rounds "$ROUNDS" --warmup "$WARMUP" --clients "$CLIENTS" --cohort "$CO
 
 want() { [[ -z $ONLY || $ONLY == "$1" ]]; }
 
+# Before each run: wait (up to 60 s) until the previous tool's processes are gone (Ray's raylet,
+# GCS and actors, torch.distributed workers outlive their driver by seconds), then 5 s more, so
+# no run shares the two cores with the one before it.
+settle() {
+    for _ in $(seq 60); do
+        pgrep -f 'raylet|gcs_server|ray::|default_worker.py|torch.distributed.run|pfl_fedavg_mnist|flower_fedavg_mnist' > /dev/null || break
+        sleep 1
+    done
+    sleep 5
+}
+
 run_py() {  # tool python script label flags... -- model dp
     local tool=$1 py=$2 script=$3 label=$4 flags=$5 model=$6 dp=$7
+    settle
     echo "== $tool $model/$dp [$label: $flags]  $(uptime)"
     if [[ ! -x $py ]]; then
         echo "$tool: skipped ($py not found; see FL_BASELINES.md for the venv)"
@@ -94,6 +106,7 @@ privfed_supports_fl_train() {
 
 run_privfed() {  # model dp
     local model=$1 dp=$2 cfg=scripts/bench/fl_bench_${1}_${2}.toml
+    settle
     echo "== privfed $model/$dp  $(uptime)"
     if ! privfed_supports_fl_train; then
         echo "privfed: skipped (no 'fl train' subcommand in this build)"

@@ -5,12 +5,20 @@
 //! (`c_out × c_in·k·k`, row-major: channel, then kernel row, then kernel column) then `b`
 //! (`c_out`).
 //!
-//! * im2col: `C[(c, i, j), (y, x)] = X[c, y + i − p, x + j − p]` (0 outside the image), a
-//!   `c_in·k·k × h'·w'` matrix;
+//! * im2col: `C[(c, i, j), (y, x)] = X[c, y + i − p, x + j − p]` (0 outside the image);
 //! * forward: `Y = W C + b 1ᵀ`, i.e. `Y[o, y, x] = b_o + Σ_{c,i,j} W[o, c, i, j] X[c, y+i−p, x+j−p]`;
-//! * backward, given `G = ∂L/∂Y` (`c_out × h'·w'`): `∂L/∂W = Σ_examples G Cᵀ`,
-//!   `∂L/∂b_o = Σ G[o, ·]`, and `∂L/∂X = col2im(Wᵀ G)`, where col2im adds each column entry back
-//!   onto the input pixel it was copied from (the adjoint of im2col).
+//! * backward, given `G = ∂L/∂Y`: `∂L/∂W = Σ_examples G Cᵀ`, `∂L/∂b_o = Σ G[o, ·]`, and
+//!   `∂L/∂X = col2im(Wᵀ G)`, where col2im adds each column entry back onto the input pixel it was
+//!   copied from (the adjoint of im2col).
+//!
+//! **Full-width layout.** The example is first copied into a zero-padded buffer `P` of
+//! `c_in × (h+2p) × (w+2p)` (plus `k − 1` zeros at the end), and the output is computed over the
+//! padded width `w + 2p` instead of `w'`: column `(y, x)` with `x < w + 2p`. Then every im2col row
+//! `(c, i, j)` is one contiguous slice of `P` (`P[c, i, j …]` of length `h'·(w+2p)`), and col2im
+//! one contiguous add, instead of `h'` short runs each (measured: the runs were a fifth of a
+//! LeNet-5 step). The `k − 1` extra columns per output row read pixels of the next row (finite,
+//! meaningless): the forward pass drops them, and the backward pass gives them a zero gradient,
+//! so they add nothing to `∂L/∂W` or `∂L/∂X`.
 //!
 //! The backward pass rebuilds `C` from `X` rather than keeping one per example (cheap next to
 //! the products, and the memory stays one `C` whatever the batch size). Initialization: He
@@ -19,7 +27,7 @@
 use rand::Rng;
 
 use super::dense::{Init, init_uniform};
-use super::gemm::{Acc, matmul, n, t};
+use super::gemm::{Acc, matmul, n as n_, t};
 use crate::error::{LearnError, Result};
 
 /// A convolution's geometry.
@@ -122,72 +130,113 @@ impl Conv2d {
         b.fill(0.0);
     }
 
-    /// For each im2col row `(c, i, j)` and output row `y`: the valid output columns `x0..x1`
-    /// and the input offset of output column `x0`, or `None` when the row reads padding only.
-    fn for_each_run(&self, mut f: impl FnMut(usize, usize, usize, usize, Option<usize>)) {
-        let (oh, ow, k, p) = (self.oh(), self.ow(), self.k, self.pad);
+    /// Padded height `h + 2p`.
+    fn ph(&self) -> usize {
+        self.h + 2 * self.pad
+    }
+
+    /// Padded width `w + 2p`, the width of the full-width output rows.
+    fn pw(&self) -> usize {
+        self.w + 2 * self.pad
+    }
+
+    /// Columns of the full-width im2col matrix, `h'·(w+2p)`.
+    fn full(&self) -> usize {
+        self.oh() * self.pw()
+    }
+
+    /// Length of the padded input buffer: the planes and `k − 1` zeros read by the last row's
+    /// extra columns.
+    fn padded_len(&self) -> usize {
+        self.c_in * self.ph() * self.pw() + self.k - 1
+    }
+
+    /// Work buffer length of [`Conv2d::forward`] and of `col` in [`Conv2d::backward`]: the
+    /// full-width im2col matrix, the padded input and a full-width output.
+    pub fn work_len(&self) -> usize {
+        (self.patch() + self.c_out) * self.full() + self.padded_len()
+    }
+
+    /// `padded` = one example zero-padded (planes of `(h+2p) × (w+2p)`, then `k − 1` zeros).
+    fn pad_into(&self, x: &[f32], padded: &mut [f32]) {
+        let (h, w, p, pw) = (self.h, self.w, self.pad, self.pw());
+        padded.fill(0.0);
         for c in 0..self.c_in {
-            for i in 0..k {
-                for j in 0..k {
-                    let row = (c * k + i) * k + j;
-                    // Output column x reads input column x + j − p: valid for p − j ≤ x < w + p − j.
-                    let x0 = p.saturating_sub(j);
-                    let x1 = (self.w + p).saturating_sub(j).min(ow).max(x0);
-                    for y in 0..oh {
-                        let iy = (y + i).checked_sub(p).filter(|&iy| iy < self.h && x1 > x0);
-                        let src = iy.map(|iy| (c * self.h + iy) * self.w + x0 + j - p);
-                        f(row * oh * ow + y * ow, x0, x1, ow, src);
+            for iy in 0..h {
+                let dst = (c * self.ph() + iy + p) * pw + p;
+                padded[dst..dst + w].copy_from_slice(&x[(c * h + iy) * w..][..w]);
+            }
+        }
+    }
+
+    /// The start in the padded input of im2col row `(c, i, j)`, for each row in order.
+    fn rows(&self) -> impl Iterator<Item = usize> + '_ {
+        let (k, pw, plane) = (self.k, self.pw(), self.ph() * self.pw());
+        (0..self.c_in).flat_map(move |c| {
+            (0..k).flat_map(move |i| (0..k).map(move |j| c * plane + i * pw + j))
+        })
+    }
+
+    /// Full-width `col = im2col(padded)` (`patch × h'·(w+2p)`): one slice copy per row.
+    fn im2col(&self, padded: &[f32], col: &mut [f32]) {
+        let n = self.full();
+        for (dst, src) in col.chunks_exact_mut(n).zip(self.rows()) {
+            dst.copy_from_slice(&padded[src..src + n]);
+        }
+    }
+
+    /// `padded += col2im(dcol)` for a full-width `dcol` (the adjoint of [`Conv2d::im2col`]).
+    fn col2im_add(&self, dcol: &[f32], padded: &mut [f32]) {
+        let n = self.full();
+        for (d, src) in dcol.chunks_exact(n).zip(self.rows()) {
+            for (a, b) in padded[src..src + n].iter_mut().zip(d) {
+                *a += b;
+            }
+        }
+    }
+
+    /// `y = W im2col(x) + b` for `rows` examples; `work` has [`Conv2d::work_len`] elements.
+    pub fn forward(&self, p: &[f32], x: &[f32], y: &mut [f32], rows: usize, work: &mut [f32]) {
+        let (w, b) = p.split_at(self.c_out * self.patch());
+        let (ins, outs, oh, ow, pw, n) = (
+            self.in_size(),
+            self.out_size(),
+            self.oh(),
+            self.ow(),
+            self.pw(),
+            self.full(),
+        );
+        let (col, rest) = work.split_at_mut(self.patch() * n);
+        let (padded, rest) = rest.split_at_mut(self.padded_len());
+        let yfull = &mut rest[..self.c_out * n];
+        for r in 0..rows {
+            self.pad_into(&x[r * ins..(r + 1) * ins], padded);
+            self.im2col(padded, col);
+            matmul(
+                yfull,
+                Acc::Replace,
+                n_(w),
+                n_(col),
+                self.c_out,
+                self.patch(),
+                n,
+            );
+            let yr = &mut y[r * outs..(r + 1) * outs];
+            for (o, b) in b.iter().enumerate() {
+                for yy in 0..oh {
+                    let dst = &mut yr[(o * oh + yy) * ow..][..ow];
+                    let src = &yfull[o * n + yy * pw..][..ow];
+                    for (d, s) in dst.iter_mut().zip(src) {
+                        *d = s + b;
                     }
                 }
             }
         }
     }
 
-    /// `col = im2col(x)` for one example (`col` has `patch × h'·w'` elements).
-    pub fn im2col(&self, x: &[f32], col: &mut [f32]) {
-        self.for_each_run(|start, x0, x1, ow, src| {
-            let out = &mut col[start..start + ow];
-            match src {
-                Some(s) => {
-                    out[..x0].fill(0.0);
-                    copy_run(&mut out[x0..x1], &x[s..s + (x1 - x0)]);
-                    out[x1..].fill(0.0);
-                }
-                None => out.fill(0.0),
-            }
-        });
-    }
-
-    /// `dx += col2im(dcol)` for one example (the adjoint of [`Conv2d::im2col`]).
-    pub fn col2im_add(&self, dcol: &[f32], dx: &mut [f32]) {
-        self.for_each_run(|start, x0, x1, _, src| {
-            if let Some(s) = src {
-                for (d, c) in dx[s..s + (x1 - x0)]
-                    .iter_mut()
-                    .zip(&dcol[start + x0..start + x1])
-                {
-                    *d += c;
-                }
-            }
-        });
-    }
-
-    /// `y = W im2col(x) + b` for `rows` examples; `col` is a work buffer of `patch·h'·w'`.
-    pub fn forward(&self, p: &[f32], x: &[f32], y: &mut [f32], rows: usize, col: &mut [f32]) {
-        let (w, b) = p.split_at(self.c_out * self.patch());
-        let (ins, outs, hw) = (self.in_size(), self.out_size(), self.oh() * self.ow());
-        for r in 0..rows {
-            self.im2col(&x[r * ins..(r + 1) * ins], col);
-            let yr = &mut y[r * outs..(r + 1) * outs];
-            matmul(yr, Acc::Replace, n(w), n(col), self.c_out, self.patch(), hw);
-            for (plane, b) in yr.chunks_exact_mut(hw).zip(b) {
-                plane.iter_mut().for_each(|v| *v += b);
-            }
-        }
-    }
-
     /// Writes `∂L/∂W`, `∂L/∂b` into `g` (overwritten) and, when asked, `∂L/∂X` into `dx`;
-    /// `col` and `dcol` are work buffers of `patch·h'·w'`.
+    /// `work` has [`Conv2d::work_len`] elements, `dwork` at least `patch·h'·(w+2p)` plus the
+    /// padded input's length (both within [`Conv2d::work_len`]).
     #[allow(clippy::too_many_arguments)]
     pub fn backward(
         &self,
@@ -197,23 +246,40 @@ impl Conv2d {
         g: &mut [f32],
         mut dx: Option<&mut [f32]>,
         rows: usize,
-        col: &mut [f32],
-        dcol: &mut [f32],
+        work: &mut [f32],
+        dwork: &mut [f32],
     ) {
         let w = &p[..self.c_out * self.patch()];
         let (gw, gb) = g.split_at_mut(self.c_out * self.patch());
         gw.fill(0.0);
         gb.fill(0.0);
-        let (ins, outs, hw) = (self.in_size(), self.out_size(), self.oh() * self.ow());
-        if let Some(dx) = dx.as_deref_mut() {
-            dx[..rows * ins].fill(0.0);
-        }
+        let (ins, outs, oh, ow, pw, n) = (
+            self.in_size(),
+            self.out_size(),
+            self.oh(),
+            self.ow(),
+            self.pw(),
+            self.full(),
+        );
+        let (col, rest) = work.split_at_mut(self.patch() * n);
+        let (padded, rest) = rest.split_at_mut(self.padded_len());
+        // The full-width G: the extra columns stay 0, so they add nothing below.
+        let gfull = &mut rest[..self.c_out * n];
+        gfull.fill(0.0);
+        let (dcol, rest) = dwork.split_at_mut(self.patch() * n);
+        let dpadded = &mut rest[..self.padded_len()];
         for r in 0..rows {
-            let xr = &x[r * ins..(r + 1) * ins];
             let dyr = &dy[r * outs..(r + 1) * outs];
-            self.im2col(xr, col);
-            matmul(gw, Acc::Add, n(dyr), t(col), self.c_out, hw, self.patch());
-            for (plane, g) in dyr.chunks_exact(hw).zip(gb.iter_mut()) {
+            for o in 0..self.c_out {
+                for yy in 0..oh {
+                    gfull[o * n + yy * pw..][..ow]
+                        .copy_from_slice(&dyr[(o * oh + yy) * ow..][..ow]);
+                }
+            }
+            self.pad_into(&x[r * ins..(r + 1) * ins], padded);
+            self.im2col(padded, col);
+            matmul(gw, Acc::Add, n_(gfull), t(col), self.c_out, n, self.patch());
+            for (plane, g) in dyr.chunks_exact(oh * ow).zip(gb.iter_mut()) {
                 *g += plane.iter().sum::<f32>();
             }
             if let Some(dx) = dx.as_deref_mut() {
@@ -221,55 +287,22 @@ impl Conv2d {
                     dcol,
                     Acc::Replace,
                     t(w),
-                    n(dyr),
+                    n_(gfull),
                     self.patch(),
                     self.c_out,
-                    hw,
+                    n,
                 );
-                self.col2im_add(dcol, &mut dx[r * ins..(r + 1) * ins]);
+                dpadded.fill(0.0);
+                self.col2im_add(dcol, dpadded);
+                let dxr = &mut dx[r * ins..(r + 1) * ins];
+                let (h, wd, pad) = (self.h, self.w, self.pad);
+                for c in 0..self.c_in {
+                    for iy in 0..h {
+                        let src = (c * self.ph() + iy + pad) * pw + pad;
+                        dxr[(c * h + iy) * wd..][..wd].copy_from_slice(&dpadded[src..src + wd]);
+                    }
+                }
             }
-        }
-    }
-}
-
-/// `dst.copy_from_slice(src)` for the short runs of im2col (an image row, often under 32
-/// floats) without a `memmove` call per run: up to four fixed 8-float moves and one overlapping
-/// tail move, straight-line (a loop of them is turned back into a `memmove` call). Measured:
-/// im2col's `memmove` calls were 14% of a LeNet-5 epoch.
-#[inline]
-fn copy_run(dst: &mut [f32], src: &[f32]) {
-    let len = dst.len().min(src.len());
-    let (dst, src) = (&mut dst[..len], &src[..len]);
-    if len > 32 {
-        dst.copy_from_slice(src);
-    } else if len >= 8 {
-        let mut eight = |at: usize| {
-            let d: &mut [f32; 8] = (&mut dst[at..at + 8]).try_into().expect("8 floats");
-            let s: &[f32; 8] = (&src[at..at + 8]).try_into().expect("8 floats");
-            *d = *s;
-        };
-        eight(0);
-        if len >= 16 {
-            eight(8);
-        }
-        if len >= 24 {
-            eight(16);
-        }
-        if len >= 32 {
-            eight(24);
-        }
-        eight(len - 8);
-    } else if len >= 4 {
-        let mut four = |at: usize| {
-            let d: &mut [f32; 4] = (&mut dst[at..at + 4]).try_into().expect("4 floats");
-            let s: &[f32; 4] = (&src[at..at + 4]).try_into().expect("4 floats");
-            *d = *s;
-        };
-        four(0);
-        four(len - 4);
-    } else {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = *s;
         }
     }
 }
@@ -279,26 +312,6 @@ mod tests {
     use super::*;
     use crate::nn::sequential::{ConvSpec, Sequential};
     use crate::nn::tests::{check_model, dense_batch};
-
-    /// Every length from 0 to 40, at every offset within a block of 8.
-    #[test]
-    fn copy_run_copies_exactly_its_run() {
-        let src: Vec<f32> = (0..64).map(|i| i as f32).collect();
-        for off in 0..8 {
-            for len in 0..=40 {
-                let mut dst = vec![-1.0f32; 64];
-                copy_run(&mut dst[off..off + len], &src[off..off + len]);
-                for (i, v) in dst.iter().enumerate() {
-                    let want = if (off..off + len).contains(&i) {
-                        i as f32
-                    } else {
-                        -1.0
-                    };
-                    assert_eq!(*v, want, "offset {off}, length {len}, index {i}");
-                }
-            }
-        }
-    }
 
     fn direct(cv: &Conv2d, p: &[f32], x: &[f32]) -> Vec<f32> {
         let (oh, ow, k) = (cv.oh() as isize, cv.ow() as isize, cv.k as isize);
@@ -337,8 +350,8 @@ mod tests {
                 .map(|i| (i as f32 * 0.3).cos())
                 .collect();
             let mut y = vec![0.0; 2 * cv.out_size()];
-            let mut col = vec![0.0; cv.patch() * cv.oh() * cv.ow()];
-            cv.forward(&p, &x, &mut y, 2, &mut col);
+            let mut work = vec![f32::NAN; cv.work_len()];
+            cv.forward(&p, &x, &mut y, 2, &mut work);
             for r in 0..2 {
                 let want = direct(&cv, &p, &x[r * cv.in_size()..(r + 1) * cv.in_size()]);
                 for (a, b) in y[r * cv.out_size()..(r + 1) * cv.out_size()]
@@ -348,13 +361,16 @@ mod tests {
                     assert!((a - b).abs() < 1e-5, "pad {pad}: {a} vs {b}");
                 }
             }
-            // ⟨im2col(x), c⟩ = ⟨x, col2im(c)⟩.
+            // ⟨im2col(P), c⟩ = ⟨P, col2im(c)⟩ on the padded input.
+            let mut padded = vec![0.0; cv.padded_len()];
+            cv.pad_into(&x[..cv.in_size()], &mut padded);
+            let mut col = vec![0.0; cv.patch() * cv.full()];
+            cv.im2col(&padded, &mut col);
             let c: Vec<f32> = (0..col.len()).map(|i| (i as f32 * 0.13).sin()).collect();
-            cv.im2col(&x[..cv.in_size()], &mut col);
             let lhs: f64 = col.iter().zip(&c).map(|(a, b)| (a * b) as f64).sum();
-            let mut back = vec![0.0; cv.in_size()];
+            let mut back = vec![0.0; cv.padded_len()];
             cv.col2im_add(&c, &mut back);
-            let rhs: f64 = back.iter().zip(&x).map(|(a, b)| (a * b) as f64).sum();
+            let rhs: f64 = back.iter().zip(&padded).map(|(a, b)| (a * b) as f64).sum();
             assert!(
                 (lhs - rhs).abs() < 1e-4 * lhs.abs().max(1.0),
                 "pad {pad}: {lhs} vs {rhs}"
@@ -363,6 +379,88 @@ mod tests {
         assert!(Conv2d::new(1, 2, 2, 1, 5, 1).is_err());
         assert!(Conv2d::new(1, 8, 8, 1, 3, 3).is_err());
         assert!(Conv2d::new(0, 8, 8, 1, 3, 0).is_err());
+    }
+
+    /// `∂L/∂W`, `∂L/∂b` and `∂L/∂X` against their direct sums, for several paddings, kernels
+    /// and input widths (the full-width layout's extra columns must add nothing).
+    #[test]
+    fn backward_matches_the_direct_sums() {
+        for (c_in, h, w, c_out, k, pad) in [
+            (2, 5, 4, 3, 3, 0),
+            (2, 5, 4, 3, 3, 2),
+            (1, 6, 7, 2, 5, 2),
+            (3, 4, 4, 2, 2, 1),
+        ] {
+            let cv = Conv2d::new(c_in, h, w, c_out, k, pad).unwrap();
+            let rows = 2;
+            let p: Vec<f32> = (0..cv.num_params())
+                .map(|i| (i as f32 * 0.7).sin())
+                .collect();
+            let x: Vec<f32> = (0..rows * cv.in_size())
+                .map(|i| (i as f32 * 0.3).cos())
+                .collect();
+            let dy: Vec<f32> = (0..rows * cv.out_size())
+                .map(|i| (i as f32 * 0.11).sin())
+                .collect();
+            let mut g = vec![f32::NAN; cv.num_params()];
+            let mut dx = vec![f32::NAN; rows * cv.in_size()];
+            let (mut work, mut dwork) =
+                (vec![f32::NAN; cv.work_len()], vec![f32::NAN; cv.work_len()]);
+            cv.backward(
+                &p,
+                &x,
+                &dy,
+                &mut g,
+                Some(&mut dx),
+                rows,
+                &mut work,
+                &mut dwork,
+            );
+            let (oh, ow) = (cv.oh(), cv.ow());
+            let (mut gw, mut gb, mut gx) = (
+                vec![0.0f64; c_out * cv.patch()],
+                vec![0.0f64; c_out],
+                vec![0.0f64; rows * cv.in_size()],
+            );
+            for r in 0..rows {
+                for o in 0..c_out {
+                    for yy in 0..oh {
+                        for xx in 0..ow {
+                            let d = f64::from(dy[r * cv.out_size() + (o * oh + yy) * ow + xx]);
+                            gb[o] += d;
+                            for c in 0..c_in {
+                                for i in 0..k {
+                                    for j in 0..k {
+                                        let (iy, ix) = (yy + i, xx + j);
+                                        if iy < pad || ix < pad || iy >= h + pad || ix >= w + pad {
+                                            continue;
+                                        }
+                                        let xi =
+                                            r * cv.in_size() + (c * h + iy - pad) * w + ix - pad;
+                                        let wi = ((o * c_in + c) * k + i) * k + j;
+                                        gw[wi] += d * f64::from(x[xi]);
+                                        gx[xi] += d * f64::from(p[wi]);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            let close = |a: f32, b: f64| (f64::from(a) - b).abs() < 1e-4 * b.abs().max(1.0);
+            for (a, b) in g.iter().zip(gw.iter().chain(&gb)) {
+                assert!(
+                    close(*a, *b),
+                    "{c_in}×{h}×{w} k {k} pad {pad}: ∂W/∂b {a} vs {b}"
+                );
+            }
+            for (a, b) in dx.iter().zip(&gx) {
+                assert!(
+                    close(*a, *b),
+                    "{c_in}×{h}×{w} k {k} pad {pad}: ∂X {a} vs {b}"
+                );
+            }
+        }
     }
 
     #[test]

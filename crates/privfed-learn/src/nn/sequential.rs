@@ -74,7 +74,7 @@ pub struct Sequential {
     layers: Vec<Layer>,
     /// `offsets[l]..offsets[l + 1]` are layer `l`'s parameters.
     offsets: Vec<usize>,
-    /// Largest im2col matrix of any convolution (0 without convolutions).
+    /// Largest work buffer of any convolution ([`Conv2d::work_len`]; 0 without convolutions).
     col: usize,
 }
 
@@ -104,7 +104,7 @@ impl Sequential {
         let col = layers
             .iter()
             .map(|l| match l {
-                Layer::Conv(c) => c.patch() * c.oh() * c.ow(),
+                Layer::Conv(c) => c.work_len(),
                 _ => 0,
             })
             .max()

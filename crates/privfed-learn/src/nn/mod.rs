@@ -126,6 +126,8 @@ impl Eval {
 pub struct Scratch {
     /// Buffers, indexed by the model's own convention.
     pub bufs: Vec<Vec<f32>>,
+    /// Bytes kept from a forward pass for the backward pass (the max pools' arg max).
+    pub bytes: Vec<u8>,
 }
 
 impl Scratch {

@@ -7,7 +7,9 @@
 //! * backward: `∂L/∂X[c, 2y+i, 2x+j] = ∂L/∂Y[c, y, x]` at the window's arg max (the first in
 //!   row-major order on ties) and 0 elsewhere.
 //!
-//! The backward pass finds the arg max again from `X`, so nothing but the input is kept.
+//! In training the forward pass records each window's arg max (one byte per output) and the
+//! backward pass routes `∂L/∂Y` by it, with no comparisons (finding it again from `X` was a sixth
+//! of a LeNet-5 step).
 
 use crate::error::{LearnError, Result};
 
@@ -73,46 +75,68 @@ impl MaxPool2 {
         }
     }
 
-    /// `y = maxpool(x)` for `rows` examples.
-    pub fn forward(&self, x: &[f32], y: &mut [f32], rows: usize) {
+    /// `y = maxpool(x)` for `rows` examples; with `arg`, also each window's arg max (0–3, one
+    /// byte per output) for [`MaxPool2::backward_from`].
+    pub fn forward(&self, x: &[f32], y: &mut [f32], rows: usize, mut arg: Option<&mut [u8]>) {
         let (oh, ow) = self.out_hw();
         self.for_each_row_pair(x, rows, |p, r, top, bottom| {
-            let out = &mut y[(p * oh + r) * ow..][..ow];
-            for ((o, t), b) in out
-                .iter_mut()
-                .zip(top.chunks_exact(2))
-                .zip(bottom.chunks_exact(2))
-            {
-                *o = window_max(t[0], t[1], b[0], b[1]).0;
+            let at = (p * oh + r) * ow;
+            let out = &mut y[at..][..ow];
+            match arg.as_deref_mut() {
+                Some(arg) => {
+                    for (i, (o, a)) in out.iter_mut().zip(&mut arg[at..][..ow]).enumerate() {
+                        let (v, k) = window_max(
+                            top[2 * i],
+                            top[2 * i + 1],
+                            bottom[2 * i],
+                            bottom[2 * i + 1],
+                        );
+                        *o = v;
+                        *a = k as u8;
+                    }
+                }
+                None => {
+                    for (i, o) in out.iter_mut().enumerate() {
+                        *o = window_max(
+                            top[2 * i],
+                            top[2 * i + 1],
+                            bottom[2 * i],
+                            bottom[2 * i + 1],
+                        )
+                        .0;
+                    }
+                }
             }
         });
     }
 
-    /// `dx` = `dy` routed to each window's arg max (overwritten).
-    pub fn backward(&self, x: &[f32], dy: &[f32], dx: &mut [f32], rows: usize) {
+    /// `dx` = `dy` routed to each window's arg max as [`MaxPool2::forward`] recorded it in `arg`
+    /// (overwritten): no comparisons, one pass writing each window.
+    pub fn backward_from(&self, arg: &[u8], dy: &[f32], dx: &mut [f32], rows: usize) {
         let (oh, ow) = self.out_hw();
         let (h, w) = (self.h, self.w);
         // A last odd row or column belongs to no window.
         if h % 2 == 1 || w % 2 == 1 {
             dx[..rows * self.in_size()].fill(0.0);
         }
-        self.for_each_row_pair(x, rows, |p, r, top, bottom| {
-            let g = &dy[(p * oh + r) * ow..][..ow];
-            let (d_top, d_bottom) = dx[p * h * w + 2 * r * w..][..2 * w].split_at_mut(w);
-            let (d_top, d_bottom) = (&mut d_top[..2 * ow], &mut d_bottom[..2 * ow]);
-            // Indexed (all lengths fixed above, so no bounds checks remain): LLVM vectorizes the
-            // stride-2 loads and stores of this loop, not the chunked-iterator form.
-            for i in 0..ow {
-                let k = window_max(top[2 * i], top[2 * i + 1], bottom[2 * i], bottom[2 * i + 1]).1;
-                // `0 + g`, not `g`: the same bits as accumulating onto zeros (−0 becomes +0).
-                let v = (0.0 + g[i]).to_bits();
-                let at = |j: u32| f32::from_bits(v & u32::from(k == j).wrapping_neg());
-                d_top[2 * i] = at(0);
-                d_top[2 * i + 1] = at(1);
-                d_bottom[2 * i] = at(2);
-                d_bottom[2 * i + 1] = at(3);
+        for p in 0..rows * self.c {
+            for r in 0..oh {
+                let at = (p * oh + r) * ow;
+                let (g, a) = (&dy[at..][..ow], &arg[at..][..ow]);
+                let (d_top, d_bottom) = dx[p * h * w + 2 * r * w..][..2 * w].split_at_mut(w);
+                let (d_top, d_bottom) = (&mut d_top[..2 * ow], &mut d_bottom[..2 * ow]);
+                for i in 0..ow {
+                    // `0 + g`, not `g`: the same bits as accumulating onto zeros (−0 becomes +0).
+                    let v = (0.0 + g[i]).to_bits();
+                    let k = u32::from(a[i]);
+                    let at = |j: u32| f32::from_bits(v & u32::from(k == j).wrapping_neg());
+                    d_top[2 * i] = at(0);
+                    d_top[2 * i + 1] = at(1);
+                    d_bottom[2 * i] = at(2);
+                    d_bottom[2 * i + 1] = at(3);
+                }
             }
-        });
+        }
     }
 }
 
@@ -151,10 +175,12 @@ mod tests {
             9.0, 9.0, 9.0, 9.0, 9.0,
         ];
         let mut y = [0.0; 2];
-        p.forward(&x, &mut y, 1);
+        p.forward(&x, &mut y, 1, None);
         assert_eq!(y, [5.0, 7.0]);
+        let mut arg = [9u8; 2];
+        p.forward(&x, &mut y, 1, Some(&mut arg));
         let mut dx = [1.0; 15];
-        p.backward(&x, &[10.0, 20.0], &mut dx, 1);
+        p.backward_from(&arg, &[10.0, 20.0], &mut dx, 1);
         let mut want = [0.0; 15];
         want[1] = 10.0;
         want[7] = 20.0;
@@ -204,12 +230,16 @@ mod tests {
                 }
             }
             let mut y = vec![f32::NAN; dy.len()];
-            p.forward(&x, &mut y, rows);
-            let mut dx = vec![f32::NAN; x.len()];
-            p.backward(&x, &dy, &mut dx, rows);
+            p.forward(&x, &mut y, rows, None);
+            // With the arg max recorded: the same outputs, and the same gradients from it.
+            let (mut y2, mut arg) = (vec![f32::NAN; dy.len()], vec![9u8; dy.len()]);
+            p.forward(&x, &mut y2, rows, Some(&mut arg));
+            let mut dx2 = vec![f32::NAN; x.len()];
+            p.backward_from(&arg, &dy, &mut dx2, rows);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&y), bits(&y_ref), "forward {c}×{h}×{w}");
-            assert_eq!(bits(&dx), bits(&dx_ref), "backward {c}×{h}×{w}");
+            assert_eq!(bits(&y2), bits(&y_ref), "forward with arg {c}×{h}×{w}");
+            assert_eq!(bits(&dx2), bits(&dx_ref), "backward from arg {c}×{h}×{w}");
         }
     }
 }

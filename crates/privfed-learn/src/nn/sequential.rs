@@ -205,8 +205,10 @@ impl Sequential {
         targets: &[u32],
         acts: &mut [Vec<f32>],
         col: &mut [f32],
+        mut args: Option<&mut [u8]>,
     ) -> Result<(f64, u64)> {
         let rows = targets.len();
+        let mut arg_at = 0;
         for (l, layer) in self.layers.iter().enumerate() {
             let (done, rest) = acts.split_at_mut(l);
             let x = if l == 0 { x } else { &done[l - 1][..] };
@@ -216,7 +218,12 @@ impl Sequential {
                 Layer::Dense(d) => d.forward(p, x, y, rows),
                 Layer::Relu(_) => relu_forward(x, y),
                 Layer::Conv(c) => c.forward(p, x, y, rows, col),
-                Layer::Pool(pool) => pool.forward(x, y, rows),
+                Layer::Pool(pool) => {
+                    let n = rows * pool.out_size();
+                    let arg = args.as_deref_mut().map(|a| &mut a[arg_at..arg_at + n]);
+                    arg_at += n;
+                    pool.forward(x, y, rows, arg);
+                }
             }
         }
         let logits = acts.last_mut().expect("at least one layer");
@@ -227,6 +234,17 @@ impl Sequential {
             correct += ok as u64;
         }
         Ok((loss, correct))
+    }
+
+    /// Outputs per example of all the max pools together (one arg-max byte each in training).
+    fn pool_outputs(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| match l {
+                Layer::Pool(p) => p.out_size(),
+                _ => 0,
+            })
+            .sum()
     }
 
     /// Checks the parameters and the batch, returns `(x, rows)` with every target in range.
@@ -344,7 +362,19 @@ impl Model for Sequential {
         let (x, rows) = self.check(params, batch)?;
         check_lengths("grad", grad.len(), self.num_params())?;
         let (mut acts, mut col) = self.take_buffers(scratch, rows);
-        let (loss, _) = self.forward(params, x, batch.targets, &mut acts, &mut col)?;
+        // Each max pool's arg max, kept for its backward pass.
+        let mut args = std::mem::take(&mut scratch.bytes);
+        args.clear();
+        args.resize(rows * self.pool_outputs(), 0);
+        let (loss, _) = self.forward(
+            params,
+            x,
+            batch.targets,
+            &mut acts,
+            &mut col,
+            Some(&mut args),
+        )?;
+        let mut arg_end = args.len();
         let last = self.layers.len() - 1;
         // ∂(mean loss)/∂logits = (softmax − onehot) / rows.
         let mut dy = std::mem::take(&mut acts[last]);
@@ -370,8 +400,12 @@ impl Model for Sequential {
                     }
                 }
                 Layer::Pool(pool) => {
+                    // The layers run backwards, so each pool's arg max ends where the previous
+                    // (later) pool's began.
+                    let n = rows * pool.out_size();
+                    arg_end -= n;
                     if let Some(dx) = want_dx {
-                        pool.backward(x, &dy, dx, rows);
+                        pool.backward_from(&args[arg_end..arg_end + n], &dy, dx, rows);
                     }
                 }
             }
@@ -380,6 +414,7 @@ impl Model for Sequential {
         acts[last] = dy;
         scratch.put(self.layers.len() + 1, dx);
         scratch.put(self.layers.len() + 2, dcol);
+        scratch.bytes = args;
         self.put_buffers(scratch, acts, col);
         Ok(loss / rows as f64)
     }
@@ -387,7 +422,7 @@ impl Model for Sequential {
     fn evaluate(&self, params: &[f32], batch: &Batch<'_>, scratch: &mut Scratch) -> Result<Eval> {
         let (x, rows) = self.check(params, batch)?;
         let (mut acts, mut col) = self.take_buffers(scratch, rows);
-        let result = self.forward(params, x, batch.targets, &mut acts, &mut col);
+        let result = self.forward(params, x, batch.targets, &mut acts, &mut col, None);
         self.put_buffers(scratch, acts, col);
         let (loss_sum, correct) = result?;
         Ok(Eval {

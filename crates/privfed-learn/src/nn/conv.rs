@@ -157,6 +157,14 @@ impl Conv2d {
         (self.patch() + self.c_out) * self.full() + self.padded_len()
     }
 
+    /// A work buffer's parts: the full-width im2col matrix, the padded input, and `c_out`
+    /// full-width rows (the output, or its gradient).
+    fn split_work<'a>(&self, work: &'a mut [f32]) -> (&'a mut [f32], &'a mut [f32], &'a mut [f32]) {
+        let (col, rest) = work.split_at_mut(self.patch() * self.full());
+        let (padded, rest) = rest.split_at_mut(self.padded_len());
+        (col, padded, &mut rest[..self.c_out * self.full()])
+    }
+
     /// `padded` = one example zero-padded (planes of `(h+2p) × (w+2p)`, then `k − 1` zeros).
     fn pad_into(&self, x: &[f32], padded: &mut [f32]) {
         let (h, w, p, pw) = (self.h, self.w, self.pad, self.pw());
@@ -198,17 +206,9 @@ impl Conv2d {
     /// `y = W im2col(x) + b` for `rows` examples; `work` has [`Conv2d::work_len`] elements.
     pub fn forward(&self, p: &[f32], x: &[f32], y: &mut [f32], rows: usize, work: &mut [f32]) {
         let (w, b) = p.split_at(self.c_out * self.patch());
-        let (ins, outs, oh, ow, pw, n) = (
-            self.in_size(),
-            self.out_size(),
-            self.oh(),
-            self.ow(),
-            self.pw(),
-            self.full(),
-        );
-        let (col, rest) = work.split_at_mut(self.patch() * n);
-        let (padded, rest) = rest.split_at_mut(self.padded_len());
-        let yfull = &mut rest[..self.c_out * n];
+        let (ins, outs) = (self.in_size(), self.out_size());
+        let (oh, ow, pw, n) = (self.oh(), self.ow(), self.pw(), self.full());
+        let (col, padded, yfull) = self.split_work(work);
         for r in 0..rows {
             self.pad_into(&x[r * ins..(r + 1) * ins], padded);
             self.im2col(padded, col);
@@ -253,18 +253,10 @@ impl Conv2d {
         let (gw, gb) = g.split_at_mut(self.c_out * self.patch());
         gw.fill(0.0);
         gb.fill(0.0);
-        let (ins, outs, oh, ow, pw, n) = (
-            self.in_size(),
-            self.out_size(),
-            self.oh(),
-            self.ow(),
-            self.pw(),
-            self.full(),
-        );
-        let (col, rest) = work.split_at_mut(self.patch() * n);
-        let (padded, rest) = rest.split_at_mut(self.padded_len());
+        let (ins, outs) = (self.in_size(), self.out_size());
+        let (oh, ow, pw, n) = (self.oh(), self.ow(), self.pw(), self.full());
         // The full-width G: the extra columns stay 0, so they add nothing below.
-        let gfull = &mut rest[..self.c_out * n];
+        let (col, padded, gfull) = self.split_work(work);
         gfull.fill(0.0);
         let (dcol, rest) = dwork.split_at_mut(self.patch() * n);
         let dpadded = &mut rest[..self.padded_len()];

@@ -652,21 +652,28 @@ mod tests {
         }
     }
 
-    /// A grid with a run that cannot start fails before any run trains, naming that run.
-    #[test]
-    fn an_impossible_run_fails_the_grid_before_training_and_is_named() {
-        let exp = grid(vec![
+    /// A non-private run, then the separated mechanism at local ε = `eps`.
+    fn two_runs(eps: &str) -> Experiment {
+        grid(vec![
             variant(
                 &[("epsilon", "inf".into())],
                 &synthetic("mechanism = \"none\""),
             )
             .unwrap(),
             variant(
-                &[("epsilon", "1000".into())],
-                &synthetic("mechanism = \"separated\"\nepsilon = 1000.0\nclip = 1.0"),
+                &[("epsilon", eps.into())],
+                &synthetic(&format!(
+                    "mechanism = \"separated\"\nepsilon = {eps}.0\nclip = 1.0"
+                )),
             )
             .unwrap(),
-        ]);
+        ])
+    }
+
+    /// A grid with a run that cannot start fails before any run trains, naming that run.
+    #[test]
+    fn an_impossible_run_fails_the_grid_before_training_and_is_named() {
+        let exp = two_runs("1000");
         let (mut rounds, mut finished) = (0, 0);
         let e = run_experiment(
             &exp,
@@ -689,18 +696,7 @@ mod tests {
     /// stops the grid with its error.
     #[test]
     fn finished_runs_are_reported_one_by_one() {
-        let exp = grid(vec![
-            variant(
-                &[("epsilon", "inf".into())],
-                &synthetic("mechanism = \"none\""),
-            )
-            .unwrap(),
-            variant(
-                &[("epsilon", "10".into())],
-                &synthetic("mechanism = \"separated\"\nepsilon = 10.0\nclip = 1.0"),
-            )
-            .unwrap(),
-        ]);
+        let exp = two_runs("10");
         let mut seen = Vec::new();
         let (rows, rounds) = run_experiment(
             &exp,

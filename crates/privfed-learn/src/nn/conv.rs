@@ -165,15 +165,30 @@ impl Conv2d {
         (col, padded, &mut rest[..self.c_out * self.full()])
     }
 
+    /// `(offset in an example, offset in the padded input)` of each of the `c_in·h` image rows.
+    fn image_rows(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let (h, w, p, pw) = (self.h, self.w, self.pad, self.pw());
+        (0..self.c_in * h).map(move |row| {
+            let (c, iy) = (row / h, row % h);
+            (row * w, (c * self.ph() + iy + p) * pw + p)
+        })
+    }
+
+    /// `(channel, offset in an example's output, offset in the full-width output)` of each of
+    /// the `c_out·h'` output rows.
+    fn output_rows(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let (oh, ow, pw, n) = (self.oh(), self.ow(), self.pw(), self.full());
+        (0..self.c_out * oh).map(move |row| {
+            let (o, y) = (row / oh, row % oh);
+            (o, row * ow, o * n + y * pw)
+        })
+    }
+
     /// `padded` = one example zero-padded (planes of `(h+2p) × (w+2p)`, then `k − 1` zeros).
     fn pad_into(&self, x: &[f32], padded: &mut [f32]) {
-        let (h, w, p, pw) = (self.h, self.w, self.pad, self.pw());
         padded.fill(0.0);
-        for c in 0..self.c_in {
-            for iy in 0..h {
-                let dst = (c * self.ph() + iy + p) * pw + p;
-                padded[dst..dst + w].copy_from_slice(&x[(c * h + iy) * w..][..w]);
-            }
+        for (xi, pi) in self.image_rows() {
+            padded[pi..pi + self.w].copy_from_slice(&x[xi..xi + self.w]);
         }
     }
 
@@ -206,8 +221,7 @@ impl Conv2d {
     /// `y = W im2col(x) + b` for `rows` examples; `work` has [`Conv2d::work_len`] elements.
     pub fn forward(&self, p: &[f32], x: &[f32], y: &mut [f32], rows: usize, work: &mut [f32]) {
         let (w, b) = p.split_at(self.c_out * self.patch());
-        let (ins, outs) = (self.in_size(), self.out_size());
-        let (oh, ow, pw, n) = (self.oh(), self.ow(), self.pw(), self.full());
+        let (ins, outs, ow, n) = (self.in_size(), self.out_size(), self.ow(), self.full());
         let (col, padded, yfull) = self.split_work(work);
         for r in 0..rows {
             self.pad_into(&x[r * ins..(r + 1) * ins], padded);
@@ -222,13 +236,9 @@ impl Conv2d {
                 n,
             );
             let yr = &mut y[r * outs..(r + 1) * outs];
-            for (o, b) in b.iter().enumerate() {
-                for yy in 0..oh {
-                    let dst = &mut yr[(o * oh + yy) * ow..][..ow];
-                    let src = &yfull[o * n + yy * pw..][..ow];
-                    for (d, s) in dst.iter_mut().zip(src) {
-                        *d = s + b;
-                    }
+            for (o, yi, fi) in self.output_rows() {
+                for (d, s) in yr[yi..yi + ow].iter_mut().zip(&yfull[fi..fi + ow]) {
+                    *d = s + b[o];
                 }
             }
         }
@@ -253,8 +263,7 @@ impl Conv2d {
         let (gw, gb) = g.split_at_mut(self.c_out * self.patch());
         gw.fill(0.0);
         gb.fill(0.0);
-        let (ins, outs) = (self.in_size(), self.out_size());
-        let (oh, ow, pw, n) = (self.oh(), self.ow(), self.pw(), self.full());
+        let (ins, outs, ow, n) = (self.in_size(), self.out_size(), self.ow(), self.full());
         // The full-width G: the extra columns stay 0, so they add nothing below.
         let (col, padded, gfull) = self.split_work(work);
         gfull.fill(0.0);
@@ -262,16 +271,13 @@ impl Conv2d {
         let dpadded = &mut rest[..self.padded_len()];
         for r in 0..rows {
             let dyr = &dy[r * outs..(r + 1) * outs];
-            for o in 0..self.c_out {
-                for yy in 0..oh {
-                    gfull[o * n + yy * pw..][..ow]
-                        .copy_from_slice(&dyr[(o * oh + yy) * ow..][..ow]);
-                }
+            for (_, yi, fi) in self.output_rows() {
+                gfull[fi..fi + ow].copy_from_slice(&dyr[yi..yi + ow]);
             }
             self.pad_into(&x[r * ins..(r + 1) * ins], padded);
             self.im2col(padded, col);
             matmul(gw, Acc::Add, n_(gfull), t(col), self.c_out, n, self.patch());
-            bias_sums_add(dyr, oh * ow, gb);
+            bias_sums_add(dyr, outs / self.c_out, gb);
             if let Some(dx) = dx.as_deref_mut() {
                 matmul(
                     dcol,
@@ -285,12 +291,8 @@ impl Conv2d {
                 dpadded.fill(0.0);
                 self.col2im_add(dcol, dpadded);
                 let dxr = &mut dx[r * ins..(r + 1) * ins];
-                let (h, wd, pad) = (self.h, self.w, self.pad);
-                for c in 0..self.c_in {
-                    for iy in 0..h {
-                        let src = (c * self.ph() + iy + pad) * pw + pad;
-                        dxr[(c * h + iy) * wd..][..wd].copy_from_slice(&dpadded[src..src + wd]);
-                    }
+                for (xi, pi) in self.image_rows() {
+                    dxr[xi..xi + self.w].copy_from_slice(&dpadded[pi..pi + self.w]);
                 }
             }
         }

@@ -53,61 +53,27 @@ impl MaxPool2 {
         self.c * oh * ow
     }
 
-    /// Calls `f(plane, output row, top input row, bottom input row)` for every output row of
-    /// every plane of `rows` examples (the input rows are the window's two rows, `2·ow` long).
-    fn for_each_row_pair<'x>(
-        &self,
-        x: &'x [f32],
-        rows: usize,
-        mut f: impl FnMut(usize, usize, &'x [f32], &'x [f32]),
-    ) {
-        let (oh, ow) = self.out_hw();
-        let plane_len = self.h * self.w;
-        for (p, plane) in x[..rows * self.c * plane_len]
-            .chunks_exact(plane_len)
-            .enumerate()
-        {
-            for y in 0..oh {
-                let top = &plane[2 * y * self.w..][..2 * ow];
-                let bottom = &plane[(2 * y + 1) * self.w..][..2 * ow];
-                f(p, y, top, bottom);
-            }
-        }
-    }
-
     /// `y = maxpool(x)` for `rows` examples; with `arg`, also each window's arg max (0–3, one
     /// byte per output) for [`MaxPool2::backward_from`].
     pub fn forward(&self, x: &[f32], y: &mut [f32], rows: usize, mut arg: Option<&mut [u8]>) {
         let (oh, ow) = self.out_hw();
-        self.for_each_row_pair(x, rows, |p, r, top, bottom| {
-            let at = (p * oh + r) * ow;
-            let out = &mut y[at..][..ow];
-            match arg.as_deref_mut() {
-                Some(arg) => {
-                    for (i, (o, a)) in out.iter_mut().zip(&mut arg[at..][..ow]).enumerate() {
-                        let (v, k) = window_max(
-                            top[2 * i],
-                            top[2 * i + 1],
-                            bottom[2 * i],
-                            bottom[2 * i + 1],
-                        );
-                        *o = v;
-                        *a = k as u8;
-                    }
-                }
-                None => {
-                    for (i, o) in out.iter_mut().enumerate() {
-                        *o = window_max(
-                            top[2 * i],
-                            top[2 * i + 1],
-                            bottom[2 * i],
-                            bottom[2 * i + 1],
-                        )
-                        .0;
+        let (h, w) = (self.h, self.w);
+        for p in 0..rows * self.c {
+            for r in 0..oh {
+                let top = &x[p * h * w + 2 * r * w..][..2 * ow];
+                let bottom = &x[p * h * w + (2 * r + 1) * w..][..2 * ow];
+                let at = (p * oh + r) * ow;
+                let mut arg = arg.as_deref_mut().map(|a| &mut a[at..at + ow]);
+                for (i, o) in y[at..at + ow].iter_mut().enumerate() {
+                    let (v, k) =
+                        window_max(top[2 * i], top[2 * i + 1], bottom[2 * i], bottom[2 * i + 1]);
+                    *o = v;
+                    if let Some(a) = arg.as_deref_mut() {
+                        a[i] = k as u8;
                     }
                 }
             }
-        });
+        }
     }
 
     /// `dx` = `dy` routed to each window's arg max as [`MaxPool2::forward`] recorded it in `arg`

@@ -363,8 +363,8 @@ impl Model for Sequential {
         check_lengths("grad", grad.len(), self.num_params())?;
         let (mut acts, mut col) = self.take_buffers(scratch, rows);
         // Each max pool's arg max, kept for its backward pass.
+        // (Every byte is written by the forward pass: only the length matters here.)
         let mut args = std::mem::take(&mut scratch.bytes);
-        args.clear();
         args.resize(rows * self.pool_outputs(), 0);
         let (loss, _) = self.forward(
             params,

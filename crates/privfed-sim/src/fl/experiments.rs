@@ -344,26 +344,30 @@ pub type Finished<'a> =
 pub type ExperimentOutput = (Vec<ResultRow>, Vec<(usize, RoundMetrics)>);
 
 /// Variants' data, loaded once per distinct (data spec, seed).
+#[derive(Default)]
 struct DataCache {
     loaded: Vec<(super::spec::DataSpec, Option<Seed>, Loaded)>,
 }
 
 impl DataCache {
-    /// The variant's config with its seed fixed, and the index of its data in the cache.
-    fn load(&mut self, v: &Variant, data_dir: &Path) -> Result<(RunConfig, usize), FlError> {
+    /// The variant's config with its seed fixed, and its data.
+    fn load(&mut self, v: &Variant, data_dir: &Path) -> Result<(RunConfig, &Loaded), FlError> {
         let mut cfg = v.config.clone();
         cfg.fix_seed();
         let seed = cfg.train.seed;
-        if let Some(i) = self
+        let i = match self
             .loaded
             .iter()
             .position(|(d, s, _)| *d == cfg.data && *s == seed)
         {
-            return Ok((cfg, i));
-        }
-        let loaded = cfg.load_data(data_dir)?;
-        self.loaded.push((cfg.data.clone(), seed, loaded));
-        Ok((cfg, self.loaded.len() - 1))
+            Some(i) => i,
+            None => {
+                let loaded = cfg.load_data(data_dir)?;
+                self.loaded.push((cfg.data.clone(), seed, loaded));
+                self.loaded.len() - 1
+            }
+        };
+        Ok((cfg, &self.loaded[i].2))
     }
 }
 
@@ -383,17 +387,16 @@ fn in_run(i: usize, n: usize, labels: &Labels, e: FlError) -> FlError {
 /// # Errors
 /// The first variant that cannot start, named by [`FlError::Run`].
 pub fn check_experiment(exp: &Experiment, data_dir: &Path) -> Result<(), FlError> {
-    check_with(exp, data_dir, &mut DataCache { loaded: Vec::new() })
+    check_with(exp, data_dir, &mut DataCache::default())
 }
 
 fn check_with(exp: &Experiment, data_dir: &Path, cache: &mut DataCache) -> Result<(), FlError> {
     let n = exp.variants.len();
     for (i, v) in exp.variants.iter().enumerate() {
-        let (cfg, d) = cache
+        let (cfg, loaded) = cache
             .load(v, data_dir)
             .map_err(|e| in_run(i, n, &v.labels, e))?;
-        Trainer::new(cfg.train, &cache.loaded[d].2.data, 1)
-            .map_err(|e| in_run(i, n, &v.labels, e))?;
+        Trainer::new(cfg.train, &loaded.data, 1).map_err(|e| in_run(i, n, &v.labels, e))?;
     }
     Ok(())
 }
@@ -411,18 +414,17 @@ pub fn run_experiment(
     progress: &mut dyn FnMut(usize, &Labels, &RoundMetrics),
     finished: &mut Finished<'_>,
 ) -> Result<ExperimentOutput, FlError> {
-    let mut cache = DataCache { loaded: Vec::new() };
+    let mut cache = DataCache::default();
     check_with(exp, data_dir, &mut cache)?;
     let n = exp.variants.len();
     let mut rows = Vec::new();
     let mut rounds = Vec::new();
     for (i, v) in exp.variants.iter().enumerate() {
-        let (cfg, d) = cache
+        let (cfg, loaded) = cache
             .load(v, data_dir)
             .map_err(|e| in_run(i, n, &v.labels, e))?;
-        let loaded = &cache.loaded[d].2;
         let row = (|| {
-            let mut t = Trainer::new(cfg.train.clone(), &loaded.data, threads)?;
+            let mut t = Trainer::new(cfg.train, &loaded.data, threads)?;
             let summary = t.run(|_, m| {
                 progress(i, &v.labels, m);
                 Ok(())

@@ -28,6 +28,7 @@ use rand::Rng;
 
 use super::dense::{Init, init_uniform};
 use super::gemm::{Acc, matmul, n as n_, t};
+use super::simd::{run, simd_kernel};
 use crate::error::{LearnError, Result};
 
 /// A convolution's geometry.
@@ -209,13 +210,18 @@ impl Conv2d {
     }
 
     /// `padded += col2im(dcol)` for a full-width `dcol` (the adjoint of [`Conv2d::im2col`]).
+    ///
+    /// The `k` rows `(c, i, 0..k)` land on one run of `padded`, shifted by one each: every
+    /// element of the run is loaded once, gets its `k` terms added in row order in a register,
+    /// and is stored once — the same additions in the same order as adding the rows one after
+    /// another (so the same bits), without re-reading each element just stored `k` times (the
+    /// row-by-row adds stalled on store-to-load forwarding at the one-element shifts).
     fn col2im_add(&self, dcol: &[f32], padded: &mut [f32]) {
-        let n = self.full();
-        for (d, src) in dcol.chunks_exact(n).zip(self.rows()) {
-            for (a, b) in padded[src..src + n].iter_mut().zip(d) {
-                *a += b;
-            }
-        }
+        run(Col2im {
+            conv: self,
+            dcol,
+            padded,
+        });
     }
 
     /// `y = W im2col(x) + b` for `rows` examples; `work` has [`Conv2d::work_len`] elements.
@@ -269,6 +275,7 @@ impl Conv2d {
         gfull.fill(0.0);
         let (dcol, rest) = dwork.split_at_mut(self.patch() * n);
         let dpadded = &mut rest[..self.padded_len()];
+        bias_sums_add(&dy[..rows * outs], outs / self.c_out, gb);
         for r in 0..rows {
             let dyr = &dy[r * outs..(r + 1) * outs];
             for (_, yi, fi) in self.output_rows() {
@@ -277,7 +284,6 @@ impl Conv2d {
             self.pad_into(&x[r * ins..(r + 1) * ins], padded);
             self.im2col(padded, col);
             matmul(gw, Acc::Add, n_(gfull), t(col), self.c_out, n, self.patch());
-            bias_sums_add(dyr, outs / self.c_out, gb);
             if let Some(dx) = dx.as_deref_mut() {
                 matmul(
                     dcol,
@@ -299,14 +305,77 @@ impl Conv2d {
     }
 }
 
-/// `gb[o] += Σ_s dy[o·hw + s]` for each channel, each sum in order from −0 as `Iterator::sum`
-/// gives it (so the bits are those of the plain loop), but the chains of 8, 4, 2 or 1 channels
-/// interleaved in registers: one serial chain of additions per channel was 40% of the
-/// convolution's backward pass.
+simd_kernel!(
+    /// [`col2im_kernel`]'s arguments.
+    Col2im<'a> => col2im_kernel(conv: &'a Conv2d, dcol: &'a [f32], padded: &'a mut [f32])
+);
+
+/// [`Conv2d::col2im_add`] (run through [`run`]).
+#[inline(always)]
+fn col2im_kernel(conv: &Conv2d, dcol: &[f32], padded: &mut [f32]) {
+    /// `run[u..u + L] += Σ_j rows[j][u − j ..]` (all `k` terms exist there), in registers.
+    #[inline(always)]
+    fn lanes<const L: usize>(run: &mut [f32], rows: &[f32], n: usize, k: usize, u: usize) {
+        let mut acc: [f32; L] = run[u..u + L].try_into().expect("L long");
+        for j in 0..k {
+            for (a, s) in acc.iter_mut().zip(&rows[j * n + u - j..][..L]) {
+                *a += s;
+            }
+        }
+        run[u..u + L].copy_from_slice(&acc);
+    }
+    let (n, k, pw, plane) = (conv.full(), conv.k, conv.pw(), conv.ph() * conv.pw());
+    for (g, rows) in dcol.chunks_exact(k * n).enumerate() {
+        let (c, i) = (g / k, g % k);
+        let run = &mut padded[c * plane + i * pw..][..n + k - 1];
+        // `run[u] += Σ_j rows[j][u − j]` over the `j` with `0 ≤ u − j < n`, `j` ascending: the
+        // middle `k − 1 ≤ u < n`, where all `k` terms exist, 16, 8 and 4 elements at a time,
+        // then the rest one at a time.
+        let mut u = k - 1;
+        while u + 16 <= n {
+            lanes::<16>(run, rows, n, k, u);
+            u += 16;
+        }
+        if u + 8 <= n {
+            lanes::<8>(run, rows, n, k, u);
+            u += 8;
+        }
+        if u + 4 <= n {
+            lanes::<4>(run, rows, n, k, u);
+            u += 4;
+        }
+        for u in (0..k - 1).chain(u..n + k - 1) {
+            let mut a = run[u];
+            for j in u.saturating_sub(n - 1)..=u.min(k - 1) {
+                a += rows[j * n + u - j];
+            }
+            run[u] = a;
+        }
+    }
+}
+
+simd_kernel!(
+    /// [`bias_sums_add`]'s arguments.
+    BiasSums<'a> => bias_sums_kernel(dy: &'a [f32], hw: usize, gb: &'a mut [f32])
+);
+
+/// `gb[p mod c] += Σ_s dy[p·hw + s]` for each plane `p` of `dy` in order (`c = gb.len()`
+/// channels; the planes of several examples one after another), each sum in order from −0 as
+/// `Iterator::sum` gives it, so the bits are those of the plain loop over examples and channels.
+/// But the chains of 16, 8, 4, 2 or 1 planes are interleaved in registers (one serial chain of
+/// additions per channel was 40% of the convolution's backward pass), across examples too, and
+/// compiled for the CPU's widest vectors.
 fn bias_sums_add(dy: &[f32], hw: usize, gb: &mut [f32]) {
+    run(BiasSums { dy, hw, gb });
+}
+
+/// [`bias_sums_add`] (run through [`run`]).
+#[inline(always)]
+fn bias_sums_kernel(dy: &[f32], hw: usize, gb: &mut [f32]) {
     // Indexed on purpose: position `s` of N planes a step, the N sums in registers.
     #[allow(clippy::needless_range_loop)]
-    fn block<const N: usize>(planes: &[f32], hw: usize, g: &mut [f32]) {
+    #[inline(always)]
+    fn block<const N: usize>(planes: &[f32], hw: usize) -> [f32; N] {
         let planes: [&[f32]; N] = std::array::from_fn(|o| &planes[o * hw..(o + 1) * hw]);
         let mut acc = [-0.0f32; N];
         for s in 0..hw {
@@ -314,33 +383,30 @@ fn bias_sums_add(dy: &[f32], hw: usize, gb: &mut [f32]) {
                 acc[o] += planes[o][s];
             }
         }
-        for (g, a) in g.iter_mut().zip(acc) {
-            *g += a;
-        }
+        acc
     }
-    let mut o = 0;
-    while o < gb.len() {
-        let planes = &dy[o * hw..];
-        let g = &mut gb[o..];
-        let n = match g.len() {
-            8.. => {
-                block::<8>(planes, hw, &mut g[..8]);
-                8
-            }
-            4..=7 => {
-                block::<4>(planes, hw, &mut g[..4]);
-                4
-            }
-            2..=3 => {
-                block::<2>(planes, hw, &mut g[..2]);
-                2
-            }
-            _ => {
-                block::<1>(planes, hw, &mut g[..1]);
-                1
-            }
+    #[inline(always)]
+    fn add<const N: usize>(planes: &[f32], hw: usize, first: usize, gb: &mut [f32]) -> usize {
+        let c = gb.len();
+        for (q, a) in block::<N>(planes, hw).into_iter().enumerate() {
+            gb[(first + q) % c] += a;
+        }
+        N
+    }
+    let (c, total) = (gb.len(), dy.len() / hw.max(1));
+    if c == 0 || hw == 0 {
+        return;
+    }
+    let mut p = 0;
+    while p < total {
+        let planes = &dy[p * hw..];
+        p += match total - p {
+            16.. => add::<16>(planes, hw, p, gb),
+            8..=15 => add::<8>(planes, hw, p, gb),
+            4..=7 => add::<4>(planes, hw, p, gb),
+            2..=3 => add::<2>(planes, hw, p, gb),
+            _ => add::<1>(planes, hw, p, gb),
         };
-        o += n;
     }
 }
 
@@ -420,11 +486,47 @@ mod tests {
 
     /// The interleaved bias sums have the bits of one `Iterator::sum` per channel (−0 included),
     /// for channel counts around the block of 16.
+    /// The register-summed col2im has the bits of adding the full-width rows one after another
+    /// onto the padded input (kernels 1–5, with and without padding, several channels, widths
+    /// not a multiple of the 16-lane blocks).
+    #[test]
+    fn col2im_has_the_bits_of_adding_row_by_row() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(11);
+        for (c_in, h, w, k, pad) in [
+            (1, 28, 28, 5, 2),
+            (6, 14, 14, 5, 0),
+            (2, 5, 7, 3, 1),
+            (3, 4, 3, 2, 0),
+            (1, 3, 3, 1, 0),
+            (2, 9, 21, 4, 3),
+        ] {
+            let cv = Conv2d::new(c_in, h, w, 2, k, pad).unwrap();
+            let n = cv.full();
+            let dcol: Vec<f32> = (0..cv.patch() * n)
+                .map(|_| rng.random_range(-1.0f32..1.0))
+                .collect();
+            let start: Vec<f32> = (0..cv.padded_len())
+                .map(|_| rng.random_range(-1.0f32..1.0))
+                .collect();
+            let mut want = start.clone();
+            for (d, src) in dcol.chunks_exact(n).zip(cv.rows()) {
+                for (a, b) in want[src..src + n].iter_mut().zip(d) {
+                    *a += b;
+                }
+            }
+            let mut got = start;
+            cv.col2im_add(&dcol, &mut got);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{c_in}×{h}×{w}, k {k}, pad {pad}");
+        }
+    }
+
     #[test]
     fn bias_sums_have_the_bits_of_a_plain_sum() {
-        for c in [1, 6, 16, 17, 40] {
+        for (c, rows) in [(1, 1), (6, 1), (16, 1), (17, 1), (40, 1), (6, 10), (16, 3), (5, 7)] {
             let hw = 37;
-            let dy: Vec<f32> = (0..c * hw)
+            let dy: Vec<f32> = (0..rows * c * hw)
                 .map(|i| {
                     if i % 7 == 0 {
                         -0.0
@@ -436,13 +538,13 @@ mod tests {
             let start: Vec<f32> = (0..c).map(|o| o as f32 * 0.1 - 0.3).collect();
             let mut got = start.clone();
             bias_sums_add(&dy, hw, &mut got);
-            let want: Vec<f32> = start
-                .iter()
-                .zip(dy.chunks_exact(hw))
-                .map(|(g, plane)| g + plane.iter().sum::<f32>())
-                .collect();
+            // One example after another, one channel after another, each a plain sum.
+            let mut want = start;
+            for (p, plane) in dy.chunks_exact(hw).enumerate() {
+                want[p % c] += plane.iter().sum::<f32>();
+            }
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "{c} channels");
+            assert_eq!(bits(&got), bits(&want), "{c} channels, {rows} examples");
         }
         let mut g = [0.0f32];
         bias_sums_add(&[-0.0; 3], 3, &mut g);

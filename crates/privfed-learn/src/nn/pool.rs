@@ -11,6 +11,7 @@
 //! backward pass routes `∂L/∂Y` by it, with no comparisons (finding it again from `X` was a sixth
 //! of a LeNet-5 step).
 
+use super::simd::{run, simd_kernel};
 use crate::error::{LearnError, Result};
 
 /// A 2×2 max pool's input geometry.
@@ -55,52 +56,124 @@ impl MaxPool2 {
 
     /// `y = maxpool(x)` for `rows` examples; with `arg`, also each window's arg max (0–3, one
     /// byte per output) for [`MaxPool2::backward_from`].
-    pub fn forward(&self, x: &[f32], y: &mut [f32], rows: usize, mut arg: Option<&mut [u8]>) {
-        let (oh, ow) = self.out_hw();
-        let (h, w) = (self.h, self.w);
-        for p in 0..rows * self.c {
-            for r in 0..oh {
-                let top = &x[p * h * w + 2 * r * w..][..2 * ow];
-                let bottom = &x[p * h * w + (2 * r + 1) * w..][..2 * ow];
-                let at = (p * oh + r) * ow;
-                let mut arg = arg.as_deref_mut().map(|a| &mut a[at..at + ow]);
-                for (i, o) in y[at..at + ow].iter_mut().enumerate() {
-                    let (v, k) =
-                        window_max(top[2 * i], top[2 * i + 1], bottom[2 * i], bottom[2 * i + 1]);
-                    *o = v;
-                    if let Some(a) = arg.as_deref_mut() {
-                        a[i] = k as u8;
-                    }
-                }
-            }
-        }
+    pub fn forward(&self, x: &[f32], y: &mut [f32], rows: usize, arg: Option<&mut [u8]>) {
+        run(PoolRows {
+            pool: self,
+            x,
+            y,
+            rows,
+            arg,
+        });
     }
 
     /// `dx` = `dy` routed to each window's arg max as [`MaxPool2::forward`] recorded it in `arg`
     /// (overwritten): no comparisons, one pass writing each window.
-    pub fn backward_from(&self, arg: &[u8], dy: &[f32], dx: &mut [f32], rows: usize) {
-        let (oh, ow) = self.out_hw();
+    ///
+    /// With `relu_out = Some(y)` (this pool's outputs, the pool reading a ReLU's output), `dx` is
+    /// the gradient with respect to the **ReLU's input** instead: the ReLU passes the gradient
+    /// at the arg max exactly when the pooled value is positive, so the two backward passes fold
+    /// into one with the same bits as running them in turn.
+    pub fn backward_from(
+        &self,
+        arg: &[u8],
+        dy: &[f32],
+        dx: &mut [f32],
+        rows: usize,
+        relu_out: Option<&[f32]>,
+    ) {
         let (h, w) = (self.h, self.w);
         // A last odd row or column belongs to no window.
         if h % 2 == 1 || w % 2 == 1 {
             dx[..rows * self.in_size()].fill(0.0);
         }
-        for p in 0..rows * self.c {
-            for r in 0..oh {
-                let at = (p * oh + r) * ow;
-                let (g, a) = (&dy[at..][..ow], &arg[at..][..ow]);
-                let (d_top, d_bottom) = dx[p * h * w + 2 * r * w..][..2 * w].split_at_mut(w);
-                let (d_top, d_bottom) = (&mut d_top[..2 * ow], &mut d_bottom[..2 * ow]);
-                for i in 0..ow {
-                    // `0 + g`, not `g`: the same bits as accumulating onto zeros (−0 becomes +0).
-                    let v = (0.0 + g[i]).to_bits();
-                    let k = u32::from(a[i]);
-                    let at = |j: u32| f32::from_bits(v & u32::from(k == j).wrapping_neg());
-                    d_top[2 * i] = at(0);
-                    d_top[2 * i + 1] = at(1);
-                    d_bottom[2 * i] = at(2);
-                    d_bottom[2 * i + 1] = at(3);
+        run(Route {
+            pool: self,
+            arg,
+            dy,
+            dx,
+            rows,
+            relu_out,
+        });
+    }
+}
+
+simd_kernel!(
+    /// [`pool_rows`]' arguments.
+    PoolRows<'a> => pool_rows(
+        pool: &'a MaxPool2,
+        x: &'a [f32],
+        y: &'a mut [f32],
+        rows: usize,
+        arg: Option<&'a mut [u8]>,
+    )
+);
+
+/// [`MaxPool2::forward`]'s loop (run through [`run`]).
+#[inline(always)]
+fn pool_rows(pool: &MaxPool2, x: &[f32], y: &mut [f32], rows: usize, mut arg: Option<&mut [u8]>) {
+    let (oh, ow) = pool.out_hw();
+    let (h, w) = (pool.h, pool.w);
+    for p in 0..rows * pool.c {
+        for r in 0..oh {
+            let top = &x[p * h * w + 2 * r * w..][..2 * ow];
+            let bottom = &x[p * h * w + (2 * r + 1) * w..][..2 * ow];
+            let at = (p * oh + r) * ow;
+            let mut arg = arg.as_deref_mut().map(|a| &mut a[at..at + ow]);
+            for (i, o) in y[at..at + ow].iter_mut().enumerate() {
+                let (v, k) =
+                    window_max(top[2 * i], top[2 * i + 1], bottom[2 * i], bottom[2 * i + 1]);
+                *o = v;
+                if let Some(a) = arg.as_deref_mut() {
+                    a[i] = k as u8;
                 }
+            }
+        }
+    }
+}
+
+simd_kernel!(
+    /// [`route`]'s arguments.
+    Route<'a> => route(
+        pool: &'a MaxPool2,
+        arg: &'a [u8],
+        dy: &'a [f32],
+        dx: &'a mut [f32],
+        rows: usize,
+        relu_out: Option<&'a [f32]>,
+    )
+);
+
+/// [`MaxPool2::backward_from`]'s loop (run through [`run`]).
+#[inline(always)]
+fn route(
+    pool: &MaxPool2,
+    arg: &[u8],
+    dy: &[f32],
+    dx: &mut [f32],
+    rows: usize,
+    relu_out: Option<&[f32]>,
+) {
+    let (oh, ow) = pool.out_hw();
+    let (h, w) = (pool.h, pool.w);
+    for p in 0..rows * pool.c {
+        for r in 0..oh {
+            let at = (p * oh + r) * ow;
+            let (g, a) = (&dy[at..][..ow], &arg[at..][..ow]);
+            let (d_top, d_bottom) = dx[p * h * w + 2 * r * w..][..2 * w].split_at_mut(w);
+            let (d_top, d_bottom) = (&mut d_top[..2 * ow], &mut d_bottom[..2 * ow]);
+            let gate = relu_out.map(|y| &y[at..][..ow]);
+            for i in 0..ow {
+                // `0 + g`, not `g`: the same bits as accumulating onto zeros (−0 becomes +0).
+                let mut v = (0.0 + g[i]).to_bits();
+                if let Some(y) = gate {
+                    v &= u32::from(y[i] > 0.0).wrapping_neg();
+                }
+                let k = u32::from(a[i]);
+                let at = |j: u32| f32::from_bits(v & u32::from(k == j).wrapping_neg());
+                d_top[2 * i] = at(0);
+                d_top[2 * i + 1] = at(1);
+                d_bottom[2 * i] = at(2);
+                d_bottom[2 * i + 1] = at(3);
             }
         }
     }
@@ -146,7 +219,7 @@ mod tests {
         let mut arg = [9u8; 2];
         p.forward(&x, &mut y, 1, Some(&mut arg));
         let mut dx = [1.0; 15];
-        p.backward_from(&arg, &[10.0, 20.0], &mut dx, 1);
+        p.backward_from(&arg, &[10.0, 20.0], &mut dx, 1, None);
         let mut want = [0.0; 15];
         want[1] = 10.0;
         want[7] = 20.0;
@@ -201,11 +274,27 @@ mod tests {
             let (mut y2, mut arg) = (vec![f32::NAN; dy.len()], vec![9u8; dy.len()]);
             p.forward(&x, &mut y2, rows, Some(&mut arg));
             let mut dx2 = vec![f32::NAN; x.len()];
-            p.backward_from(&arg, &dy, &mut dx2, rows);
+            p.backward_from(&arg, &dy, &mut dx2, rows, None);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&y), bits(&y_ref), "forward {c}×{h}×{w}");
             assert_eq!(bits(&y2), bits(&y_ref), "forward with arg {c}×{h}×{w}");
             assert_eq!(bits(&dx2), bits(&dx_ref), "backward from arg {c}×{h}×{w}");
+            // Folded with a ReLU below: `x` read as the ReLU's input, pooled after the ReLU, and
+            // the gradient taken to the ReLU's input, against the two passes in turn.
+            let relu: Vec<f32> = x.iter().map(|v| v.max(0.0)).collect();
+            let (mut y_r, mut arg_r) = (vec![f32::NAN; dy.len()], vec![9u8; dy.len()]);
+            p.forward(&relu, &mut y_r, rows, Some(&mut arg_r));
+            let mut two = vec![f32::NAN; x.len()];
+            p.backward_from(&arg_r, &dy, &mut two, rows, None);
+            let mut two_ref = vec![f32::NAN; x.len()];
+            crate::nn::activation::relu_backward(&x, &two, &mut two_ref);
+            let mut one = vec![f32::NAN; x.len()];
+            p.backward_from(&arg_r, &dy, &mut one, rows, Some(&y_r));
+            assert_eq!(
+                bits(&one),
+                bits(&two_ref),
+                "backward through ReLU {c}×{h}×{w}"
+            );
         }
     }
 }

@@ -257,11 +257,14 @@ impl Sequential {
         Ok((x, rows))
     }
 
+    /// Every layer's output buffer and the convolutions' work buffer, with stale contents: each
+    /// layer's forward pass writes all of its output, and a convolution all of its work buffer
+    /// that it reads (a test runs on NaN-filled buffers).
     fn take_buffers(&self, scratch: &mut Scratch, rows: usize) -> (Vec<Vec<f32>>, Vec<f32>) {
         let acts = (0..self.layers.len())
-            .map(|l| scratch.take(l, rows * self.layers[l].out_size()))
+            .map(|l| scratch.take_dirty(l, rows * self.layers[l].out_size()))
             .collect();
-        (acts, scratch.take(self.layers.len(), self.col))
+        (acts, scratch.take_dirty(self.layers.len(), self.col))
     }
 
     fn put_buffers(&self, scratch: &mut Scratch, acts: Vec<Vec<f32>>, col: Vec<f32>) {
@@ -375,28 +378,39 @@ impl Model for Sequential {
             Some(&mut args),
         )?;
         let mut arg_end = args.len();
-        let last = self.layers.len() - 1;
-        // ∂(mean loss)/∂logits = (softmax − onehot) / rows.
-        let mut dy = std::mem::take(&mut acts[last]);
+        let n_layers = self.layers.len();
+        // `∂L/∂output` and `∂L/∂input` of the layer at hand, swapped after each layer: buffers as
+        // long as the largest activation with stale contents (every backward pass writes all of
+        // `∂L/∂input`), used through their leading `rows × size` values.
+        let widest = self.layers.iter().map(Layer::out_size).max().unwrap_or(0);
+        let mut dy = scratch.take_dirty(n_layers + 1, rows * widest);
+        let mut dx = scratch.take_dirty(n_layers + 3, rows * widest);
+        // ∂(mean loss)/∂logits = (softmax − onehot) / rows (the forward pass left softmax − onehot).
         let inv = 1.0 / rows as f32;
-        dy.iter_mut().for_each(|d| *d *= inv);
-        let mut dx = scratch.take(self.layers.len() + 1, 0);
-        let mut dcol = scratch.take(self.layers.len() + 2, self.col);
-        for (l, layer) in self.layers.iter().enumerate().rev() {
+        let mut dy_len = rows * self.classes;
+        for (d, z) in dy.iter_mut().zip(&acts[n_layers - 1]) {
+            *d = z * inv;
+        }
+        let mut dcol = scratch.take_dirty(n_layers + 2, self.col);
+        let mut l = n_layers;
+        while l > 0 {
+            l -= 1;
             let x = if l == 0 { x } else { &acts[l - 1][..] };
-            if l > 0 {
-                dx.clear();
-                dx.resize(rows * self.layers[l - 1].out_size(), 0.0);
-            }
-            let want_dx = (l > 0).then_some(&mut dx[..]);
+            let dx_len = if l > 0 {
+                rows * self.layers[l - 1].out_size()
+            } else {
+                0
+            };
+            let want_dx = (l > 0).then_some(&mut dx[..dx_len]);
+            let dy_l = &dy[..dy_len];
             let p = &params[self.offsets[l]..self.offsets[l + 1]];
             let g = &mut grad[self.offsets[l]..self.offsets[l + 1]];
-            match layer {
-                Layer::Dense(d) => d.backward(p, x, &dy, g, want_dx, rows),
-                Layer::Conv(c) => c.backward(p, x, &dy, g, want_dx, rows, &mut col, &mut dcol),
+            match &self.layers[l] {
+                Layer::Dense(d) => d.backward(p, x, dy_l, g, want_dx, rows),
+                Layer::Conv(c) => c.backward(p, x, dy_l, g, want_dx, rows, &mut col, &mut dcol),
                 Layer::Relu(_) => {
                     if let Some(dx) = want_dx {
-                        relu_backward(x, &dy, dx);
+                        relu_backward(x, dy_l, dx);
                     }
                 }
                 Layer::Pool(pool) => {
@@ -404,16 +418,26 @@ impl Model for Sequential {
                     // (later) pool's began.
                     let n = rows * pool.out_size();
                     arg_end -= n;
+                    let arg = &args[arg_end..arg_end + n];
+                    // A ReLU feeding the pool (every `cnn` block) is folded into the pool's
+                    // backward pass: one pass instead of two, the same bits.
+                    let relu_below = l >= 2 && matches!(self.layers[l - 1], Layer::Relu(_));
                     if let Some(dx) = want_dx {
-                        pool.backward_from(&args[arg_end..arg_end + n], &dy, dx, rows);
+                        if relu_below {
+                            pool.backward_from(arg, dy_l, dx, rows, Some(&acts[l]));
+                            l -= 1;
+                        } else {
+                            pool.backward_from(arg, dy_l, dx, rows, None);
+                        }
                     }
                 }
             }
             std::mem::swap(&mut dy, &mut dx);
+            dy_len = dx_len;
         }
-        acts[last] = dy;
-        scratch.put(self.layers.len() + 1, dx);
-        scratch.put(self.layers.len() + 2, dcol);
+        scratch.put(n_layers + 1, dy);
+        scratch.put(n_layers + 3, dx);
+        scratch.put(n_layers + 2, dcol);
         scratch.bytes = args;
         self.put_buffers(scratch, acts, col);
         Ok(loss / rows as f64)
@@ -476,6 +500,59 @@ mod tests {
         // 5e-3 rather than 2e-3: probes that pass the smoothness screen (quotients at h and h/2
         // agreeing to 2e-3) may still sit near a kink by that much; the worst seen is 2.6e-3.
         check_model(&m, &x, 784, &y, 120, 5e-3);
+    }
+
+    /// Buffers are reused without zeroing, so every value a pass reads must be one it wrote:
+    /// with every scratch buffer full of NaN, loss, gradient and evaluation have the same bits
+    /// as with fresh zeroed buffers (odd pool inputs, padded and unpadded convolutions, MLP).
+    #[test]
+    fn stale_scratch_buffers_change_nothing() {
+        let odd = Sequential::cnn(
+            [2, 9, 7],
+            &[
+                ConvSpec {
+                    channels: 3,
+                    kernel: 3,
+                    padding: 1,
+                },
+                ConvSpec {
+                    channels: 4,
+                    kernel: 2,
+                    padding: 0,
+                },
+            ],
+            &[5],
+            3,
+        )
+        .unwrap();
+        let models = [
+            (Sequential::lenet5(), 784, 10),
+            (odd, 2 * 9 * 7, 3),
+            (Sequential::mlp(7, &[6, 5], 4).unwrap(), 7, 4),
+        ];
+        for (m, features, classes) in models {
+            let (x, y) = dense_batch(3, features, classes, 5);
+            let batch = Batch {
+                inputs: Inputs::Dense { x: &x, features },
+                targets: &y,
+            };
+            let p = m.init(&mut <rand::rngs::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(2));
+            let run = |s: &mut Scratch| {
+                let mut g = vec![0.0f32; m.num_params()];
+                let loss = m.loss_grad(&p, &batch, &mut g, s).unwrap();
+                let e = m.evaluate(&p, &batch, s).unwrap();
+                let bits: Vec<u32> = g.iter().map(|v| v.to_bits()).collect();
+                (loss.to_bits(), e.loss_sum.to_bits(), e.correct, bits)
+            };
+            let fresh = run(&mut Scratch::default());
+            let mut stale = Scratch {
+                bufs: vec![vec![f32::NAN; 1 << 20]; 16],
+                bytes: vec![0xff; 1 << 16],
+            };
+            assert_eq!(run(&mut stale), fresh, "{features} features");
+            // And again on the buffers the first run left.
+            assert_eq!(run(&mut stale), fresh, "{features} features, second run");
+        }
     }
 
     #[test]

@@ -413,8 +413,8 @@ fn bias_sums_kernel(dy: &[f32], hw: usize, gb: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::sequential::{ConvSpec, Sequential};
-    use crate::nn::tests::{check_model, dense_batch};
+    use crate::nn::sequential::Sequential;
+    use crate::nn::tests::{check_model, dense_batch, two_small_convs};
 
     fn direct(cv: &Conv2d, p: &[f32], x: &[f32]) -> Vec<f32> {
         let (oh, ow, k) = (cv.oh() as isize, cv.ow() as isize, cv.k as isize);
@@ -524,7 +524,16 @@ mod tests {
 
     #[test]
     fn bias_sums_have_the_bits_of_a_plain_sum() {
-        for (c, rows) in [(1, 1), (6, 1), (16, 1), (17, 1), (40, 1), (6, 10), (16, 3), (5, 7)] {
+        for (c, rows) in [
+            (1, 1),
+            (6, 1),
+            (16, 1),
+            (17, 1),
+            (40, 1),
+            (6, 10),
+            (16, 3),
+            (5, 7),
+        ] {
             let hw = 37;
             let dy: Vec<f32> = (0..rows * c * hw)
                 .map(|i| {
@@ -640,19 +649,7 @@ mod tests {
     fn gradients_of_two_stacked_convolutions_match_finite_differences() {
         // conv 3×3 pad 1 → ReLU → pool → conv 2×2 pad 0 → ReLU → pool → dense: the second
         // convolution's input gradient (col2im) reaches the first's weights.
-        let conv = [
-            ConvSpec {
-                channels: 3,
-                kernel: 3,
-                padding: 1,
-            },
-            ConvSpec {
-                channels: 4,
-                kernel: 2,
-                padding: 0,
-            },
-        ];
-        let m = Sequential::cnn([2, 7, 6], &conv, &[], 3).unwrap();
+        let m = Sequential::cnn([2, 7, 6], &two_small_convs(), &[], 3).unwrap();
         let (x, y) = dense_batch(3, 2 * 7 * 6, 3, 5);
         check_model(&m, &x, 2 * 7 * 6, &y, usize::MAX, 2e-3);
     }

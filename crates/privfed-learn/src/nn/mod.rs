@@ -453,6 +453,23 @@ pub(crate) mod tests {
         rand::rngs::ChaCha8Rng::seed_from_u64(seed)
     }
 
+    /// Two small convolution blocks (3×3 pad 1 with 3 channels, then 2×2 pad 0 with 4): padded
+    /// and unpadded, and odd pool inputs on the usual test images.
+    pub fn two_small_convs() -> [ConvSpec; 2] {
+        [
+            ConvSpec {
+                channels: 3,
+                kernel: 3,
+                padding: 1,
+            },
+            ConvSpec {
+                channels: 4,
+                kernel: 2,
+                padding: 0,
+            },
+        ]
+    }
+
     /// `rows` dense rows of uniform(−1, 1) features and uniform targets below `classes`.
     pub fn dense_batch(
         rows: usize,

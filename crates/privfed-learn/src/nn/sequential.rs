@@ -460,7 +460,7 @@ impl Model for Sequential {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::tests::{check_model, dense_batch, sgd_lowers_loss};
+    use crate::nn::tests::{check_model, dense_batch, sgd_lowers_loss, two_small_convs};
     use crate::nn::{Inputs, ModelSpec};
 
     #[test]
@@ -507,24 +507,7 @@ mod tests {
     /// as with fresh zeroed buffers (odd pool inputs, padded and unpadded convolutions, MLP).
     #[test]
     fn stale_scratch_buffers_change_nothing() {
-        let odd = Sequential::cnn(
-            [2, 9, 7],
-            &[
-                ConvSpec {
-                    channels: 3,
-                    kernel: 3,
-                    padding: 1,
-                },
-                ConvSpec {
-                    channels: 4,
-                    kernel: 2,
-                    padding: 0,
-                },
-            ],
-            &[5],
-            3,
-        )
-        .unwrap();
+        let odd = Sequential::cnn([2, 9, 7], &two_small_convs(), &[5], 3).unwrap();
         let models = [
             (Sequential::lenet5(), 784, 10),
             (odd, 2 * 9 * 7, 3),

@@ -79,9 +79,7 @@ impl SkellamDecoder {
             .iter()
             .map(|&x| {
                 let v = to_signed(x, bits) as f64;
-                if v.abs() > edge {
-                    near += 1;
-                }
+                near += usize::from(v.abs() > edge);
                 v / p.scale()
             })
             .collect();

@@ -191,7 +191,7 @@ impl SkellamEncoder {
         for tries in 1..=MAX_ROUNDING_TRIES {
             let mut sq = 0.0f64;
             for (o, &y) in out.iter_mut().zip(&rotated) {
-                let fl = y.floor();
+                let fl = privfed_mechanisms::special::floor(y);
                 let up = rng.random::<f64>() < y - fl;
                 let r = fl + if up { 1.0 } else { 0.0 };
                 sq += r * r;

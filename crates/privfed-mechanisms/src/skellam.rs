@@ -15,7 +15,7 @@
 //! integer.
 
 use crate::error::{MechanismError, Result};
-use privfed_special::ln_poisson_pmf;
+use privfed_special::{floor, ln_poisson_pmf};
 use rand::{CryptoRng, Rng, RngExt};
 
 /// Largest Poisson mean (and Skellam variance) accepted: `2⁵⁰ ≈ 1.1·10¹⁵`, so that draws (within
@@ -108,7 +108,7 @@ impl Poisson {
             if us <= 0.0 {
                 continue;
             }
-            let k = ((2.0 * c.a / us + c.b) * u + self.lambda + 0.43).floor();
+            let k = floor((2.0 * c.a / us + c.b) * u + self.lambda + 0.43);
             if us >= 0.07 && v <= c.v_r {
                 // Inside the squeeze: accepted without evaluating the pmf (k ≥ 0 here).
                 return k as u64;

@@ -59,6 +59,7 @@ mod beta;
 mod beta_inv;
 mod binomial;
 mod erfcx_pieces;
+mod float;
 mod gamma;
 mod gamma_inc;
 mod logspace;
@@ -75,6 +76,7 @@ pub use beta_inv::{
     beta_inc_complement_inv_ln, beta_inc_complement_inv_ln_xy, beta_inc_inv_ln, beta_inc_inv_ln_xy,
 };
 pub use binomial::{ln_binomial, ln_binomial_half_pmf};
+pub use float::floor;
 pub use gamma::{ln_beta, ln_gamma};
 pub use gamma_inc::{gamma_inc, gamma_inc_complement, ln_gamma_inc_complement};
 pub use logspace::{log_add_exp, log_sum_exp, log_sum_exp_iter};

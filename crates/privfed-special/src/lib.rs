@@ -13,7 +13,8 @@
 //! * sums in log space ([`log_add_exp`], [`log_sum_exp`], [`log_sum_exp_iter`],
 //!   [`ln_one_minus_exp`], [`softplus`], [`logistic`]);
 //! * the boundary of a monotone predicate by bisection ([`bisect_smallest`]) and the minimum of
-//!   a function on an interval by grid and golden-section search ([`minimize_on_interval`]).
+//!   a function on an interval by grid and golden-section search ([`minimize_on_interval`]);
+//! * [`floor`] without the baseline target's software-floor call (the samplers' hot loops).
 //!
 //! Why our own: PrivUnit2 (docs/ALGORITHMS.md §1.1) needs `I_x(α,α)` with `α = (d−1)/2` up to
 //! `5·10⁵`, in log space, in far tails, and its inverse; the reconstruction bound (§1.6) needs

@@ -52,8 +52,9 @@ fn l2_norm_scaled_by(v: &[f64], factor: f64) -> f64 {
     }
     let s = lanes(v, factor, |y| y * y);
     // 2^-900: squares below ~2^-1074 flush, so a sum this large has lost at most a relative
-    // 2^-1074 / 2^-900 per entry to underflow.
-    if s.is_finite() && (s == 0.0 && v.iter().all(|x| x * factor == 0.0) || s >= 2f64.powi(-900)) {
+    // 2^-1074 / 2^-900 per entry to underflow. (A zero vector takes the scaled path: its
+    // maximum is 0, which is the norm.)
+    if s.is_finite() && s >= 2f64.powi(-900) {
         return s.sqrt();
     }
     let m = v.iter().fold(0.0f64, |m, x| m.max((x * factor).abs()));

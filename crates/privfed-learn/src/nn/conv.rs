@@ -393,10 +393,10 @@ fn bias_sums_kernel(dy: &[f32], hw: usize, gb: &mut [f32]) {
         }
         N
     }
-    let (c, total) = (gb.len(), dy.len() / hw.max(1));
-    if c == 0 || hw == 0 {
+    if gb.is_empty() || hw == 0 {
         return;
     }
+    let total = dy.len() / hw;
     let mut p = 0;
     while p < total {
         let planes = &dy[p * hw..];

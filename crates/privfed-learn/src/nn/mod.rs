@@ -145,12 +145,8 @@ impl Scratch {
     /// Takes buffer `i` out (resized to `len`, zeroed) so several can be borrowed at once; give it
     /// back with [`Scratch::put`].
     pub fn take(&mut self, i: usize, len: usize) -> Vec<f32> {
-        let mut b = if self.bufs.len() > i {
-            std::mem::take(&mut self.bufs[i])
-        } else {
-            Vec::new()
-        };
-        b.clear();
+        // Emptied first, so every element comes back as a fresh zero.
+        let mut b = self.take_dirty(i, 0);
         b.resize(len, 0.0);
         b
     }
@@ -159,11 +155,7 @@ impl Scratch {
     /// reading: zero-filling the activations each step was 2% of a LeNet-5 step. Give it back
     /// with [`Scratch::put`].
     pub fn take_dirty(&mut self, i: usize, len: usize) -> Vec<f32> {
-        let mut b = if self.bufs.len() > i {
-            std::mem::take(&mut self.bufs[i])
-        } else {
-            Vec::new()
-        };
+        let mut b = self.bufs.get_mut(i).map(std::mem::take).unwrap_or_default();
         b.resize(len, 0.0);
         b
     }

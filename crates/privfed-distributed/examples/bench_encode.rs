@@ -55,7 +55,13 @@ fn main() {
     let dec = SkellamDecoder::new(p.params, seed).expect("decoder");
     let mut rng = seeded_rng_for_experiments(1);
     let x: Vec<f64> = (0..d).map(|i| ((i % 97) as f64 - 48.0) / 1e5).collect();
+    let t = Instant::now();
     let sk = Skellam::new(p.local_mu).expect("skellam");
+    println!(
+        "Skellam::new (builds the Poisson table: {}) {:.3} ms",
+        sk.uses_table(),
+        t.elapsed().as_secs_f64() * 1e3
+    );
     let (mut fwht, mut noise, mut encode, mut decode) = (vec![], vec![], vec![], vec![]);
     let mut decode_floor = vec![];
     let inv_scale = 1.0 / p.scale;

@@ -15,7 +15,7 @@
 //! | MVU mechanism, metric DP, vectors (paper 004) | [`mvu`] | interval / ℓp ball | ε-LDP / metric DP, unbiased |
 //! | Laplace, Gaussian baselines | [`laplace`], [`gaussian`] | balls | ε-DP / (ε,δ)-DP |
 //! | Central projection + Gaussian noise (paper 000) | [`central`] | any | (aggregate) |
-//! | Skellam noise, exact Poisson (paper 001) | [`skellam`] | integers | (aggregate, RDP) |
+//! | Skellam noise, exact Poisson (paper 001) | [`skellam`], its table sampler [`poisson_table`] | integers | (aggregate, RDP) |
 //! | Discrete Gaussian, exact (DDG baseline of paper 001) | [`discrete_gaussian`] | integers | (aggregate) |
 //! | Randomized Hadamard rotation (paper 001) | [`hadamard`] | vectors | (pre-processing) |
 //! | Batched exact samplers: ziggurat normals / exponentials, Laplace, uniform mod `2^b` | [`batch`] | buffers | (samplers) |
@@ -62,6 +62,7 @@ pub mod grid_rr;
 pub mod hadamard;
 pub mod laplace;
 pub mod mvu;
+pub mod poisson_table;
 pub mod privunit2;
 pub mod privunit_inf;
 pub mod privunitg;

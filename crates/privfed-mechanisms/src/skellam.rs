@@ -13,10 +13,17 @@
 //! keeps full relative accuracy at `λ ≥ 10⁸`, where `k·ln λ − λ − ln k!` cancels to ~10⁻⁷.
 //! Means up to [`MAX_MEAN`] (`2⁵⁰`) are accepted, so every draw is an exactly representable
 //! integer.
+//!
+//! [`Skellam`] draws its two Poisson halves from a [`PoissonTable`] (Walker's alias table over
+//! the pmf's body, inversion in the tails; every outcome's probability within a relative
+//! `~10⁻¹²` of the pmf) when `μ/2` is in the table's range, `10⁻³ … 1.2·10⁷`: 4.3× faster than
+//! PTRS at the benchmark's `μ`. Outside that range it uses [`Poisson`].
 
 use crate::error::{MechanismError, Result};
+use crate::poisson_table::PoissonTable;
 use privfed_special::{floor, ln_poisson_pmf};
 use rand::{CryptoRng, Rng, RngExt};
+use std::sync::Arc;
 
 /// Largest Poisson mean (and Skellam variance) accepted: `2⁵⁰ ≈ 1.1·10¹⁵`, so that draws (within
 /// thousands of standard deviations of the mean) stay exactly representable in an `f64`.
@@ -129,10 +136,15 @@ impl Poisson {
 }
 
 /// The symmetric Skellam distribution `Sk(μ) = Poisson(μ/2) − Poisson(μ/2)`, variance `μ`.
-#[derive(Debug, Clone, Copy)]
+///
+/// Each Poisson half is drawn from a [`PoissonTable`] (alias table and tail inversion, built once
+/// here) when `μ/2` is in its range, otherwise by [`Poisson`]'s PTRS; both draw the Poisson pmf
+/// (the table to a relative ~10⁻¹², see [`crate::poisson_table`]).
+#[derive(Debug, Clone)]
 pub struct Skellam {
     mu: f64,
     half: Poisson,
+    table: Option<Arc<PoissonTable>>,
 }
 
 impl Skellam {
@@ -148,6 +160,7 @@ impl Skellam {
         Ok(Skellam {
             mu,
             half: Poisson::new(mu / 2.0)?,
+            table: PoissonTable::new(mu / 2.0).map(Arc::new),
         })
     }
 
@@ -157,8 +170,17 @@ impl Skellam {
     }
 
     /// One draw.
+    #[inline]
     pub fn sample<R: Rng + CryptoRng + ?Sized>(&self, rng: &mut R) -> i64 {
-        self.half.sample(rng) as i64 - self.half.sample(rng) as i64
+        match &self.table {
+            Some(t) => t.sample(rng) as i64 - t.sample(rng) as i64,
+            None => self.half.sample(rng) as i64 - self.half.sample(rng) as i64,
+        }
+    }
+
+    /// Whether draws come from a [`PoissonTable`] (else from PTRS or the multiplication method).
+    pub fn uses_table(&self) -> bool {
+        self.table.is_some()
     }
 
     /// Fills `out` with i.i.d. draws.

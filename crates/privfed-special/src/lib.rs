@@ -80,7 +80,7 @@ pub use binomial::{ln_binomial, ln_binomial_half_pmf};
 pub use float::floor;
 pub use gamma::{ln_beta, ln_gamma};
 pub use gamma_inc::{gamma_inc, gamma_inc_complement, ln_gamma_inc_complement};
-pub use logspace::{log_add_exp, log_sum_exp, log_sum_exp_iter};
+pub use logspace::{NeumaierSum, log_add_exp, log_sum_exp, log_sum_exp_iter};
 pub use normal::{
     NormPoint, erfcx, ln_norm_cdf, ln_norm_sf, norm_cdf, norm_hazard, norm_pdf, norm_quantile,
     norm_sf, norm_sf_inv_ln,

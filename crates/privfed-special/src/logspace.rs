@@ -43,21 +43,41 @@ pub fn log_sum_exp_iter<I: Iterator<Item = f64> + Clone>(xs: I) -> f64 {
     if max.is_infinite() {
         return max;
     }
-    let (mut s, mut c) = (0.0f64, 0.0f64);
+    let mut sum = NeumaierSum::default();
     for x in xs {
         if x - max < UNDERFLOW {
             continue;
         }
-        let t = (x - max).exp();
-        let n = s + t;
-        c += if s.abs() >= t.abs() {
-            (s - n) + t
-        } else {
-            (t - n) + s
-        };
-        s = n;
+        sum.add((x - max).exp());
     }
-    max + (s + c).ln()
+    max + sum.value().ln()
+}
+
+/// Neumaier's compensated summation: the running sum and the rounding error it has dropped, so a
+/// long sum of terms of mixed size is accurate to a few ulps whatever their order.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NeumaierSum {
+    sum: f64,
+    compensation: f64,
+}
+
+impl NeumaierSum {
+    /// Adds `t`.
+    #[inline]
+    pub fn add(&mut self, t: f64) {
+        let n = self.sum + t;
+        self.compensation += if self.sum.abs() >= t.abs() {
+            (self.sum - n) + t
+        } else {
+            (t - n) + self.sum
+        };
+        self.sum = n;
+    }
+
+    /// The compensated sum so far.
+    pub fn value(&self) -> f64 {
+        self.sum + self.compensation
+    }
 }
 
 #[cfg(test)]

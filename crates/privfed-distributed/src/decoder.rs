@@ -65,26 +65,27 @@ impl SkellamDecoder {
         }
         let bits = p.bits();
         let limit = 1u64 << bits;
-        if let Some(i) = modular_sum.iter().position(|&x| x >= limit) {
+        let half = (1u64 << (bits - 1)) as f64;
+        let edge = half * (p.k() - 1.0).max(0.0) / p.k();
+        // One pass: range check, signed representative, boundary count, unscale.
+        let (mut near, mut out_of_range) = (0usize, false);
+        let rotated: Vec<f64> = modular_sum
+            .iter()
+            .map(|&x| {
+                out_of_range |= x >= limit;
+                let v = to_signed(x, bits) as f64;
+                near += usize::from(v.abs() > edge);
+                v / p.scale()
+            })
+            .collect();
+        if out_of_range && let Some(i) = modular_sum.iter().position(|&x| x >= limit) {
             return Err(DistributedError::invalid(
                 "sum",
                 modular_sum[i] as f64,
                 format!("entry {i} is not in [0, 2^{bits})"),
             ));
         }
-        let half = (1u64 << (bits - 1)) as f64;
-        let edge = half * (p.k() - 1.0).max(0.0) / p.k();
-        let mut near = 0usize;
-        let mut rotated: Vec<f64> = modular_sum
-            .iter()
-            .map(|&x| {
-                let v = to_signed(x, bits) as f64;
-                near += usize::from(v.abs() > edge);
-                v / p.scale()
-            })
-            .collect();
-        let mut sum = vec![0.0; p.dim()];
-        self.rotation.inverse_in_place(&mut rotated, &mut sum)?;
+        let sum = self.rotation.inverse_vec(rotated)?;
         let mean = sum.iter().map(|v| v / contributors as f64).collect();
         let expected = p.padded_dim() as f64 * 2.0 * norm_sf((p.k() - 1.0).max(0.0));
         Ok(Decoded {

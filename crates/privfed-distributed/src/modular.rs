@@ -28,13 +28,9 @@ pub fn wrap(v: i64, bits: u32) -> u64 {
 
 /// The signed representative of `x ∈ [0, 2^b)` in `[−2^{b−1}, 2^{b−1})`.
 pub fn to_signed(x: u64, bits: u32) -> i64 {
-    let half = 1u64 << (bits - 1);
-    let x = x & mask(bits);
-    if x >= half {
-        x as i64 - (1i64 << bits)
-    } else {
-        x as i64
-    }
+    // Sign extension of the low `bits` bits (no branch: the sum's signs are random).
+    let shift = 64 - bits;
+    ((x << shift) as i64) >> shift
 }
 
 /// A running sum of vectors in `Z_{2^b}^len` — the in-process stand-in for secure aggregation

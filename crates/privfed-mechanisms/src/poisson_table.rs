@@ -230,11 +230,9 @@ impl PoissonTable {
         let r = rng.next_u64();
         let col = (r >> self.shift) as usize;
         let c = self.cols[col];
-        let idx = if r & self.mask < c.thr {
-            col as u32
-        } else {
-            c.alias
-        };
+        // `col` if the low bits are below the threshold, else `alias`, as a conditional move: a
+        // plain `if` (and even a mask-and-xor) compiled to a jump that mispredicted (perf).
+        let idx = std::hint::select_unpredictable(r & self.mask < c.thr, col as u32, c.alias);
         if idx < self.body_len {
             self.lo + u64::from(idx)
         } else {

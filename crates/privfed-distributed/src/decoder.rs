@@ -181,7 +181,9 @@ mod tests {
                     .filter(|&&x| (to_signed(x, bits) as f64).abs() > edge)
                     .count();
                 assert!(
-                    out.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    out.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
                     "b = {bits}"
                 );
                 assert_eq!(near, want_near, "b = {bits}");

@@ -1,6 +1,7 @@
 //! Client encode and server decode at d = 2^20 against their floors, single core: encode's is one
 //! FWHT pass plus d Skellam draws (2d Poisson draws) from the same generator; decode's is one
-//! FWHT pass plus the unscaling (integer to float times 1/s).
+//! FWHT pass plus the unscaling (integer to float times 1/s). Decode is timed both as `decode`
+//! (new result vectors) and as `decode_into` (buffers reused, as a server decoding every round).
 //!
 //! `cargo run --release -p privfed-distributed --example bench_encode [-- REPEATS]`
 
@@ -64,6 +65,8 @@ fn main() {
     );
     let (mut fwht, mut noise, mut encode, mut decode) = (vec![], vec![], vec![], vec![]);
     let mut decode_floor = vec![];
+    let mut decode_into = vec![];
+    let (mut scratch, mut dsum, mut dmean) = (vec![0.0f64; d], vec![0.0f64; d], vec![0.0f64; d]);
     let inv_scale = 1.0 / p.scale;
     let mut buf = vec![0.0f64; d];
     let mut ints = vec![0i64; d];
@@ -80,6 +83,10 @@ fn main() {
         decode.push(time_ms(&mut || {
             dec.decode(sum.value(), 1).expect("decode");
         }));
+        decode_into.push(time_ms(&mut || {
+            dec.decode_into(sum.value(), 1, &mut scratch, &mut dsum, &mut dmean)
+                .expect("decode_into");
+        }));
         decode_floor.push(time_ms(&mut || {
             for (b, &v) in buf.iter_mut().zip(sum.value()) {
                 // Signed representative of v mod 2^16 (sign extension), then unscale.
@@ -92,11 +99,14 @@ fn main() {
     let n = summary("Skellam noise (2^20)", noise);
     let e = summary("encode (clip..wrap)", encode);
     let d_med = summary("decode", decode);
+    let di_med = summary("decode_into (own buffers)", decode_into);
     let d_floor = summary("decode floor", decode_floor);
     println!(
-        "floor = FWHT + noise = {:.2} ms; encode / floor = {:.2}; decode / decode floor = {:.2}",
+        "floor = FWHT + noise = {:.2} ms; encode / floor = {:.2}; decode / decode floor = {:.2}; \
+         decode_into / decode floor = {:.2}",
         f + n,
         e / (f + n),
-        d_med / d_floor
+        d_med / d_floor,
+        di_med / d_floor
     );
 }

@@ -47,6 +47,62 @@ impl SkellamDecoder {
 
     /// Decodes the modular sum of `contributors ≥ 1` encoded vectors.
     pub fn decode(&self, modular_sum: &[u64], contributors: usize) -> Result<Decoded> {
+        let mut rotated = vec![0.0f64; self.params.padded_dim()];
+        let report = self.unscale(modular_sum, contributors, &mut rotated)?;
+        let sum = self.rotation.inverse_vec(rotated)?;
+        let mean = sum.iter().map(|v| v / contributors as f64).collect();
+        Ok(Decoded {
+            sum,
+            mean,
+            contributors,
+            near_boundary: report.near_boundary,
+            expected_near_boundary: report.expected_near_boundary,
+            wrap_suspected: report.wrap_suspected,
+        })
+    }
+
+    /// [`decode`](Self::decode) into the caller's buffers, for a server that decodes round after
+    /// round: `scratch` (length `d'`, overwritten), `sum` and `mean` (length `d`) receive the same
+    /// values `decode` returns, and nothing is allocated. The report is `decode`'s without the
+    /// vectors.
+    pub fn decode_into(
+        &self,
+        modular_sum: &[u64],
+        contributors: usize,
+        scratch: &mut [f64],
+        sum: &mut [f64],
+        mean: &mut [f64],
+    ) -> Result<DecodeReport> {
+        let d = self.params.dim();
+        for (name, len, want) in [
+            ("scratch", scratch.len(), self.params.padded_dim()),
+            ("sum", sum.len(), d),
+            ("mean", mean.len(), d),
+        ] {
+            if len != want {
+                return Err(DistributedError::invalid(
+                    name,
+                    len as f64,
+                    format!("length must be {want}"),
+                ));
+            }
+        }
+        let report = self.unscale(modular_sum, contributors, scratch)?;
+        self.rotation.inverse_in_place(scratch, sum)?;
+        for (m, &v) in mean.iter_mut().zip(sum.iter()) {
+            *m = v / contributors as f64;
+        }
+        Ok(report)
+    }
+
+    /// Checks the inputs and writes `signed(x_i)/s` into `rotated` (length `d'`), with the wrap
+    /// report.
+    fn unscale(
+        &self,
+        modular_sum: &[u64],
+        contributors: usize,
+        rotated: &mut [f64],
+    ) -> Result<DecodeReport> {
         let p = &self.params;
         if modular_sum.len() != p.padded_dim() {
             return Err(DistributedError::invalid(
@@ -67,10 +123,9 @@ impl SkellamDecoder {
         let half = (1u64 << (bits - 1)) as f64;
         let edge = half * (p.k() - 1.0).max(0.0) / p.k();
         // One pass: range check, signed representative, boundary count, unscale.
-        let mut rotated = vec![0.0f64; modular_sum.len()];
         let (near, out_of_range) = pulp::Arch::new().dispatch(Unscale {
             sum: modular_sum,
-            out: &mut rotated,
+            out: rotated,
             bits,
             edge,
             scale: p.scale(),
@@ -82,18 +137,28 @@ impl SkellamDecoder {
                 format!("entry {i} is not in [0, 2^{bits})"),
             ));
         }
-        let sum = self.rotation.inverse_vec(rotated)?;
-        let mean = sum.iter().map(|v| v / contributors as f64).collect();
         let expected = p.padded_dim() as f64 * 2.0 * norm_sf((p.k() - 1.0).max(0.0));
-        Ok(Decoded {
-            sum,
-            mean,
+        Ok(DecodeReport {
             contributors,
             near_boundary: near,
             expected_near_boundary: expected,
             wrap_suspected: near as f64 > expected + 6.0 * expected.sqrt() + 6.0,
         })
     }
+}
+
+/// What [`SkellamDecoder::decode_into`] reports besides the vectors (the fields of [`Decoded`]
+/// of the same names).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DecodeReport {
+    /// How many clients contributed.
+    pub contributors: usize,
+    /// Coordinates of the modular sum beyond `(k−1)/k·2^{b−1}` (see [`Decoded::near_boundary`]).
+    pub near_boundary: usize,
+    /// Their expectation without any wrap.
+    pub expected_near_boundary: f64,
+    /// See [`Decoded::wrap_suspected`].
+    pub wrap_suspected: bool,
 }
 
 /// The decoder's first pass, compiled for the CPU's widest vectors: `out_i = signed(x_i) / s`,
@@ -190,5 +255,64 @@ mod tests {
                 assert_eq!(oor, bad, "b = {bits}");
             }
         }
+    }
+
+    /// `decode_into` fills its buffers with `decode`'s values, bit for bit, reports the same,
+    /// and refuses buffers of the wrong length.
+    #[test]
+    fn decode_into_matches_decode() {
+        use crate::{NoiseTarget, PlanRequest, SkellamEncoder, modular::ModularSum, plan};
+        use privfed_mechanisms::rng::seeded_rng_for_experiments;
+        let d = 1000;
+        let p = plan(&PlanRequest {
+            dim: d,
+            clip: 1.0,
+            bits: 16,
+            clients: 10,
+            max_contributors: None,
+            k: 4.0,
+            beta: (-0.5f64).exp(),
+            noise: NoiseTarget::LocalStddev(0.1),
+            delta: None,
+            sampling_rate: 1.0,
+            rounds: 1,
+            share: Default::default(),
+        })
+        .unwrap();
+        let seed = [3u8; 32];
+        let enc = SkellamEncoder::new(p.params, seed).unwrap();
+        let dec = SkellamDecoder::new(p.params, seed).unwrap();
+        let mut rng = seeded_rng_for_experiments(9);
+        let mut total = ModularSum::new(16, p.params.padded_dim()).unwrap();
+        for c in 0..10 {
+            let x: Vec<f64> = (0..d).map(|i| ((i * 7 + c) % 13) as f64 / 100.0).collect();
+            total.add(&enc.encode(&x, &mut rng).unwrap().0).unwrap();
+        }
+        let want = dec.decode(total.value(), 10).unwrap();
+        let (mut scratch, mut sum, mut mean) =
+            (vec![0.0; p.params.padded_dim()], vec![0.0; d], vec![0.0; d]);
+        let report = dec
+            .decode_into(total.value(), 10, &mut scratch, &mut sum, &mut mean)
+            .unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&sum), bits(&want.sum));
+        assert_eq!(bits(&mean), bits(&want.mean));
+        assert_eq!(report.near_boundary, want.near_boundary);
+        assert_eq!(report.wrap_suspected, want.wrap_suspected);
+        assert_eq!(report.contributors, 10);
+        assert!(
+            dec.decode_into(
+                total.value(),
+                10,
+                &mut scratch,
+                &mut sum[..d - 1],
+                &mut mean
+            )
+            .is_err()
+        );
+        assert!(
+            dec.decode_into(total.value(), 10, &mut scratch[1..], &mut sum, &mut mean)
+                .is_err()
+        );
     }
 }

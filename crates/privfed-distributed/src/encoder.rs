@@ -102,8 +102,9 @@ impl SkellamEncoder {
 
     /// [`encode_into`](Self::encode_into) with the noise shares drawn on up to `threads`
     /// threads. Rounding uses `rng` directly; the noise of block `b` of
-    /// [`BLOCK_LEN`] coordinates comes from stream `b` of a fresh [`StreamKey`] drawn from `rng`,
-    /// so the encoding is bit-for-bit the same for every thread count.
+    /// [`BLOCK_LEN`](privfed_mechanisms::rng::BLOCK_LEN) coordinates comes from stream `b` of a
+    /// fresh [`StreamKey`] drawn from `rng`, so the encoding is bit-for-bit the same for every
+    /// thread count.
     pub fn encode_into_threads<R: Rng + CryptoRng + ?Sized>(
         &self,
         x: &[f64],

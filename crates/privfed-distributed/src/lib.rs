@@ -55,7 +55,7 @@ pub use accounting::{
     EpsilonReport, ddg_round_event, epsilon_for_rounds, epsilon_for_rounds_with, round_event,
     round_event_for,
 };
-pub use decoder::{Decoded, SkellamDecoder};
+pub use decoder::{DecodeReport, Decoded, SkellamDecoder};
 pub use encoder::{EncodeStats, NoiseShare, SkellamEncoder};
 pub use error::{DistributedError, Result};
 pub use modular::ModularSum;

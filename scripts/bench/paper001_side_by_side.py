@@ -53,6 +53,7 @@ out = subprocess.run([a.bin, str(a.repeats)], capture_output=True, text=True, ch
 print(out, file=sys.stderr)
 scale = float(re.search(r"s = ([0-9.]+)", out).group(1))
 for name, key in [("privfed encode", "encode"), ("privfed decode", "decode"),
+                  ("privfed decode_into (buffers reused)", "decode_into (own buffers)"),
                   ("privfed encode floor (FWHT + noise)", None), ("privfed decode floor", "decode floor")]:
     if key is None:
         fl = float(re.search(r"floor = FWHT \+ noise = ([0-9.]+) ms", out).group(1))
@@ -136,7 +137,8 @@ print("|---|---|---|")
 for name, mn, med in rows:
     print(f"| {name} | {'' if mn is None else f'{mn:.1f}'} | {med:.1f} |")
 med = {name: m for name, _, m in rows}
-for ours, prefix in [("privfed encode", "encode"), ("privfed decode", "decode")]:
+for ours, prefix in [("privfed encode", "encode"), ("privfed decode", "decode"),
+                     ("privfed decode_into (buffers reused)", "decode")]:
     for name, m in med.items():
         if not name.startswith("privfed") and prefix in name:
             print(f"{name} / {ours}: {m / med[ours]:.1f}x")

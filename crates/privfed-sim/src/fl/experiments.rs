@@ -21,6 +21,7 @@ use super::config::Seed;
 use super::run::RunConfig;
 use super::spec::{Extras, Loaded};
 use super::train::{RoundMetrics, Summary, Trainer, opt};
+use crate::plot::table::mean_with_interval;
 use crate::plot::{Axis, Figure, Panel, Point, Series, Style};
 
 /// The experiments, by name.
@@ -107,6 +108,35 @@ pub fn experiment(name: &str, quick: bool) -> Result<Experiment, FlError> {
             NAMES.join(", ")
         ))),
     }
+}
+
+/// The grid `exp` repeated over seeds `1..=seeds`: each variant once per seed, with a `seed`
+/// label (seed 1 is the grid's own run; every other setting unchanged). `seeds = 1` returns the
+/// grid as it is. The figure averages the seeds of a point, with the 95% Student-t interval.
+///
+/// # Errors
+/// `seeds = 0`.
+pub fn with_seeds(mut exp: Experiment, seeds: u64) -> Result<Experiment, FlError> {
+    if seeds == 0 {
+        return Err(FlError::Config("--seeds must be at least 1".into()));
+    }
+    if seeds == 1 {
+        return Ok(exp);
+    }
+    exp.variants = exp
+        .variants
+        .iter()
+        .flat_map(|v| {
+            (1..=seeds).map(move |s| {
+                let mut v = v.clone();
+                v.config.train.seed = Some(Seed::from_u64(s));
+                v.labels.push(("seed".into(), s.to_string()));
+                v
+            })
+        })
+        .collect();
+    exp.title = format!("{} (mean of {seeds} seeds, 95% intervals)", exp.title);
+    Ok(exp)
 }
 
 /// Paper 000 §5.1: `N` users with one example each, one pass of private SGD (each sampled user's
@@ -535,7 +565,7 @@ pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
         _ => r.summary.final_accuracy,
     };
     let mut names: Vec<String> = Vec::new();
-    let mut series: Vec<(String, Vec<Point>, Option<f64>)> = Vec::new();
+    let mut series: Vec<(String, Vec<Point>, Vec<f64>)> = Vec::new();
     for r in rows {
         let name = if exp.series.is_empty() {
             exp.y.to_string()
@@ -563,29 +593,42 @@ pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
             Some(i) => i,
             None => {
                 names.push(name.clone());
-                series.push((name.clone(), Vec::new(), None));
+                series.push((name.clone(), Vec::new(), Vec::new()));
                 names.len() - 1
             }
         };
         match x.parse::<f64>() {
             Ok(xv) if xv.is_finite() => series[idx].1.push(Point::new(xv, y)),
-            _ => series[idx].2 = Some(y),
+            _ => series[idx].2.push(y),
         }
     }
     let mut out = Vec::new();
-    for (i, (name, mut pts, level)) in series.into_iter().enumerate() {
+    for (i, (name, mut pts, levels)) in series.into_iter().enumerate() {
         let style = Style {
             color: i,
             ..Style::default()
         };
         pts.sort_by(|a, b| a.x.total_cmp(&b.x));
+        // Several runs at one x (seeds): their mean, with the 95% t-interval.
+        let mut averaged: Vec<Point> = Vec::new();
+        for group in pts.chunk_by(|a, b| a.x.total_cmp(&b.x).is_eq()) {
+            let ys: Vec<f64> = group.iter().map(|p| p.y).collect();
+            let (y, interval) = mean_with_interval(&ys);
+            averaged.push(Point {
+                x: group[0].x,
+                y,
+                interval,
+            });
+        }
+        let pts = averaged;
         if !pts.is_empty() {
             out.push(Series::points(name, pts, style));
-        } else if let Some(y) = level {
+        } else if !levels.is_empty() {
+            let (y, interval) = mean_with_interval(&levels);
             out.push(Series::level(
                 format!("{name} ({} = ∞)", exp.x),
                 y,
-                None,
+                interval,
                 style,
             ));
         }
@@ -729,5 +772,53 @@ mod tests {
         .unwrap_err();
         assert_eq!(calls, 1);
         assert!(e.to_string().contains("disk full"), "{e}");
+    }
+
+    /// `with_seeds` repeats every run per seed with a `seed` label (seed 1 the grid's own), the
+    /// runs differ by seed, and the figure averages the seeds of a point with its t-interval.
+    #[test]
+    fn seeds_repeat_every_run_and_the_figure_averages_them() {
+        let exp = two_runs("10");
+        assert!(with_seeds(exp.clone(), 0).is_err());
+        assert_eq!(with_seeds(exp.clone(), 1).unwrap().variants.len(), 2);
+        let exp = with_seeds(exp, 3).unwrap();
+        assert_eq!(exp.variants.len(), 6);
+        assert_eq!(
+            exp.variants[4].labels,
+            vec![
+                ("epsilon".to_string(), "10".to_string()),
+                ("seed".to_string(), "2".to_string())
+            ]
+        );
+        assert_eq!(exp.variants[0].config.train.seed, Some(Seed::from_u64(1)));
+        let (rows, _) = run_experiment(
+            &exp,
+            Path::new("/nonexistent"),
+            1,
+            &mut |_, _, _| {},
+            &mut |_, _| Ok(()),
+        )
+        .unwrap();
+        let acc: Vec<f64> = rows[3..]
+            .iter()
+            .map(|r| r.summary.final_accuracy.unwrap())
+            .collect();
+        assert!(
+            acc.iter().any(|a| *a != acc[0]),
+            "three seeds gave the same run: {acc:?}"
+        );
+        let fig = figure(&exp, &rows);
+        let series = &fig.panels[0].series;
+        let points = series
+            .iter()
+            .find_map(|s| match &s.data {
+                crate::plot::SeriesData::Points(p) if !p.is_empty() => Some(p),
+                _ => None,
+            })
+            .expect("a series with points");
+        assert_eq!(points.len(), 1, "one averaged point for ε = 10");
+        let (mean, interval) = mean_with_interval(&acc);
+        assert_eq!(points[0].y, mean);
+        assert_eq!(points[0].interval, interval);
     }
 }

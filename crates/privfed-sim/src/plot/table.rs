@@ -234,6 +234,19 @@ enum IntervalFrom {
     Se(usize, f64),
 }
 
+/// The mean of `ys` (non-empty) and, with at least two values, the 95% Student-t interval of
+/// the mean.
+pub fn mean_with_interval(ys: &[f64]) -> (f64, Option<(f64, f64)>) {
+    let n = ys.len() as f64;
+    let mean = ys.iter().sum::<f64>() / n;
+    let interval = (ys.len() >= 2).then(|| {
+        let var = ys.iter().map(|y| (y - mean) * (y - mean)).sum::<f64>() / (n - 1.0);
+        let half = t_quantile_975(ys.len() - 1) * (var / n).sqrt();
+        (mean - half, mean + half)
+    });
+    (mean, interval)
+}
+
 /// Replaces the rows that share an x (or that all lack one) by their mean, with the 95%
 /// Student-t interval of the mean when there are at least two.
 fn average_rows(mut rows: Rows) -> Rows {
@@ -247,13 +260,7 @@ fn average_rows(mut rows: Rows) -> Rows {
             .take_while(|(n, p)| *n == no_x && (no_x || p.x.total_cmp(&x).is_eq()))
             .count();
         let ys: Vec<f64> = rows[i..j].iter().map(|(_, p)| p.y).collect();
-        let n = ys.len() as f64;
-        let mean = ys.iter().sum::<f64>() / n;
-        let interval = (ys.len() >= 2).then(|| {
-            let var = ys.iter().map(|y| (y - mean) * (y - mean)).sum::<f64>() / (n - 1.0);
-            let half = t_quantile_975(ys.len() - 1) * (var / n).sqrt();
-            (mean - half, mean + half)
-        });
+        let (mean, interval) = mean_with_interval(&ys);
         out.push((
             no_x,
             Point {

@@ -3,6 +3,7 @@
 //! wrapped.
 
 use crate::error::{DistributedError, Result};
+use crate::modular::{small_i64_to_f64, to_signed};
 use crate::params::SkellamParams;
 use privfed_mechanisms::hadamard::RandomizedHadamard;
 use privfed_special::norm_sf;
@@ -162,10 +163,9 @@ pub struct DecodeReport {
 }
 
 /// The decoder's first pass, compiled for the CPU's widest vectors: `out_i = signed(x_i) / s`,
-/// counting entries beyond `edge` and flagging any `x_i ≥ 2^b`. The signed representative is the
-/// sign extension of the low `b` bits ([`crate::modular::to_signed`]); below 2⁵¹ it converts to
-/// `f64` exactly through the bits of `1.5·2⁵²` (AVX2 has no 64-bit integer conversion), above by
-/// a plain cast. Every step is exact or a correctly rounded division: the same bits on every CPU.
+/// counting entries beyond `edge` and flagging any `x_i ≥ 2^b`. The signed representative is
+/// [`to_signed`]'s; for `b ≤ 51` it converts to `f64` through `small_i64_to_f64`, above by a plain
+/// cast. Every step is exact or a correctly rounded division: the same bits on every CPU.
 struct Unscale<'a> {
     sum: &'a [u64],
     out: &'a mut [f64],
@@ -190,18 +190,12 @@ impl pulp::WithSimd for Unscale<'_> {
 impl Unscale<'_> {
     #[inline(always)]
     fn run<const SMALL: bool>(self) -> (usize, bool) {
-        const MAGIC: f64 = 6_755_399_441_055_744.0;
         let limit = 1u64 << self.bits;
-        let shift = 64 - self.bits;
         let (mut near, mut out_of_range) = (0usize, false);
         for (o, &x) in self.out.iter_mut().zip(self.sum) {
             out_of_range |= x >= limit;
-            let v = ((x << shift) as i64) >> shift;
-            let f = if SMALL {
-                f64::from_bits(MAGIC.to_bits().wrapping_add(v as u64)) - MAGIC
-            } else {
-                v as f64
-            };
+            let v = to_signed(x, self.bits);
+            let f = if SMALL { small_i64_to_f64(v) } else { v as f64 };
             near += usize::from(f.abs() > self.edge);
             *o = f / self.scale;
         }
@@ -212,7 +206,6 @@ impl Unscale<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::modular::to_signed;
 
     /// The vectorized pass against the scalar definition, bit for bit, on both conversion paths
     /// (b = 16 and b = 60), with entries at the boundaries and one out of range.
@@ -261,24 +254,10 @@ mod tests {
     /// and refuses buffers of the wrong length.
     #[test]
     fn decode_into_matches_decode() {
-        use crate::{NoiseTarget, PlanRequest, SkellamEncoder, modular::ModularSum, plan};
+        use crate::{SkellamEncoder, modular::ModularSum, pipeline_tests::request, plan};
         use privfed_mechanisms::rng::seeded_rng_for_experiments;
         let d = 1000;
-        let p = plan(&PlanRequest {
-            dim: d,
-            clip: 1.0,
-            bits: 16,
-            clients: 10,
-            max_contributors: None,
-            k: 4.0,
-            beta: (-0.5f64).exp(),
-            noise: NoiseTarget::LocalStddev(0.1),
-            delta: None,
-            sampling_rate: 1.0,
-            rounds: 1,
-            share: Default::default(),
-        })
-        .unwrap();
+        let p = plan(&request(d, 16, 10, 0.1, (-0.5f64).exp())).unwrap();
         let seed = [3u8; 32];
         let enc = SkellamEncoder::new(p.params, seed).unwrap();
         let dec = SkellamDecoder::new(p.params, seed).unwrap();

@@ -2,7 +2,7 @@
 //! pad and rotate → conditional stochastic rounding → add a Skellam share → wrap into `Z_{2^b}`.
 
 use crate::error::{DistributedError, Result};
-use crate::modular::wrap;
+use crate::modular::{small_f64_to_i64, wrap};
 use crate::params::SkellamParams;
 use privfed_mechanisms::discrete_gaussian::DiscreteGaussian;
 use privfed_mechanisms::domain::l2_norm_scaled;
@@ -212,8 +212,8 @@ impl SkellamEncoder {
             p.scale()
         };
         let threshold = p.rounding_threshold();
-        // |y_i| ≤ ‖y‖ ≈ s·c: below 2⁵⁰ every rounded value converts to i64 exactly by the
-        // float-bits trick (see `round_chunk`).
+        // |y_i| ≤ ‖y‖ ≈ s·c: below 2⁵⁰ every rounded value converts to i64 exactly through
+        // `small_f64_to_i64` (see `round_chunk`).
         let small = p.scale() * p.clip() < 1_125_899_906_842_624.0;
         for tries in 1..=MAX_ROUNDING_TRIES {
             // Rounded in place, so a retry rotates again (the same values).
@@ -249,7 +249,7 @@ const ROUND_BATCH: usize = 256;
 struct RoundPass<'a, R: ?Sized> {
     rng: &'a mut R,
     words: &'a mut [u64],
-    /// Every `|y| < 2⁵⁰`, so the conversion to `i64` can use the float-bits trick.
+    /// Every `|y| < 2⁵⁰`, so the conversion to `i64` can use [`small_f64_to_i64`].
     small: bool,
 }
 
@@ -277,10 +277,8 @@ impl<R: Rng + ?Sized> pulp::WithSimd for RoundPass<'_, R> {
     }
 }
 
-/// `2⁵²`, and `1.5·2⁵²`: adding it to an integer-valued `|r| < 2⁵¹` lands in `[2⁵², 2⁵³)`, where
-/// the `f64`'s low mantissa bits are `r + 2⁵¹` exactly.
-const TWO52: f64 = 4_503_599_627_370_496.0;
-const MAGIC_I64: f64 = 6_755_399_441_055_744.0;
+/// `2⁻⁵³`, the spacing of rand's `f64` uniforms.
+const TWO_M53: f64 = 1.0 / 9_007_199_254_740_992.0;
 
 #[inline(always)]
 fn round_chunk<const SMALL: bool>(words: &mut [u64], uniforms: &[u64], sq: &mut [f64; 4]) {
@@ -289,11 +287,11 @@ fn round_chunk<const SMALL: bool>(words: &mut [u64], uniforms: &[u64], sq: &mut 
             let y = f64::from_bits(*w);
             let fl = y.floor();
             // rand's `random::<f64>()`: the top 53 bits times 2⁻⁵³.
-            let uniform = (u >> 11) as f64 * (1.0 / TWO52 / 2.0);
+            let uniform = (u >> 11) as f64 * TWO_M53;
             let r = fl + if uniform < y - fl { 1.0 } else { 0.0 };
             *s += r * r;
             *w = if SMALL {
-                (r + MAGIC_I64).to_bits().wrapping_sub(MAGIC_I64.to_bits())
+                small_f64_to_i64(r) as u64
             } else {
                 r as i64 as u64
             };

@@ -27,10 +27,28 @@ pub fn wrap(v: i64, bits: u32) -> u64 {
 }
 
 /// The signed representative of `x ∈ [0, 2^b)` in `[−2^{b−1}, 2^{b−1})`.
+#[inline(always)]
 pub fn to_signed(x: u64, bits: u32) -> i64 {
     // Sign extension of the low `bits` bits (no branch: the sum's signs are random).
     let shift = 64 - bits;
     ((x << shift) as i64) >> shift
+}
+
+/// `1.5·2⁵²`: an integer-valued `|r| < 2⁵¹` plus this lands in `[2⁵², 2⁵³)`, where the `f64`'s
+/// bits are those of the constant plus `r`, so the conversions below are exact and vectorize
+/// (AVX2 has no 64-bit integer ↔ float conversion).
+const MAGIC: f64 = 6_755_399_441_055_744.0;
+
+/// `v as f64` for `|v| < 2⁵¹`, exactly.
+#[inline(always)]
+pub(crate) fn small_i64_to_f64(v: i64) -> f64 {
+    f64::from_bits(MAGIC.to_bits().wrapping_add(v as u64)) - MAGIC
+}
+
+/// `r as i64` for an integer-valued `|r| < 2⁵¹`, exactly.
+#[inline(always)]
+pub(crate) fn small_f64_to_i64(r: f64) -> i64 {
+    (r + MAGIC).to_bits().wrapping_sub(MAGIC.to_bits()) as i64
 }
 
 /// A running sum of vectors in `Z_{2^b}^len` — the in-process stand-in for secure aggregation

@@ -8,7 +8,7 @@ use privfed_testkit::assert_mean;
 
 const SEED: [u8; 32] = [9; 32];
 
-fn request(dim: usize, bits: u32, clients: usize, sigma: f64, beta: f64) -> PlanRequest {
+pub(crate) fn request(dim: usize, bits: u32, clients: usize, sigma: f64, beta: f64) -> PlanRequest {
     PlanRequest {
         dim,
         clip: 1.0,

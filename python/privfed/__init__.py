@@ -45,6 +45,7 @@ from .errors import (
     PrivfedError,
     ProtocolAbort,
     ProtocolError,
+    TrainingDiverged,
     UnsupportedEvent,
 )
 
@@ -76,6 +77,7 @@ __all__ = [
     "InfeasibleParameters",
     "UnsupportedEvent",
     "PrivacyBudgetExceeded",
+    "TrainingDiverged",
     "ProtocolError",
     "ProtocolAbort",
     "NumericalError",

@@ -578,7 +578,8 @@ class Trainer:
         threads: Optional[int] = None,
     ) -> Trainer: ...
     def step(self) -> Optional[Dict[str, Any]]:
-        """One round's record, None when finished; PrivacyBudgetExceeded on a budget stop."""
+        """One round's record, None when finished; PrivacyBudgetExceeded on a budget stop,
+        TrainingDiverged when training diverges."""
     def run(
         self,
         rounds: Optional[int] = None,

@@ -14,6 +14,7 @@ __all__ = [
     "InfeasibleParameters",
     "UnsupportedEvent",
     "PrivacyBudgetExceeded",
+    "TrainingDiverged",
     "ProtocolError",
     "ProtocolAbort",
     "NumericalError",
@@ -47,6 +48,11 @@ class UnsupportedEvent(PrivfedError, ValueError):
 
 class PrivacyBudgetExceeded(PrivfedError):
     """Going on would spend more privacy than the budget allows."""
+
+
+class TrainingDiverged(PrivfedError, ArithmeticError):
+    """A training run diverged: a client's local update or the server's step was not finite
+    (the learning rates, momentum or clip cannot train this model under its noise)."""
 
 
 class ProtocolError(PrivfedError, ValueError):

@@ -18,8 +18,10 @@ privfed's models without torch::
 
 A config is TOML text, a path to a TOML file, or a dict of the same form. Training runs without
 the GIL; bad configs or data raise :class:`privfed.errors.ConfigError`; ``Trainer.step`` raises
-:class:`privfed.errors.PrivacyBudgetExceeded` when the budget stops training (``train`` and
-``Trainer.run`` end normally with ``stopped`` in the summary).
+:class:`privfed.errors.PrivacyBudgetExceeded` when the budget stops training and
+:class:`privfed.errors.TrainingDiverged` when training diverges (``train`` and ``Trainer.run`` end
+normally in both cases, with ``stopped`` — its ``kind``, ``round`` and ``reason`` — in the
+summary).
 """
 
 from . import _privfed as _native

@@ -242,6 +242,21 @@ def test_budget_stop():
     assert report["final_epsilon"] == s["final_epsilon"]
 
 
+def test_divergence_stops_training():
+    # Finite as a config, infinite as the f32 step each client takes: round 1 diverges.
+    cfg = with_(CONFIG, local__learning_rate=1e39)
+    t = fl.Trainer(cfg, threads=1)
+    with pytest.raises(errors.TrainingDiverged, match="not finite"):
+        t.step()
+    assert isinstance(errors.TrainingDiverged("x"), ArithmeticError)
+    s = t.summary()
+    assert s["stopped"]["kind"] == "diverged" and s["stopped"]["round"] == 1
+    assert s["rounds_completed"] == 0 and s["final_epsilon"] == 0.0
+    assert t.step() is None
+    report = fl.train(cfg, threads=1, progress=False)
+    assert report["stopped"]["kind"] == "diverged"
+
+
 def test_config_errors():
     with pytest.raises(errors.ConfigError, match="unknown field `epochz`"):
         fl.train(with_(CONFIG, local__epochz=1), progress=False)

@@ -32,6 +32,9 @@ pub enum Kind {
     UnsupportedEvent,
     /// `PrivacyBudgetExceeded`.
     PrivacyBudgetExceeded,
+    /// `TrainingDiverged` (an `ArithmeticError`): a training run's model or update stopped
+    /// being finite.
+    TrainingDiverged,
     /// `ProtocolError` (a `ValueError`): a malformed, forged, replayed or out-of-order message.
     ProtocolError,
     /// `ProtocolAbort`: the round aborted (too few survivors, an inconsistent server request).
@@ -52,6 +55,7 @@ impl Kind {
             Kind::InfeasibleParameters => "InfeasibleParameters",
             Kind::UnsupportedEvent => "UnsupportedEvent",
             Kind::PrivacyBudgetExceeded => "PrivacyBudgetExceeded",
+            Kind::TrainingDiverged => "TrainingDiverged",
             Kind::ProtocolError => "ProtocolError",
             Kind::ProtocolAbort => "ProtocolAbort",
             Kind::NumericalError => "NumericalError",

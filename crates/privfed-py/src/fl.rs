@@ -28,7 +28,7 @@ use privfed_sim::fl::config::{LocalTraining, TrainConfig};
 use privfed_sim::fl::data::{FederatedData, Shard};
 use privfed_sim::fl::run::{RunConfig, figure};
 use privfed_sim::fl::spec::DataSpec;
-use privfed_sim::fl::train::{checkpoint_seed, history_csv, local_sgd, write_atomically};
+use privfed_sim::fl::train::{StopKind, checkpoint_seed, history_csv, local_sgd, write_atomically};
 use privfed_sim::fl::{FlError, RoundMetrics, StepOutcome, Trainer as TrainerRs};
 use privfed_sim::plot::write_figure;
 use pyo3::prelude::*;
@@ -379,7 +379,8 @@ impl Trainer {
     /// `update_norm`, `wrap_suspected`, `aborted`, `seconds`), or `None` when every round has
     /// run. Raises `PrivacyBudgetExceeded` when the configured budget stops training instead
     /// (the round is not run or its aggregate is discarded; the trainer stays usable and its
-    /// summary says why).
+    /// summary says why), and `TrainingDiverged` when a client's local update or the server's
+    /// step stopped being finite (the summary's `stopped` has `kind = "diverged"`).
     fn step<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         if self.t().is_finished() {
             return Ok(None);
@@ -390,7 +391,13 @@ impl Trainer {
         match outcome {
             StepOutcome::Round(m) => Ok(Some(to_python(py, &*m)?)),
             StepOutcome::Finished => match self.t().summary().stopped {
-                Some(s) => Err(error(Kind::PrivacyBudgetExceeded, s.reason)),
+                Some(s) => Err(error(
+                    match s.kind {
+                        StopKind::Budget => Kind::PrivacyBudgetExceeded,
+                        StopKind::Diverged => Kind::TrainingDiverged,
+                    },
+                    s.reason,
+                )),
                 None => Ok(None),
             },
         }

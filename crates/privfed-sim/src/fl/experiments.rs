@@ -20,7 +20,7 @@ use super::FlError;
 use super::config::Seed;
 use super::run::RunConfig;
 use super::spec::{Extras, Loaded};
-use super::train::{RoundMetrics, Summary, Trainer, opt};
+use super::train::{RoundMetrics, StopKind, Summary, Trainer, opt};
 use crate::plot::table::mean_with_interval;
 use crate::plot::{Axis, Figure, Panel, Point, Series, Style};
 
@@ -497,7 +497,7 @@ pub fn results_csv(rows: &[ResultRow]) -> String {
     }
     s.push_str(
         "final_accuracy,final_test_loss,final_epsilon,delta,excess_loss,distance,\
-         rounds_completed,seconds_per_round,noise_multiplier,local_epsilon\n",
+         rounds_completed,seconds_per_round,noise_multiplier,local_epsilon,stopped\n",
     );
     for r in rows {
         for (_, v) in &r.labels {
@@ -506,7 +506,7 @@ pub fn results_csv(rows: &[ResultRow]) -> String {
         }
         let m = &r.summary;
         s.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{}\n",
             opt(m.final_accuracy),
             opt(m.final_test_loss),
             opt(m.final_epsilon),
@@ -517,9 +517,30 @@ pub fn results_csv(rows: &[ResultRow]) -> String {
             r.seconds_per_round,
             opt(m.noise_multiplier),
             opt(m.local_epsilon),
+            stopped_cell(m),
         ));
     }
     s
+}
+
+/// The `stopped` cell: empty for a run that ran all its rounds, else `budget@R` or
+/// `diverged@R` with the round that was not run (the reason in words is in the JSON report).
+fn stopped_cell(m: &Summary) -> String {
+    match &m.stopped {
+        None => String::new(),
+        Some(st) => format!(
+            "{}@{}",
+            match st.kind {
+                StopKind::Budget => "budget",
+                StopKind::Diverged => "diverged",
+            },
+            st.round
+        ),
+    }
+}
+
+fn diverged(r: &ResultRow) -> bool {
+    matches!(&r.summary.stopped, Some(st) if st.kind == StopKind::Diverged)
 }
 
 /// `NAME_rounds.csv`: one row per run and round.
@@ -551,7 +572,9 @@ pub fn rounds_csv(exp: &Experiment, rounds: &[(usize, RoundMetrics)]) -> String 
 }
 
 /// The experiment's figure: `y` against the numeric label `x`, one series per value of the
-/// series labels; variants whose x is `inf` are drawn as horizontal reference lines.
+/// series labels; variants whose x is `inf` are drawn as horizontal reference lines. Runs that
+/// diverged have no final model to plot: they are left out of the points and counted in their
+/// series' name ("skellam (2 of 20 runs diverged)").
 pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
     let label = |r: &ResultRow, k: &str| {
         r.labels
@@ -566,6 +589,8 @@ pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
     };
     let mut names: Vec<String> = Vec::new();
     let mut series: Vec<(String, Vec<Point>, Vec<f64>)> = Vec::new();
+    // Per series: (runs, diverged runs).
+    let mut counts: Vec<(usize, usize)> = Vec::new();
     for r in rows {
         let name = if exp.series.is_empty() {
             exp.y.to_string()
@@ -584,26 +609,37 @@ pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let Some(y) = y_of(r) else { continue };
-        if exp.log_y && y <= 0.0 {
-            continue;
-        }
-        let x = label(r, exp.x);
         let idx = match names.iter().position(|n| *n == name) {
             Some(i) => i,
             None => {
                 names.push(name.clone());
                 series.push((name.clone(), Vec::new(), Vec::new()));
+                counts.push((0, 0));
                 names.len() - 1
             }
         };
+        counts[idx].0 += 1;
+        if diverged(r) {
+            counts[idx].1 += 1;
+            continue;
+        }
+        let Some(y) = y_of(r) else { continue };
+        if exp.log_y && y <= 0.0 {
+            continue;
+        }
+        let x = label(r, exp.x);
         match x.parse::<f64>() {
             Ok(xv) if xv.is_finite() => series[idx].1.push(Point::new(xv, y)),
             _ => series[idx].2.push(y),
         }
     }
     let mut out = Vec::new();
-    for (i, (name, mut pts, levels)) in series.into_iter().enumerate() {
+    for (i, ((mut name, mut pts, levels), (runs, bad))) in
+        series.into_iter().zip(counts).enumerate()
+    {
+        if bad > 0 {
+            name = format!("{name} ({bad} of {runs} runs diverged)");
+        }
         let style = Style {
             color: i,
             ..Style::default()
@@ -772,6 +808,50 @@ mod tests {
         .unwrap_err();
         assert_eq!(calls, 1);
         assert!(e.to_string().contains("disk full"), "{e}");
+    }
+
+    /// A run that diverges is recorded as diverged (`stopped` column, figure legend) and the
+    /// grid goes on to the next run.
+    #[test]
+    fn a_diverged_run_is_recorded_and_the_grid_goes_on() {
+        let blow_up = synthetic("mechanism = \"none\"").replace(
+            "eval = {",
+            "local = { epochs = 1, batch_size = 1, learning_rate = 1e39 }\neval = {",
+        );
+        let exp = grid(vec![
+            variant(&[("epsilon", "10".into())], &blow_up).unwrap(),
+            variant(
+                &[("epsilon", "20".into())],
+                &synthetic("mechanism = \"none\""),
+            )
+            .unwrap(),
+        ]);
+        let (rows, _) = run_experiment(
+            &exp,
+            Path::new("/nonexistent"),
+            1,
+            &mut |_, _, _| {},
+            &mut |_, _| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(diverged(&rows[0]) && !diverged(&rows[1]));
+        let csv = results_csv(&rows);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(lines[0].ends_with(",stopped"), "{}", lines[0]);
+        assert!(lines[1].ends_with(",diverged@1"), "{}", lines[1]);
+        assert!(lines[2].ends_with(','), "{}", lines[2]);
+        let fig = figure(&exp, &rows);
+        let series = &fig.panels[0].series;
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0].name, "final_accuracy (1 of 2 runs diverged)");
+        match &series[0].data {
+            crate::plot::SeriesData::Points(p) => {
+                assert_eq!(p.len(), 1);
+                assert_eq!(p[0].x, 20.0);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// `with_seeds` repeats every run per seed with a `seed` label (seed 1 the grid's own), the

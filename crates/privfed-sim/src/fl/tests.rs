@@ -614,3 +614,61 @@ fn local_sgd_is_the_loops_local_training() {
     );
     assert_eq!(a.unwrap(), b.unwrap());
 }
+
+/// A run whose local training blows up stops as diverged in that round, before anything is
+/// privatized, released or accounted; the grid around it can go on (the run returns normally).
+#[test]
+fn a_local_update_that_is_not_finite_stops_the_run_as_diverged() {
+    use super::train::StopKind;
+    let data = blobs(20, 10);
+    let mut cfg = config(central(1.0), Sampling::Fixed { cohort: 5 }, 4);
+    // Finite as a config, infinite as the f32 step the client takes.
+    cfg.local.learning_rate = 1e39;
+    let t = run(cfg, &data, 2);
+    let s = t.summary();
+    let st = s.stopped.expect("stopped");
+    assert_eq!((st.kind, st.round), (StopKind::Diverged, 1));
+    assert!(st.reason.contains("5 of 5 clients"), "{}", st.reason);
+    assert_eq!(s.rounds_completed, 0);
+    assert!(t.events().is_empty(), "nothing may be accounted");
+    assert_eq!(s.final_epsilon, Some(0.0));
+    assert!(t.params().iter().all(|p| p.is_finite()));
+
+    // The same run with a sane step trains all its rounds.
+    let t = run(
+        config(central(1.0), Sampling::Fixed { cohort: 5 }, 4),
+        &data,
+        2,
+    );
+    assert!(t.summary().stopped.is_none());
+    assert_eq!(t.summary().rounds_completed, 4);
+}
+
+/// A server step that overflows the model: the round was released and accounted, so it is
+/// recorded, and the run stops after it as diverged.
+#[test]
+fn a_server_step_that_overflows_stops_the_run_after_its_round() {
+    use super::train::StopKind;
+    let data = blobs(20, 10);
+    let mut cfg = config(central(1.0), Sampling::Fixed { cohort: 5 }, 4);
+    cfg.server = ServerOptimizer::Sgd {
+        learning_rate: 1e39,
+        momentum: 0.0,
+    };
+    let t = run(cfg, &data, 2);
+    let s = t.summary();
+    let st = s.stopped.expect("stopped");
+    assert_eq!((st.kind, st.round), (StopKind::Diverged, 2));
+    assert!(
+        st.reason.contains("server's step in round 1"),
+        "{}",
+        st.reason
+    );
+    assert_eq!(s.rounds_completed, 1);
+    assert_eq!(t.events().len(), 1, "the released round is accounted");
+    assert!(s.final_epsilon.unwrap() > 0.0);
+    assert!(
+        t.history()[0].accuracy.is_none(),
+        "no evaluation of a non-finite model"
+    );
+}

@@ -99,10 +99,28 @@ pub struct RoundMetrics {
 /// Why training ended before its last round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stopped {
-    /// The round that was not run or was discarded.
+    /// The round that was not run or was discarded (for a server step that overflowed: the
+    /// round after it).
     pub round: u64,
-    /// Why.
+    /// What stopped it (checkpoints written before this field existed read as a budget stop,
+    /// the only kind there was).
+    #[serde(default)]
+    pub kind: StopKind,
+    /// Why, in words.
     pub reason: String,
+}
+
+/// What stopped a run early.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopKind {
+    /// The privacy budget: the next round would have spent more than it allows.
+    #[default]
+    Budget,
+    /// Training diverged: a client's local update, or the server's step, was not finite. The
+    /// configuration (learning rates, momentum, clip against the noise) cannot train this model;
+    /// nothing non-finite was privatized, released or applied.
+    Diverged,
 }
 
 /// The server optimizer's state.
@@ -396,8 +414,12 @@ impl<'d> Trainer<'d> {
         self.state.stopped.is_some() || self.state.round >= self.cfg.rounds
     }
 
-    fn stop(&mut self, round: u64, reason: String) -> StepOutcome {
-        self.state.stopped = Some(Stopped { round, reason });
+    fn stop(&mut self, round: u64, kind: StopKind, reason: String) -> StepOutcome {
+        self.state.stopped = Some(Stopped {
+            round,
+            kind,
+            reason,
+        });
         StepOutcome::Finished
     }
 
@@ -450,6 +472,7 @@ impl<'d> Trainer<'d> {
             if next > b {
                 return Ok(self.stop(
                     round,
+                    StopKind::Budget,
                     format!("budget: round {round} would take ε to {next:.4} > {b}"),
                 ));
             }
@@ -469,7 +492,7 @@ impl<'d> Trainer<'d> {
             let c = cohort[j];
             if dropped[j] {
                 // A client that drops out before sending: its update is never used.
-                return Ok((None, Contribution::Encoded(Vec::new()), 0.0));
+                return Ok(Some((None, Contribution::Encoded(Vec::new()), 0.0)));
             }
             let mut rng = stream(seed, PURPOSE_TRAIN, round, c as u64);
             let (theta, loss) = local_train(model, &data.clients[c], global, local, &mut rng, w)?;
@@ -478,20 +501,41 @@ impl<'d> Trainer<'d> {
                 .zip(global)
                 .map(|(a, b)| f64::from(*a) - f64::from(*b))
                 .collect();
+            if !update.iter().all(|u| u.is_finite()) {
+                // Local training blew up: no mechanism can privatize this (and none is asked to).
+                return Ok(None);
+            }
             let tp = Instant::now();
             let mut prng = stream(seed, PURPOSE_PRIVATIZE, round, c as u64);
             let contribution = side.contribute(update, &mut prng)?;
-            Ok::<_, FlError>((Some(loss), contribution, tp.elapsed().as_secs_f64()))
+            Ok::<_, FlError>(Some((Some(loss), contribution, tp.elapsed().as_secs_f64())))
         });
         let clients_s = t_clients.elapsed().as_secs_f64();
         let mut contributions = Vec::with_capacity(results.len());
         let mut losses = Vec::new();
         let mut privatize_cpu = 0.0;
+        let mut diverged = 0usize;
         for r in results {
-            let (loss, c, s) = r?;
-            losses.extend(loss);
-            contributions.push(c);
-            privatize_cpu += s;
+            match r? {
+                Some((loss, c, s)) => {
+                    losses.extend(loss);
+                    contributions.push(c);
+                    privatize_cpu += s;
+                }
+                None => diverged += 1,
+            }
+        }
+        if diverged > 0 {
+            return Ok(self.stop(
+                round,
+                StopKind::Diverged,
+                format!(
+                    "diverged: {diverged} of {} clients' local updates in round {round} were not \
+                     finite (local training from the round's global model blew up); the round \
+                     was discarded before any privatization, release or accounting",
+                    cohort.len()
+                ),
+            ));
         }
 
         let t_agg = Instant::now();
@@ -516,6 +560,7 @@ impl<'d> Trainer<'d> {
             if next > b {
                 return Ok(self.stop(
                     round,
+                    StopKind::Budget,
                     format!(
                         "budget: round {round} had {} contributors (fewer than planned) and would \
                          take ε to {next:.4} > {b}; its aggregate was discarded unreleased",
@@ -537,21 +582,25 @@ impl<'d> Trainer<'d> {
         if let Some(mean) = &agg.mean {
             self.apply(mean);
         }
+        // The round was released and accounted; if the server's step overflowed the model, it
+        // is recorded and training ends after it.
+        let overflowed = !self.state.params.iter().all(|p| p.is_finite());
 
         let t_eval = Instant::now();
-        let (accuracy, test_loss) =
-            if round.is_multiple_of(self.cfg.eval.every) || round == self.cfg.rounds {
-                let e = evaluate(
-                    self.model.as_ref(),
-                    &self.state.params,
-                    &self.data.test,
-                    self.cfg.eval.max_rows,
-                    self.threads,
-                )?;
-                (Some(e.accuracy()), Some(e.loss()))
-            } else {
-                (None, None)
-            };
+        let (accuracy, test_loss) = if !overflowed
+            && (round.is_multiple_of(self.cfg.eval.every) || round == self.cfg.rounds)
+        {
+            let e = evaluate(
+                self.model.as_ref(),
+                &self.state.params,
+                &self.data.test,
+                self.cfg.eval.max_rows,
+                self.threads,
+            )?;
+            (Some(e.accuracy()), Some(e.loss()))
+        } else {
+            (None, None)
+        };
         let eval_s = t_eval.elapsed().as_secs_f64();
 
         let metrics = RoundMetrics {
@@ -577,6 +626,16 @@ impl<'d> Trainer<'d> {
         };
         self.state.round = round;
         self.state.history.push(metrics.clone());
+        if overflowed {
+            self.state.stopped = Some(Stopped {
+                round: round + 1,
+                kind: StopKind::Diverged,
+                reason: format!(
+                    "diverged: the server's step in round {round} left the global model's \
+                     parameters not finite (the round was released and accounted)"
+                ),
+            });
+        }
         Ok(StepOutcome::Round(Box::new(metrics)))
     }
 

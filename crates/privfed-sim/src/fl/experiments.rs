@@ -739,6 +739,19 @@ mod tests {
         }
     }
 
+    /// Every run of `exp` (synthetic data only), without progress.
+    fn run_quietly(exp: &Experiment) -> Vec<ResultRow> {
+        run_experiment(
+            exp,
+            Path::new("/nonexistent"),
+            1,
+            &mut |_, _, _| {},
+            &mut |_, _| Ok(()),
+        )
+        .unwrap()
+        .0
+    }
+
     /// A non-private run, then the separated mechanism at local ε = `eps`.
     fn two_runs(eps: &str) -> Experiment {
         grid(vec![
@@ -832,14 +845,7 @@ mod tests {
             )
             .unwrap(),
         ]);
-        let (rows, _) = run_experiment(
-            &exp,
-            Path::new("/nonexistent"),
-            1,
-            &mut |_, _, _| {},
-            &mut |_, _| Ok(()),
-        )
-        .unwrap();
+        let rows = run_quietly(&exp);
         assert_eq!(rows.len(), 2);
         assert!(diverged(&rows[0]) && !diverged(&rows[1]));
         let csv = results_csv(&rows);
@@ -877,14 +883,7 @@ mod tests {
             ]
         );
         assert_eq!(exp.variants[0].config.train.seed, Some(Seed::from_u64(1)));
-        let (rows, _) = run_experiment(
-            &exp,
-            Path::new("/nonexistent"),
-            1,
-            &mut |_, _, _| {},
-            &mut |_, _| Ok(()),
-        )
-        .unwrap();
+        let rows = run_quietly(&exp);
         let acc: Vec<f64> = rows[3..]
             .iter()
             .map(|r| r.summary.final_accuracy.unwrap())

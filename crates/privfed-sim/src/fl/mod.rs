@@ -57,13 +57,14 @@ pub enum FlError {
     /// A checkpoint could not be written, read or used.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
-    /// One run of an experiment's grid failed (which one, and why).
-    #[error("run {run}: {source}")]
+    /// One run of an experiment's grid failed (which one, and why). The reason is part of the
+    /// message and deliberately not an error `source`, so a printed chain says it once.
+    #[error("run {run}: {error}")]
     Run {
         /// Its position and labels, e.g. `3/11 (epsilon=1000, p=0.622)`.
         run: String,
         /// Why.
-        source: Box<FlError>,
+        error: Box<FlError>,
     },
 }
 

@@ -105,9 +105,9 @@ flfig() {
   rm -f "$tmp"
 }
 if [ -f "$E/fl/paper001-mnist.csv" ]; then
-  flfig paper001-mnist --x bits --y final_accuracy --series noise --x-label "bits b" \
+  flfig paper001-mnist --x bits --y final_accuracy --series noise --average --x-label "bits b" \
     --y-label "test accuracy after 50 rounds" \
-    --title "Paper 001, MNIST (LeNet-5): ε = 6"
+    --title "Paper 001, MNIST (LeNet-5, clip 0.1): ε = 6, mean of 5 seeds with 95% intervals"
 fi
 if [ -f "$E/fl/paper001-shakespeare.csv" ]; then
   flfig paper001-shakespeare --x bits --y final_accuracy --series noise --x-label "bits b" \

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Draw-and-Discard server against plain axum across connection counts (BENCHMARKS.md, "Session 15:
+# the ratio against connections"): for each C, a fresh hardened server with its embedded store
+# (redb, durable group commit, update guard and tickets on: the defaults) and then the plain axum
+# ceiling handler (crates/privfed-server/examples/axum_ceiling.rs), both one worker thread, each
+# loaded by wrk with scripts/bench/ddml_wrk.lua (draw, then post the instance back with its
+# ticket), alternating, REPEATS times. One line per run with updates/s, wrk's non-2xx and socket
+# errors, both processes' CPU seconds and the 1-minute load average; a summary line per C with
+# the median ratio. Environment: DUR (s, default 8), CS (default "32 64 128 256 512"), REPEATS
+# (default 2).
+#   cargo build --release -p privfed && cargo build --release -p privfed-server --example axum_ceiling
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${PRIVFED_BIN:-target/release/privfed}
+AX=${PRIVFED_AXUM_BIN:-target/release/examples/axum_ceiling}
+DUR=${DUR:-8}
+REPEATS=${REPEATS:-2}
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+[ -x "$AX" ] || { echo "$AX not built (cargo build --release -p privfed-server --example axum_ceiling)" >&2; exit 1; }
+WORK=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
+wait_up() { for _ in $(seq 100); do curl -sf "$1/healthz" >/dev/null && return; sleep 0.1; done; echo "server did not start" >&2; exit 1; }
+GUARD='{"learning_rate":0.005,"noise":{"kind":"laplace","epsilon":3.4657359027997265}}'
+run_wrk() { # label pid url draw post C -> prints a line, sets RATE
+  local s0 s1 out
+  s0=$(cpu "$2")
+  out=$( { DIM=387 DRAW=$4 POST=$5 /usr/bin/time -f '%U %S' wrk -t1 -c"$6" -d"${DUR}s" \
+    -s scripts/bench/ddml_wrk.lua "$3" | tail -1; } 2>"$WORK/time" )
+  s1=$(cpu "$2")
+  RATE=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["updates_per_second"])')
+  echo "$1 C=$6 $out server_cpu_s=$(echo "$s1 - $s0" | bc) wrk_cpu_s=$(tail -1 "$WORK/time" | awk '{print $1+$2}') load=$(cut -d' ' -f1 /proc/loadavg)"
+}
+echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for C in ${CS:-32 64 128 256 512}; do
+  ratios=()
+  for r in $(seq "$REPEATS"); do
+    port=$(free_port)
+    $B serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench \
+      --threads 1 2>"$WORK/serve-$port.log" &
+    SPID=$!
+    wait_up "http://127.0.0.1:$port"
+    curl -sf -X POST -H 'Authorization: Bearer bench' -H 'content-type: application/json' \
+      -d "{\"name\":\"p387\",\"dim\":387,\"k\":20,\"init_std\":0.01,\"update_guard\":$GUARD}" \
+      "http://127.0.0.1:$port/v1/models" >/dev/null
+    run_wrk embedded "$SPID" "http://127.0.0.1:$port" /v1/models/p387/draw /v1/models/p387/updates "$C"
+    E=$RATE
+    kill $SPID; wait $SPID 2>/dev/null || true
+    port=$(free_port)
+    "$AX" 127.0.0.1:$port 2>"$WORK/axum.log" &
+    SPID=$!
+    wait_up "http://127.0.0.1:$port"
+    run_wrk axum-ceiling "$SPID" "http://127.0.0.1:$port" /bench/387 /bench/387 "$C"
+    A=$RATE
+    kill $SPID; wait $SPID 2>/dev/null || true
+    ratios+=("$(python3 -c "print(f'{$E/$A:.3f}')")")
+  done
+  echo "C=$C ratio embedded/axum per repeat: ${ratios[*]}"
+done

@@ -429,3 +429,29 @@ fn experiments_quick_grids_write_csv_and_figures() {
         assert!(csv.lines().count() >= 2, "{csv}");
     }
 }
+
+/// A run that diverges ends normally and says so: exit 0, `stopped.kind = "diverged"` in the
+/// JSON, the reason in the human-readable summary.
+#[test]
+fn a_diverged_run_is_reported() {
+    let tmp = TempDir::new("fl-diverged");
+    let p = tmp.0.join("d.toml");
+    std::fs::write(
+        &p,
+        "rounds = 5\nseed = 1\n\
+         data = { dataset = \"synthetic_logistic\", dim = 5, examples = 200, signal = 1.0, clients = 200 }\n\
+         model = { kind = \"softmax\", features = 5, classes = 2 }\n\
+         sampling = { kind = \"poisson\", rate = 0.1 }\n\
+         local = { epochs = 1, batch_size = 1, learning_rate = 1e39 }\n\
+         privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n",
+    )
+    .unwrap();
+    let config = p.to_string_lossy();
+    let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
+    assert_eq!(v["stopped"]["kind"], "diverged", "{v}");
+    assert_eq!(v["rounds_completed"], 0, "{v}");
+    let out = privfed(&["fl", "train", "--config", &config, "--quiet"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("stopped before round 1: diverged"), "{text}");
+}

@@ -23,6 +23,13 @@ fn repo(path: &str) -> String {
         .into_owned()
 }
 
+/// Writes `text` to `dir/name` and returns the path as a string.
+fn write_config(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
 /// A small private MNIST run: 200 clients (the first 100 kept), softmax, central DP.
 fn small_config(dir: &Path, rounds: u32, extra: &str) -> String {
     let p = dir.join("run.toml");
@@ -367,9 +374,9 @@ fn bad_configs_fail_with_the_key_named() {
 #[test]
 fn a_budget_stop_is_reported() {
     let tmp = TempDir::new("fl-budget");
-    let p = tmp.0.join("b.toml");
-    std::fs::write(
-        &p,
+    let config = write_config(
+        &tmp.0,
+        "b.toml",
         "rounds = 500\nseed = 1\n\
          data = { dataset = \"synthetic_logistic\", dim = 5, examples = 400, signal = 1.0, clients = 400 }\n\
          model = { kind = \"softmax\", features = 5, classes = 2 }\n\
@@ -377,16 +384,8 @@ fn a_budget_stop_is_reported() {
          privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n\
          accounting = { delta = 1e-5, budget = 3.0 }\n\
          eval = { every = 50 }\n",
-    )
-    .unwrap();
-    let v = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &p.to_string_lossy(),
-        "--json",
-        "--quiet",
-    ]);
+    );
+    let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
     let done = v["rounds_completed"].as_u64().unwrap();
     assert!(done > 0 && done < 500, "{done}");
     assert!(v["final_epsilon"].as_f64().unwrap() <= 3.0);
@@ -435,18 +434,16 @@ fn experiments_quick_grids_write_csv_and_figures() {
 #[test]
 fn a_diverged_run_is_reported() {
     let tmp = TempDir::new("fl-diverged");
-    let p = tmp.0.join("d.toml");
-    std::fs::write(
-        &p,
+    let config = write_config(
+        &tmp.0,
+        "d.toml",
         "rounds = 5\nseed = 1\n\
          data = { dataset = \"synthetic_logistic\", dim = 5, examples = 200, signal = 1.0, clients = 200 }\n\
          model = { kind = \"softmax\", features = 5, classes = 2 }\n\
          sampling = { kind = \"poisson\", rate = 0.1 }\n\
          local = { epochs = 1, batch_size = 1, learning_rate = 1e39 }\n\
          privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n",
-    )
-    .unwrap();
-    let config = p.to_string_lossy();
+    );
     let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
     assert_eq!(v["stopped"]["kind"], "diverged", "{v}");
     assert_eq!(v["rounds_completed"], 0, "{v}");

@@ -110,7 +110,7 @@ if [ -f "$E/fl/paper001-mnist.csv" ]; then
     --title "Paper 001, MNIST (LeNet-5, clip 0.1): ε = 6, mean of 5 seeds with 95% intervals"
 fi
 if [ -f "$E/fl/paper001-shakespeare.csv" ]; then
-  flfig paper001-shakespeare --x bits --y final_accuracy --series noise --x-label "bits b" \
+  flfig paper001-shakespeare --x bits --y final_accuracy --series noise --average --x-label "bits b" \
     --y-label "next-character accuracy after 30 rounds" \
-    --title "Paper 001, Shakespeare by role (GRU): ε = 6 for a hypothetical 10^6 clients"
+    --title "Paper 001, Shakespeare by role (GRU): ε = 6 for a hypothetical 10^6 clients, mean of 3 seeds"
 fi

@@ -599,10 +599,17 @@ pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
         "excess_loss" => r.excess_loss,
         _ => r.summary.final_accuracy,
     };
-    let mut names: Vec<String> = Vec::new();
-    let mut series: Vec<(String, Vec<Point>, Vec<f64>)> = Vec::new();
-    // Per series: (runs, diverged runs).
-    let mut counts: Vec<(usize, usize)> = Vec::new();
+    /// One series as the rows fill it.
+    #[derive(Default)]
+    struct Acc {
+        name: String,
+        points: Vec<Point>,
+        /// y of the rows whose x is not finite (a reference line).
+        levels: Vec<f64>,
+        runs: usize,
+        diverged: usize,
+    }
+    let mut series: Vec<Acc> = Vec::new();
     for r in rows {
         let name = if exp.series.is_empty() {
             exp.y.to_string()
@@ -621,34 +628,40 @@ pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let idx = match names.iter().position(|n| *n == name) {
+        let idx = match series.iter().position(|a| a.name == name) {
             Some(i) => i,
             None => {
-                names.push(name.clone());
-                series.push((name.clone(), Vec::new(), Vec::new()));
-                counts.push((0, 0));
-                names.len() - 1
+                series.push(Acc {
+                    name,
+                    ..Acc::default()
+                });
+                series.len() - 1
             }
         };
-        counts[idx].0 += 1;
+        let acc = &mut series[idx];
+        acc.runs += 1;
         if diverged(r) {
-            counts[idx].1 += 1;
+            acc.diverged += 1;
             continue;
         }
         let Some(y) = y_of(r) else { continue };
         if exp.log_y && y <= 0.0 {
             continue;
         }
-        let x = label(r, exp.x);
-        match x.parse::<f64>() {
-            Ok(xv) if xv.is_finite() => series[idx].1.push(Point::new(xv, y)),
-            _ => series[idx].2.push(y),
+        match label(r, exp.x).parse::<f64>() {
+            Ok(xv) if xv.is_finite() => acc.points.push(Point::new(xv, y)),
+            _ => acc.levels.push(y),
         }
     }
     let mut out = Vec::new();
-    for (i, ((mut name, mut pts, levels), (runs, bad))) in
-        series.into_iter().zip(counts).enumerate()
-    {
+    for (i, acc) in series.into_iter().enumerate() {
+        let Acc {
+            mut name,
+            points: mut pts,
+            levels,
+            runs,
+            diverged: bad,
+        } = acc;
         if bad > 0 {
             name = format!("{name} ({bad} of {runs} runs diverged)");
         }

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Draw-and-Discard server against plain axum across connection counts (BENCHMARKS.md, "Session 15:
-# the ratio against connections"): for each C, a fresh hardened server with its embedded store
-# (redb, durable group commit, update guard and tickets on: the defaults) and then the plain axum
-# ceiling handler (crates/privfed-server/examples/axum_ceiling.rs), both one worker thread, each
-# loaded by wrk with scripts/bench/ddml_wrk.lua (draw, then post the instance back with its
-# ticket), alternating, REPEATS times. One line per run with updates/s, wrk's non-2xx and socket
-# errors, both processes' CPU seconds and the 1-minute load average; a summary line per C with
-# the median ratio. Environment: DUR (s, default 8), CS (default "32 64 128 256 512"), REPEATS
-# (default 2).
+# the ratio against connections" and "Session 16"): for each C, a fresh hardened server with its
+# embedded store (redb, durable group commit, update guard and tickets on: the defaults) once per
+# group-commit mode in MODES, and then the plain axum ceiling handler
+# (crates/privfed-server/examples/axum_ceiling.rs), all one worker thread, each loaded by wrk
+# with scripts/bench/ddml_wrk.lua (draw, then post the instance back with its ticket),
+# alternating, REPEATS times. One line per run with updates/s, wrk's non-2xx and socket errors,
+# both processes' CPU seconds, the server's commits (from /metrics) and the 1-minute load
+# average; a summary line per C with each mode's ratio to axum per repeat. Environment: DUR (s,
+# default 8), CS (default "32 64 128 256 512"), REPEATS (default 2), MODES (default "idle eager":
+# `privfed serve --group-commit`).
 #   cargo build --release -p privfed && cargo build --release -p privfed-server --example axum_ceiling
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,23 +32,29 @@ run_wrk() { # label pid url draw post C -> prints a line, sets RATE
     -s scripts/bench/ddml_wrk.lua "$3" | tail -1; } 2>"$WORK/time" )
   s1=$(cpu "$2")
   RATE=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["updates_per_second"])')
-  echo "$1 C=$6 $out server_cpu_s=$(echo "$s1 - $s0" | bc) wrk_cpu_s=$(tail -1 "$WORK/time" | awk '{print $1+$2}') load=$(cut -d' ' -f1 /proc/loadavg)"
+  local commits
+  commits=$(curl -sf "$3/metrics" | awk '$1 == "privfed_store_commits_total" {print $2}')
+  echo "$1 C=$6 $out server_cpu_s=$(echo "$s1 - $s0" | bc) wrk_cpu_s=$(tail -1 "$WORK/time" | awk '{print $1+$2}')${commits:+ commits=$commits} load=$(cut -d' ' -f1 /proc/loadavg)"
 }
 echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+MODES=${MODES:-idle eager}
 for C in ${CS:-32 64 128 256 512}; do
-  ratios=()
+  declare -A ratios=()
   for r in $(seq "$REPEATS"); do
-    port=$(free_port)
-    $B serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench \
-      --threads 1 2>"$WORK/serve-$port.log" &
-    SPID=$!
-    wait_up "http://127.0.0.1:$port"
-    curl -sf -X POST -H 'Authorization: Bearer bench' -H 'content-type: application/json' \
-      -d "{\"name\":\"p387\",\"dim\":387,\"k\":20,\"init_std\":0.01,\"update_guard\":$GUARD}" \
-      "http://127.0.0.1:$port/v1/models" >/dev/null
-    run_wrk embedded "$SPID" "http://127.0.0.1:$port" /v1/models/p387/draw /v1/models/p387/updates "$C"
-    E=$RATE
-    kill $SPID; wait $SPID 2>/dev/null || true
+    declare -A E=()
+    for mode in $MODES; do
+      port=$(free_port)
+      $B serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench \
+        --threads 1 --group-commit "$mode" 2>"$WORK/serve-$port.log" &
+      SPID=$!
+      wait_up "http://127.0.0.1:$port"
+      curl -sf -X POST -H 'Authorization: Bearer bench' -H 'content-type: application/json' \
+        -d "{\"name\":\"p387\",\"dim\":387,\"k\":20,\"init_std\":0.01,\"update_guard\":$GUARD}" \
+        "http://127.0.0.1:$port/v1/models" >/dev/null
+      run_wrk "embedded-$mode" "$SPID" "http://127.0.0.1:$port" /v1/models/p387/draw /v1/models/p387/updates "$C"
+      E[$mode]=$RATE
+      kill $SPID; wait $SPID 2>/dev/null || true
+    done
     port=$(free_port)
     "$AX" 127.0.0.1:$port 2>"$WORK/axum.log" &
     SPID=$!
@@ -54,7 +62,12 @@ for C in ${CS:-32 64 128 256 512}; do
     run_wrk axum-ceiling "$SPID" "http://127.0.0.1:$port" /bench/387 /bench/387 "$C"
     A=$RATE
     kill $SPID; wait $SPID 2>/dev/null || true
-    ratios+=("$(python3 -c "print(f'{$E/$A:.3f}')")")
+    for mode in $MODES; do
+      ratios[$mode]+="$(python3 -c "print(f'{${E[$mode]}/$A:.3f}')") "
+    done
   done
-  echo "C=$C ratio embedded/axum per repeat: ${ratios[*]}"
+  for mode in $MODES; do
+    echo "C=$C ratio embedded-$mode/axum per repeat: ${ratios[$mode]}"
+  done
+  unset ratios
 done

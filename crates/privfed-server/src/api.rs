@@ -724,7 +724,11 @@ async fn healthz<S: Store>(State(st): State<Arc<AppState<S>>>) -> Response {
 }
 
 async fn metrics<S: Store>(State(st): State<Arc<AppState<S>>>) -> Response {
-    let mut resp = st.metrics.render().into_response();
+    let mut text = st.metrics.render();
+    if let Some(c) = st.store.commit_stats() {
+        crate::metrics::render_commits(&mut text, c);
+    }
+    let mut resp = text.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),

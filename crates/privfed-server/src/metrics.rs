@@ -193,3 +193,17 @@ impl Metrics {
         o
     }
 }
+
+/// Appends the store's group-commit counters ([`crate::store::CommitStats`]).
+pub fn render_commits(o: &mut String, c: crate::store::CommitStats) {
+    let _ = writeln!(
+        o,
+        "# HELP privfed_store_commits_total Durable group commits that carried updates.\n# TYPE privfed_store_commits_total counter\nprivfed_store_commits_total {}",
+        c.commits
+    );
+    let _ = writeln!(
+        o,
+        "# HELP privfed_store_committed_updates_total Updates (accepted or rejected) carried by those commits.\n# TYPE privfed_store_committed_updates_total counter\nprivfed_store_committed_updates_total {}",
+        c.operations
+    );
+}

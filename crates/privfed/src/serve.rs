@@ -3,6 +3,7 @@
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use privfed_server::secagg::{EmbeddedRoundStore, RedisRoundStore, RoundStore};
+use privfed_server::store::embedded::{CommitPacing, EmbeddedOptions, IdleSignal, OpenMode};
 use privfed_server::store::redis::{Durability, RedisOptions};
 use privfed_server::{AppState, EmbeddedStore, RedisStore, ServeConfig, Store};
 use std::path::PathBuf;
@@ -16,6 +17,15 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// When the embedded store's group commit starts (`--group-commit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupCommit {
+    /// When the server's workers have run out of requests (or after the maximum delay).
+    Idle,
+    /// As soon as one update is pending.
+    Eager,
 }
 
 /// Arguments of `privfed serve`.
@@ -58,6 +68,17 @@ pub struct ServeArgs {
     /// Tokio worker threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Embedded store: when a group commit (one fsync for every pending update) starts.
+    /// `idle` waits until the server's workers have run out of requests to handle, so that
+    /// under load a commit carries every update they could queue meanwhile (fewer fsyncs per
+    /// update); `eager` starts as soon as one update is pending. Either way an update is
+    /// acknowledged only after its commit is durable.
+    #[arg(long, value_enum, default_value_t = GroupCommit::Idle)]
+    pub group_commit: GroupCommit,
+    /// With --group-commit idle: the longest an update waits for its commit to start, in
+    /// microseconds (the bound when the workers never run out of work).
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 2000)]
+    pub group_commit_max_delay_us: u64,
     /// Close a connection whose request head (line and headers) is not complete this many
     /// seconds after its first byte (or after accept).
     #[arg(long, default_value_t = ServeConfig::default().header_timeout.as_secs())]
@@ -240,20 +261,40 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     args.serve_config()?;
     args.rate_limit()?;
     init_logging(&args.log_level, args.log_format)?;
+    if args.group_commit_max_delay_us == 0 || args.group_commit_max_delay_us > 1_000_000 {
+        bail!("--group-commit-max-delay-us must be between 1 and 1000000");
+    }
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if let Some(t) = args.threads {
         rt.worker_threads(t.max(1));
     }
+    let pacing = match args.group_commit {
+        GroupCommit::Eager => CommitPacing::Eager,
+        GroupCommit::Idle => {
+            let signal = IdleSignal::new();
+            let hook = signal.clone();
+            rt.on_thread_park(move || hook.notify());
+            CommitPacing::WhenIdle {
+                signal,
+                max_delay: Duration::from_micros(args.group_commit_max_delay_us),
+            }
+        }
+    };
     let rt = rt.build()?;
     let result = rt.block_on(async {
         match &args.store {
             None => {
-                let opened = if args.init_store {
-                    EmbeddedStore::create(&args.data_dir)
+                let mode = if args.init_store {
+                    OpenMode::Create
                 } else {
-                    EmbeddedStore::open(&args.data_dir)
+                    OpenMode::Existing
                 };
+                let options = EmbeddedOptions {
+                    pacing,
+                    ..EmbeddedOptions::default()
+                };
+                let opened = EmbeddedStore::open_with(&args.data_dir, mode, options);
                 let store = opened.with_context(|| {
                     format!("cannot open the store in {}", args.data_dir.display())
                 })?;

@@ -24,8 +24,18 @@
 //!   other model is served; deleting it removes its records.
 //! * **Identity.** An update is applied only to the incarnation (generation) of the model it
 //!   was validated against, and its length is checked again where it is written.
+//!
+//! **When a group commit starts** is [`CommitPacing`]. `Eager` (the library default) commits as
+//! soon as the writer wakes with something pending. Under load that is a commit, one fsync, per
+//! few updates: the writer wakes for the first update while the workers are still handling the
+//! requests that will post the next ones. `WhenIdle` (what `privfed serve` uses) waits until a
+//! runtime worker has parked since the batch's first operation was queued, i.e. until the workers
+//! have run out of requests that could add to the batch, or until `max_delay`. At low load that is
+//! at once (the worker parks right after queueing the update); under load the batch holds
+//! everything the workers could queue meanwhile, so there are fewer fsyncs and fewer cross-thread
+//! wake-ups per update (BENCHMARKS.md, "Session 16"). Acknowledgement still follows the commit.
 
-use super::{Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
+use super::{CommitStats, Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
 use crate::ticket::{Handle, Redeemed, RetiredInstances, TicketBook, TicketLimits, handle};
@@ -37,7 +47,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// The database file inside the data directory.
@@ -48,6 +59,70 @@ const INSTANCES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("ins
 
 /// The most operations folded into one commit.
 const MAX_BATCH: usize = 4096;
+
+/// When the writer thread starts a group commit (see the [module documentation](self)).
+#[derive(Debug, Clone, Default)]
+pub enum CommitPacing {
+    /// As soon as it wakes with an operation pending.
+    #[default]
+    Eager,
+    /// Once a worker of the runtime has parked ([`IdleSignal::notify`]) since the first pending
+    /// operation was queued, or `max_delay` after that operation, whichever comes first.
+    WhenIdle {
+        /// Raised by the runtime's workers when they park.
+        signal: IdleSignal,
+        /// The longest the first pending operation waits for the commit to start.
+        max_delay: Duration,
+    },
+}
+
+/// How the runtime tells a [`CommitPacing::WhenIdle`] store that its workers ran out of work:
+/// register [`IdleSignal::notify`] as tokio's `on_thread_park` hook. One signal paces one store.
+#[derive(Debug, Clone, Default)]
+pub struct IdleSignal(Arc<IdleInner>);
+
+#[derive(Debug, Default)]
+struct IdleInner {
+    /// Worker parks so far.
+    parks: AtomicU64,
+    /// The writer thread to wake when it waits for a park.
+    writer: OnceLock<std::thread::Thread>,
+}
+
+impl IdleSignal {
+    /// A signal no worker has raised yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A worker is about to park. Cheap enough for every park: one atomic increment, and a
+    /// wake-up only when the writer thread is waiting for it.
+    pub fn notify(&self) {
+        self.0.parks.fetch_add(1, Ordering::AcqRel);
+        if let Some(t) = self.0.writer.get() {
+            t.unpark();
+        }
+    }
+
+    fn parks(&self) -> u64 {
+        self.0.parks.load(Ordering::Acquire)
+    }
+}
+
+/// Options of [`EmbeddedStore::open_with`].
+#[derive(Debug, Clone, Default)]
+pub struct EmbeddedOptions {
+    /// Limits of the ticket book of each model.
+    pub limits: TicketLimits,
+    /// When group commits start.
+    pub pacing: CommitPacing,
+}
+
+#[derive(Default)]
+struct CommitCounters {
+    commits: AtomicU64,
+    operations: AtomicU64,
+}
 /// Running sums are recomputed from scratch after this many overwrites.
 const RECOMPUTE_EVERY: u64 = 4096;
 
@@ -124,7 +199,8 @@ enum WriteOp {
     },
     Update {
         model: Arc<ModelState>,
-        weights: Arc<[f32]>,
+        /// Made an `Arc` by the writer (the copy off the request path).
+        weights: Vec<f32>,
         ack: Ack<SubmitOutcome>,
     },
     Reject {
@@ -158,7 +234,10 @@ pub struct EmbeddedStore {
     quarantine: Quarantine,
     failure: Failure,
     file: FileIdentity,
-    tx: mpsc::UnboundedSender<WriteOp>,
+    /// Each operation with the worker parks counted when it was queued.
+    tx: mpsc::UnboundedSender<(u64, WriteOp)>,
+    idle: Option<IdleSignal>,
+    counters: Arc<CommitCounters>,
 }
 
 /// The database file's path and identity (device and inode) when opened: if the path no longer
@@ -216,20 +295,29 @@ impl EmbeddedStore {
     /// choice: [`EmbeddedStore::create`]), or the database cannot be opened (e.g. another process
     /// holds it).
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
-        Self::open_with(data_dir, OpenMode::Existing, TicketLimits::default())
+        Self::open_with(data_dir, OpenMode::Existing, EmbeddedOptions::default())
     }
 
     /// Creates a new empty store in `data_dir` (made if absent). Errors if one exists there.
     pub fn create(data_dir: &Path) -> Result<Self, StoreError> {
-        Self::open_with(data_dir, OpenMode::Create, TicketLimits::default())
+        Self::open_with(data_dir, OpenMode::Create, EmbeddedOptions::default())
     }
 
-    /// [`EmbeddedStore::open`] or [`EmbeddedStore::create`], with the given ticket limits.
+    /// [`EmbeddedStore::open`] or [`EmbeddedStore::create`], with the given options. Errors also
+    /// if the options' [`IdleSignal`] paces another store already.
     pub fn open_with(
         data_dir: &Path,
         mode: OpenMode,
-        limits: TicketLimits,
+        options: EmbeddedOptions,
     ) -> Result<Self, StoreError> {
+        let EmbeddedOptions { limits, pacing } = options;
+        if let CommitPacing::WhenIdle { signal, .. } = &pacing
+            && signal.0.writer.get().is_some()
+        {
+            return Err(StoreError::Backend(
+                "this IdleSignal paces another store already; each store needs its own".into(),
+            ));
+        }
         let path = data_dir.join(DB_FILE);
         let exists = path.try_exists().map_err(backend)?;
         let db = match (mode, exists) {
@@ -279,6 +367,11 @@ impl EmbeddedStore {
         let quarantine: Quarantine = Arc::new(RwLock::new(quarantine));
         let failure: Failure = Arc::new(Mutex::new(None));
         let (tx, rx) = mpsc::unbounded_channel();
+        let counters = Arc::new(CommitCounters::default());
+        let idle = match &pacing {
+            CommitPacing::WhenIdle { signal, .. } => Some(signal.clone()),
+            CommitPacing::Eager => None,
+        };
         let writer = Writer {
             db,
             models: models.clone(),
@@ -286,17 +379,30 @@ impl EmbeddedStore {
             failure: failure.clone(),
             file: file.clone(),
             limits,
+            pacing,
+            counters: counters.clone(),
         };
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("privfed-redb-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(backend)?;
+        if let Some(signal) = &idle
+            && signal.0.writer.set(thread.thread().clone()).is_err()
+        {
+            // Another store registered between the check above and here; this one's writer
+            // ends when `tx` is dropped.
+            return Err(StoreError::Backend(
+                "this IdleSignal paces another store already; each store needs its own".into(),
+            ));
+        }
         Ok(Self {
             models,
             quarantine,
             failure,
             file,
             tx,
+            idle,
+            counters,
         })
     }
 
@@ -341,8 +447,9 @@ impl EmbeddedStore {
     async fn send<T>(&self, make: impl FnOnce(Ack<T>) -> WriteOp) -> Result<T, StoreError> {
         self.check_writable()?;
         let (ack, rx) = oneshot::channel();
+        let parks = self.idle.as_ref().map_or(0, IdleSignal::parks);
         self.tx
-            .send(make(ack))
+            .send((parks, make(ack)))
             .map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))?;
         rx.await
             .map_err(|_| StoreError::Unavailable("the writer thread dropped a request".into()))?
@@ -366,7 +473,6 @@ impl EmbeddedStore {
         };
         match verdict {
             None => {
-                let weights: Arc<[f32]> = Arc::from(weights);
                 self.send(|ack| WriteOp::Update {
                     model,
                     weights,
@@ -515,6 +621,13 @@ impl Store for EmbeddedStore {
         true
     }
 
+    fn commit_stats(&self) -> Option<CommitStats> {
+        Some(CommitStats {
+            commits: self.counters.commits.load(Ordering::Acquire),
+            operations: self.counters.operations.load(Ordering::Acquire),
+        })
+    }
+
     async fn total_floats(&self) -> Result<u64, StoreError> {
         Ok(self
             .models
@@ -543,6 +656,8 @@ struct Writer {
     failure: Failure,
     file: FileIdentity,
     limits: TicketLimits,
+    pacing: CommitPacing,
+    counters: Arc<CommitCounters>,
 }
 
 impl Writer {
@@ -567,16 +682,46 @@ impl Writer {
         r
     }
 
-    fn run(self, mut rx: mpsc::UnboundedReceiver<WriteOp>) {
-        let mut rng = rand::rngs::ChaCha20Rng::from_rng(&mut rand::rng());
-        while let Some(first) = rx.blocking_recv() {
-            let mut batch = vec![first];
+    /// Adds pending operations to `batch` (whose first was queued after `parks` worker parks)
+    /// until the commit should start ([`CommitPacing`]).
+    fn gather(
+        &self,
+        rx: &mut mpsc::UnboundedReceiver<(u64, WriteOp)>,
+        batch: &mut Vec<WriteOp>,
+        parks: u64,
+    ) {
+        let drain = |rx: &mut mpsc::UnboundedReceiver<(u64, WriteOp)>, batch: &mut Vec<WriteOp>| {
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
-                    Ok(op) => batch.push(op),
+                    Ok((_, op)) => batch.push(op),
                     Err(_) => break,
                 }
             }
+        };
+        let CommitPacing::WhenIdle { signal, max_delay } = &self.pacing else {
+            drain(rx, batch);
+            return;
+        };
+        let deadline = Instant::now() + *max_delay;
+        loop {
+            drain(rx, batch);
+            if batch.len() >= MAX_BATCH || signal.parks() > parks {
+                return;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            // Woken by `IdleSignal::notify` (or spuriously: the loop checks again).
+            std::thread::park_timeout(deadline - now);
+        }
+    }
+
+    fn run(self, mut rx: mpsc::UnboundedReceiver<(u64, WriteOp)>) {
+        let mut rng = rand::rngs::ChaCha20Rng::from_rng(&mut rand::rng());
+        while let Some((parks, first)) = rx.blocking_recv() {
+            let mut batch = vec![first];
+            self.gather(&mut rx, &mut batch, parks);
             if let Some(why) = self.failed() {
                 for op in batch {
                     op.refuse(&why);
@@ -769,6 +914,7 @@ impl Writer {
                 Some(w) => {
                     let j = replacement_index(model.spec.k, rng);
                     let le = Bytes::from(encode_f32(&w));
+                    let w: Arc<[f32]> = Arc::from(w);
                     plan.finals.insert(j, le.clone());
                     plan.writes.push((j, w, le));
                     plan.accepted += 1;
@@ -805,6 +951,10 @@ impl Writer {
         })();
         match self.committed(result) {
             Ok(()) => {
+                self.counters.commits.fetch_add(1, Ordering::AcqRel);
+                self.counters
+                    .operations
+                    .fetch_add(acks.len() as u64, Ordering::AcqRel);
                 for p in plans {
                     apply_to_memory(&p);
                 }

@@ -70,6 +70,16 @@ pub fn check_update(
     Ok(None)
 }
 
+/// What a store's writer has committed since it was opened: how well group commit amortizes
+/// its fsync (`operations / commits` updates per fsync).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Durable transactions that carried updates.
+    pub commits: u64,
+    /// Updates (accepted or rejected) those transactions carried.
+    pub operations: u64,
+}
+
 /// A drawn instance and its ticket.
 #[derive(Debug, Clone)]
 pub struct Drawn {
@@ -152,6 +162,11 @@ pub trait Store: Send + Sync + 'static {
     /// [`redis::Durability::BestEffort`]); the API then answers `"durable": false`.
     fn durable_acks(&self) -> bool {
         true
+    }
+
+    /// Group commits so far, for stores that batch updates into commits (`/metrics`).
+    fn commit_stats(&self) -> Option<CommitStats> {
+        None
     }
 
     /// Floats held by all models (`dim·k` summed), for the cap on total model memory.

@@ -4,6 +4,7 @@
 //! * [`redis`]: the Redis store against a real `redis-server`;
 //! * [`redis_durability`]: Redis persistence checks, kill -9 of Redis under load, outages;
 //! * [`replacement`]: both stores overwrite a uniformly random instance;
+//! * [`group_commit`]: when the embedded store's group commit starts (`CommitPacing`);
 //! * [`identity`]: model identity under races, tickets, quarantine, failing closed;
 //! * [`limits`]: timeouts, the connection cap, shutdown, bounded reads and validation limits;
 //! * [`secagg`]: secure-aggregation rounds over a real socket with the embedded round store;
@@ -16,6 +17,7 @@
 
 mod api;
 mod common;
+mod group_commit;
 mod identity;
 mod limits;
 mod redis;

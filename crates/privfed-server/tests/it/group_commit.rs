@@ -1,0 +1,172 @@
+//! When the embedded store's group commit starts ([`CommitPacing`]): with `WhenIdle` a commit
+//! waits for a worker to park (the runtime's `on_thread_park` hook, called by hand here so the
+//! test decides when) or for the maximum delay, and then carries every pending update; updates
+//! are still acknowledged only after their commit. Over a real socket, `privfed serve`'s hook
+//! is exercised by the CLI tests and `/metrics` reports the commits.
+
+use crate::common;
+use privfed_server::model::ModelSpec;
+use privfed_server::store::embedded::{CommitPacing, EmbeddedOptions, IdleSignal, OpenMode};
+use privfed_server::store::{CommitStats, Store, Submission, SubmitOutcome};
+use privfed_server::{EmbeddedStore, StoreError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn spec() -> ModelSpec {
+    ModelSpec {
+        name: "g".into(),
+        dim: 3,
+        k: 4,
+        init_std: 0.0,
+        spam: None,
+        generation: 1,
+        guard: None,
+        step_guard: None,
+    }
+}
+
+fn idle_store(dir: &common::TempDir, signal: &IdleSignal, max_delay: Duration) -> EmbeddedStore {
+    let options = EmbeddedOptions {
+        pacing: CommitPacing::WhenIdle {
+            signal: signal.clone(),
+            max_delay,
+        },
+        ..EmbeddedOptions::default()
+    };
+    EmbeddedStore::open_with(&dir.0, OpenMode::Create, options).unwrap()
+}
+
+fn update(v: f32) -> Submission {
+    Submission {
+        generation: 1,
+        ticket: None,
+        weights: vec![v; 3],
+    }
+}
+
+/// Eight updates queued while no worker parks are held (for a long maximum delay), then go out
+/// in one commit when a worker parks, and all eight are acknowledged and stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_pacing_holds_the_commit_until_a_worker_parks() {
+    let dir = common::TempDir::new("pacing-park");
+    let signal = IdleSignal::new();
+    let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
+    let create = {
+        let store = store.clone();
+        tokio::spawn(async move { store.create_model(spec(), vec![vec![0.0; 3]; 4]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !create.is_finished(),
+        "the creation committed before any park"
+    );
+    signal.notify();
+    create.await.unwrap().unwrap();
+
+    let posts: Vec<_> = (1..=8)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { store.submit("g", update(i as f32)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        posts.iter().all(|p| !p.is_finished()),
+        "acknowledged before its commit"
+    );
+    assert_eq!(
+        store.commit_stats(),
+        Some(CommitStats {
+            commits: 0,
+            operations: 0
+        })
+    );
+    signal.notify();
+    for p in posts {
+        assert_eq!(p.await.unwrap().unwrap(), SubmitOutcome::Accepted);
+    }
+    assert_eq!(
+        store.commit_stats(),
+        Some(CommitStats {
+            commits: 1,
+            operations: 8
+        })
+    );
+    assert_eq!(store.snapshot("g").await.unwrap().accepted, 8);
+}
+
+/// Without any park, an update is committed once the maximum delay has passed (and not before).
+#[tokio::test]
+async fn idle_pacing_commits_after_the_maximum_delay() {
+    let dir = common::TempDir::new("pacing-delay");
+    let signal = IdleSignal::new();
+    let max_delay = Duration::from_millis(50);
+    let store = idle_store(&dir, &signal, max_delay);
+    let t = Instant::now();
+    store
+        .create_model(spec(), vec![vec![0.0; 3]; 4])
+        .await
+        .unwrap();
+    assert!(t.elapsed() >= max_delay, "{:?}", t.elapsed());
+    let t = Instant::now();
+    assert_eq!(
+        store.submit("g", update(1.0)).await.unwrap(),
+        SubmitOutcome::Accepted
+    );
+    assert!(t.elapsed() >= max_delay, "{:?}", t.elapsed());
+    assert_eq!(store.snapshot("g").await.unwrap().accepted, 1);
+    assert_eq!(store.commit_stats().unwrap().commits, 1);
+}
+
+/// A park that happened before an update was queued does not start its commit early: the
+/// commit waits for a park after it.
+#[tokio::test]
+async fn an_earlier_park_does_not_release_a_later_update() {
+    let dir = common::TempDir::new("pacing-stale");
+    let signal = IdleSignal::new();
+    let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
+    let create = {
+        let store = store.clone();
+        tokio::spawn(async move { store.create_model(spec(), vec![vec![0.0; 3]; 4]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    signal.notify();
+    create.await.unwrap().unwrap();
+    // Parks while nothing is pending.
+    signal.notify();
+    signal.notify();
+    let post = {
+        let store = store.clone();
+        tokio::spawn(async move { store.submit("g", update(2.0)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !post.is_finished(),
+        "committed on a park from before it was queued"
+    );
+    signal.notify();
+    assert_eq!(post.await.unwrap().unwrap(), SubmitOutcome::Accepted);
+}
+
+/// One signal paces one store: a second store given the same signal is refused.
+#[tokio::test]
+async fn an_idle_signal_paces_one_store() {
+    let (a, b) = (
+        common::TempDir::new("pacing-one-a"),
+        common::TempDir::new("pacing-one-b"),
+    );
+    let signal = IdleSignal::new();
+    let _first = idle_store(&a, &signal, Duration::from_millis(1));
+    let options = EmbeddedOptions {
+        pacing: CommitPacing::WhenIdle {
+            signal: signal.clone(),
+            max_delay: Duration::from_millis(1),
+        },
+        ..EmbeddedOptions::default()
+    };
+    match EmbeddedStore::open_with(&b.0, OpenMode::Create, options) {
+        Err(StoreError::Backend(why)) => assert!(why.contains("IdleSignal"), "{why}"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a second store accepted the same IdleSignal"),
+    }
+}

@@ -7,9 +7,9 @@
 # with scripts/bench/ddml_wrk.lua (draw, then post the instance back with its ticket),
 # alternating, REPEATS times. One line per run with updates/s, wrk's non-2xx and socket errors,
 # both processes' CPU seconds, the server's commits (from /metrics) and the 1-minute load
-# average; a summary line per C with each mode's ratio to axum per repeat. Environment: DUR (s,
-# default 8), CS (default "32 64 128 256 512"), REPEATS (default 2), MODES (default "idle eager":
-# `privfed serve --group-commit`).
+# average; a summary line per C with each mode's ratio to axum per repeat and their median.
+# Environment: DUR (s, default 8), CS (default "32 64 128 256 512"), REPEATS (default 2), MODES
+# (default "idle eager": `privfed serve --group-commit`).
 #   cargo build --release -p privfed && cargo build --release -p privfed-server --example axum_ceiling
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,7 +67,7 @@ for C in ${CS:-32 64 128 256 512}; do
     done
   done
   for mode in $MODES; do
-    echo "C=$C ratio embedded-$mode/axum per repeat: ${ratios[$mode]}"
+    echo "C=$C ratio embedded-$mode/axum per repeat: ${ratios[$mode]}(median $(python3 -c "import statistics,sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" ${ratios[$mode]}))"
   done
   unset ratios
 done

@@ -3,14 +3,25 @@
 //! hardened server can be compared side by side with a minimal axum server on the same machine
 //! (BENCHMARKS.md, "Draw-and-Discard server").
 //!
-//! `cargo run --release -p privfed-server --example axum_ceiling -- 127.0.0.1:PORT`; prints
-//! `listening on http://ADDR` and serves until killed.
+//! `cargo run --release -p privfed-server --example axum_ceiling -- 127.0.0.1:PORT [THREADS]`
+//! (tokio worker threads, default 1); prints `listening on http://ADDR` and serves until killed.
 
 use privfed_server::{AppState, EmbeddedStore, router};
 use std::sync::Arc;
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let threads: usize = match std::env::args().nth(2) {
+        Some(t) => t.parse().map_err(|e| format!("THREADS {t}: {e}"))?,
+        None => 1,
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .enable_all()
+        .build()?
+        .block_on(serve())
+}
+
+async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:0".into());

@@ -36,6 +36,21 @@ fn idle_store(dir: &common::TempDir, signal: &IdleSignal, max_delay: Duration) -
     EmbeddedStore::open_with(&dir.0, OpenMode::Create, options).unwrap()
 }
 
+/// Creates the model: its commit waits (no park, a long maximum delay) until `notify`.
+async fn create_on_park(store: &Arc<EmbeddedStore>, signal: &IdleSignal) {
+    let create = {
+        let store = store.clone();
+        tokio::spawn(async move { store.create_model(spec(), vec![vec![0.0; 3]; 4]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !create.is_finished(),
+        "the creation committed before any park"
+    );
+    signal.notify();
+    create.await.unwrap().unwrap();
+}
+
 fn update(v: f32) -> Submission {
     Submission {
         generation: 1,
@@ -51,17 +66,7 @@ async fn idle_pacing_holds_the_commit_until_a_worker_parks() {
     let dir = common::TempDir::new("pacing-park");
     let signal = IdleSignal::new();
     let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
-    let create = {
-        let store = store.clone();
-        tokio::spawn(async move { store.create_model(spec(), vec![vec![0.0; 3]; 4]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(
-        !create.is_finished(),
-        "the creation committed before any park"
-    );
-    signal.notify();
-    create.await.unwrap().unwrap();
+    create_on_park(&store, &signal).await;
 
     let posts: Vec<_> = (1..=8)
         .map(|i| {
@@ -125,13 +130,7 @@ async fn an_earlier_park_does_not_release_a_later_update() {
     let dir = common::TempDir::new("pacing-stale");
     let signal = IdleSignal::new();
     let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
-    let create = {
-        let store = store.clone();
-        tokio::spawn(async move { store.create_model(spec(), vec![vec![0.0; 3]; 4]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    signal.notify();
-    create.await.unwrap().unwrap();
+    create_on_park(&store, &signal).await;
     // Parks while nothing is pending.
     signal.notify();
     signal.notify();

@@ -214,12 +214,9 @@ fn a_failing_disk_fails_closed_and_loses_nothing_acknowledged() {
     let dir = TempDir::new("diskfault");
     {
         let srv = Served::start(&dir.0, &[]);
-        post(
+        create_model(
             &srv.addr,
-            "/v1/models",
-            Some("t"),
-            "application/json",
-            br#"{"name":"m","dim":2000,"k":4,"update_guard":"off"}"#,
+            r#"{"name":"m","dim":2000,"k":4,"update_guard":"off"}"#,
         );
         drop(srv);
     }
@@ -244,12 +241,9 @@ fn a_failing_disk_fails_closed_and_loses_nothing_acknowledged() {
         assert!(update(i as f32).starts_with("HTTP/1.1 202"));
         acked += 1;
     }
-    let big = post(
+    let big = create_model(
         &srv.addr,
-        "/v1/models",
-        Some("t"),
-        "application/json",
-        br#"{"name":"big","dim":100000,"k":4,"update_guard":"off"}"#,
+        r#"{"name":"big","dim":100000,"k":4,"update_guard":"off"}"#,
     );
     assert!(big.starts_with("HTTP/1.1 503"), "{big}");
     assert!(big.to_ascii_lowercase().contains("retry-after"), "{big}");
@@ -258,13 +252,8 @@ fn a_failing_disk_fails_closed_and_loses_nothing_acknowledged() {
         assert!(a.starts_with("HTTP/1.1 503"), "{a}");
     }
     assert!(get(&srv.addr, "/healthz").starts_with("HTTP/1.1 503"));
-    drop(srv);
-    std::thread::sleep(Duration::from_millis(300));
-    let again = Served::start(&dir.0, &[]);
-    let view = get(&again.addr, "/v1/models/m");
-    let body = &view[view.find("\r\n\r\n").unwrap() + 4..];
-    let v: Value = serde_json::from_str(body).unwrap();
-    assert_eq!(v["updates_accepted"], acked, "{body}");
+    let (again, accepted) = restart_and_count(srv, &dir.0, "m");
+    assert_eq!(accepted, acked);
     assert!(get(&again.addr, "/v1/models/big").starts_with("HTTP/1.1 404"));
 }
 
@@ -284,6 +273,32 @@ fn post(addr: &str, path: &str, token: Option<&str>, ct: &str, body: &[u8]) -> S
     let mut answer = String::new();
     s.read_to_string(&mut answer).unwrap();
     answer
+}
+
+/// Stops `srv`, starts a server on the same data directory and reads the model's durable
+/// accepted-update counter.
+fn restart_and_count(srv: Served, dir: &std::path::Path, model: &str) -> (Served, u64) {
+    drop(srv);
+    std::thread::sleep(Duration::from_millis(300));
+    let again = Served::start(dir, &[]);
+    let view = get(&again.addr, &format!("/v1/models/{model}"));
+    let body = &view[view.find("\r\n\r\n").unwrap() + 4..];
+    let v: Value = serde_json::from_str(body).unwrap();
+    let accepted = v["updates_accepted"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no updates_accepted in {body}"));
+    (again, accepted)
+}
+
+/// `POST /v1/models` with the test's admin token; the raw answer.
+fn create_model(addr: &str, json: &str) -> String {
+    post(
+        addr,
+        "/v1/models",
+        Some("t"),
+        "application/json",
+        json.as_bytes(),
+    )
 }
 
 /// The new flags are validated.
@@ -348,12 +363,9 @@ fn group_commit_modes_acknowledge_and_count_every_update() {
     for mode in ["idle", "eager"] {
         let dir = TempDir::new(&format!("group-commit-{mode}"));
         let srv = Served::start(&dir.0, &["--group-commit", mode]);
-        let created = post(
+        let created = create_model(
             &srv.addr,
-            "/v1/models",
-            Some("t"),
-            "application/json",
-            br#"{"name":"m","dim":8,"k":4,"update_guard":"off"}"#,
+            r#"{"name":"m","dim":8,"k":4,"update_guard":"off"}"#,
         );
         assert!(created.starts_with("HTTP/1.1 201"), "{created}");
         std::thread::scope(|s| {
@@ -383,12 +395,7 @@ fn group_commit_modes_acknowledge_and_count_every_update() {
         );
         let commits = metric(&srv.addr, "privfed_store_commits_total");
         assert!((1..=100).contains(&commits), "{mode}: {commits} commits");
-        drop(srv);
-        std::thread::sleep(Duration::from_millis(300));
-        let again = Served::start(&dir.0, &[]);
-        let view = get(&again.addr, "/v1/models/m");
-        let body = &view[view.find("\r\n\r\n").unwrap() + 4..];
-        let v: Value = serde_json::from_str(body).unwrap();
-        assert_eq!(v["updates_accepted"], 100, "{mode}: {body}");
+        let (_again, accepted) = restart_and_count(srv, &dir.0, "m");
+        assert_eq!(accepted, 100, "{mode}");
     }
 }

@@ -32,8 +32,9 @@ run_wrk() { # label pid url draw post C -> prints a line, sets RATE
     -s scripts/bench/ddml_wrk.lua "$3" | tail -1; } 2>"$WORK/time" )
   s1=$(cpu "$2")
   RATE=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["updates_per_second"])')
-  local commits
-  commits=$(curl -sf "$3/metrics" | awk '$1 == "privfed_store_commits_total" {print $2}')
+  local commits=
+  # The reference's store is idle; only the hardened server's commits are reported.
+  [ "$1" = axum-ceiling ] || commits=$(curl -sf "$3/metrics" | awk '$1 == "privfed_store_commits_total" {print $2}')
   echo "$1 C=$6 $out server_cpu_s=$(echo "$s1 - $s0" | bc) wrk_cpu_s=$(tail -1 "$WORK/time" | awk '{print $1+$2}')${commits:+ commits=$commits} load=$(cut -d' ' -f1 /proc/loadavg)"
 }
 echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, load before: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -9,7 +9,8 @@
 # both processes' CPU seconds, the server's commits (from /metrics) and the 1-minute load
 # average; a summary line per C with each mode's ratio to axum per repeat and their median.
 # Environment: DUR (s, default 8), CS (default "32 64 128 256 512"), REPEATS (default 2), MODES
-# (default "idle eager": `privfed serve --group-commit`).
+# (default "idle eager": `privfed serve --group-commit`), PIN (1: servers on CPU 0 and wrk on
+# CPU 1 with taskset, so the load generator does not take the server's core).
 #   cargo build --release -p privfed && cargo build --release -p privfed-server --example axum_ceiling
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ GUARD='{"learning_rate":0.005,"noise":{"kind":"laplace","epsilon":3.465735902799
 run_wrk() { # label pid url draw post C -> prints a line, sets RATE
   local s0 s1 out
   s0=$(cpu "$2")
-  out=$( { DIM=387 DRAW=$4 POST=$5 /usr/bin/time -f '%U %S' wrk -t1 -c"$6" -d"${DUR}s" \
+  out=$( { DIM=387 DRAW=$4 POST=$5 /usr/bin/time -f '%U %S' $PIN_WRK wrk -t1 -c"$6" -d"${DUR}s" \
     -s scripts/bench/ddml_wrk.lua "$3" | tail -1; } 2>"$WORK/time" )
   s1=$(cpu "$2")
   RATE=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["updates_per_second"])')
@@ -37,15 +38,17 @@ run_wrk() { # label pid url draw post C -> prints a line, sets RATE
   [ "$1" = axum-ceiling ] || commits=$(curl -sf "$3/metrics" | awk '$1 == "privfed_store_commits_total" {print $2}')
   echo "$1 C=$6 $out server_cpu_s=$(echo "$s1 - $s0" | bc) wrk_cpu_s=$(tail -1 "$WORK/time" | awk '{print $1+$2}')${commits:+ commits=$commits} load=$(cut -d' ' -f1 /proc/loadavg)"
 }
-echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 MODES=${MODES:-idle eager}
+PIN_SERVER=; PIN_WRK=
+if [ "${PIN:-0}" = 1 ]; then PIN_SERVER="taskset -c 0"; PIN_WRK="taskset -c 1"; fi
+echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, PIN=${PIN:-0}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for C in ${CS:-32 64 128 256 512}; do
   declare -A ratios=()
   for r in $(seq "$REPEATS"); do
     declare -A E=()
     for mode in $MODES; do
       port=$(free_port)
-      $B serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench \
+      $PIN_SERVER $B serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench \
         --threads 1 --group-commit "$mode" 2>"$WORK/serve-$port.log" &
       SPID=$!
       wait_up "http://127.0.0.1:$port"
@@ -57,7 +60,7 @@ for C in ${CS:-32 64 128 256 512}; do
       kill $SPID; wait $SPID 2>/dev/null || true
     done
     port=$(free_port)
-    "$AX" 127.0.0.1:$port 2>"$WORK/axum.log" &
+    $PIN_SERVER "$AX" 127.0.0.1:$port 2>"$WORK/axum.log" &
     SPID=$!
     wait_up "http://127.0.0.1:$port"
     run_wrk axum-ceiling "$SPID" "http://127.0.0.1:$port" /bench/387 /bench/387 "$C"

@@ -59,6 +59,8 @@ const INSTANCES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("ins
 
 /// The most operations folded into one commit.
 const MAX_BATCH: usize = 4096;
+/// Running sums are recomputed from scratch after this many overwrites.
+const RECOMPUTE_EVERY: u64 = 4096;
 
 /// When the writer thread starts a group commit (see the [module documentation](self)).
 #[derive(Debug, Clone, Default)]
@@ -118,13 +120,12 @@ pub struct EmbeddedOptions {
     pub pacing: CommitPacing,
 }
 
+/// What [`Store::commit_stats`] reports, counted by the writer.
 #[derive(Default)]
 struct CommitCounters {
     commits: AtomicU64,
     operations: AtomicU64,
 }
-/// Running sums are recomputed from scratch after this many overwrites.
-const RECOMPUTE_EVERY: u64 = 4096;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct StoredMeta {

@@ -205,6 +205,11 @@ async fn run_with<S: Store>(
         store = if args.store.is_some() { "redis" } else { "embedded" },
         ?config,
         max_model_bytes = args.max_model_bytes,
+        group_commit = match args.group_commit {
+            GroupCommit::Idle => "idle",
+            GroupCommit::Eager => "eager",
+        },
+        group_commit_max_delay_us = args.group_commit_max_delay_us,
         "privfed serve started"
     );
     // Finish in-flight requests on Ctrl-C or SIGTERM (what service managers send).

@@ -154,10 +154,11 @@ fn json_logs_for_startup_requests_and_shutdown() {
         .collect();
     let message = |e: &Value| e["fields"]["message"].as_str().unwrap_or("").to_string();
     assert!(
-        events
-            .iter()
-            .any(|e| message(e) == "privfed serve started" && e["level"] == "INFO"),
-        "no start-up event in {events:#?}"
+        events.iter().any(|e| message(e) == "privfed serve started"
+            && e["level"] == "INFO"
+            && e["fields"]["group_commit"] == "idle"
+            && e["fields"]["group_commit_max_delay_us"] == 2000),
+        "no start-up event (with the group-commit mode) in {events:#?}"
     );
     let request = |route: &str, status: u64| {
         events.iter().any(|e| {

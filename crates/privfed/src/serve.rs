@@ -124,6 +124,21 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The embedded store's group-commit pacing (validated). `WhenIdle` only with the embedded
+    /// store: a Redis store has no group commit to pace.
+    pub fn commit_pacing(&self) -> anyhow::Result<CommitPacing> {
+        if !(1..=1_000_000).contains(&self.group_commit_max_delay_us) {
+            bail!("--group-commit-max-delay-us must be between 1 and 1000000");
+        }
+        Ok(match (self.group_commit, &self.store) {
+            (GroupCommit::Idle, None) => CommitPacing::WhenIdle {
+                signal: IdleSignal::new(),
+                max_delay: Duration::from_micros(self.group_commit_max_delay_us),
+            },
+            _ => CommitPacing::Eager,
+        })
+    }
+
     /// The connection limits given on the command line.
     pub fn serve_config(&self) -> anyhow::Result<ServeConfig> {
         for (flag, v) in [
@@ -205,10 +220,11 @@ async fn run_with<S: Store>(
         store = if args.store.is_some() { "redis" } else { "embedded" },
         ?config,
         max_model_bytes = args.max_model_bytes,
-        group_commit = match args.group_commit {
-            GroupCommit::Idle => "idle",
-            GroupCommit::Eager => "eager",
-        },
+        group_commit = args
+            .group_commit
+            .to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default(),
         group_commit_max_delay_us = args.group_commit_max_delay_us,
         "privfed serve started"
     );
@@ -266,26 +282,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     args.serve_config()?;
     args.rate_limit()?;
     init_logging(&args.log_level, args.log_format)?;
-    if args.group_commit_max_delay_us == 0 || args.group_commit_max_delay_us > 1_000_000 {
-        bail!("--group-commit-max-delay-us must be between 1 and 1000000");
-    }
+    let pacing = args.commit_pacing()?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if let Some(t) = args.threads {
         rt.worker_threads(t.max(1));
     }
-    let pacing = match args.group_commit {
-        GroupCommit::Eager => CommitPacing::Eager,
-        GroupCommit::Idle => {
-            let signal = IdleSignal::new();
-            let hook = signal.clone();
-            rt.on_thread_park(move || hook.notify());
-            CommitPacing::WhenIdle {
-                signal,
-                max_delay: Duration::from_micros(args.group_commit_max_delay_us),
-            }
-        }
-    };
+    if let CommitPacing::WhenIdle { signal, .. } = &pacing {
+        let hook = signal.clone();
+        rt.on_thread_park(move || hook.notify());
+    }
     let rt = rt.build()?;
     let result = rt.block_on(async {
         match &args.store {

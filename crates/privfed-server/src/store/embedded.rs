@@ -282,6 +282,12 @@ fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
     std::fs::metadata(path).map(|_| (0, 0))
 }
 
+fn signal_in_use() -> StoreError {
+    StoreError::Backend(
+        "this IdleSignal paces another store already; each store needs its own".into(),
+    )
+}
+
 fn backend<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError::Backend(e.to_string())
 }
@@ -315,9 +321,7 @@ impl EmbeddedStore {
         if let CommitPacing::WhenIdle { signal, .. } = &pacing
             && signal.0.writer.get().is_some()
         {
-            return Err(StoreError::Backend(
-                "this IdleSignal paces another store already; each store needs its own".into(),
-            ));
+            return Err(signal_in_use());
         }
         let path = data_dir.join(DB_FILE);
         let exists = path.try_exists().map_err(backend)?;
@@ -392,9 +396,7 @@ impl EmbeddedStore {
         {
             // Another store registered between the check above and here; this one's writer
             // ends when `tx` is dropped.
-            return Err(StoreError::Backend(
-                "this IdleSignal paces another store already; each store needs its own".into(),
-            ));
+            return Err(signal_in_use());
         }
         Ok(Self {
             models,

@@ -628,9 +628,8 @@ async fn draw<S: Store>(
     rate_limited(&st, &peer)?;
     let drawn = st.store.draw(&name).await?;
     let mut resp = encoded_weights_response(&headers, drawn.weights)?;
-    if let Ok(v) = HeaderValue::from_str(&drawn.ticket.to_string()) {
-        resp.headers_mut().insert(TICKET_HEADER, v);
-    }
+    resp.headers_mut()
+        .insert(TICKET_HEADER, drawn.ticket.header_value());
     Ok(resp)
 }
 

@@ -3,9 +3,14 @@
 //! instance* ([`privfed_ddml::guard::StepGuard`]) and apply it at most once (a retried post with
 //! the same ticket is answered with the first outcome instead of being applied twice).
 //!
-//! A ticket is 128 bits from the operating system's CSPRNG-seeded thread generator (guessing one is
-//! hopeless), travels as 32 hex digits in the `Privfed-Ticket` header, expires after a TTL and is
-//! forgotten first-in-first-out beyond a per-model cap, so the book's memory is bounded.
+//! A ticket is 128 bits that travel as 32 hex digits in the `Privfed-Ticket` header: the top 32
+//! bits name the book's slot that holds it, the other 96 come from the operating system's
+//! CSPRNG-seeded thread generator (guessing one is hopeless). The slots form a ring of at most
+//! `max_tickets` entries, so the oldest ticket is forgotten first beyond the cap and the book's
+//! memory is bounded; a ticket also expires after a TTL. The slot number reveals how many draws
+//! the model served between two of a client's draws, which `/metrics` publishes anyway. The ring
+//! is what makes the book cheap on the hot path: a ticket is found without hashing, and the slots
+//! of tickets in flight are the few most recently written.
 //!
 //! The book holds a [`Weak`] reference to the drawn instance's [`Handle`] (a small allocation
 //! pointing at the weights, so an outstanding ticket never keeps the weights' memory alive). The
@@ -13,7 +18,7 @@
 //! ([`RetiredInstances`]); if it was dropped, the ticket is answered as expired and the client
 //! draws again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -42,20 +47,54 @@ pub fn handle(weights: &Arc<[f32]>) -> Handle {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket(pub u128);
 
+/// Random bits of a ticket (the rest name its slot).
+const RANDOM_BITS: u32 = 96;
+
 impl Ticket {
-    /// A fresh random ticket.
+    /// A fresh random ticket (all 128 bits random; the book's own carry a slot number).
     pub fn random() -> Self {
         use rand::Rng;
         let mut rng = rand::rng();
         Ticket((u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64()))
     }
 
-    /// Parses 32 hex digits; `None` otherwise.
+    /// A fresh ticket for slot `slot`: the slot in the top 32 bits, 96 random bits below.
+    fn for_slot(slot: u32) -> Self {
+        let r = Self::random().0 & ((1u128 << RANDOM_BITS) - 1);
+        Ticket((u128::from(slot) << RANDOM_BITS) | r)
+    }
+
+    /// The slot a book's ticket names.
+    fn slot(self) -> usize {
+        (self.0 >> RANDOM_BITS) as usize
+    }
+
+    /// The ticket as the value of a `Privfed-Ticket` header (32 lowercase hex digits).
+    pub fn header_value(self) -> axum::http::HeaderValue {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 32];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = HEX[((self.0 >> (4 * (31 - i))) & 0xf) as usize];
+        }
+        axum::http::HeaderValue::from_bytes(&out).expect("hex digits are a valid header value")
+    }
+
+    /// Parses 32 hex digits (either case); `None` otherwise.
     pub fn parse(s: &str) -> Option<Self> {
-        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if s.len() != 32 {
             return None;
         }
-        u128::from_str_radix(s, 16).ok().map(Ticket)
+        s.bytes()
+            .try_fold(0u128, |acc, b| {
+                let digit = match b {
+                    b'0'..=b'9' => b - b'0',
+                    b'a'..=b'f' => b - b'a' + 10,
+                    b'A'..=b'F' => b - b'A' + 10,
+                    _ => return None,
+                };
+                Some((acc << 4) | u128::from(digit))
+            })
+            .map(Ticket)
     }
 }
 
@@ -115,14 +154,17 @@ enum State<O> {
     Used(O),
 }
 
-struct Entry<O> {
-    state: State<O>,
+struct Slot<O> {
+    ticket: u128,
     expires: Instant,
+    state: State<O>,
 }
 
 struct Book<O> {
-    map: HashMap<u128, Entry<O>>,
-    order: VecDeque<(u128, Instant)>,
+    /// The ring: grows to the cap, then the oldest slot is reused.
+    slots: Vec<Slot<O>>,
+    /// The slot the next ticket takes.
+    next: usize,
 }
 
 /// The tickets of one model (see the [module documentation](self)). `O` is the outcome
@@ -130,6 +172,8 @@ struct Book<O> {
 pub struct TicketBook<O> {
     inner: Mutex<Book<O>>,
     limits: TicketLimits,
+    /// Slots in the ring: `max_tickets`, at least 1, at most 2³² (a ticket's slot field).
+    cap: usize,
 }
 
 impl<O: Clone> TicketBook<O> {
@@ -137,10 +181,11 @@ impl<O: Clone> TicketBook<O> {
     pub fn new(limits: TicketLimits) -> Self {
         Self {
             inner: Mutex::new(Book {
-                map: HashMap::new(),
-                order: VecDeque::new(),
+                slots: Vec::new(),
+                next: 0,
             }),
             limits,
+            cap: limits.max_tickets.clamp(1, 1 << 32),
         }
     }
 
@@ -149,44 +194,45 @@ impl<O: Clone> TicketBook<O> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Issues a ticket for a draw of `instance`.
+    /// Issues a ticket for a draw of `instance`, forgetting the oldest one if the book is full.
     pub fn issue(&self, instance: &Handle) -> Ticket {
-        let t = Ticket::random();
-        let now = Instant::now();
-        let expires = now + self.limits.ttl;
+        let expires = Instant::now() + self.limits.ttl;
+        let state = State::Issued(Arc::downgrade(instance));
         let mut b = self.lock();
-        // Forget expired tickets, and the oldest beyond the cap.
-        while let Some(&(id, exp)) = b.order.front() {
-            if exp <= now || b.order.len() >= self.limits.max_tickets.max(1) {
-                b.order.pop_front();
-                if b.map.get(&id).is_some_and(|e| e.expires == exp) {
-                    b.map.remove(&id);
-                }
-            } else {
-                break;
-            }
+        let at = b.next;
+        b.next = (at + 1) % self.cap;
+        // `at < cap ≤ 2³²`.
+        let t = Ticket::for_slot(at as u32);
+        let slot = Slot {
+            ticket: t.0,
+            expires,
+            state,
+        };
+        if at < b.slots.len() {
+            // The previous occupant is dropped after the lock is released.
+            let old = std::mem::replace(&mut b.slots[at], slot);
+            drop(b);
+            drop(old);
+        } else {
+            b.slots.push(slot);
         }
-        b.map.insert(
-            t.0,
-            Entry {
-                state: State::Issued(Arc::downgrade(instance)),
-                expires,
-            },
-        );
-        b.order.push_back((t.0, expires));
         t
+    }
+
+    /// The live slot holding `t`, if any.
+    fn find(b: &mut Book<O>, t: Ticket, now: Instant) -> Option<&mut Slot<O>> {
+        b.slots
+            .get_mut(t.slot())
+            .filter(|s| s.ticket == t.0 && s.expires > now)
     }
 
     /// Looks a ticket up and, if fresh, marks it in progress.
     pub fn redeem(&self, t: Ticket) -> Redeemed<O> {
         let now = Instant::now();
         let mut b = self.lock();
-        let Some(e) = b.map.get_mut(&t.0) else {
+        let Some(e) = Self::find(&mut b, t, now) else {
             return Redeemed::Invalid;
         };
-        if e.expires <= now {
-            return Redeemed::Invalid;
-        }
         match &e.state {
             State::Used(o) => Redeemed::Replay(o.clone()),
             State::InProgress(_) => Redeemed::InProgress,
@@ -203,7 +249,7 @@ impl<O: Clone> TicketBook<O> {
     /// Records the outcome of an in-progress ticket; replays answer it until the ticket expires.
     pub fn finish(&self, t: Ticket, outcome: O) {
         let mut b = self.lock();
-        if let Some(e) = b.map.get_mut(&t.0) {
+        if let Some(e) = b.slots.get_mut(t.slot()).filter(|s| s.ticket == t.0) {
             e.state = State::Used(outcome);
         }
     }
@@ -212,16 +258,17 @@ impl<O: Clone> TicketBook<O> {
     /// store was unavailable), so the client may retry with it.
     pub fn release(&self, t: Ticket) {
         let mut b = self.lock();
-        if let Some(e) = b.map.get_mut(&t.0)
+        if let Some(e) = b.slots.get_mut(t.slot()).filter(|s| s.ticket == t.0)
             && let State::InProgress(w) = &e.state
         {
             e.state = State::Issued(w.clone());
         }
     }
 
-    /// Number of tickets held (outstanding, in progress or remembered).
+    /// Number of tickets held and not expired (outstanding, in progress or remembered); O(slots).
     pub fn len(&self) -> usize {
-        self.lock().map.len()
+        let now = Instant::now();
+        self.lock().slots.iter().filter(|s| s.expires > now).count()
     }
 
     /// Whether the book holds no ticket.
@@ -314,6 +361,15 @@ mod tests {
         assert_eq!(Ticket::parse("xyz"), None);
         assert_eq!(Ticket::parse(&format!("{s}0")), None);
         assert_eq!(Ticket::parse("+0000000000000000000000000000001"), None);
+        assert_eq!(Ticket::parse("0000000000000000000000000000000g"), None);
+        assert_eq!(
+            Ticket::parse("000000000000000000000000000000Af"),
+            Some(Ticket(0xaf))
+        );
+        assert_eq!(
+            Ticket::parse("ffffffffffffffffffffffffffffffff"),
+            Some(Ticket(u128::MAX))
+        );
     }
 
     #[test]
@@ -329,6 +385,50 @@ mod tests {
         book.finish(t, "accepted");
         assert!(matches!(book.redeem(t), Redeemed::Replay("accepted")));
         assert!(matches!(book.redeem(Ticket::random()), Redeemed::Invalid));
+    }
+
+    /// A ticket names its slot; only the exact 128 bits redeem it, a slot reused by a newer
+    /// ticket does not answer the older one (nor does finishing the older one touch it), and the
+    /// header form is the display form.
+    #[test]
+    fn the_ring_finds_tickets_by_slot_and_checks_every_bit() {
+        let book: TicketBook<&'static str> = TicketBook::new(TicketLimits {
+            max_tickets: 4,
+            ..TicketLimits::default()
+        });
+        let i = inst(1.0);
+        let ts: Vec<Ticket> = (0..4).map(|_| book.issue(&i)).collect();
+        for (n, t) in ts.iter().enumerate() {
+            assert_eq!(t.slot(), n);
+            assert_eq!(t.header_value().to_str().unwrap(), t.to_string());
+            assert_eq!(Ticket::parse(&t.to_string()), Some(*t));
+        }
+        assert!(matches!(
+            book.redeem(Ticket(ts[1].0 ^ 1)),
+            Redeemed::Invalid
+        ));
+        assert!(matches!(
+            book.redeem(Ticket(ts[1].0 ^ (1 << 95))),
+            Redeemed::Invalid
+        ));
+        // Slot 9 does not exist in a ring of 4.
+        assert!(matches!(
+            book.redeem(Ticket((9u128 << RANDOM_BITS) | (ts[1].0 & ((1 << 96) - 1)))),
+            Redeemed::Invalid
+        ));
+        assert!(matches!(book.redeem(ts[0]), Redeemed::Fresh(_)));
+        // The fifth ticket takes slot 0: the first is forgotten, even while in progress.
+        let t4 = book.issue(&i);
+        assert_eq!(t4.slot(), 0);
+        book.finish(ts[0], "first");
+        assert!(matches!(book.redeem(ts[0]), Redeemed::Invalid));
+        assert!(matches!(book.redeem(t4), Redeemed::Fresh(_)));
+        assert_eq!(book.len(), 4);
+        // Tickets differ in their random bits even for the same slot.
+        let a = Ticket::for_slot(3);
+        let b = Ticket::for_slot(3);
+        assert_ne!(a, b);
+        assert_eq!((a.slot(), b.slot()), (3, 3));
     }
 
     #[test]

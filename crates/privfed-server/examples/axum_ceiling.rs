@@ -4,7 +4,8 @@
 //! (BENCHMARKS.md, "Draw-and-Discard server").
 //!
 //! `cargo run --release -p privfed-server --example axum_ceiling -- 127.0.0.1:PORT [THREADS]`
-//! (tokio worker threads, default 1); prints `listening on http://ADDR` and serves until killed.
+//! (tokio worker threads, default 1); prints `listening on http://ADDR` and serves until SIGTERM
+//! or Ctrl-C, then removes its store directory (a fresh one per run).
 
 use privfed_server::{AppState, EmbeddedStore, router};
 use std::sync::Arc;
@@ -25,7 +26,13 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:0".into());
-    let dir = std::env::temp_dir().join(format!("privfed-axum-ceiling-{}", std::process::id()));
+    // Fresh per run: a directory left by a killed run under a recycled process id would make
+    // `create` refuse to start.
+    let dir = std::env::temp_dir().join(format!(
+        "privfed-axum-ceiling-{}-{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
     let store = EmbeddedStore::create(&dir)?;
     let mut state = AppState::new(store, "unused");
     state.bench_routes = true;
@@ -36,8 +43,21 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let serve = axum::serve(listener, router(Arc::new(state)));
-    let r = serve.await;
+    let r = axum::serve(listener, router(Arc::new(state)))
+        .with_graceful_shutdown(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async {
+                    match term.as_mut() {
+                        Some(t) => { t.recv().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {}
+            }
+        })
+        .await;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(r?)
 }

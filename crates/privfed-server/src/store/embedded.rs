@@ -905,8 +905,8 @@ impl Writer {
                 None => {
                     plans.push(Planned {
                         model: model.clone(),
-                        finals: HashMap::new(),
                         writes: Vec::new(),
+                        finals: Vec::new(),
                         accepted: 0,
                         rejected: 0,
                     });
@@ -916,15 +916,15 @@ impl Writer {
             match write {
                 Some(w) => {
                     let j = replacement_index(model.spec.k, rng);
-                    let le = Bytes::from(encode_f32(&w));
-                    let w: Arc<[f32]> = Arc::from(w);
-                    plan.finals.insert(j, le.clone());
-                    plan.writes.push((j, w, le));
+                    plan.writes.push((j, w));
                     plan.accepted += 1;
                 }
                 None => plan.rejected += 1,
             }
             acks.push((ack, outcome));
+        }
+        for p in &mut plans {
+            p.plan_finals();
         }
         let result = (|| -> Result<(), StoreError> {
             let mut w = self.db.begin_write().map_err(backend)?;
@@ -934,8 +934,8 @@ impl Writer {
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
                 for p in &plans {
                     let name = p.model.spec.name.as_str();
-                    for (&j, le) in &p.finals {
-                        inst.insert((name, j as u32), le.as_ref())
+                    for (j, _, le) in &p.finals {
+                        inst.insert((name, *j as u32), le.as_ref())
                             .map_err(backend)?;
                     }
                     let stored = StoredMeta {
@@ -992,38 +992,143 @@ impl WriteOp {
 /// One planned change to a model within a batch.
 struct Planned {
     model: Arc<ModelState>,
-    /// Final value of each overwritten instance in this batch (encoded).
-    finals: HashMap<usize, Bytes>,
-    /// Overwrites in order (index, new value, its encoding).
-    writes: Vec<(usize, Arc<[f32]>, Bytes)>,
+    /// Overwrites in order (instance index, new value).
+    writes: Vec<(usize, Vec<f32>)>,
+    /// The batch's last value of each overwritten instance, and its encoding: what is stored
+    /// and becomes visible. Earlier values of the same instance in the batch are never seen by
+    /// a draw (memory changes only after the commit, under one lock), so only these are
+    /// encoded, stored and given ticket handles.
+    finals: Vec<(usize, Arc<[f32]>, Bytes)>,
     accepted: u64,
     rejected: u64,
+}
+
+impl Planned {
+    /// Fills [`Planned::finals`] from [`Planned::writes`].
+    fn plan_finals(&mut self) {
+        let mut last: HashMap<usize, usize> = HashMap::with_capacity(self.writes.len());
+        for (n, (j, _)) in self.writes.iter().enumerate() {
+            last.insert(*j, n);
+        }
+        self.finals = last
+            .into_iter()
+            .map(|(j, n)| {
+                let w = &self.writes[n].1;
+                (j, Arc::from(w.as_slice()), Bytes::from(encode_f32(w)))
+            })
+            .collect();
+    }
 }
 
 fn apply_to_memory(p: &Planned) {
     let m = &p.model;
     // Poisoning cannot happen (no panics while holding these locks); recover anyway.
     let mut inst = m.instances.write().unwrap_or_else(|e| e.into_inner());
-    let mut stats = m.stats.write().unwrap_or_else(|e| e.into_inner());
-    // Only the spam filter reads the running statistics (views recompute from the instances).
-    let track = m.spec.spam.is_some();
-    let mut stale = false;
-    for (j, w, le) in &p.writes {
-        let old = std::mem::replace(&mut inst.weights[*j], w.clone());
-        inst.encoded[*j] = le.clone();
-        let old_handle = std::mem::replace(&mut inst.handles[*j], handle(w));
-        if track {
+    // Only the spam filter reads the running statistics (views recompute from the instances);
+    // they follow every overwrite in order, intermediate values included.
+    if m.spec.spam.is_some() {
+        let mut stats = m.stats.write().unwrap_or_else(|e| e.into_inner());
+        let mut current: HashMap<usize, &[f32]> = HashMap::new();
+        let mut stale = false;
+        for (j, w) in &p.writes {
+            let old = current.insert(*j, w).unwrap_or(&inst.weights[*j]);
             let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
             // Recompute also when the running sums lost their precision (issue 16 item 3);
             // once per batch, after its last overwrite.
-            stale |= n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(&old, w);
+            stale |= n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(old, w);
         }
-        // A ticket may still need the instance its client drew.
-        m.retired.retire(old_handle);
-    }
-    if stale && let Ok(s) = InstanceStats::from_instances(&inst.weights) {
-        *stats = s;
+        drop(current);
+        install_finals(m, &mut inst, p);
+        if stale && let Ok(s) = InstanceStats::from_instances(&inst.weights) {
+            *stats = s;
+        }
+    } else {
+        install_finals(m, &mut inst, p);
     }
     m.accepted.fetch_add(p.accepted, Ordering::AcqRel);
     m.rejected.fetch_add(p.rejected, Ordering::AcqRel);
+}
+
+/// Makes a batch's final values visible; the instances they replace are kept for the tickets
+/// that still refer to them.
+fn install_finals(m: &ModelState, inst: &mut Instances, p: &Planned) {
+    for (j, w, le) in &p.finals {
+        inst.weights[*j] = w.clone();
+        inst.encoded[*j] = le.clone();
+        let old_handle = std::mem::replace(&mut inst.handles[*j], handle(w));
+        m.retired.retire(old_handle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use privfed_ddml::engine::SpamFilter;
+
+    /// A batch with several overwrites of the same instance: the spam filter's running
+    /// statistics follow every overwrite in order and end where statistics computed afresh from
+    /// the installed instances are; the instances are the batch's last values; only the
+    /// instances from before the batch that a ticket refers to are kept for tickets.
+    #[test]
+    fn a_batch_installs_its_last_values_and_tracks_every_overwrite() {
+        let spec = ModelSpec {
+            name: "s".into(),
+            dim: 2,
+            k: 3,
+            init_std: 1.0,
+            spam: Some(SpamFilter::new(8.0, 0.0).unwrap()),
+            generation: 1,
+            guard: None,
+            step_guard: None,
+        };
+        let start: Vec<Arc<[f32]>> = (0..3)
+            .map(|i| Arc::from(vec![i as f32, -(i as f32)]))
+            .collect();
+        let m = Arc::new(ModelState::new(spec, start, 0, 0, TicketLimits::default()).unwrap());
+        // A ticket on instance 1 from before the batch.
+        let ticket = {
+            let inst = m.instances.read().unwrap();
+            m.tickets.issue(&inst.handles[1])
+        };
+        let mut p = Planned {
+            model: m.clone(),
+            writes: vec![
+                (1, vec![5.0, 5.0]),
+                (2, vec![7.0, -1.0]),
+                (1, vec![6.0, 4.0]),
+                (1, vec![8.0, 3.0]),
+            ],
+            finals: Vec::new(),
+            accepted: 4,
+            rejected: 0,
+        };
+        p.plan_finals();
+        assert_eq!(p.finals.len(), 2);
+        apply_to_memory(&p);
+
+        let inst = m.instances.read().unwrap();
+        let want: [&[f32]; 3] = [&[0.0, 0.0], &[8.0, 3.0], &[7.0, -1.0]];
+        for (j, w) in want.iter().enumerate() {
+            assert_eq!(&*inst.weights[j], *w, "instance {j}");
+            assert_eq!(decode_f32(&inst.encoded[j]).unwrap(), *w);
+            assert_eq!(&**inst.handles[j], *w);
+        }
+        let fresh = InstanceStats::from_instances(&inst.weights).unwrap();
+        let stats = m.stats.read().unwrap();
+        for d in 0..2 {
+            assert!((stats.mean(d) - fresh.mean(d)).abs() < 1e-12, "mean {d}");
+            assert!(
+                (stats.variance(d) - fresh.variance(d)).abs() < 1e-9,
+                "variance {d}"
+            );
+        }
+        assert_eq!(m.overwrites.load(Ordering::Acquire), 4);
+        assert_eq!(m.accepted.load(Ordering::Acquire), 4);
+        // The instance the ticket drew was kept for it; nothing else was.
+        assert_eq!(m.retired.len(), 1);
+        match m.tickets.redeem(ticket) {
+            Redeemed::Fresh(base) => assert_eq!(&*base, &[1.0f32, -1.0][..]),
+            _ => panic!("the ticket lost its instance"),
+        }
+    }
 }

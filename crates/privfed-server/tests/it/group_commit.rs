@@ -169,3 +169,83 @@ async fn an_idle_signal_paces_one_store() {
         Ok(_) => panic!("a second store accepted the same IdleSignal"),
     }
 }
+
+/// Several updates of one batch landing on the same instance (k = 1): the batch's last one is
+/// what a draw then sees and what is stored (after a restart too), every one is counted, and a
+/// ticket drawn before the batch still finds the instance it drew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_stores_its_last_value_of_each_instance() {
+    let dir = common::TempDir::new("pacing-finals");
+    let signal = IdleSignal::new();
+    let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
+    let one = ModelSpec { k: 1, ..spec() };
+    {
+        let store = store.clone();
+        let create = tokio::spawn(async move { store.create_model(one, vec![vec![0.0; 3]]).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        signal.notify();
+        create.await.unwrap().unwrap();
+    }
+    let before = store.draw("g").await.unwrap();
+
+    // Queued in this order (20 ms apart), committed together on the park.
+    let mut posts = Vec::new();
+    for v in 1..=6 {
+        let store = store.clone();
+        posts.push(tokio::spawn(async move {
+            store.submit("g", update(v as f32)).await
+        }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    signal.notify();
+    for p in posts {
+        assert_eq!(p.await.unwrap().unwrap(), SubmitOutcome::Accepted);
+    }
+    assert_eq!(
+        store.commit_stats(),
+        Some(CommitStats {
+            commits: 1,
+            operations: 6
+        })
+    );
+    let drawn = store.draw("g").await.unwrap();
+    assert_eq!(
+        privfed_server::model::decode_f32(&drawn.weights).unwrap(),
+        [6.0; 3]
+    );
+    let snap = store.snapshot("g").await.unwrap();
+    assert_eq!((&*snap.instances[0], snap.accepted), (&[6.0f32; 3][..], 6));
+
+    // The ticket of the draw from before the batch is still good.
+    let post = {
+        let store = store.clone();
+        let sub = Submission {
+            ticket: Some(before.ticket),
+            ..update(7.0)
+        };
+        tokio::spawn(async move { store.submit("g", sub).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    signal.notify();
+    assert_eq!(post.await.unwrap().unwrap(), SubmitOutcome::Accepted);
+
+    drop(store);
+    let reopened = reopen_store(&dir.0).await;
+    let snap = reopened.snapshot("g").await.unwrap();
+    assert_eq!((&*snap.instances[0], snap.accepted), (&[7.0f32; 3][..], 7));
+}
+
+/// The writer thread of a dropped store may hold the database for a moment.
+async fn reopen_store(dir: &std::path::Path) -> EmbeddedStore {
+    let t0 = Instant::now();
+    loop {
+        match EmbeddedStore::open(dir) {
+            Ok(s) => return s,
+            Err(e) if t0.elapsed() < Duration::from_secs(10) => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("cannot reopen the store: {e}"),
+        }
+    }
+}

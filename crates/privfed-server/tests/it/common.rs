@@ -27,6 +27,22 @@ impl Drop for TempDir {
     }
 }
 
+/// Opens an existing embedded store: the previous server's (or store's) writer thread may hold
+/// the database for a moment after shutdown.
+pub async fn reopen(dir: &std::path::Path) -> privfed_server::EmbeddedStore {
+    let t0 = Instant::now();
+    loop {
+        match privfed_server::EmbeddedStore::open(dir) {
+            Ok(s) => return s,
+            Err(e) if t0.elapsed() < Duration::from_secs(10) => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("cannot reopen the store: {e}"),
+        }
+    }
+}
+
 /// A free TCP port on 127.0.0.1 (bound then released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

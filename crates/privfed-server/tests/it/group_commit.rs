@@ -51,6 +51,16 @@ async fn create_on_park(store: &Arc<EmbeddedStore>, signal: &IdleSignal) {
     create.await.unwrap().unwrap();
 }
 
+fn assert_commits(store: &EmbeddedStore, commits: u64, operations: u64) {
+    assert_eq!(
+        store.commit_stats(),
+        Some(CommitStats {
+            commits,
+            operations
+        })
+    );
+}
+
 fn update(v: f32) -> Submission {
     Submission {
         generation: 1,
@@ -79,24 +89,12 @@ async fn idle_pacing_holds_the_commit_until_a_worker_parks() {
         posts.iter().all(|p| !p.is_finished()),
         "acknowledged before its commit"
     );
-    assert_eq!(
-        store.commit_stats(),
-        Some(CommitStats {
-            commits: 0,
-            operations: 0
-        })
-    );
+    assert_commits(&store, 0, 0);
     signal.notify();
     for p in posts {
         assert_eq!(p.await.unwrap().unwrap(), SubmitOutcome::Accepted);
     }
-    assert_eq!(
-        store.commit_stats(),
-        Some(CommitStats {
-            commits: 1,
-            operations: 8
-        })
-    );
+    assert_commits(&store, 1, 8);
     assert_eq!(store.snapshot("g").await.unwrap().accepted, 8);
 }
 
@@ -201,13 +199,7 @@ async fn a_batch_stores_its_last_value_of_each_instance() {
     for p in posts {
         assert_eq!(p.await.unwrap().unwrap(), SubmitOutcome::Accepted);
     }
-    assert_eq!(
-        store.commit_stats(),
-        Some(CommitStats {
-            commits: 1,
-            operations: 6
-        })
-    );
+    assert_commits(&store, 1, 6);
     let drawn = store.draw("g").await.unwrap();
     assert_eq!(
         privfed_server::model::decode_f32(&drawn.weights).unwrap(),
@@ -230,22 +222,7 @@ async fn a_batch_stores_its_last_value_of_each_instance() {
     assert_eq!(post.await.unwrap().unwrap(), SubmitOutcome::Accepted);
 
     drop(store);
-    let reopened = reopen_store(&dir.0).await;
+    let reopened = common::reopen(&dir.0).await;
     let snap = reopened.snapshot("g").await.unwrap();
     assert_eq!((&*snap.instances[0], snap.accepted), (&[7.0f32; 3][..], 7));
-}
-
-/// The writer thread of a dropped store may hold the database for a moment.
-async fn reopen_store(dir: &std::path::Path) -> EmbeddedStore {
-    let t0 = Instant::now();
-    loop {
-        match EmbeddedStore::open(dir) {
-            Ok(s) => return s,
-            Err(e) if t0.elapsed() < Duration::from_secs(10) => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => panic!("cannot reopen the store: {e}"),
-        }
-    }
 }

@@ -78,7 +78,7 @@ async fn embedded_update_racing_a_recreation_is_refused_and_the_store_reopens() 
     stop.send(()).unwrap();
     h.await.unwrap();
     // The store opens again and serves the model (the old code: "instance … is corrupt").
-    let store = reopen(&dir.0).await;
+    let store = common::reopen(&dir.0).await;
     assert!(store.quarantined().is_empty());
     let (url, stop, h) = common::serve_on_loopback(store, TOKEN).await;
     assert_eq!(
@@ -104,21 +104,6 @@ async fn redis_update_racing_a_recreation_is_refused() {
     update_racing_a_recreation(&url).await;
     stop.send(()).unwrap();
     h.await.unwrap();
-}
-
-/// The previous server's writer thread may hold the database for a moment after shutdown.
-async fn reopen(dir: &std::path::Path) -> EmbeddedStore {
-    let t0 = std::time::Instant::now();
-    loop {
-        match EmbeddedStore::open(dir) {
-            Ok(s) => return s,
-            Err(e) if t0.elapsed() < Duration::from_secs(10) => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => panic!("cannot reopen the store: {e}"),
-        }
-    }
 }
 
 /// Tickets: a draw issues one; the update with it is applied once (a retry is answered as a
@@ -231,7 +216,7 @@ async fn a_damaged_model_is_quarantined_and_the_others_served() {
         }
         w.commit().unwrap();
     }
-    let store = reopen(&dir.0).await;
+    let store = common::reopen(&dir.0).await;
     let q = store.quarantined();
     assert_eq!(q.len(), 1);
     assert_eq!(q[0].0, "bad");
@@ -260,7 +245,7 @@ async fn a_damaged_model_is_quarantined_and_the_others_served() {
     stop.send(()).unwrap();
     h.await.unwrap();
     // After a restart nothing is quarantined any more.
-    assert!(reopen(&dir.0).await.quarantined().is_empty());
+    assert!(common::reopen(&dir.0).await.quarantined().is_empty());
 }
 
 /// Item 7: with the data directory deleted under the running server, writes answer 503 (the old

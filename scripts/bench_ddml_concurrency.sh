@@ -10,7 +10,9 @@
 # average; a summary line per C with each mode's ratio to axum per repeat and their median.
 # Environment: DUR (s, default 8), CS (default "32 64 128 256 512"), REPEATS (default 2), MODES
 # (default "idle eager": `privfed serve --group-commit`), PIN (1: servers on CPU 0 and wrk on
-# CPU 1 with taskset, so the load generator does not take the server's core).
+# CPU 1 with taskset, so the load generator does not take the server's core), COMPARE_BIN (another
+# privfed binary, e.g. a build of an earlier commit: run as `compare-<mode>` after each of this
+# build's runs, with its own ratios, so two builds are measured in the same minutes).
 #   cargo build --release -p privfed && cargo build --release -p privfed-server --example axum_ceiling
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,24 +41,34 @@ run_wrk() { # label pid url draw post C -> prints a line, sets RATE
   echo "$1 C=$6 $out server_cpu_s=$(echo "$s1 - $s0" | bc) wrk_cpu_s=$(tail -1 "$WORK/time" | awk '{print $1+$2}')${commits:+ commits=$commits} load=$(cut -d' ' -f1 /proc/loadavg)"
 }
 MODES=${MODES:-idle eager}
+# label:mode:binary, run in this order within each repeat.
+VARIANTS=()
+for mode in $MODES; do
+  VARIANTS+=("embedded-$mode:$mode:$B")
+  if [ -n "${COMPARE_BIN:-}" ]; then
+    [ -x "$COMPARE_BIN" ] || { echo "COMPARE_BIN $COMPARE_BIN is not executable" >&2; exit 1; }
+    VARIANTS+=("compare-$mode:$mode:$COMPARE_BIN")
+  fi
+done
 PIN_SERVER=; PIN_WRK=
 if [ "${PIN:-0}" = 1 ]; then PIN_SERVER="taskset -c 0"; PIN_WRK="taskset -c 1"; fi
-echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, PIN=${PIN:-0}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, PIN=${PIN:-0}${COMPARE_BIN:+, COMPARE_BIN=$COMPARE_BIN}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for C in ${CS:-32 64 128 256 512}; do
   declare -A ratios=()
   for r in $(seq "$REPEATS"); do
     declare -A E=()
-    for mode in $MODES; do
+    for v in "${VARIANTS[@]}"; do
+      label=${v%%:*}; rest=${v#*:}; mode=${rest%%:*}; bin=${rest#*:}
       port=$(free_port)
-      $PIN_SERVER $B serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench \
+      $PIN_SERVER "$bin" serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench \
         --threads 1 --group-commit "$mode" 2>"$WORK/serve-$port.log" &
       SPID=$!
       wait_up "http://127.0.0.1:$port"
       curl -sf -X POST -H 'Authorization: Bearer bench' -H 'content-type: application/json' \
         -d "{\"name\":\"p387\",\"dim\":387,\"k\":20,\"init_std\":0.01,\"update_guard\":$GUARD}" \
         "http://127.0.0.1:$port/v1/models" >/dev/null
-      run_wrk "embedded-$mode" "$SPID" "http://127.0.0.1:$port" /v1/models/p387/draw /v1/models/p387/updates "$C"
-      E[$mode]=$RATE
+      run_wrk "$label" "$SPID" "http://127.0.0.1:$port" /v1/models/p387/draw /v1/models/p387/updates "$C"
+      E[$label]=$RATE
       kill $SPID; wait $SPID 2>/dev/null || true
     done
     port=$(free_port)
@@ -66,12 +78,14 @@ for C in ${CS:-32 64 128 256 512}; do
     run_wrk axum-ceiling "$SPID" "http://127.0.0.1:$port" /bench/387 /bench/387 "$C"
     A=$RATE
     kill $SPID; wait $SPID 2>/dev/null || true
-    for mode in $MODES; do
-      ratios[$mode]+="$(python3 -c "print(f'{${E[$mode]}/$A:.3f}')") "
+    for v in "${VARIANTS[@]}"; do
+      label=${v%%:*}
+      ratios[$label]+="$(python3 -c "print(f'{${E[$label]}/$A:.3f}')") "
     done
   done
-  for mode in $MODES; do
-    echo "C=$C ratio embedded-$mode/axum per repeat: ${ratios[$mode]}(median $(python3 -c "import statistics,sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" ${ratios[$mode]}))"
+  for v in "${VARIANTS[@]}"; do
+    label=${v%%:*}
+    echo "C=$C ratio $label/axum per repeat: ${ratios[$label]}(median $(python3 -c "import statistics,sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" ${ratios[$label]}))"
   done
   unset ratios
 done

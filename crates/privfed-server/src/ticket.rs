@@ -185,7 +185,9 @@ impl<O: Clone> TicketBook<O> {
                 next: 0,
             }),
             limits,
-            cap: limits.max_tickets.clamp(1, 1 << 32),
+            cap: limits
+                .max_tickets
+                .clamp(1, (u32::MAX as usize).saturating_add(1)),
         }
     }
 

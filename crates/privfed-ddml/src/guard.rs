@@ -67,6 +67,12 @@ const F32_ROUNDING: f64 = 1.0 / 8_388_608.0;
 /// Independent accumulators of [`StepGuard::check`]'s single pass.
 const LANES: usize = 8;
 
+/// `|Δ_i|` of a posted weight `u` over its drawn `b`, less the rounding allowance, at least 0.
+fn step_excess(b: f32, u: f32) -> f64 {
+    let (b, u) = (f64::from(b), f64::from(u));
+    ((u - b).abs() - u.abs() * F32_ROUNDING).max(0.0)
+}
+
 fn default_unit() -> PrivacyUnit {
     PrivacyUnit::Feature
 }
@@ -328,15 +334,14 @@ impl StepGuard {
         let mut worst = [0.0f64; LANES];
         let mut acc = [0.0f64; LANES];
         let mut lane = |j: usize, b: f32, u: f32| {
-            let (b, u) = (f64::from(b), f64::from(u));
-            let a = u.abs();
+            let a = f64::from(u).abs();
             // NaN wins: it must fail the absolute test.
             largest[j] = if a > largest[j] || a.is_nan() {
                 a
             } else {
                 largest[j]
             };
-            let excess = ((u - b).abs() - a * F32_ROUNDING).max(0.0);
+            let excess = step_excess(b, u);
             worst[j] = worst[j].max(excess);
             acc[j] += match self.norm {
                 GuardNorm::L1 => excess,
@@ -375,14 +380,10 @@ impl StepGuard {
             None
         };
         let worst_at = if worst > self.coordinate || worst.is_nan() {
-            // The first coordinate with the worst excess (the same arithmetic as above); only
-            // a rejection reports it.
+            // The first coordinate with the worst excess; only a rejection reports it.
             base.iter()
                 .zip(update)
-                .position(|(&b, &u)| {
-                    let (b, u) = (f64::from(b), f64::from(u));
-                    ((u - b).abs() - u.abs() * F32_ROUNDING).max(0.0) == worst
-                })
+                .position(|(&b, &u)| step_excess(b, u) == worst)
                 .unwrap_or(0)
         } else {
             0

@@ -167,6 +167,13 @@ struct Book<O> {
     next: usize,
 }
 
+impl<O> Book<O> {
+    /// The slot holding `t` (expired or not), if `t` is still there.
+    fn slot_of(&mut self, t: Ticket) -> Option<&mut Slot<O>> {
+        self.slots.get_mut(t.slot()).filter(|s| s.ticket == t.0)
+    }
+}
+
 /// The tickets of one model (see the [module documentation](self)). `O` is the outcome
 /// remembered for replays.
 pub struct TicketBook<O> {
@@ -221,18 +228,11 @@ impl<O: Clone> TicketBook<O> {
         t
     }
 
-    /// The live slot holding `t`, if any.
-    fn find(b: &mut Book<O>, t: Ticket, now: Instant) -> Option<&mut Slot<O>> {
-        b.slots
-            .get_mut(t.slot())
-            .filter(|s| s.ticket == t.0 && s.expires > now)
-    }
-
     /// Looks a ticket up and, if fresh, marks it in progress.
     pub fn redeem(&self, t: Ticket) -> Redeemed<O> {
         let now = Instant::now();
         let mut b = self.lock();
-        let Some(e) = Self::find(&mut b, t, now) else {
+        let Some(e) = b.slot_of(t).filter(|s| s.expires > now) else {
             return Redeemed::Invalid;
         };
         match &e.state {
@@ -251,7 +251,7 @@ impl<O: Clone> TicketBook<O> {
     /// Records the outcome of an in-progress ticket; replays answer it until the ticket expires.
     pub fn finish(&self, t: Ticket, outcome: O) {
         let mut b = self.lock();
-        if let Some(e) = b.slots.get_mut(t.slot()).filter(|s| s.ticket == t.0) {
+        if let Some(e) = b.slot_of(t) {
             e.state = State::Used(outcome);
         }
     }
@@ -260,7 +260,7 @@ impl<O: Clone> TicketBook<O> {
     /// store was unavailable), so the client may retry with it.
     pub fn release(&self, t: Ticket) {
         let mut b = self.lock();
-        if let Some(e) = b.slots.get_mut(t.slot()).filter(|s| s.ticket == t.0)
+        if let Some(e) = b.slot_of(t)
             && let State::InProgress(w) = &e.state
         {
             e.state = State::Issued(w.clone());

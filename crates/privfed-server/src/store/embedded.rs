@@ -906,7 +906,6 @@ impl Writer {
                     plans.push(Planned {
                         model: model.clone(),
                         writes: Vec::new(),
-                        finals: Vec::new(),
                         accepted: 0,
                         rejected: 0,
                     });
@@ -923,18 +922,16 @@ impl Writer {
             }
             acks.push((ack, outcome));
         }
-        for p in &mut plans {
-            p.plan_finals();
-        }
+        let finals: Vec<Vec<Final>> = plans.iter().map(Planned::finals).collect();
         let result = (|| -> Result<(), StoreError> {
             let mut w = self.db.begin_write().map_err(backend)?;
             w.set_durability(Durability::Immediate).map_err(backend)?;
             {
                 let mut meta = w.open_table(META).map_err(backend)?;
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
-                for p in &plans {
+                for (p, finals) in plans.iter().zip(&finals) {
                     let name = p.model.spec.name.as_str();
-                    for (j, _, le) in &p.finals {
+                    for (j, _, le) in finals {
                         inst.insert((name, *j as u32), le.as_ref())
                             .map_err(backend)?;
                     }
@@ -958,8 +955,8 @@ impl Writer {
                 self.counters
                     .operations
                     .fetch_add(acks.len() as u64, Ordering::AcqRel);
-                for p in plans {
-                    apply_to_memory(&p);
+                for (p, finals) in plans.iter().zip(&finals) {
+                    apply_to_memory(p, finals);
                 }
                 for (ack, outcome) in acks {
                     let _ = ack.send(Ok(outcome));
@@ -994,70 +991,81 @@ struct Planned {
     model: Arc<ModelState>,
     /// Overwrites in order (instance index, new value).
     writes: Vec<(usize, Vec<f32>)>,
-    /// The batch's last value of each overwritten instance, and its encoding: what is stored
-    /// and becomes visible. Earlier values of the same instance in the batch are never seen by
-    /// a draw (memory changes only after the commit, under one lock), so only these are
-    /// encoded, stored and given ticket handles.
-    finals: Vec<(usize, Arc<[f32]>, Bytes)>,
     accepted: u64,
     rejected: u64,
 }
 
+/// An instance's last value in a batch: (index, value, its encoding).
+type Final = (usize, Arc<[f32]>, Bytes);
+
 impl Planned {
-    /// Fills [`Planned::finals`] from [`Planned::writes`].
-    fn plan_finals(&mut self) {
+    /// The batch's last value of each overwritten instance: what is stored and becomes visible.
+    /// Earlier values of the same instance in the batch are never seen by a draw (memory changes
+    /// only after the commit, under one lock), so only these are encoded, stored and given
+    /// ticket handles.
+    fn finals(&self) -> Vec<Final> {
         let mut last: HashMap<usize, usize> = HashMap::with_capacity(self.writes.len());
         for (n, (j, _)) in self.writes.iter().enumerate() {
             last.insert(*j, n);
         }
-        self.finals = last
-            .into_iter()
+        last.into_iter()
             .map(|(j, n)| {
                 let w = &self.writes[n].1;
                 (j, Arc::from(w.as_slice()), Bytes::from(encode_f32(w)))
             })
-            .collect();
+            .collect()
     }
 }
 
-fn apply_to_memory(p: &Planned) {
+/// After the commit: installs `finals` (from [`Planned::finals`]), keeping the instances they
+/// replace for the tickets that still refer to them, and counts the batch.
+fn apply_to_memory(p: &Planned, finals: &[Final]) {
     let m = &p.model;
     // Poisoning cannot happen (no panics while holding these locks); recover anyway.
     let mut inst = m.instances.write().unwrap_or_else(|e| e.into_inner());
-    // Only the spam filter reads the running statistics (views recompute from the instances);
-    // they follow every overwrite in order, intermediate values included.
-    if m.spec.spam.is_some() {
-        let mut stats = m.stats.write().unwrap_or_else(|e| e.into_inner());
-        let mut current: HashMap<usize, &[f32]> = HashMap::new();
-        let mut stale = false;
-        for (j, w) in &p.writes {
-            let old = current.insert(*j, w).unwrap_or(&inst.weights[*j]);
-            let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
-            // Recompute also when the running sums lost their precision (issue 16 item 3);
-            // once per batch, after its last overwrite.
-            stale |= n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(old, w);
-        }
-        drop(current);
-        install_finals(m, &mut inst, p);
-        if stale && let Ok(s) = InstanceStats::from_instances(&inst.weights) {
-            *stats = s;
-        }
-    } else {
-        install_finals(m, &mut inst, p);
-    }
-    m.accepted.fetch_add(p.accepted, Ordering::AcqRel);
-    m.rejected.fetch_add(p.rejected, Ordering::AcqRel);
-}
-
-/// Makes a batch's final values visible; the instances they replace are kept for the tickets
-/// that still refer to them.
-fn install_finals(m: &ModelState, inst: &mut Instances, p: &Planned) {
-    for (j, w, le) in &p.finals {
+    // Only the spam filter reads the running statistics (views recompute from the instances).
+    let mut stats = m
+        .spec
+        .spam
+        .is_some()
+        .then(|| m.stats.write().unwrap_or_else(|e| e.into_inner()));
+    let stale = stats
+        .as_deref_mut()
+        .is_some_and(|s| track_overwrites(m, s, &inst.weights, &p.writes));
+    for (j, w, le) in finals {
         inst.weights[*j] = w.clone();
         inst.encoded[*j] = le.clone();
         let old_handle = std::mem::replace(&mut inst.handles[*j], handle(w));
         m.retired.retire(old_handle);
     }
+    if stale
+        && let Some(s) = stats.as_deref_mut()
+        && let Ok(fresh) = InstanceStats::from_instances(&inst.weights)
+    {
+        *s = fresh;
+    }
+    m.accepted.fetch_add(p.accepted, Ordering::AcqRel);
+    m.rejected.fetch_add(p.rejected, Ordering::AcqRel);
+}
+
+/// Follows every overwrite of `writes`, in order and intermediate values included, in the
+/// spam filter's running statistics of `instances` (the values before the batch); `true` if
+/// they should be recomputed (issue 16 item 3: lost precision, or every [`RECOMPUTE_EVERY`]
+/// overwrites) once the batch is installed.
+fn track_overwrites(
+    m: &ModelState,
+    stats: &mut InstanceStats,
+    instances: &[Arc<[f32]>],
+    writes: &[(usize, Vec<f32>)],
+) -> bool {
+    let mut current: HashMap<usize, &[f32]> = HashMap::new();
+    let mut stale = false;
+    for (j, w) in writes {
+        let old = current.insert(*j, w).unwrap_or(&instances[*j]);
+        let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
+        stale |= n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(old, w);
+    }
+    stale
 }
 
 #[cfg(test)]
@@ -1090,7 +1098,7 @@ mod tests {
             let inst = m.instances.read().unwrap();
             m.tickets.issue(&inst.handles[1])
         };
-        let mut p = Planned {
+        let p = Planned {
             model: m.clone(),
             writes: vec![
                 (1, vec![5.0, 5.0]),
@@ -1098,13 +1106,12 @@ mod tests {
                 (1, vec![6.0, 4.0]),
                 (1, vec![8.0, 3.0]),
             ],
-            finals: Vec::new(),
             accepted: 4,
             rejected: 0,
         };
-        p.plan_finals();
-        assert_eq!(p.finals.len(), 2);
-        apply_to_memory(&p);
+        let finals = p.finals();
+        assert_eq!(finals.len(), 2);
+        apply_to_memory(&p, &finals);
 
         let inst = m.instances.read().unwrap();
         let want: [&[f32]; 3] = [&[0.0, 0.0], &[8.0, 3.0], &[7.0, -1.0]];

@@ -206,4 +206,9 @@ pub fn render_commits(o: &mut String, c: crate::store::CommitStats) {
         "# HELP privfed_store_committed_updates_total Updates (accepted or rejected) carried by those commits.\n# TYPE privfed_store_committed_updates_total counter\nprivfed_store_committed_updates_total {}",
         c.operations
     );
+    let _ = writeln!(
+        o,
+        "# HELP privfed_store_checkpoints_total Checkpoints of the update journal into the database.\n# TYPE privfed_store_checkpoints_total counter\nprivfed_store_checkpoints_total {}",
+        c.checkpoints
+    );
 }

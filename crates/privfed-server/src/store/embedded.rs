@@ -1,24 +1,34 @@
-//! The default store: redb (an embedded ACID database) in `--data-dir`.
+//! The default store: redb (an embedded ACID database) and an update journal in `--data-dir`.
 //!
 //! Reads are served from an in-memory copy of every instance. All writes go through one writer
-//! thread: it takes every pending operation, applies the updates in one write transaction with
-//! `Durability::Immediate` (group commit: one fsync for the batch, and at most `k` instance
-//! values written however many updates the batch holds), and only after the commit returns does
-//! it update the in-memory copy and acknowledge the requests. Hence after a crash:
+//! thread: it takes every pending operation and makes the batch's updates durable as one
+//! record of the update journal ([`super::journal`]: one positioned write and one `fdatasync`;
+//! the batch's last value of each instance it overwrites, and the counters' increments), and
+//! only after that does it update the in-memory copy and acknowledge the requests (group
+//! commit). When the journal is full, a checkpoint writes the instances it holds and the
+//! counters into redb in one `Durability::Immediate` transaction, and the journal starts over;
+//! at start-up the records after the last checkpoint are replayed into redb before the models
+//! are loaded. Model creation and deletion are redb transactions of their own (a deletion
+//! checkpoints first, so the journal never names a model that is gone), and so is a batch too
+//! large for the whole journal. Hence after a crash:
 //! * every instance is a whole model that was initialized or written by an acknowledged-or-in-flight
-//!   update (redb commits are atomic; an instance is one value);
-//! * the `accepted`/`rejected` counters live in the same transaction as the instances, so they
-//!   match what was applied;
-//! * every acknowledged update was committed before its acknowledgement.
+//!   update (a record is applied whole or not at all: its checksum covers it, and redb commits
+//!   are atomic);
+//! * the `accepted`/`rejected` counters travel in the same record or transaction as the
+//!   instances, so they match what was applied;
+//! * every acknowledged update was in a synced record or a committed transaction before its
+//!   acknowledgement, and so was everything before it in the journal.
 //!
 //! Failure handling:
-//! * **Fail closed.** If a commit fails (disk error) or the database file is no longer the one
-//!   that was opened (deleted or replaced under the running server), the store stops taking
-//!   writes: that batch and every later write answer [`StoreError::Unavailable`] (503), and
-//!   [`Store::healthy`] turns false. Nothing is acknowledged that is not durably in the file.
+//! * **Fail closed.** If a commit fails (disk error) or the database file or the journal is no
+//!   longer the one that was opened (deleted or replaced under the running server), the store
+//!   stops taking writes: that batch and every later write answer [`StoreError::Unavailable`]
+//!   (503), and [`Store::healthy`] turns false. Nothing is acknowledged that is not durably in
+//!   the files.
 //! * **Explicit creation.** [`EmbeddedStore::open`] opens an existing store only; a new one is
 //!   made by [`EmbeddedStore::create`], so a lost data directory is an error at start-up, not a
-//!   silently empty server.
+//!   silently empty server. A store whose journal is gone does not open either (its last
+//!   acknowledged updates may have been there only); a store from before the journal gets one.
 //! * **Quarantine.** A model whose records are damaged is not loaded: it answers
 //!   [`StoreError::Quarantined`] and is listed by [`EmbeddedStore::quarantined`], while every
 //!   other model is served; deleting it removes its records.
@@ -35,6 +45,7 @@
 //! everything the workers could queue meanwhile, so there are fewer fsyncs and fewer cross-thread
 //! wake-ups per update (BENCHMARKS.md, "Session 16"). Acknowledgement still follows the commit.
 
+use super::journal::{self, Entry, Journal};
 use super::{CommitStats, Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
@@ -44,7 +55,7 @@ use privfed_ddml::engine::{InstanceStats, replacement_index};
 use rand::SeedableRng;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -56,6 +67,10 @@ pub const DB_FILE: &str = "privfed.redb";
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("models");
 const INSTANCES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("instances");
+/// [`CHECKPOINTED`]: the last journal record whose writes are in the tables. Present once the
+/// store has a journal (stores from before the journal get one when opened).
+const JOURNAL: TableDefinition<&str, u64> = TableDefinition::new("journal");
+const CHECKPOINTED: &str = "checkpointed";
 
 /// The most operations folded into one commit.
 const MAX_BATCH: usize = 4096;
@@ -112,12 +127,25 @@ impl IdleSignal {
 }
 
 /// Options of [`EmbeddedStore::open_with`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct EmbeddedOptions {
     /// Limits of the ticket book of each model.
     pub limits: TicketLimits,
     /// When group commits start.
     pub pacing: CommitPacing,
+    /// The size of the update journal when one is created ([`journal`]; at least
+    /// [`journal::MIN_JOURNAL_BYTES`]). An existing journal keeps its size.
+    pub journal_bytes: u64,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        Self {
+            limits: TicketLimits::default(),
+            pacing: CommitPacing::default(),
+            journal_bytes: journal::DEFAULT_JOURNAL_BYTES,
+        }
+    }
 }
 
 /// What [`Store::commit_stats`] reports, counted by the writer.
@@ -125,6 +153,7 @@ pub struct EmbeddedOptions {
 struct CommitCounters {
     commits: AtomicU64,
     operations: AtomicU64,
+    checkpoints: AtomicU64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -241,32 +270,35 @@ pub struct EmbeddedStore {
     counters: Arc<CommitCounters>,
 }
 
-/// The database file's path and identity (device and inode) when opened: if the path no longer
-/// names that file, writes would go to a file nobody will open again.
+/// The database file's and the journal's paths and identities (device and inode) when opened:
+/// if a path no longer names its file, writes would go to a file nobody will open again.
 #[derive(Clone)]
-struct FileIdentity {
-    path: PathBuf,
-    id: (u64, u64),
-}
+struct FileIdentity(Arc<[(PathBuf, (u64, u64))]>);
 
 impl FileIdentity {
-    fn of(path: &Path) -> std::io::Result<Self> {
-        Ok(Self {
-            path: path.to_path_buf(),
-            id: file_id(path)?,
-        })
+    fn of(paths: &[&Path]) -> std::io::Result<Self> {
+        let ids = paths
+            .iter()
+            .map(|p| Ok((p.to_path_buf(), file_id(p)?)))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Self(ids.into()))
     }
 
-    /// `Err` with a reason if the path is gone or names another file.
+    /// `Err` with a reason if a path is gone or names another file.
     fn check(&self) -> Result<(), String> {
-        match file_id(&self.path) {
-            Ok(id) if id == self.id => Ok(()),
-            Ok(_) => Err(format!(
-                "{} was replaced by another file while the server ran",
-                self.path.display()
-            )),
-            Err(e) => Err(format!("{} is gone: {e}", self.path.display())),
+        for (path, id) in self.0.iter() {
+            match file_id(path) {
+                Ok(now) if now == *id => {}
+                Ok(_) => {
+                    return Err(format!(
+                        "{} was replaced by another file while the server ran",
+                        path.display()
+                    ));
+                }
+                Err(e) => return Err(format!("{} is gone: {e}", path.display())),
+            }
         }
+        Ok(())
     }
 }
 
@@ -317,7 +349,11 @@ impl EmbeddedStore {
         mode: OpenMode,
         options: EmbeddedOptions,
     ) -> Result<Self, StoreError> {
-        let EmbeddedOptions { limits, pacing } = options;
+        let EmbeddedOptions {
+            limits,
+            pacing,
+            journal_bytes,
+        } = options;
         if let CommitPacing::WhenIdle { signal, .. } = &pacing
             && signal.0.writer.get().is_some()
         {
@@ -341,13 +377,46 @@ impl EmbeddedStore {
                 Database::create(&path).map_err(backend)?
             }
         };
-        {
+        let checkpointed = {
             let w = db.begin_write().map_err(backend)?;
             w.open_table(META).map_err(backend)?;
             w.open_table(INSTANCES).map_err(backend)?;
+            let c = w
+                .open_table(JOURNAL)
+                .map_err(backend)?
+                .get(CHECKPOINTED)
+                .map_err(backend)?
+                .map(|v| v.value());
             w.commit().map_err(backend)?;
-        }
-        let file = FileIdentity::of(&path).map_err(backend)?;
+            c
+        };
+        let journal_path = data_dir.join(journal::JOURNAL_FILE);
+        let last_seq = match checkpointed {
+            // A new store, or one from before the journal: the journal is made, then recorded.
+            None => {
+                journal::create(&journal_path, journal_bytes).map_err(backend)?;
+                let w = db.begin_write().map_err(backend)?;
+                w.open_table(JOURNAL)
+                    .map_err(backend)?
+                    .insert(CHECKPOINTED, 0)
+                    .map_err(backend)?;
+                w.commit().map_err(backend)?;
+                0
+            }
+            Some(s) => {
+                if !journal_path.try_exists().map_err(backend)? {
+                    return Err(StoreError::Backend(format!(
+                        "the update journal {} is gone: updates acknowledged after the last \
+                         checkpoint may be lost; not starting (restore the file, or move the \
+                         store aside and create a new one)",
+                        journal_path.display()
+                    )));
+                }
+                replay(&db, &journal_path, s)?
+            }
+        };
+        let journal = Journal::open(&journal_path, last_seq + 1).map_err(backend)?;
+        let file = FileIdentity::of(&[&path, &journal_path]).map_err(backend)?;
         let mut map = HashMap::new();
         let mut quarantine = HashMap::new();
         {
@@ -379,6 +448,8 @@ impl EmbeddedStore {
         };
         let writer = Writer {
             db,
+            journal,
+            dirty: HashMap::new(),
             models: models.clone(),
             quarantine: quarantine.clone(),
             failure: failure.clone(),
@@ -493,6 +564,69 @@ impl EmbeddedStore {
             }
         }
     }
+}
+
+/// At start-up: writes the journal's records after checkpoint `checkpointed` into the tables in
+/// one durable transaction that records the last of them as checkpointed; returns the last
+/// sequence number the tables cover. A record's entry for a model that is not stored under that
+/// generation, or a write that does not fit the stored model, is skipped and logged (a delete
+/// checkpoints first, so neither happens unless the records or the tables were damaged).
+fn replay(db: &Database, path: &Path, checkpointed: u64) -> Result<u64, StoreError> {
+    let records = journal::read_after(path, checkpointed).map_err(backend)?;
+    let Some(last) = records.last().map(|r| r.seq) else {
+        return Ok(checkpointed);
+    };
+    let (mut applied, mut skipped) = (0u64, 0u64);
+    let mut w = db.begin_write().map_err(backend)?;
+    w.set_durability(Durability::Immediate).map_err(backend)?;
+    {
+        let mut meta = w.open_table(META).map_err(backend)?;
+        let mut inst = w.open_table(INSTANCES).map_err(backend)?;
+        for r in &records {
+            for e in &r.entries {
+                let name = e.name.as_str();
+                let stored = meta
+                    .get(name)
+                    .map_err(backend)?
+                    .map(|v| serde_json::from_slice::<StoredMeta>(v.value()));
+                let mut m = match stored {
+                    Some(Ok(m)) if m.spec.generation == e.generation => m,
+                    _ => {
+                        tracing::warn!(model = %name, record = r.seq,
+                            "journal entry for a model not stored under its generation: skipped");
+                        skipped += e.writes.len() as u64;
+                        continue;
+                    }
+                };
+                for (j, bytes) in &e.writes {
+                    if (*j as usize) < m.spec.k && bytes.len() == 4 * m.spec.dim {
+                        inst.insert((name, *j), bytes.as_slice()).map_err(backend)?;
+                        applied += 1;
+                    } else {
+                        tracing::warn!(model = %name, record = r.seq, instance = j,
+                            "journal write that does not fit the model: skipped");
+                        skipped += 1;
+                    }
+                }
+                m.accepted += e.accepted;
+                m.rejected += e.rejected;
+                meta.insert(name, serde_json::to_vec(&m).map_err(backend)?.as_slice())
+                    .map_err(backend)?;
+            }
+        }
+        w.open_table(JOURNAL)
+            .map_err(backend)?
+            .insert(CHECKPOINTED, last)
+            .map_err(backend)?;
+    }
+    w.commit().map_err(backend)?;
+    tracing::info!(
+        records = records.len(),
+        instance_writes = applied,
+        skipped,
+        "update journal replayed"
+    );
+    Ok(last)
 }
 
 /// Reads one stored model; `Err` with the reason when any of its records is damaged.
@@ -628,6 +762,7 @@ impl Store for EmbeddedStore {
         Some(CommitStats {
             commits: self.counters.commits.load(Ordering::Acquire),
             operations: self.counters.operations.load(Ordering::Acquire),
+            checkpoints: self.counters.checkpoints.load(Ordering::Acquire),
         })
     }
 
@@ -654,6 +789,9 @@ fn fail(failure: &Failure, why: String) {
 /// The writer thread's state: group commit.
 struct Writer {
     db: Database,
+    journal: Journal,
+    /// The instances written to the journal since the last checkpoint, per model.
+    dirty: HashMap<String, (Arc<ModelState>, BTreeSet<usize>)>,
     models: Models,
     quarantine: Quarantine,
     failure: Failure,
@@ -720,7 +858,7 @@ impl Writer {
         }
     }
 
-    fn run(self, mut rx: mpsc::UnboundedReceiver<(u64, WriteOp)>) {
+    fn run(mut self, mut rx: mpsc::UnboundedReceiver<(u64, WriteOp)>) {
         let mut rng = rand::rngs::ChaCha20Rng::from_rng(&mut rand::rng());
         while let Some((parks, first)) = rx.blocking_recv() {
             let mut batch = vec![first];
@@ -752,6 +890,63 @@ impl Writer {
             }
             self.commit_updates(updates, &mut rng);
         }
+        // Shutting down: leave an empty journal (recovery would replay it otherwise).
+        if self.failed().is_none()
+            && let Err(e) = self.checkpoint()
+        {
+            tracing::error!(error = %e, "the final checkpoint failed; the journal will be replayed");
+        }
+    }
+
+    /// Writes every instance the journal holds (their current values, which are the journal's
+    /// last ones) and the counters of the models it names into the tables, in one durable
+    /// transaction that records the journal's last record as checkpointed; the journal then
+    /// starts over from offset 0.
+    fn checkpoint(&mut self) -> Result<(), StoreError> {
+        if self.journal.is_empty() {
+            return Ok(());
+        }
+        let r = (|| -> Result<(), StoreError> {
+            let mut w = self.db.begin_write().map_err(backend)?;
+            w.set_durability(Durability::Immediate).map_err(backend)?;
+            {
+                let mut meta = w.open_table(META).map_err(backend)?;
+                let mut inst = w.open_table(INSTANCES).map_err(backend)?;
+                for (name, (model, js)) in &self.dirty {
+                    // A delete checkpoints first, so this is only a guard.
+                    if model.deleted.load(Ordering::Acquire) {
+                        continue;
+                    }
+                    {
+                        let instances = model.instances.read().unwrap_or_else(|e| e.into_inner());
+                        for &j in js {
+                            inst.insert((name.as_str(), j as u32), instances.encoded[j].as_ref())
+                                .map_err(backend)?;
+                        }
+                    }
+                    let stored = StoredMeta {
+                        spec: (*model.spec).clone(),
+                        accepted: model.accepted.load(Ordering::Acquire),
+                        rejected: model.rejected.load(Ordering::Acquire),
+                    };
+                    meta.insert(
+                        name.as_str(),
+                        serde_json::to_vec(&stored).map_err(backend)?.as_slice(),
+                    )
+                    .map_err(backend)?;
+                }
+                w.open_table(JOURNAL)
+                    .map_err(backend)?
+                    .insert(CHECKPOINTED, self.journal.last_seq())
+                    .map_err(backend)?;
+            }
+            w.commit().map_err(backend)
+        })();
+        self.committed(r)?;
+        self.counters.checkpoints.fetch_add(1, Ordering::AcqRel);
+        self.dirty.clear();
+        self.journal.restart();
+        Ok(())
     }
 
     fn create(&self, spec: ModelSpec, instances: Vec<Vec<f32>>) -> Result<(), StoreError> {
@@ -809,10 +1004,12 @@ impl Writer {
         Ok(())
     }
 
-    fn delete(&self, name: &str) -> Result<(), StoreError> {
+    fn delete(&mut self, name: &str) -> Result<(), StoreError> {
         if let Some(why) = self.failed() {
             return Err(StoreError::Unavailable(why));
         }
+        // The journal then names no incarnation of the model that is about to go.
+        self.checkpoint()?;
         let model = self
             .models
             .read()
@@ -855,7 +1052,7 @@ impl Writer {
         Ok(())
     }
 
-    fn commit_updates(&self, ops: Vec<WriteOp>, rng: &mut rand::rngs::ChaCha20Rng) {
+    fn commit_updates(&mut self, ops: Vec<WriteOp>, rng: &mut rand::rngs::ChaCha20Rng) {
         if ops.is_empty() {
             return;
         }
@@ -922,35 +1119,49 @@ impl Writer {
             }
             acks.push((ack, outcome));
         }
+        if plans.is_empty() {
+            // Every operation was answered already (a deleted model, a wrong length).
+            return;
+        }
         let finals: Vec<Vec<Final>> = plans.iter().map(Planned::finals).collect();
-        let result = (|| -> Result<(), StoreError> {
-            let mut w = self.db.begin_write().map_err(backend)?;
-            w.set_durability(Durability::Immediate).map_err(backend)?;
-            {
-                let mut meta = w.open_table(META).map_err(backend)?;
-                let mut inst = w.open_table(INSTANCES).map_err(backend)?;
-                for (p, finals) in plans.iter().zip(&finals) {
-                    let name = p.model.spec.name.as_str();
-                    for (j, _, le) in finals {
-                        inst.insert((name, *j as u32), le.as_ref())
-                            .map_err(backend)?;
-                    }
-                    let stored = StoredMeta {
-                        spec: (*p.model.spec).clone(),
-                        accepted: p.model.accepted.load(Ordering::Acquire) + p.accepted,
-                        rejected: p.model.rejected.load(Ordering::Acquire) + p.rejected,
-                    };
-                    meta.insert(
-                        name,
-                        serde_json::to_vec(&stored).map_err(backend)?.as_slice(),
-                    )
-                    .map_err(backend)?;
-                }
-            }
-            w.commit().map_err(backend)
-        })();
+        let entries: Vec<Entry<&[u8]>> = plans
+            .iter()
+            .zip(&finals)
+            .map(|(p, f)| Entry {
+                name: p.model.spec.name.clone(),
+                generation: p.model.spec.generation,
+                accepted: p.accepted,
+                rejected: p.rejected,
+                writes: f
+                    .iter()
+                    .map(|(j, _, le)| (*j as u32, le.as_ref()))
+                    .collect(),
+            })
+            .collect();
+        let len = journal::record_len(&entries);
+        let journaled = self.journal.could_fit(len);
+        let result = if journaled {
+            let room = match self.journal.fits(len) {
+                true => Ok(()),
+                false => self.checkpoint(),
+            };
+            room.and_then(|()| self.journal.append(&entries).map_err(backend))
+        } else {
+            // Larger than the whole journal: straight into the tables, after what it holds.
+            self.checkpoint()
+                .and_then(|()| self.store_directly(&plans, &finals))
+        };
         match self.committed(result) {
             Ok(()) => {
+                if journaled {
+                    for (p, f) in plans.iter().zip(&finals) {
+                        self.dirty
+                            .entry(p.model.spec.name.clone())
+                            .or_insert_with(|| (p.model.clone(), BTreeSet::new()))
+                            .1
+                            .extend(f.iter().map(|(j, _, _)| *j));
+                    }
+                }
                 self.counters.commits.fetch_add(1, Ordering::AcqRel);
                 self.counters
                     .operations
@@ -968,6 +1179,34 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// One durable transaction with the batch's last values and the models' counters.
+    fn store_directly(&self, plans: &[Planned], finals: &[Vec<Final>]) -> Result<(), StoreError> {
+        let mut w = self.db.begin_write().map_err(backend)?;
+        w.set_durability(Durability::Immediate).map_err(backend)?;
+        {
+            let mut meta = w.open_table(META).map_err(backend)?;
+            let mut inst = w.open_table(INSTANCES).map_err(backend)?;
+            for (p, finals) in plans.iter().zip(finals) {
+                let name = p.model.spec.name.as_str();
+                for (j, _, le) in finals {
+                    inst.insert((name, *j as u32), le.as_ref())
+                        .map_err(backend)?;
+                }
+                let stored = StoredMeta {
+                    spec: (*p.model.spec).clone(),
+                    accepted: p.model.accepted.load(Ordering::Acquire) + p.accepted,
+                    rejected: p.model.rejected.load(Ordering::Acquire) + p.rejected,
+                };
+                meta.insert(
+                    name,
+                    serde_json::to_vec(&stored).map_err(backend)?.as_slice(),
+                )
+                .map_err(backend)?;
+            }
+        }
+        w.commit().map_err(backend)
     }
 }
 

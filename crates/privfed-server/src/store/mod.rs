@@ -7,6 +7,7 @@
 //!   serve one model.
 
 pub mod embedded;
+pub mod journal;
 pub mod redis;
 
 use crate::error::StoreError;
@@ -78,6 +79,9 @@ pub struct CommitStats {
     pub commits: u64,
     /// Updates (accepted or rejected) those transactions carried.
     pub operations: u64,
+    /// Checkpoints of the update journal into the tables (embedded store,
+    /// [`journal`]).
+    pub checkpoints: u64,
 }
 
 /// A drawn instance and its ticket.

@@ -5,6 +5,8 @@
 //! * [`redis_durability`]: Redis persistence checks, kill -9 of Redis under load, outages;
 //! * [`replacement`]: both stores overwrite a uniformly random instance;
 //! * [`group_commit`]: when the embedded store's group commit starts (`CommitPacing`);
+//! * [`journal`]: the embedded store's update journal: checkpoints, recovery from a crash copy,
+//!   a lost journal;
 //! * [`identity`]: model identity under races, tickets, quarantine, failing closed;
 //! * [`limits`]: timeouts, the connection cap, shutdown, bounded reads and validation limits;
 //! * [`secagg`]: secure-aggregation rounds over a real socket with the embedded round store;
@@ -19,6 +21,7 @@ mod api;
 mod common;
 mod group_commit;
 mod identity;
+mod journal;
 mod limits;
 mod redis;
 mod redis_durability;

@@ -10,7 +10,8 @@
 //! at start-up the records after the last checkpoint are replayed into redb before the models
 //! are loaded. Model creation and deletion are redb transactions of their own (a deletion
 //! checkpoints first, so the journal never names a model that is gone), and so is a batch too
-//! large for the whole journal. Hence after a crash:
+//! large for the whole journal; updates of models with instances larger than
+//! [`JOURNAL_MAX_INSTANCE_BYTES`] always go straight into redb. Hence after a crash:
 //! * every instance is a whole model that was initialized or written by an acknowledged-or-in-flight
 //!   update (a record is applied whole or not at all: its checksum covers it, and redb commits
 //!   are atomic);
@@ -1124,37 +1125,47 @@ impl Writer {
             return;
         }
         let finals: Vec<Vec<Final>> = plans.iter().map(Planned::finals).collect();
-        let entries: Vec<Entry<&[u8]>> = plans
+        let (small, large): (Vec<Batch>, Vec<Batch>) = plans
             .iter()
             .zip(&finals)
-            .map(|(p, f)| Entry {
-                name: p.model.spec.name.clone(),
-                generation: p.model.spec.generation,
-                accepted: p.accepted,
-                rejected: p.rejected,
-                writes: f
-                    .iter()
-                    .map(|(j, _, le)| (*j as u32, le.as_ref()))
-                    .collect(),
-            })
-            .collect();
-        let len = journal::record_len(&entries);
-        let journaled = self.journal.could_fit(len);
-        let result = if journaled {
-            let room = match self.journal.fits(len) {
-                true => Ok(()),
-                false => self.checkpoint(),
+            .map(|(p, f)| (p, f.as_slice()))
+            .partition(|(p, _)| journaled_model(&p.model.spec));
+        let mut journaled = false;
+        let mut result = Ok(());
+        if !small.is_empty() {
+            let entries: Vec<Entry<&[u8]>> = small
+                .iter()
+                .map(|(p, f)| Entry {
+                    name: p.model.spec.name.clone(),
+                    generation: p.model.spec.generation,
+                    accepted: p.accepted,
+                    rejected: p.rejected,
+                    writes: f
+                        .iter()
+                        .map(|(j, _, le)| (*j as u32, le.as_ref()))
+                        .collect(),
+                })
+                .collect();
+            let len = journal::record_len(&entries);
+            journaled = self.journal.could_fit(len);
+            result = if journaled {
+                let room = match self.journal.fits(len) {
+                    true => Ok(()),
+                    false => self.checkpoint(),
+                };
+                room.and_then(|()| self.journal.append(&entries).map_err(backend))
+            } else {
+                // Larger than the whole journal: straight into the tables, after what it holds.
+                self.checkpoint().and_then(|()| self.store_directly(&small))
             };
-            room.and_then(|()| self.journal.append(&entries).map_err(backend))
-        } else {
-            // Larger than the whole journal: straight into the tables, after what it holds.
-            self.checkpoint()
-                .and_then(|()| self.store_directly(&plans, &finals))
-        };
+        }
+        if result.is_ok() && !large.is_empty() {
+            result = self.store_directly(&large);
+        }
         match self.committed(result) {
             Ok(()) => {
                 if journaled {
-                    for (p, f) in plans.iter().zip(&finals) {
+                    for (p, f) in &small {
                         self.dirty
                             .entry(p.model.spec.name.clone())
                             .or_insert_with(|| (p.model.clone(), BTreeSet::new()))
@@ -1182,15 +1193,15 @@ impl Writer {
     }
 
     /// One durable transaction with the batch's last values and the models' counters.
-    fn store_directly(&self, plans: &[Planned], finals: &[Vec<Final>]) -> Result<(), StoreError> {
+    fn store_directly(&self, batch: &[Batch]) -> Result<(), StoreError> {
         let mut w = self.db.begin_write().map_err(backend)?;
         w.set_durability(Durability::Immediate).map_err(backend)?;
         {
             let mut meta = w.open_table(META).map_err(backend)?;
             let mut inst = w.open_table(INSTANCES).map_err(backend)?;
-            for (p, finals) in plans.iter().zip(finals) {
+            for (p, finals) in batch {
                 let name = p.model.spec.name.as_str();
-                for (j, _, le) in finals {
+                for (j, _, le) in finals.iter() {
                     inst.insert((name, *j as u32), le.as_ref())
                         .map_err(backend)?;
                 }
@@ -1236,6 +1247,20 @@ struct Planned {
 
 /// An instance's last value in a batch: (index, value, its encoding).
 type Final = (usize, Arc<[f32]>, Bytes);
+
+/// A model's part of a batch: what it plans and its last values.
+type Batch<'a> = (&'a Planned, &'a [Final]);
+
+/// The largest instance (in bytes) of a model whose updates go to the journal. A larger one's
+/// go straight into redb: a batch of them is mostly data, which redb writes once while the
+/// journal would write it twice (the record, then the checkpoint); measured at 50,000 weights,
+/// the journal was 7–19% slower (BENCHMARKS.md, "Session 18").
+pub const JOURNAL_MAX_INSTANCE_BYTES: usize = 64 << 10;
+
+/// Whether the model's updates go to the journal ([`JOURNAL_MAX_INSTANCE_BYTES`]).
+fn journaled_model(spec: &ModelSpec) -> bool {
+    spec.dim.saturating_mul(4) <= JOURNAL_MAX_INSTANCE_BYTES
+}
 
 impl Planned {
     /// The batch's last value of each overwritten instance: what is stored and becomes visible.

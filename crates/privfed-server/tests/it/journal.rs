@@ -8,7 +8,9 @@
 use crate::common;
 use privfed_ddml::engine::SpamFilter;
 use privfed_server::model::ModelSpec;
-use privfed_server::store::embedded::{DB_FILE, EmbeddedOptions, OpenMode};
+use privfed_server::store::embedded::{
+    DB_FILE, EmbeddedOptions, JOURNAL_MAX_INSTANCE_BYTES, OpenMode,
+};
 use privfed_server::store::journal::{self, JOURNAL_FILE};
 use privfed_server::store::{Store, Submission, SubmitOutcome};
 use privfed_server::{EmbeddedStore, StoreError};
@@ -53,16 +55,14 @@ fn small_journal(dir: &Path, bytes: u64) -> EmbeddedStore {
 
 /// The journal's records not yet checkpointed, read from the files as recovery would (of a
 /// store that is not open: redb locks its file).
-fn pending_records(dir: &Path) -> usize {
+fn pending_records(dir: &Path) -> Vec<journal::Record> {
     let db = redb::Database::open(dir.join(DB_FILE)).unwrap();
     let r = db.begin_read().unwrap();
     let t = r
         .open_table(redb::TableDefinition::<&str, u64>::new("journal"))
         .unwrap();
     let checkpointed = t.get("checkpointed").unwrap().unwrap().value();
-    journal::read_after(&dir.join(JOURNAL_FILE), checkpointed)
-        .unwrap()
-        .len()
+    journal::read_after(&dir.join(JOURNAL_FILE), checkpointed).unwrap()
 }
 
 /// A crash at this moment: the data directory's files as they are on disk now.
@@ -76,7 +76,7 @@ fn crash_copy(from: &Path, to: &Path) {
 fn pending_now(dir: &Path) -> usize {
     let copy = common::TempDir::new("journal-pending");
     crash_copy(dir, &copy.0);
-    pending_records(&copy.0)
+    pending_records(&copy.0).len()
 }
 
 async fn assert_same(a: &EmbeddedStore, b: &EmbeddedStore, name: &str) {
@@ -136,9 +136,10 @@ async fn a_crash_copy_recovers_every_acknowledged_update() {
     crash_copy(&dir.0, &copy.0);
     let pending = pending_records(&copy.0);
     assert!(
-        pending > 0,
+        !pending.is_empty(),
         "nothing left to replay: the test would not test recovery"
     );
+
     let recovered = EmbeddedStore::open(&copy.0).unwrap();
     assert_same(&store, &recovered, "m").await;
     assert_same(&store, &recovered, "big").await;
@@ -153,6 +154,48 @@ async fn a_crash_copy_recovers_every_acknowledged_update() {
     );
     assert_eq!(recovered.snapshot("m").await.unwrap().accepted, 181);
     assert_eq!(pending_now(&copy.0), 1);
+}
+
+/// The updates of a model whose instances are larger than `JOURNAL_MAX_INSTANCE_BYTES` go
+/// straight into redb (the journal would write them twice), while a small model's beside it are
+/// journaled: the journal names only the small model, though the large one's records would fit
+/// in it, and a crash copy has both models' updates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_models_updates_bypass_the_journal() {
+    let dir = common::TempDir::new("journal-large");
+    let store = small_journal(&dir.0, 1 << 20);
+    let large = JOURNAL_MAX_INSTANCE_BYTES / 4 + 1000;
+    store
+        .create_model(spec("large", large, 2, 1), start(large, 2))
+        .await
+        .unwrap();
+    store
+        .create_model(spec("small", 10, 3, 1), start(10, 3))
+        .await
+        .unwrap();
+    for i in 0..6 {
+        let v = 0.5 + i as f32 / 1000.0;
+        let (a, b) = tokio::join!(
+            store.submit("large", update(1, v, large)),
+            store.submit("small", update(1, 1.0 + v, 10))
+        );
+        assert_eq!(a.unwrap(), SubmitOutcome::Accepted);
+        assert_eq!(b.unwrap(), SubmitOutcome::Accepted);
+    }
+    let copy = common::TempDir::new("journal-large-copy");
+    crash_copy(&dir.0, &copy.0);
+    let pending = pending_records(&copy.0);
+    let names: std::collections::BTreeSet<&str> = pending
+        .iter()
+        .flat_map(|r| &r.entries)
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(names, ["small"].into(), "models named by the journal");
+    let recovered = EmbeddedStore::open(&copy.0).unwrap();
+    for name in ["large", "small"] {
+        assert_same(&store, &recovered, name).await;
+        assert_eq!(recovered.snapshot(name).await.unwrap().accepted, 6);
+    }
 }
 
 /// A model deleted and re-created (another `dim`) while updates to the old one are in the
@@ -179,7 +222,7 @@ async fn a_recreated_model_gets_none_of_the_old_ones_journaled_updates() {
     );
     let copy = common::TempDir::new("journal-recreate-copy");
     crash_copy(&dir.0, &copy.0);
-    assert_eq!(pending_records(&copy.0), 1);
+    assert_eq!(pending_records(&copy.0).len(), 1);
     let recovered = EmbeddedStore::open(&copy.0).unwrap();
     assert_same(&store, &recovered, "m").await;
     let m = recovered.snapshot("m").await.unwrap();
@@ -213,7 +256,7 @@ async fn a_clean_shutdown_leaves_an_empty_journal() {
     assert_eq!(m.accepted + m.rejected, 5);
     drop(store);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(pending_records(&dir.0), 0);
+    assert!(pending_records(&dir.0).is_empty());
 }
 
 /// The journal deleted or replaced under the running store: the next write answers

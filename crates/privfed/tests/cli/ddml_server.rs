@@ -17,6 +17,8 @@ const TOKEN: &str = "crash-test-token";
 struct Server {
     child: Child,
     url: String,
+    /// What it logged before listening (opening the store: journal replay, quarantine).
+    startup_log: Vec<String>,
 }
 
 impl Server {
@@ -39,6 +41,7 @@ impl Server {
             .spawn()
             .expect("spawn privfed serve");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut startup_log = Vec::new();
         let url = loop {
             let line = lines
                 .next()
@@ -47,10 +50,27 @@ impl Server {
             if let Some(u) = line.strip_prefix("privfed serve: listening on ") {
                 break u.trim().to_string();
             }
+            startup_log.push(line);
         };
         // Keep draining stderr so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Self { child, url }
+        Self {
+            child,
+            url,
+            startup_log,
+        }
+    }
+
+    /// After a crash: the updates acknowledged since the last checkpoint came back from the
+    /// update journal (its replay is logged at start-up).
+    fn assert_replayed(&self) {
+        assert!(
+            self.startup_log
+                .iter()
+                .any(|l| l.contains("update journal replayed")),
+            "no journal replay logged at start-up: {:?}",
+            self.startup_log
+        );
     }
 
     /// `kill -9`.
@@ -105,6 +125,9 @@ async fn check_instances(c: &Client, sent: &HashSet<u32>) -> HashSet<u32> {
     seen
 }
 
+/// kill -9 of `privfed serve` after load and in the middle of it: every acknowledged update is
+/// there after the restart (replayed from the update journal), instances are untorn, and nothing
+/// is counted that was not sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_loses_nothing_acknowledged() {
     let dir = TempDir::new("crash");
@@ -158,6 +181,7 @@ async fn kill_9_under_load_loses_nothing_acknowledged() {
     assert_eq!(before.updates_accepted, acked1);
     server.kill9();
     let mut server = Server::start(&dir.0, &[]);
+    server.assert_replayed();
     let c = Client::new(&server.url).unwrap();
     let after = c.model("m").await.unwrap();
     assert_eq!(after.updates_accepted, acked1, "acknowledged updates lost");
@@ -178,6 +202,7 @@ async fn kill_9_under_load_loses_nothing_acknowledged() {
     let sent_total = sent.lock().unwrap().len() as u64;
     assert!(acked2 > acked1 + 100, "too little load before the kill");
     let server = Server::start(&dir.0, &[]);
+    server.assert_replayed();
     let c = Client::new(&server.url).unwrap();
     let info = c.model("m").await.unwrap();
     // Every acknowledged update counted; nothing counted that was not sent (at most the

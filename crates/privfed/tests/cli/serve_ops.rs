@@ -358,7 +358,8 @@ fn metric(addr: &str, name: &str) -> u64 {
 
 /// Both group-commit modes (`idle`, the default, and `eager`): 4 clients × 25 concurrent
 /// updates over real sockets are all acknowledged and stored, `/metrics` counts them in its
-/// commit counters (at most one commit per update), and they are there after a restart.
+/// commit counters (at most one commit per update, no journal checkpoint), and they are there
+/// after a restart.
 #[test]
 fn group_commit_modes_acknowledge_and_count_every_update() {
     for mode in ["idle", "eager"] {
@@ -396,6 +397,12 @@ fn group_commit_modes_acknowledge_and_count_every_update() {
         );
         let commits = metric(&srv.addr, "privfed_store_commits_total");
         assert!((1..=100).contains(&commits), "{mode}: {commits} commits");
+        // 100 small records fill none of the 8 MiB update journal.
+        assert_eq!(
+            metric(&srv.addr, "privfed_store_checkpoints_total"),
+            0,
+            "{mode}"
+        );
         let (_again, accepted) = restart_and_count(srv, &dir.0, "m");
         assert_eq!(accepted, 100, "{mode}");
     }

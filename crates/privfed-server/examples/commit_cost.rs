@@ -67,7 +67,7 @@ fn run(
     w.commit()?;
     let path = dir.join(journal::JOURNAL_FILE);
     journal::create(&path, journal::DEFAULT_JOURNAL_BYTES)?;
-    let mut j = Journal::open(&path, 1)?;
+    let mut j = Journal::open(&path, 1, rand::random())?;
 
     for _ in 0..2 {
         measure("redb", commits, |i| {

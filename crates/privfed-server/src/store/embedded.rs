@@ -68,10 +68,12 @@ pub const DB_FILE: &str = "privfed.redb";
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("models");
 const INSTANCES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("instances");
-/// [`CHECKPOINTED`]: the last journal record whose writes are in the tables. Present once the
-/// store has a journal (stores from before the journal get one when opened).
+/// [`CHECKPOINTED`]: the last journal record whose writes are in the tables; [`TAG`]: the
+/// journal's store tag ([`journal`]). Present once the store has a journal (stores from before
+/// the journal get one when opened).
 const JOURNAL: TableDefinition<&str, u64> = TableDefinition::new("journal");
 const CHECKPOINTED: &str = "checkpointed";
+const TAG: &str = "tag";
 
 /// The most operations folded into one commit.
 const MAX_BATCH: usize = 4096;
@@ -378,33 +380,42 @@ impl EmbeddedStore {
                 Database::create(&path).map_err(backend)?
             }
         };
-        let checkpointed = {
+        let (checkpointed, tag) = {
             let w = db.begin_write().map_err(backend)?;
             w.open_table(META).map_err(backend)?;
             w.open_table(INSTANCES).map_err(backend)?;
-            let c = w
-                .open_table(JOURNAL)
-                .map_err(backend)?
-                .get(CHECKPOINTED)
-                .map_err(backend)?
-                .map(|v| v.value());
+            let get = |key| -> Result<Option<u64>, StoreError> {
+                Ok(w.open_table(JOURNAL)
+                    .map_err(backend)?
+                    .get(key)
+                    .map_err(backend)?
+                    .map(|v| v.value()))
+            };
+            let c = (get(CHECKPOINTED)?, get(TAG)?);
             w.commit().map_err(backend)?;
             c
         };
         let journal_path = data_dir.join(journal::JOURNAL_FILE);
-        let last_seq = match checkpointed {
+        let (last_seq, tag) = match (checkpointed, tag) {
             // A new store, or one from before the journal: the journal is made, then recorded.
-            None => {
+            (None, _) => {
                 journal::create(&journal_path, journal_bytes).map_err(backend)?;
+                let tag = rand::random::<u64>();
                 let w = db.begin_write().map_err(backend)?;
-                w.open_table(JOURNAL)
-                    .map_err(backend)?
-                    .insert(CHECKPOINTED, 0)
-                    .map_err(backend)?;
+                {
+                    let mut t = w.open_table(JOURNAL).map_err(backend)?;
+                    t.insert(CHECKPOINTED, 0).map_err(backend)?;
+                    t.insert(TAG, tag).map_err(backend)?;
+                }
                 w.commit().map_err(backend)?;
-                0
+                (0, tag)
             }
-            Some(s) => {
+            (Some(_), None) => {
+                return Err(StoreError::Backend(
+                    "the store records a journal checkpoint but no journal tag".into(),
+                ));
+            }
+            (Some(s), Some(tag)) => {
                 if !journal_path.try_exists().map_err(backend)? {
                     return Err(StoreError::Backend(format!(
                         "the update journal {} is gone: updates acknowledged after the last \
@@ -413,10 +424,10 @@ impl EmbeddedStore {
                         journal_path.display()
                     )));
                 }
-                replay(&db, &journal_path, s)?
+                (replay(&db, &journal_path, s, tag)?, tag)
             }
         };
-        let journal = Journal::open(&journal_path, last_seq + 1).map_err(backend)?;
+        let journal = Journal::open(&journal_path, last_seq + 1, tag).map_err(backend)?;
         let file = FileIdentity::of(&[&path, &journal_path]).map_err(backend)?;
         let mut map = HashMap::new();
         let mut quarantine = HashMap::new();
@@ -567,13 +578,14 @@ impl EmbeddedStore {
     }
 }
 
-/// At start-up: writes the journal's records after checkpoint `checkpointed` into the tables in
+/// At start-up: writes the journal's records after checkpoint `checkpointed` (carrying the
+/// store's `tag`) into the tables in
 /// one durable transaction that records the last of them as checkpointed; returns the last
 /// sequence number the tables cover. A record's entry for a model that is not stored under that
 /// generation, or a write that does not fit the stored model, is skipped and logged (a delete
 /// checkpoints first, so neither happens unless the records or the tables were damaged).
-fn replay(db: &Database, path: &Path, checkpointed: u64) -> Result<u64, StoreError> {
-    let records = journal::read_after(path, checkpointed).map_err(backend)?;
+fn replay(db: &Database, path: &Path, checkpointed: u64, tag: u64) -> Result<u64, StoreError> {
+    let records = journal::read_after(path, checkpointed, tag).map_err(backend)?;
     let Some(last) = records.last().map(|r| r.seq) else {
         return Ok(checkpointed);
     };

@@ -5,14 +5,23 @@
 //! **Records.** Each group commit appends one record at the current offset:
 //!
 //! ```text
-//! magic "PFJ1" (4) · payload length u32 (4) · sequence number u64 (8) · CRC-32 u32 (4) · 0 u32 (4)
+//! magic "PFJ1" (4) · payload length u32 (4) · sequence number u64 (8) · store tag u64 (8)
+//!   · CRC-32 u32 (4) · 0 u32 (4)
 //! payload: entry count u32, then per entry
 //!   name length u32 · name (UTF-8) · generation u64 · accepted u64 · rejected u64
 //!   write count u32, then per write: instance index u32 · byte length u32 · bytes (f32 LE)
 //! ```
 //!
-//! (little-endian; the CRC covers the sequence number, the length and the payload). Sequence
-//! numbers grow by one per record, across the file's whole life.
+//! (little-endian; the CRC covers the sequence number, the tag, the length and the payload).
+//! Sequence numbers grow by one per record, across the file's whole life.
+//!
+//! **The store tag** is 64 random bits drawn when the journal is created and kept in redb. A
+//! record is read back only if it carries it. Update weights are client data, and they are
+//! written into the journal verbatim: without the tag, a client could shape an update so that
+//! its bytes hold a well-formed record with a future sequence number. After a checkpoint, a
+//! shorter record could end exactly where that fake header lies, and recovery would replay it,
+//! bypassing the update guard. The tag is not in anything a client sees, so it cannot be forged
+//! that way (one chance in 2⁶⁴).
 //!
 //! **Checkpoints.** When a record does not fit in what is left of the file, the store first writes
 //! every instance the journal holds to redb in one durable transaction that also records the last
@@ -39,7 +48,7 @@ pub const DEFAULT_JOURNAL_BYTES: u64 = 8 << 20;
 pub const MIN_JOURNAL_BYTES: u64 = 4096;
 
 const MAGIC: [u8; 4] = *b"PFJ1";
-const HEADER: usize = 24;
+const HEADER: usize = 32;
 
 /// A journal failure.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +101,7 @@ pub struct Record {
 pub struct Journal {
     file: File,
     path: PathBuf,
+    tag: u64,
     capacity: u64,
     offset: u64,
     next_seq: u64,
@@ -142,9 +152,10 @@ fn sync_dir(_: &Path) -> Result<(), JournalError> {
     Ok(())
 }
 
-fn checksum(seq: u64, payload: &[u8]) -> u32 {
+fn checksum(seq: u64, tag: u64, payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&seq.to_le_bytes());
+    h.update(&tag.to_le_bytes());
     h.update(&(payload.len() as u32).to_le_bytes());
     h.update(payload);
     h.finalize()
@@ -166,8 +177,8 @@ pub fn record_len<B: AsRef<[u8]>>(entries: &[Entry<B>]) -> u64 {
 
 impl Journal {
     /// Opens the journal at `path` for writing from offset 0, the next record numbered
-    /// `next_seq` (one more than the last checkpointed).
-    pub fn open(path: &Path, next_seq: u64) -> Result<Self, JournalError> {
+    /// `next_seq` (one more than the last checkpointed), every record carrying the store's `tag`.
+    pub fn open(path: &Path, next_seq: u64, tag: u64) -> Result<Self, JournalError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -185,6 +196,7 @@ impl Journal {
         Ok(Self {
             file,
             path: path.to_path_buf(),
+            tag,
             capacity,
             offset: 0,
             next_seq,
@@ -246,11 +258,12 @@ impl Journal {
             }
         }
         let payload_len = buf.len() - HEADER;
-        let crc = checksum(seq, &buf[HEADER..]);
+        let crc = checksum(seq, self.tag, &buf[HEADER..]);
         buf[..4].copy_from_slice(&MAGIC);
         buf[4..8].copy_from_slice(&(payload_len as u32).to_le_bytes());
         buf[8..16].copy_from_slice(&seq.to_le_bytes());
-        buf[16..20].copy_from_slice(&crc.to_le_bytes());
+        buf[16..24].copy_from_slice(&self.tag.to_le_bytes());
+        buf[24..28].copy_from_slice(&crc.to_le_bytes());
         write_at(&self.file, buf, self.offset).map_err(io(&self.path))?;
         self.file.sync_data().map_err(io(&self.path))?;
         self.offset += buf.len() as u64;
@@ -277,9 +290,9 @@ fn write_at(f: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
     f.write_all(buf)
 }
 
-/// The records after sequence number `checkpointed`, in order (see the
-/// [module documentation](self)).
-pub fn read_after(path: &Path, checkpointed: u64) -> Result<Vec<Record>, JournalError> {
+/// The records after sequence number `checkpointed` that carry the store's `tag`, in order (see
+/// the [module documentation](self)).
+pub fn read_after(path: &Path, checkpointed: u64, tag: u64) -> Result<Vec<Record>, JournalError> {
     let data = std::fs::read(path).map_err(io(path))?;
     let mut out = Vec::new();
     let mut at = 0usize;
@@ -287,14 +300,15 @@ pub fn read_after(path: &Path, checkpointed: u64) -> Result<Vec<Record>, Journal
     while let Some(h) = data.get(at..at + HEADER) {
         let len = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes")) as usize;
         let seq = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
-        let crc = u32::from_le_bytes(h[16..20].try_into().expect("4 bytes"));
-        if h[..4] != MAGIC || seq != expect {
+        let t = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
+        let crc = u32::from_le_bytes(h[24..28].try_into().expect("4 bytes"));
+        if h[..4] != MAGIC || seq != expect || t != tag {
             break;
         }
         let Some(payload) = data.get(at + HEADER..at + HEADER + len) else {
             break;
         };
-        if checksum(seq, payload) != crc {
+        if checksum(seq, tag, payload) != crc {
             break;
         }
         let entries = decode(payload).map_err(|why| JournalError::Malformed {
@@ -364,6 +378,8 @@ fn decode(p: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, String> {
 mod tests {
     use super::*;
 
+    const TAG: u64 = 0x9e37_79b9_7f4a_7c15;
+
     struct Dir(PathBuf);
     impl Drop for Dir {
         fn drop(&mut self) {
@@ -396,7 +412,7 @@ mod tests {
         let d = dir("order");
         let p = d.0.join(JOURNAL_FILE);
         create(&p, 1 << 16).unwrap();
-        let mut j = Journal::open(&p, 11).unwrap();
+        let mut j = Journal::open(&p, 11, TAG).unwrap();
         let recs = [
             vec![entry("a", 1, 2)],
             vec![entry("a", 2, 1), entry("bé", 3, 3)],
@@ -409,14 +425,14 @@ mod tests {
             assert_eq!(j.offset, offset);
         }
         assert_eq!(j.last_seq(), 13);
-        let back = read_after(&p, 10).unwrap();
+        let back = read_after(&p, 10, TAG).unwrap();
         assert_eq!(back.len(), 3);
         for (i, (b, r)) in back.iter().zip(&recs).enumerate() {
             assert_eq!(b.seq, 11 + i as u64);
             assert_eq!(&b.entries, r);
         }
         // Read after a later checkpoint: the record at offset 0 is not the one expected.
-        assert!(read_after(&p, 12).unwrap().is_empty());
+        assert!(read_after(&p, 12, TAG).unwrap().is_empty());
     }
 
     /// A torn or corrupted record ends the journal: it and everything after it are not returned.
@@ -425,18 +441,18 @@ mod tests {
         let d = dir("torn");
         let p = d.0.join(JOURNAL_FILE);
         create(&p, 1 << 16).unwrap();
-        let mut j = Journal::open(&p, 1).unwrap();
+        let mut j = Journal::open(&p, 1, TAG).unwrap();
         for v in 0..3 {
             j.append(&[entry("m", v, 2)]).unwrap();
         }
         let first = record_len(&[entry("m", 0, 2)]);
         let clean = std::fs::read(&p).unwrap();
-        // A flipped bit in the second record's payload, header or sequence number.
-        for at in [first + 30, first + 5, first + 9, first + 17] {
+        // A flipped bit in the second record's payload, length, sequence number, tag or CRC.
+        for at in [first + 40, first + 5, first + 9, first + 17, first + 25] {
             let mut data = clean.clone();
             data[at as usize] ^= 0x10;
             std::fs::write(&p, &data).unwrap();
-            let back = read_after(&p, 0).unwrap();
+            let back = read_after(&p, 0, TAG).unwrap();
             assert_eq!(back.len(), 1, "flip at {at}");
             assert_eq!(back[0].seq, 1);
         }
@@ -447,7 +463,7 @@ mod tests {
             *b = 0;
         }
         std::fs::write(&p, &data).unwrap();
-        assert_eq!(read_after(&p, 0).unwrap().len(), 2);
+        assert_eq!(read_after(&p, 0, TAG).unwrap().len(), 2);
     }
 
     /// After a checkpoint the journal is written from offset 0 again, over the earlier round:
@@ -457,22 +473,22 @@ mod tests {
         let d = dir("round");
         let p = d.0.join(JOURNAL_FILE);
         create(&p, 1 << 16).unwrap();
-        let mut j = Journal::open(&p, 1).unwrap();
+        let mut j = Journal::open(&p, 1, TAG).unwrap();
         for v in 0..5 {
             j.append(&[entry("m", v, 3)]).unwrap();
         }
         // Checkpoint covering 1..=5; a smaller record goes first in the new round.
         j.restart();
         j.append(&[entry("m", 9, 1)]).unwrap();
-        let back = read_after(&p, 5).unwrap();
+        let back = read_after(&p, 5, TAG).unwrap();
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].seq, 6);
         assert_eq!(back[0].entries, vec![entry("m", 9, 1)]);
         // The journal reopened after that checkpoint continues the numbering.
-        let mut j = Journal::open(&p, 7).unwrap();
+        let mut j = Journal::open(&p, 7, TAG).unwrap();
         assert!(j.is_empty());
         j.append(&[entry("m", 10, 1)]).unwrap();
-        let back = read_after(&p, 6).unwrap();
+        let back = read_after(&p, 6, TAG).unwrap();
         assert_eq!(back.iter().map(|r| r.seq).collect::<Vec<_>>(), [7]);
     }
 
@@ -482,7 +498,7 @@ mod tests {
         let d = dir("full");
         let p = d.0.join(JOURNAL_FILE);
         create(&p, MIN_JOURNAL_BYTES).unwrap();
-        let mut j = Journal::open(&p, 1).unwrap();
+        let mut j = Journal::open(&p, 1, TAG).unwrap();
         let big = [Entry {
             name: "m".into(),
             generation: 1,
@@ -496,6 +512,55 @@ mod tests {
         assert!(j.could_fit(record_len(&big)));
         assert!(j.append(&big).is_err());
         assert_eq!(std::fs::metadata(&p).unwrap().len(), MIN_JOURNAL_BYTES);
-        assert_eq!(read_after(&p, 0).unwrap().len(), 1);
+        assert_eq!(read_after(&p, 0, TAG).unwrap().len(), 1);
+    }
+
+    /// Update weights are written verbatim, so a client can shape an update whose bytes hold a
+    /// well-formed record. After a checkpoint a shorter record can end exactly where that fake
+    /// header lies. Recovery replays it only if it carries the store's tag, which no client
+    /// sees: with the right tag (shown here to prove the alignment) it would be read, and with
+    /// any other it is not.
+    #[test]
+    fn a_record_forged_inside_an_update_is_not_replayed() {
+        let d = dir("forged");
+        let p = d.0.join(JOURNAL_FILE);
+        // The bytes of a fake record numbered 3, written with some tag into a scratch journal.
+        let forged = |tag: u64| {
+            let q = d.0.join(format!("scratch-{tag:x}"));
+            create(&q, MIN_JOURNAL_BYTES).unwrap();
+            let mut j = Journal::open(&q, 3, tag).unwrap();
+            j.append(&[entry("m", 0xEE, 1)]).unwrap();
+            let n = j.offset as usize;
+            std::fs::read(&q).unwrap()[..n].to_vec()
+        };
+        let short = [entry("m", 1, 2)];
+        let short_len = record_len(&short) as usize;
+        for (tag, read) in [(TAG, 2), (TAG ^ 1, 1), (0, 1)] {
+            create(&p, 1 << 16).unwrap();
+            // Round 1: record 1, an update whose value holds the fake record at the offset
+            // where round 2's first record will end.
+            let fake = forged(tag);
+            let mut j = Journal::open(&p, 1, TAG).unwrap();
+            let prefix = HEADER + 4 + (4 + 1 + 24 + 4) + 8;
+            let mut value = vec![0u8; short_len - prefix];
+            value.extend_from_slice(&fake);
+            j.append(&[Entry {
+                name: "m".into(),
+                generation: 7,
+                accepted: 1,
+                rejected: 0,
+                writes: vec![(0u32, value)],
+            }])
+            .unwrap();
+            // A checkpoint covers record 1; round 2 starts with a short record 2.
+            j.restart();
+            j.append(&short).unwrap();
+            let back = read_after(&p, 1, TAG).unwrap();
+            assert_eq!(
+                back.iter().map(|r| r.seq).collect::<Vec<_>>(),
+                (2..2 + read).collect::<Vec<u64>>(),
+                "forged with tag {tag:x}"
+            );
+        }
     }
 }

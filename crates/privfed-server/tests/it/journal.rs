@@ -62,7 +62,8 @@ fn pending_records(dir: &Path) -> Vec<journal::Record> {
         .open_table(redb::TableDefinition::<&str, u64>::new("journal"))
         .unwrap();
     let checkpointed = t.get("checkpointed").unwrap().unwrap().value();
-    journal::read_after(&dir.join(JOURNAL_FILE), checkpointed).unwrap()
+    let tag = t.get("tag").unwrap().unwrap().value();
+    journal::read_after(&dir.join(JOURNAL_FILE), checkpointed, tag).unwrap()
 }
 
 /// A crash at this moment: the data directory's files as they are on disk now.

@@ -79,6 +79,13 @@ pub struct ServeArgs {
     /// microseconds (the bound when the workers never run out of work).
     #[arg(long, value_name = "MICROSECONDS", default_value_t = 2000)]
     pub group_commit_max_delay_us: u64,
+    /// With --init-store: the size of the new store's update journal, bytes (a file of this size,
+    /// zero-filled; a commit is one record in it, and when it is full its instances are
+    /// checkpointed into the database). A larger journal checkpoints less often. An existing
+    /// store keeps its journal's size.
+    #[arg(long, value_name = "BYTES", requires = "init_store",
+          default_value_t = privfed_server::store::journal::DEFAULT_JOURNAL_BYTES)]
+    pub journal_bytes: u64,
     /// Close a connection whose request head (line and headers) is not complete this many
     /// seconds after its first byte (or after accept).
     #[arg(long, default_value_t = ServeConfig::default().header_timeout.as_secs())]
@@ -124,6 +131,19 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// `--journal-bytes`, validated.
+    pub fn journal_bytes(&self) -> anyhow::Result<u64> {
+        let range = privfed_server::store::journal::MIN_JOURNAL_BYTES..=(1 << 40);
+        if !range.contains(&self.journal_bytes) {
+            bail!(
+                "--journal-bytes must be between {} and {}",
+                range.start(),
+                range.end()
+            );
+        }
+        Ok(self.journal_bytes)
+    }
+
     /// The embedded store's group-commit pacing (validated). `WhenIdle` only with the embedded
     /// store: a Redis store has no group commit to pace.
     pub fn commit_pacing(&self) -> anyhow::Result<CommitPacing> {
@@ -283,6 +303,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     args.rate_limit()?;
     init_logging(&args.log_level, args.log_format)?;
     let pacing = args.commit_pacing()?;
+    let journal_bytes = args.journal_bytes()?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if let Some(t) = args.threads {
@@ -303,6 +324,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 };
                 let options = EmbeddedOptions {
                     pacing,
+                    journal_bytes,
                     ..EmbeddedOptions::default()
                 };
                 let opened = EmbeddedStore::open_with(&args.data_dir, mode, options);

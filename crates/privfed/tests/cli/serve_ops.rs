@@ -338,11 +338,45 @@ fn serve_flags_are_validated() {
     );
     fails_with(&with(&["--group-commit", "lazy"]), "lazy");
     fails_with(&with(&["--log-format", "xml"]), "xml");
+    fails_with(
+        &with(&["--init-store", "--journal-bytes", "100"]),
+        "--journal-bytes must be between 4096",
+    );
+    // An existing store keeps its journal: the size is for a new one only.
+    fails_with(&with(&["--journal-bytes", "65536"]), "--init-store");
     // Checked before connecting to Redis (nothing listens on port 1).
     fails_with(
         &with(&["--store", "redis://127.0.0.1:1", "--secagg-prefix", ""]),
         "--secagg-prefix must not be empty",
     );
+}
+
+/// `--journal-bytes` sizes a new store's update journal, and the store works with it.
+#[test]
+fn journal_bytes_sizes_the_new_stores_journal() {
+    let dir = TempDir::new("journal-bytes");
+    let srv = Served::start(&dir.0, &["--journal-bytes", "65536"]);
+    let journal = dir.0.join(privfed_server::store::journal::JOURNAL_FILE);
+    assert_eq!(std::fs::metadata(&journal).unwrap().len(), 65536);
+    let created = create_model(
+        &srv.addr,
+        r#"{"name":"m","dim":4,"k":2,"update_guard":"off"}"#,
+    );
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
+    let body: Vec<u8> = std::iter::repeat_n(1.5f32.to_le_bytes(), 4)
+        .flatten()
+        .collect();
+    let a = post(
+        &srv.addr,
+        "/v1/models/m/updates",
+        None,
+        "application/octet-stream",
+        &body,
+    );
+    assert!(a.starts_with("HTTP/1.1 202"), "{a}");
+    let (_again, accepted) = restart_and_count(srv, &dir.0, "m");
+    assert_eq!(accepted, 1);
+    assert_eq!(std::fs::metadata(&journal).unwrap().len(), 65536);
 }
 
 /// A counter from `/metrics`.

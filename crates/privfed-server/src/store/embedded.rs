@@ -384,14 +384,11 @@ impl EmbeddedStore {
             let w = db.begin_write().map_err(backend)?;
             w.open_table(META).map_err(backend)?;
             w.open_table(INSTANCES).map_err(backend)?;
-            let get = |key| -> Result<Option<u64>, StoreError> {
-                Ok(w.open_table(JOURNAL)
-                    .map_err(backend)?
-                    .get(key)
-                    .map_err(backend)?
-                    .map(|v| v.value()))
+            let c = {
+                let t = w.open_table(JOURNAL).map_err(backend)?;
+                let get = |key| Ok(t.get(key).map_err(backend)?.map(|v| v.value()));
+                (get(CHECKPOINTED)?, get(TAG)?)
             };
-            let c = (get(CHECKPOINTED)?, get(TAG)?);
             w.commit().map_err(backend)?;
             c
         };
@@ -578,6 +575,24 @@ impl EmbeddedStore {
     }
 }
 
+/// A write transaction that is durable once committed (`Durability::Immediate`: fsynced).
+fn durable_write(db: &Database) -> Result<redb::WriteTransaction, StoreError> {
+    let mut w = db.begin_write().map_err(backend)?;
+    w.set_durability(Durability::Immediate).map_err(backend)?;
+    Ok(w)
+}
+
+/// Stores a model's metadata record (spec and counters).
+fn put_meta(
+    meta: &mut redb::Table<&'static str, &'static [u8]>,
+    name: &str,
+    m: &StoredMeta,
+) -> Result<(), StoreError> {
+    meta.insert(name, serde_json::to_vec(m).map_err(backend)?.as_slice())
+        .map_err(backend)?;
+    Ok(())
+}
+
 /// At start-up: writes the journal's records after checkpoint `checkpointed` (carrying the
 /// store's `tag`) into the tables in
 /// one durable transaction that records the last of them as checkpointed; returns the last
@@ -590,8 +605,7 @@ fn replay(db: &Database, path: &Path, checkpointed: u64, tag: u64) -> Result<u64
         return Ok(checkpointed);
     };
     let (mut applied, mut skipped) = (0u64, 0u64);
-    let mut w = db.begin_write().map_err(backend)?;
-    w.set_durability(Durability::Immediate).map_err(backend)?;
+    let w = durable_write(db)?;
     {
         let mut meta = w.open_table(META).map_err(backend)?;
         let mut inst = w.open_table(INSTANCES).map_err(backend)?;
@@ -623,8 +637,7 @@ fn replay(db: &Database, path: &Path, checkpointed: u64, tag: u64) -> Result<u64
                 }
                 m.accepted += e.accepted;
                 m.rejected += e.rejected;
-                meta.insert(name, serde_json::to_vec(&m).map_err(backend)?.as_slice())
-                    .map_err(backend)?;
+                put_meta(&mut meta, name, &m)?;
             }
         }
         w.open_table(JOURNAL)
@@ -920,8 +933,7 @@ impl Writer {
             return Ok(());
         }
         let r = (|| -> Result<(), StoreError> {
-            let mut w = self.db.begin_write().map_err(backend)?;
-            w.set_durability(Durability::Immediate).map_err(backend)?;
+            let w = durable_write(&self.db)?;
             {
                 let mut meta = w.open_table(META).map_err(backend)?;
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
@@ -942,11 +954,7 @@ impl Writer {
                         accepted: model.accepted.load(Ordering::Acquire),
                         rejected: model.rejected.load(Ordering::Acquire),
                     };
-                    meta.insert(
-                        name.as_str(),
-                        serde_json::to_vec(&stored).map_err(backend)?.as_slice(),
-                    )
-                    .map_err(backend)?;
+                    put_meta(&mut meta, name, &stored)?;
                 }
                 w.open_table(JOURNAL)
                     .map_err(backend)?
@@ -986,8 +994,7 @@ impl Writer {
             )));
         }
         let r = (|| -> Result<(), StoreError> {
-            let mut w = self.db.begin_write().map_err(backend)?;
-            w.set_durability(Durability::Immediate).map_err(backend)?;
+            let w = durable_write(&self.db)?;
             {
                 let mut meta = w.open_table(META).map_err(backend)?;
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
@@ -996,9 +1003,7 @@ impl Writer {
                     accepted: 0,
                     rejected: 0,
                 };
-                let bytes = serde_json::to_vec(&stored).map_err(backend)?;
-                meta.insert(spec.name.as_str(), bytes.as_slice())
-                    .map_err(backend)?;
+                put_meta(&mut meta, &spec.name, &stored)?;
                 for (i, v) in instances.iter().enumerate() {
                     inst.insert((spec.name.as_str(), i as u32), encode_f32(v).as_slice())
                         .map_err(backend)?;
@@ -1038,8 +1043,7 @@ impl Writer {
             return Err(StoreError::NotFound(name.to_string()));
         }
         let r = (|| -> Result<(), StoreError> {
-            let mut w = self.db.begin_write().map_err(backend)?;
-            w.set_durability(Durability::Immediate).map_err(backend)?;
+            let w = durable_write(&self.db)?;
             {
                 let mut meta = w.open_table(META).map_err(backend)?;
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
@@ -1206,8 +1210,7 @@ impl Writer {
 
     /// One durable transaction with the batch's last values and the models' counters.
     fn store_directly(&self, batch: &[Batch]) -> Result<(), StoreError> {
-        let mut w = self.db.begin_write().map_err(backend)?;
-        w.set_durability(Durability::Immediate).map_err(backend)?;
+        let w = durable_write(&self.db)?;
         {
             let mut meta = w.open_table(META).map_err(backend)?;
             let mut inst = w.open_table(INSTANCES).map_err(backend)?;
@@ -1222,11 +1225,7 @@ impl Writer {
                     accepted: p.model.accepted.load(Ordering::Acquire) + p.accepted,
                     rejected: p.model.rejected.load(Ordering::Acquire) + p.rejected,
                 };
-                meta.insert(
-                    name,
-                    serde_json::to_vec(&stored).map_err(backend)?.as_slice(),
-                )
-                .map_err(backend)?;
+                put_meta(&mut meta, name, &stored)?;
             }
         }
         w.commit().map_err(backend)

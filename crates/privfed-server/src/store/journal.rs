@@ -396,6 +396,14 @@ mod tests {
         Dir(d)
     }
 
+    /// A temporary directory with a new journal of `bytes` in it, and the journal's path.
+    fn fresh(tag: &str, bytes: u64) -> (Dir, PathBuf) {
+        let d = dir(tag);
+        let p = d.0.join(JOURNAL_FILE);
+        create(&p, bytes).unwrap();
+        (d, p)
+    }
+
     fn entry(name: &str, v: u8, n: usize) -> Entry<Vec<u8>> {
         Entry {
             name: name.into(),
@@ -409,9 +417,7 @@ mod tests {
     /// Records come back in order with their contents; the size formula matches what is written.
     #[test]
     fn records_read_back_in_order() {
-        let d = dir("order");
-        let p = d.0.join(JOURNAL_FILE);
-        create(&p, 1 << 16).unwrap();
+        let (_d, p) = fresh("order", 1 << 16);
         let mut j = Journal::open(&p, 11, TAG).unwrap();
         let recs = [
             vec![entry("a", 1, 2)],
@@ -438,9 +444,7 @@ mod tests {
     /// A torn or corrupted record ends the journal: it and everything after it are not returned.
     #[test]
     fn a_damaged_record_ends_the_journal() {
-        let d = dir("torn");
-        let p = d.0.join(JOURNAL_FILE);
-        create(&p, 1 << 16).unwrap();
+        let (_d, p) = fresh("torn", 1 << 16);
         let mut j = Journal::open(&p, 1, TAG).unwrap();
         for v in 0..3 {
             j.append(&[entry("m", v, 2)]).unwrap();
@@ -470,9 +474,7 @@ mod tests {
     /// the new round's records are read back and the rest of the old round is not.
     #[test]
     fn a_new_round_overwrites_the_old_and_stops_at_its_remains() {
-        let d = dir("round");
-        let p = d.0.join(JOURNAL_FILE);
-        create(&p, 1 << 16).unwrap();
+        let (_d, p) = fresh("round", 1 << 16);
         let mut j = Journal::open(&p, 1, TAG).unwrap();
         for v in 0..5 {
             j.append(&[entry("m", v, 3)]).unwrap();
@@ -495,9 +497,7 @@ mod tests {
     /// A record that does not fit is refused, not written past the end.
     #[test]
     fn a_record_that_does_not_fit_is_refused() {
-        let d = dir("full");
-        let p = d.0.join(JOURNAL_FILE);
-        create(&p, MIN_JOURNAL_BYTES).unwrap();
+        let (_d, p) = fresh("full", MIN_JOURNAL_BYTES);
         let mut j = Journal::open(&p, 1, TAG).unwrap();
         let big = [Entry {
             name: "m".into(),

@@ -37,6 +37,14 @@ fn start(dim: usize, k: usize) -> Vec<Vec<f32>> {
     (0..k).map(|i| vec![i as f32; dim]).collect()
 }
 
+/// Creates model `name` (generation `generation`) with [`start`]'s instances.
+async fn add_model(store: &EmbeddedStore, name: &str, dim: usize, k: usize, generation: u64) {
+    store
+        .create_model(spec(name, dim, k, generation), start(dim, k))
+        .await
+        .unwrap();
+}
+
 fn update(generation: u64, v: f32, dim: usize) -> Submission {
     Submission {
         generation,
@@ -101,14 +109,8 @@ async fn assert_same(a: &EmbeddedStore, b: &EmbeddedStore, name: &str) {
 async fn a_crash_copy_recovers_every_acknowledged_update() {
     let dir = common::TempDir::new("journal-crash");
     let store = small_journal(&dir.0, 16 << 10);
-    store
-        .create_model(spec("m", 387, 5, 1), start(387, 5))
-        .await
-        .unwrap();
-    store
-        .create_model(spec("big", 5000, 3, 1), start(5000, 3))
-        .await
-        .unwrap();
+    add_model(&store, "m", 387, 5, 1).await;
+    add_model(&store, "big", 5000, 3, 1).await;
     // One update of `big` is a record larger than the journal: written to the tables directly.
     for v in [1.5f32, 0.5] {
         assert_eq!(
@@ -166,14 +168,8 @@ async fn a_large_models_updates_bypass_the_journal() {
     let dir = common::TempDir::new("journal-large");
     let store = small_journal(&dir.0, 1 << 20);
     let large = JOURNAL_MAX_INSTANCE_BYTES / 4 + 1000;
-    store
-        .create_model(spec("large", large, 2, 1), start(large, 2))
-        .await
-        .unwrap();
-    store
-        .create_model(spec("small", 10, 3, 1), start(10, 3))
-        .await
-        .unwrap();
+    add_model(&store, "large", large, 2, 1).await;
+    add_model(&store, "small", 10, 3, 1).await;
     for i in 0..6 {
         let v = 0.5 + i as f32 / 1000.0;
         let (a, b) = tokio::join!(
@@ -205,18 +201,12 @@ async fn a_large_models_updates_bypass_the_journal() {
 async fn a_recreated_model_gets_none_of_the_old_ones_journaled_updates() {
     let dir = common::TempDir::new("journal-recreate");
     let store = EmbeddedStore::create(&dir.0).unwrap();
-    store
-        .create_model(spec("m", 4, 3, 1), start(4, 3))
-        .await
-        .unwrap();
+    add_model(&store, "m", 4, 3, 1).await;
     for v in [1.1f32, 1.2, 1.3] {
         store.submit("m", update(1, v, 4)).await.unwrap();
     }
     store.delete_model("m").await.unwrap();
-    store
-        .create_model(spec("m", 3, 3, 2), start(3, 3))
-        .await
-        .unwrap();
+    add_model(&store, "m", 3, 3, 2).await;
     assert_eq!(
         store.submit("m", update(2, 1.7, 3)).await.unwrap(),
         SubmitOutcome::Accepted
@@ -242,10 +232,7 @@ async fn a_recreated_model_gets_none_of_the_old_ones_journaled_updates() {
 async fn a_clean_shutdown_leaves_an_empty_journal() {
     let dir = common::TempDir::new("journal-clean");
     let store = EmbeddedStore::create(&dir.0).unwrap();
-    store
-        .create_model(spec("m", 8, 2, 1), start(8, 2))
-        .await
-        .unwrap();
+    add_model(&store, "m", 8, 2, 1).await;
     for v in 0..5 {
         store.submit("m", update(1, v as f32, 8)).await.unwrap();
     }
@@ -269,10 +256,7 @@ async fn a_deleted_or_replaced_journal_fails_closed() {
     for replace in [false, true] {
         let dir = common::TempDir::new("journal-gone");
         let store = EmbeddedStore::create(&dir.0).unwrap();
-        store
-            .create_model(spec("m", 3, 2, 1), start(3, 2))
-            .await
-            .unwrap();
+        add_model(&store, "m", 3, 2, 1).await;
         assert_eq!(
             store.submit("m", update(1, 0.5, 3)).await.unwrap(),
             SubmitOutcome::Accepted
@@ -305,10 +289,7 @@ async fn a_deleted_or_replaced_journal_fails_closed() {
 async fn a_store_from_before_the_journal_gets_one() {
     let dir = common::TempDir::new("journal-old");
     let store = EmbeddedStore::create(&dir.0).unwrap();
-    store
-        .create_model(spec("m", 3, 2, 1), start(3, 2))
-        .await
-        .unwrap();
+    add_model(&store, "m", 3, 2, 1).await;
     store.submit("m", update(1, 0.5, 3)).await.unwrap();
     drop(store);
     tokio::time::sleep(Duration::from_millis(200)).await;

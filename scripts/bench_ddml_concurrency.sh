@@ -12,13 +12,15 @@
 # (default "idle eager": `privfed serve --group-commit`), PIN (1: servers on CPU 0 and wrk on
 # CPU 1 with taskset, so the load generator does not take the server's core), COMPARE_BIN (another
 # privfed binary, e.g. a build of an earlier commit: run as `compare-<mode>` after each of this
-# build's runs, with its own ratios, so two builds are measured in the same minutes).
+# build's runs, with its own ratios, so two builds are measured in the same minutes), THREADS
+# (tokio worker threads of every server, default 1; `privfed serve`'s own default is one per core).
 #   cargo build --release -p privfed && cargo build --release -p privfed-server --example axum_ceiling
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${PRIVFED_BIN:-target/release/privfed}
 AX=${PRIVFED_AXUM_BIN:-target/release/examples/axum_ceiling}
 DUR=${DUR:-8}
+THREADS=${THREADS:-1}
 REPEATS=${REPEATS:-2}
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
 [ -x "$AX" ] || { echo "$AX not built (cargo build --release -p privfed-server --example axum_ceiling)" >&2; exit 1; }
@@ -52,7 +54,7 @@ for mode in $MODES; do
 done
 PIN_SERVER=; PIN_WRK=
 if [ "${PIN:-0}" = 1 ]; then PIN_SERVER="taskset -c 0"; PIN_WRK="taskset -c 1"; fi
-echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, PIN=${PIN:-0}${COMPARE_BIN:+, COMPARE_BIN=$COMPARE_BIN}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, THREADS=$THREADS, PIN=${PIN:-0}${COMPARE_BIN:+, COMPARE_BIN=$COMPARE_BIN}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for C in ${CS:-32 64 128 256 512}; do
   declare -A ratios=()
   for r in $(seq "$REPEATS"); do
@@ -61,7 +63,7 @@ for C in ${CS:-32 64 128 256 512}; do
       label=${v%%:*}; rest=${v#*:}; mode=${rest%%:*}; bin=${rest#*:}
       port=$(free_port)
       $PIN_SERVER "$bin" serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench \
-        --threads 1 --group-commit "$mode" 2>"$WORK/serve-$port.log" &
+        --threads "$THREADS" --group-commit "$mode" 2>"$WORK/serve-$port.log" &
       SPID=$!
       wait_up "http://127.0.0.1:$port"
       curl -sf -X POST -H 'Authorization: Bearer bench' -H 'content-type: application/json' \
@@ -72,7 +74,7 @@ for C in ${CS:-32 64 128 256 512}; do
       kill $SPID; wait $SPID 2>/dev/null || true
     done
     port=$(free_port)
-    $PIN_SERVER "$AX" 127.0.0.1:$port 2>"$WORK/axum.log" &
+    $PIN_SERVER "$AX" 127.0.0.1:$port "$THREADS" 2>"$WORK/axum.log" &
     SPID=$!
     wait_up "http://127.0.0.1:$port"
     run_wrk axum-ceiling "$SPID" "http://127.0.0.1:$port" /bench/387 /bench/387 "$C"

@@ -36,15 +36,20 @@
 //! * **Identity.** An update is applied only to the incarnation (generation) of the model it
 //!   was validated against, and its length is checked again where it is written.
 //!
-//! **When a group commit starts** is [`CommitPacing`]. `Eager` (the library default) commits as
-//! soon as the writer wakes with something pending. Under load that is a commit, one fsync, per
-//! few updates: the writer wakes for the first update while the workers are still handling the
-//! requests that will post the next ones. `WhenIdle` (what `privfed serve` uses) waits until a
-//! runtime worker has parked since the batch's first operation was queued, i.e. until the workers
-//! have run out of requests that could add to the batch, or until `max_delay`. At low load that is
-//! at once (the worker parks right after queueing the update); under load the batch holds
-//! everything the workers could queue meanwhile, so there are fewer fsyncs and fewer cross-thread
-//! wake-ups per update (BENCHMARKS.md, "Session 16"). Acknowledgement still follows the commit.
+//! **When a group commit starts, and on which thread**, is [`CommitPacing`]. `Eager` (the
+//! library default): the writer thread commits as soon as it wakes with something pending.
+//! Under load that is a commit, one fsync, per few updates: the writer wakes for the first
+//! update while the workers are still handling the requests that will post the next ones.
+//! `WhenIdle` (what `privfed serve` uses) waits until a runtime worker is about to park, i.e.
+//! until the workers have run out of requests that could add to the batch, or until
+//! `max_delay`. The parking worker commits the batch itself ([`IdleSignal::notify`]) when it
+//! holds only updates of journaled models and no other commit is under way; otherwise it hands
+//! the batch to the writer thread at once. So at low load a commit starts as soon as the update
+//! is queued, under load the batch holds everything the workers could queue meanwhile, and the
+//! common commit needs no cross-thread wake-up: neither to start the writer nor to resume the
+//! requests it acknowledges (BENCHMARKS.md, "Session 16" and "Session 19"). The writer thread
+//! commits the rest: creations, deletions, large models' updates, and anything that waited
+//! `max_delay` because no worker parked. Acknowledgement still follows the commit.
 
 use super::journal::{self, Entry, Journal};
 use super::{CommitStats, Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
@@ -59,9 +64,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, TryLockError, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "privfed.redb";
@@ -98,15 +103,21 @@ pub enum CommitPacing {
 
 /// How the runtime tells a [`CommitPacing::WhenIdle`] store that its workers ran out of work:
 /// register [`IdleSignal::notify`] as tokio's `on_thread_park` hook. One signal paces one store.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct IdleSignal(Arc<IdleInner>);
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct IdleInner {
-    /// Worker parks so far.
-    parks: AtomicU64,
-    /// The writer thread to wake when it waits for a park.
-    writer: OnceLock<std::thread::Thread>,
+    /// The store's pipeline (weak: the hook lives as long as the runtime, the store may not).
+    pipeline: OnceLock<Weak<Pipeline>>,
+}
+
+impl std::fmt::Debug for IdleSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdleSignal")
+            .field("paces_a_store", &self.0.pipeline.get().is_some())
+            .finish()
+    }
 }
 
 impl IdleSignal {
@@ -115,17 +126,14 @@ impl IdleSignal {
         Self::default()
     }
 
-    /// A worker is about to park. Cheap enough for every park: one atomic increment, and a
-    /// wake-up only when the writer thread is waiting for it.
+    /// A worker is about to park: the pending batch is committed now. On the calling thread,
+    /// when the batch holds only updates of journaled models and no commit is under way (it
+    /// returns once the batch is durable and acknowledged); otherwise by the writer thread,
+    /// woken for it. With nothing pending it costs a lock and a check.
     pub fn notify(&self) {
-        self.0.parks.fetch_add(1, Ordering::AcqRel);
-        if let Some(t) = self.0.writer.get() {
-            t.unpark();
+        if let Some(p) = self.0.pipeline.get().and_then(Weak::upgrade) {
+            p.on_park();
         }
-    }
-
-    fn parks(&self) -> u64 {
-        self.0.parks.load(Ordering::Acquire)
     }
 }
 
@@ -267,9 +275,8 @@ pub struct EmbeddedStore {
     quarantine: Quarantine,
     failure: Failure,
     file: FileIdentity,
-    /// Each operation with the worker parks counted when it was queued.
-    tx: mpsc::UnboundedSender<(u64, WriteOp)>,
-    idle: Option<IdleSignal>,
+    /// Where writes are queued for their group commit.
+    queue: Arc<Queue>,
     counters: Arc<CommitCounters>,
 }
 
@@ -358,7 +365,7 @@ impl EmbeddedStore {
             journal_bytes,
         } = options;
         if let CommitPacing::WhenIdle { signal, .. } = &pacing
-            && signal.0.writer.get().is_some()
+            && signal.0.pipeline.get().is_some()
         {
             return Err(signal_in_use());
         }
@@ -449,12 +456,7 @@ impl EmbeddedStore {
         let models: Models = Arc::new(RwLock::new(map));
         let quarantine: Quarantine = Arc::new(RwLock::new(quarantine));
         let failure: Failure = Arc::new(Mutex::new(None));
-        let (tx, rx) = mpsc::unbounded_channel();
         let counters = Arc::new(CommitCounters::default());
-        let idle = match &pacing {
-            CommitPacing::WhenIdle { signal, .. } => Some(signal.clone()),
-            CommitPacing::Eager => None,
-        };
         let writer = Writer {
             db,
             journal,
@@ -464,18 +466,46 @@ impl EmbeddedStore {
             failure: failure.clone(),
             file: file.clone(),
             limits,
-            pacing,
             counters: counters.clone(),
         };
-        let thread = std::thread::Builder::new()
-            .name("privfed-redb-writer".into())
-            .spawn(move || writer.run(rx))
-            .map_err(backend)?;
-        if let Some(signal) = &idle
-            && signal.0.writer.set(thread.thread().clone()).is_err()
+        let (max_delay, signal) = match pacing {
+            CommitPacing::WhenIdle { signal, max_delay } => (Some(max_delay), Some(signal)),
+            CommitPacing::Eager => (None, None),
+        };
+        let pipeline = Arc::new(Pipeline {
+            pending: Mutex::new(Pending::default()),
+            writer: Mutex::new(WriterCore {
+                writer,
+                rng: rand::rngs::ChaCha20Rng::from_rng(&mut rand::rng()),
+            }),
+            max_delay,
+            thread: OnceLock::new(),
+            failure: failure.clone(),
+        });
+        let (ended, stopped) = std::sync::mpsc::sync_channel::<()>(0);
+        let thread = {
+            let pipeline = pipeline.clone();
+            std::thread::Builder::new()
+                .name("privfed-redb-writer".into())
+                .spawn(move || {
+                    pipeline.run();
+                    // The database closes with the pipeline's last reference, before the
+                    // store's drop returns.
+                    drop(pipeline);
+                    drop(ended);
+                })
+                .map_err(backend)?
+        };
+        // From here on, dropping `queue` (on any early return too) stops the writer thread.
+        let queue = Arc::new(Queue {
+            pipeline: pipeline.clone(),
+            stopped: Mutex::new(stopped),
+        });
+        let _ = pipeline.thread.set(thread.thread().clone());
+        if let Some(signal) = &signal
+            && signal.0.pipeline.set(Arc::downgrade(&pipeline)).is_err()
         {
-            // Another store registered between the check above and here; this one's writer
-            // ends when `tx` is dropped.
+            // Another store registered between the check above and here.
             return Err(signal_in_use());
         }
         Ok(Self {
@@ -483,8 +513,7 @@ impl EmbeddedStore {
             quarantine,
             failure,
             file,
-            tx,
-            idle,
+            queue,
             counters,
         })
     }
@@ -530,10 +559,9 @@ impl EmbeddedStore {
     async fn send<T>(&self, make: impl FnOnce(Ack<T>) -> WriteOp) -> Result<T, StoreError> {
         self.check_writable()?;
         let (ack, rx) = oneshot::channel();
-        let parks = self.idle.as_ref().map_or(0, IdleSignal::parks);
-        self.tx
-            .send((parks, make(ack)))
-            .map_err(|_| StoreError::Unavailable("the writer thread has stopped".into()))?;
+        if !self.queue.pipeline.push(make(ack)) {
+            return Err(writer_stopped());
+        }
         rx.await
             .map_err(|_| StoreError::Unavailable("the writer thread dropped a request".into()))?
     }
@@ -774,7 +802,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn healthy(&self) -> bool {
-        if self.tx.is_closed() || self.failure().is_some() {
+        if self.queue.pipeline.lock_pending().stopped || self.failure().is_some() {
             return false;
         }
         if let Err(why) = self.file.check() {
@@ -812,6 +840,229 @@ fn fail(failure: &Failure, why: String) {
     }
 }
 
+/// How long the writer thread of a [`CommitPacing::WhenIdle`] store keeps checking every
+/// `max_delay` after it last saw a pending operation, instead of waiting to be woken by the next
+/// one: under load it is then never woken per batch.
+const WRITER_LINGER: Duration = Duration::from_millis(100);
+
+fn writer_stopped() -> StoreError {
+    StoreError::Unavailable("the writer thread has stopped".into())
+}
+
+/// Operations waiting for their group commit, and whoever commits them: the thread holding
+/// `writer`, i.e. the writer thread or a runtime worker about to park ([`IdleSignal::notify`]).
+struct Pipeline {
+    pending: Mutex<Pending>,
+    /// Taken before `pending` whenever both are held, so batches commit in queue order.
+    writer: Mutex<WriterCore>,
+    /// [`CommitPacing::WhenIdle`]'s maximum delay; `None` is [`CommitPacing::Eager`].
+    max_delay: Option<Duration>,
+    /// The writer thread, to wake.
+    thread: OnceLock<std::thread::Thread>,
+    failure: Failure,
+}
+
+#[derive(Default)]
+struct Pending {
+    ops: Vec<WriteOp>,
+    /// When the oldest of `ops` was queued (`None` iff `ops` is empty).
+    since: Option<Instant>,
+    /// Some of `ops` are the writer thread's to commit ([`WriteOp::inline`]).
+    writer_only: bool,
+    /// A worker parked with `ops` pending: the writer thread commits them at once.
+    released: bool,
+    /// The writer thread waits without a deadline: the next push wakes it.
+    writer_asleep: bool,
+    /// Every handle of the store is gone: the writer thread commits what is left and stops.
+    closed: bool,
+    /// The writer thread has stopped (closed, or it panicked): nothing more is taken.
+    stopped: bool,
+}
+
+/// The committer's state.
+struct WriterCore {
+    writer: Writer,
+    rng: rand::rngs::ChaCha20Rng,
+}
+
+/// How long dropping the store's last handle waits for the writer thread's final commit and
+/// checkpoint (then the process may exit; an unfinished checkpoint is replayed at start-up).
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
+
+/// The store's handle on its pipeline. Dropping the last one closes the pipeline and waits (at
+/// most [`SHUTDOWN_WAIT`]) until the writer thread has committed what was pending, checkpointed
+/// and stopped, so a process that exits right after has an empty journal.
+struct Queue {
+    pipeline: Arc<Pipeline>,
+    /// Disconnected when the writer thread ends (in a mutex only to be `Sync`).
+    stopped: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        self.pipeline.lock_pending().closed = true;
+        self.pipeline.wake_writer();
+        let stopped = self.stopped.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = stopped.recv_timeout(SHUTDOWN_WAIT);
+    }
+}
+
+/// Marks the pipeline stopped and refuses what is pending, when the writer thread ends (even
+/// by a panic).
+struct StopGuard<'a>(&'a Pipeline);
+
+impl Drop for StopGuard<'_> {
+    fn drop(&mut self) {
+        let left = {
+            let mut p = self.0.lock_pending();
+            p.stopped = true;
+            p.since = None;
+            std::mem::take(&mut p.ops)
+        };
+        for op in left {
+            op.refuse("the writer thread has stopped");
+        }
+    }
+}
+
+impl Pipeline {
+    fn lock_pending(&self) -> MutexGuard<'_, Pending> {
+        // Nothing panics while holding it; recover anyway.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The committer's state. A commit that panicked leaves it poisoned: the store then fails
+    /// closed (it is not known what that commit wrote).
+    fn poisoned<'a>(
+        &'a self,
+        e: std::sync::PoisonError<MutexGuard<'a, WriterCore>>,
+    ) -> MutexGuard<'a, WriterCore> {
+        fail(&self.failure, "a group commit panicked".into());
+        e.into_inner()
+    }
+
+    fn lock_writer(&self) -> MutexGuard<'_, WriterCore> {
+        self.writer.lock().unwrap_or_else(|e| self.poisoned(e))
+    }
+
+    fn wake_writer(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Queues an operation for a group commit; false if the writer thread has stopped.
+    fn push(&self, op: WriteOp) -> bool {
+        let mut p = self.lock_pending();
+        if p.stopped {
+            drop(p);
+            op.refuse("the writer thread has stopped");
+            return false;
+        }
+        if p.since.is_none() {
+            p.since = Some(Instant::now());
+        }
+        p.writer_only |= !op.inline();
+        p.ops.push(op);
+        let wake = std::mem::take(&mut p.writer_asleep);
+        drop(p);
+        if wake {
+            self.wake_writer();
+        }
+        true
+    }
+
+    /// A runtime worker is about to park ([`IdleSignal::notify`]).
+    fn on_park(&self) {
+        let mut p = self.lock_pending();
+        if p.ops.is_empty() {
+            return;
+        }
+        if !p.writer_only {
+            drop(p);
+            let writer = match self.writer.try_lock() {
+                Ok(w) => Some(w),
+                Err(TryLockError::Poisoned(e)) => Some(self.poisoned(e)),
+                Err(TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut w) = writer {
+                self.commit_pending(&mut w);
+                return;
+            }
+            // A commit is under way: the writer thread takes this batch right after it.
+            p = self.lock_pending();
+            if p.ops.is_empty() {
+                return;
+            }
+        }
+        p.released = true;
+        p.writer_asleep = false;
+        drop(p);
+        self.wake_writer();
+    }
+
+    /// Commits up to [`MAX_BATCH`] pending operations, oldest first; the caller holds the
+    /// writer. What is left over is released to the writer thread.
+    fn commit_pending(&self, w: &mut WriterCore) {
+        let batch: Vec<WriteOp> = {
+            let mut p = self.lock_pending();
+            let n = p.ops.len().min(MAX_BATCH);
+            let batch = p.ops.drain(..n).collect();
+            p.writer_only = p.ops.iter().any(|op| !op.inline());
+            p.released = !p.ops.is_empty();
+            if p.ops.is_empty() {
+                p.since = None;
+            }
+            batch
+        };
+        if !batch.is_empty() {
+            let WriterCore { writer, rng } = w;
+            writer.commit(batch, rng);
+        }
+    }
+
+    /// The writer thread: commits what is due ([`CommitPacing`]) until the store is closed,
+    /// then checkpoints.
+    fn run(&self) {
+        let _stop = StopGuard(self);
+        let mut last_seen = Instant::now();
+        loop {
+            let now = Instant::now();
+            let wait = {
+                let mut p = self.lock_pending();
+                match p.since {
+                    None if p.closed => break,
+                    None => match self.max_delay {
+                        Some(d) if now.duration_since(last_seen) < WRITER_LINGER => Some(d),
+                        _ => {
+                            p.writer_asleep = true;
+                            None
+                        }
+                    },
+                    Some(since) => {
+                        last_seen = now;
+                        let due = match self.max_delay {
+                            Some(d) if !p.released && !p.closed => since + d,
+                            _ => now,
+                        };
+                        if due <= now {
+                            drop(p);
+                            self.commit_pending(&mut self.lock_writer());
+                            continue;
+                        }
+                        Some(due - now)
+                    }
+                }
+            };
+            match wait {
+                Some(d) => std::thread::park_timeout(d),
+                None => std::thread::park(),
+            }
+        }
+        self.lock_writer().writer.shut_down();
+    }
+}
+
 /// The writer thread's state: group commit.
 struct Writer {
     db: Database,
@@ -823,7 +1074,6 @@ struct Writer {
     failure: Failure,
     file: FileIdentity,
     limits: TicketLimits,
-    pacing: CommitPacing,
     counters: Arc<CommitCounters>,
 }
 
@@ -849,74 +1099,38 @@ impl Writer {
         r
     }
 
-    /// Adds pending operations to `batch` (whose first was queued after `parks` worker parks)
-    /// until the commit should start ([`CommitPacing`]).
-    fn gather(
-        &self,
-        rx: &mut mpsc::UnboundedReceiver<(u64, WriteOp)>,
-        batch: &mut Vec<WriteOp>,
-        parks: u64,
-    ) {
-        let drain = |rx: &mut mpsc::UnboundedReceiver<(u64, WriteOp)>, batch: &mut Vec<WriteOp>| {
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok((_, op)) => batch.push(op),
-                    Err(_) => break,
-                }
+    /// Commits a batch in queue order: creations and deletions in transactions of their own,
+    /// each run of updates between them in one group commit.
+    fn commit(&mut self, batch: Vec<WriteOp>, rng: &mut rand::rngs::ChaCha20Rng) {
+        if let Some(why) = self.failed() {
+            for op in batch {
+                op.refuse(&why);
             }
-        };
-        let CommitPacing::WhenIdle { signal, max_delay } = &self.pacing else {
-            drain(rx, batch);
             return;
-        };
-        let deadline = Instant::now() + *max_delay;
-        loop {
-            drain(rx, batch);
-            if batch.len() >= MAX_BATCH || signal.parks() > parks {
-                return;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            // Woken by `IdleSignal::notify` (or spuriously: the loop checks again).
-            std::thread::park_timeout(deadline - now);
         }
+        let mut updates = Vec::new();
+        for op in batch {
+            match op {
+                WriteOp::Create {
+                    spec,
+                    instances,
+                    ack,
+                } => {
+                    self.commit_updates(std::mem::take(&mut updates), rng);
+                    let _ = ack.send(self.create(spec, instances));
+                }
+                WriteOp::Delete { name, ack } => {
+                    self.commit_updates(std::mem::take(&mut updates), rng);
+                    let _ = ack.send(self.delete(&name));
+                }
+                other => updates.push(other),
+            }
+        }
+        self.commit_updates(updates, rng);
     }
 
-    fn run(mut self, mut rx: mpsc::UnboundedReceiver<(u64, WriteOp)>) {
-        let mut rng = rand::rngs::ChaCha20Rng::from_rng(&mut rand::rng());
-        while let Some((parks, first)) = rx.blocking_recv() {
-            let mut batch = vec![first];
-            self.gather(&mut rx, &mut batch, parks);
-            if let Some(why) = self.failed() {
-                for op in batch {
-                    op.refuse(&why);
-                }
-                continue;
-            }
-            // Creates and deletes get their own transactions; runs of updates share one.
-            let mut updates = Vec::new();
-            for op in batch {
-                match op {
-                    WriteOp::Create {
-                        spec,
-                        instances,
-                        ack,
-                    } => {
-                        self.commit_updates(std::mem::take(&mut updates), &mut rng);
-                        let _ = ack.send(self.create(spec, instances));
-                    }
-                    WriteOp::Delete { name, ack } => {
-                        self.commit_updates(std::mem::take(&mut updates), &mut rng);
-                        let _ = ack.send(self.delete(&name));
-                    }
-                    other => updates.push(other),
-                }
-            }
-            self.commit_updates(updates, &mut rng);
-        }
-        // Shutting down: leave an empty journal (recovery would replay it otherwise).
+    /// At shutdown: leaves an empty journal (recovery would replay it otherwise).
+    fn shut_down(&mut self) {
         if self.failed().is_none()
             && let Err(e) = self.checkpoint()
         {
@@ -1233,6 +1447,18 @@ impl Writer {
 }
 
 impl WriteOp {
+    /// Whether a parking worker may commit it ([`IdleSignal::notify`]): an update of a model
+    /// whose updates go to the journal (one record and one `fdatasync`). Creations, deletions
+    /// and large models' updates (redb transactions) are the writer thread's.
+    fn inline(&self) -> bool {
+        match self {
+            WriteOp::Update { model, .. } | WriteOp::Reject { model, .. } => {
+                journaled_model(&model.spec)
+            }
+            WriteOp::Create { .. } | WriteOp::Delete { .. } => false,
+        }
+    }
+
     /// Answers the operation with the store's failure.
     fn refuse(self, why: &str) {
         let e = || StoreError::Unavailable(why.to_string());

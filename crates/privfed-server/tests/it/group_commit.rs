@@ -227,3 +227,80 @@ async fn a_batch_stores_its_last_value_of_each_instance() {
     let snap = reopened.snapshot("g").await.unwrap();
     assert_eq!((&*snap.instances[0], snap.accepted), (&[7.0f32; 3][..], 7));
 }
+
+/// A worker about to park commits a batch of updates itself: when `notify` returns, the batch
+/// is durable, counted and applied, with no hand-off to the writer thread (which, with a
+/// maximum delay of 600 s, would not have started it by itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parking_worker_commits_a_batch_of_updates_itself() {
+    let dir = common::TempDir::new("pacing-inline");
+    let signal = IdleSignal::new();
+    let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
+    create_on_park(&store, &signal).await;
+    let posts: Vec<_> = (1..=4)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { store.submit("g", update(i as f32)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(posts.iter().all(|p| !p.is_finished()));
+    signal.notify();
+    // Synchronous: committed and applied on this thread before `notify` returned.
+    assert_commits(&store, 1, 4);
+    assert_eq!(store.snapshot("g").await.unwrap().accepted, 4);
+    for p in posts {
+        assert_eq!(p.await.unwrap().unwrap(), SubmitOutcome::Accepted);
+    }
+    drop(store);
+    assert_eq!(
+        common::reopen(&dir.0)
+            .await
+            .snapshot("g")
+            .await
+            .unwrap()
+            .accepted,
+        4
+    );
+}
+
+/// Updates of a model beyond the journal (redb transactions) are the writer thread's: a park
+/// hands them over at once instead of committing them on the parking thread, and they are
+/// acknowledged without waiting for the maximum delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_park_hands_a_large_models_updates_to_the_writer() {
+    let dir = common::TempDir::new("pacing-large");
+    let signal = IdleSignal::new();
+    let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
+    let dim = privfed_server::store::embedded::JOURNAL_MAX_INSTANCE_BYTES / 4 + 1;
+    let large = ModelSpec {
+        dim,
+        k: 1,
+        ..spec()
+    };
+    {
+        let store = store.clone();
+        let create =
+            tokio::spawn(async move { store.create_model(large, vec![vec![0.0; dim]]).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        signal.notify();
+        create.await.unwrap().unwrap();
+    }
+    let post = {
+        let store = store.clone();
+        let sub = Submission {
+            generation: 1,
+            ticket: None,
+            weights: vec![1.0; dim],
+        };
+        tokio::spawn(async move { store.submit("g", sub).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!post.is_finished(), "committed before any park");
+    signal.notify();
+    let outcome = tokio::time::timeout(Duration::from_secs(30), post)
+        .await
+        .expect("the writer thread did not commit after the park");
+    assert_eq!(outcome.unwrap().unwrap(), SubmitOutcome::Accepted);
+    assert_commits(&store, 1, 1);
+}

@@ -560,7 +560,7 @@ impl EmbeddedStore {
         self.check_writable()?;
         let (ack, rx) = oneshot::channel();
         if !self.queue.pipeline.push(make(ack)) {
-            return Err(writer_stopped());
+            return Err(StoreError::Unavailable(WRITER_STOPPED.into()));
         }
         rx.await
             .map_err(|_| StoreError::Unavailable("the writer thread dropped a request".into()))?
@@ -845,9 +845,8 @@ fn fail(failure: &Failure, why: String) {
 /// one: under load it is then never woken per batch.
 const WRITER_LINGER: Duration = Duration::from_millis(100);
 
-fn writer_stopped() -> StoreError {
-    StoreError::Unavailable("the writer thread has stopped".into())
-}
+/// Why writes are refused once the writer thread has ended.
+const WRITER_STOPPED: &str = "the writer thread has stopped";
 
 /// Operations waiting for their group commit, and whoever commits them: the thread holding
 /// `writer`, i.e. the writer thread or a runtime worker about to park ([`IdleSignal::notify`]).
@@ -920,7 +919,7 @@ impl Drop for StopGuard<'_> {
             std::mem::take(&mut p.ops)
         };
         for op in left {
-            op.refuse("the writer thread has stopped");
+            op.refuse(WRITER_STOPPED);
         }
     }
 }
@@ -951,12 +950,11 @@ impl Pipeline {
         }
     }
 
-    /// Queues an operation for a group commit; false if the writer thread has stopped.
+    /// Queues an operation for a group commit; false (and the operation dropped) if the writer
+    /// thread has stopped.
     fn push(&self, op: WriteOp) -> bool {
         let mut p = self.lock_pending();
         if p.stopped {
-            drop(p);
-            op.refuse("the writer thread has stopped");
             return false;
         }
         if p.since.is_none() {
@@ -1004,17 +1002,20 @@ impl Pipeline {
     /// Commits up to [`MAX_BATCH`] pending operations, oldest first; the caller holds the
     /// writer. What is left over is released to the writer thread.
     fn commit_pending(&self, w: &mut WriterCore) {
-        let batch: Vec<WriteOp> = {
+        let (batch, left_over) = {
             let mut p = self.lock_pending();
             let n = p.ops.len().min(MAX_BATCH);
-            let batch = p.ops.drain(..n).collect();
+            let batch: Vec<WriteOp> = p.ops.drain(..n).collect();
             p.writer_only = p.ops.iter().any(|op| !op.inline());
             p.released = !p.ops.is_empty();
             if p.ops.is_empty() {
                 p.since = None;
             }
-            batch
+            (batch, p.released && std::mem::take(&mut p.writer_asleep))
         };
+        if left_over {
+            self.wake_writer();
+        }
         if !batch.is_empty() {
             let WriterCore { writer, rng } = w;
             writer.commit(batch, rng);

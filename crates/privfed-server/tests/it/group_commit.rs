@@ -51,6 +51,19 @@ async fn create_on_park(store: &Arc<EmbeddedStore>, signal: &IdleSignal) {
     create.await.unwrap().unwrap();
 }
 
+/// Posts updates of 1.0, 2.0, …, `n` to model `g`, each from a task of its own.
+fn post_updates(
+    store: &Arc<EmbeddedStore>,
+    n: u32,
+) -> Vec<tokio::task::JoinHandle<Result<SubmitOutcome, StoreError>>> {
+    (1..=n)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { store.submit("g", update(i as f32)).await })
+        })
+        .collect()
+}
+
 fn assert_commits(store: &EmbeddedStore, commits: u64, operations: u64) {
     let CommitStats {
         commits: c,
@@ -79,12 +92,7 @@ async fn idle_pacing_holds_the_commit_until_a_worker_parks() {
     let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
     create_on_park(&store, &signal).await;
 
-    let posts: Vec<_> = (1..=8)
-        .map(|i| {
-            let store = store.clone();
-            tokio::spawn(async move { store.submit("g", update(i as f32)).await })
-        })
-        .collect();
+    let posts = post_updates(&store, 8);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         posts.iter().all(|p| !p.is_finished()),
@@ -237,12 +245,7 @@ async fn a_parking_worker_commits_a_batch_of_updates_itself() {
     let signal = IdleSignal::new();
     let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
     create_on_park(&store, &signal).await;
-    let posts: Vec<_> = (1..=4)
-        .map(|i| {
-            let store = store.clone();
-            tokio::spawn(async move { store.submit("g", update(i as f32)).await })
-        })
-        .collect();
+    let posts = post_updates(&store, 4);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(posts.iter().all(|p| !p.is_finished()));
     signal.notify();

@@ -13,7 +13,10 @@
 # CPU 1 with taskset, so the load generator does not take the server's core), COMPARE_BIN (another
 # privfed binary, e.g. a build of an earlier commit: run as `compare-<mode>` after each of this
 # build's runs, with its own ratios, so two builds are measured in the same minutes), THREADS
-# (tokio worker threads of every server, default 1; `privfed serve`'s own default is one per core).
+# (tokio worker threads of every server, default 1; `privfed serve`'s own default is one per core),
+# TMPFS (1: also run this build as `tmpfs-<mode>` with its data directory on /dev/shm, where
+# `fdatasync` returns without waiting for a device: the same code and system calls with the
+# disk's flush latency taken out, side by side with the disk runs).
 #   cargo build --release -p privfed && cargo build --release -p privfed-server --example axum_ceiling
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +28,7 @@ REPEATS=${REPEATS:-2}
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
 [ -x "$AX" ] || { echo "$AX not built (cargo build --release -p privfed-server --example axum_ceiling)" >&2; exit 1; }
 WORK=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK" ${SHM:+"$SHM"}' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
 wait_up() { for _ in $(seq 100); do curl -sf "$1/healthz" >/dev/null && return; sleep 0.1; done; echo "server did not start" >&2; exit 1; }
@@ -43,26 +46,32 @@ run_wrk() { # label pid url draw post C -> prints a line, sets RATE
   echo "$1 C=$6 $out server_cpu_s=$(echo "$s1 - $s0" | bc) wrk_cpu_s=$(tail -1 "$WORK/time" | awk '{print $1+$2}')${commits:+ commits=$commits} load=$(cut -d' ' -f1 /proc/loadavg)"
 }
 MODES=${MODES:-idle eager}
-# label:mode:binary, run in this order within each repeat.
+# label:mode:data root:binary, run in this order within each repeat.
 VARIANTS=()
+SHM=
+if [ "${TMPFS:-0}" = 1 ]; then
+  [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] || { echo "TMPFS=1 needs /dev/shm to be a tmpfs" >&2; exit 1; }
+  SHM=$(mktemp -d /dev/shm/privfed-bench.XXXXXX)
+fi
 for mode in $MODES; do
-  VARIANTS+=("embedded-$mode:$mode:$B")
+  VARIANTS+=("embedded-$mode:$mode:$WORK:$B")
   if [ -n "${COMPARE_BIN:-}" ]; then
     [ -x "$COMPARE_BIN" ] || { echo "COMPARE_BIN $COMPARE_BIN is not executable" >&2; exit 1; }
-    VARIANTS+=("compare-$mode:$mode:$COMPARE_BIN")
+    VARIANTS+=("compare-$mode:$mode:$WORK:$COMPARE_BIN")
   fi
+  [ -z "$SHM" ] || VARIANTS+=("tmpfs-$mode:$mode:$SHM:$B")
 done
 PIN_SERVER=; PIN_WRK=
 if [ "${PIN:-0}" = 1 ]; then PIN_SERVER="taskset -c 0"; PIN_WRK="taskset -c 1"; fi
-echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, THREADS=$THREADS, PIN=${PIN:-0}${COMPARE_BIN:+, COMPARE_BIN=$COMPARE_BIN}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, THREADS=$THREADS, PIN=${PIN:-0}, TMPFS=${TMPFS:-0}${COMPARE_BIN:+, COMPARE_BIN=$COMPARE_BIN}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for C in ${CS:-32 64 128 256 512}; do
   declare -A ratios=()
   for r in $(seq "$REPEATS"); do
     declare -A E=()
     for v in "${VARIANTS[@]}"; do
-      label=${v%%:*}; rest=${v#*:}; mode=${rest%%:*}; bin=${rest#*:}
+      label=${v%%:*}; rest=${v#*:}; mode=${rest%%:*}; rest=${rest#*:}; root=${rest%%:*}; bin=${rest#*:}
       port=$(free_port)
-      $PIN_SERVER "$bin" serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench \
+      $PIN_SERVER "$bin" serve --addr 127.0.0.1:$port --data-dir "$root/d$port" --init-store --admin-token bench \
         --threads "$THREADS" --group-commit "$mode" 2>"$WORK/serve-$port.log" &
       SPID=$!
       wait_up "http://127.0.0.1:$port"
@@ -72,6 +81,7 @@ for C in ${CS:-32 64 128 256 512}; do
       run_wrk "$label" "$SPID" "http://127.0.0.1:$port" /v1/models/p387/draw /v1/models/p387/updates "$C"
       E[$label]=$RATE
       kill $SPID; wait $SPID 2>/dev/null || true
+      rm -rf "$root/d$port"
     done
     port=$(free_port)
     $PIN_SERVER "$AX" 127.0.0.1:$port "$THREADS" 2>"$WORK/axum.log" &

@@ -14,6 +14,8 @@ use redb::{Database, Durability, TableDefinition};
 use std::path::Path;
 use std::time::Instant;
 
+mod support;
+
 const INSTANCES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("instances");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("models");
 const K: u32 = 20;
@@ -106,22 +108,12 @@ fn run(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let arg = |n: usize, d: usize| -> Result<usize, Box<dyn std::error::Error>> {
-        Ok(match std::env::args().nth(n) {
-            Some(s) => s.parse()?,
-            None => d,
-        })
-    };
-    let (commits, values, dim) = (arg(1, 2000)?, arg(2, 9)?, arg(3, 387)?);
-    let base = std::env::args()
-        .nth(4)
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    let dir = base.join(format!(
-        "privfed-commit-cost-{}-{:016x}",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
+    let (commits, values, dim) = (
+        support::arg(1, 2000)?,
+        support::arg(2, 9)?,
+        support::arg(3, 387)?,
+    );
+    let dir = support::scratch(4, "commit-cost");
     std::fs::create_dir_all(&dir)?;
     println!(
         "{commits} commits of {values} instances of {dim} weights, in {}",

@@ -14,6 +14,8 @@ use std::fs::{File, OpenOptions};
 use std::path::Path;
 use std::time::Instant;
 
+mod support;
+
 /// Offsets cycle through this many slots of `bytes` per thread.
 const SLOTS: u64 = 256;
 
@@ -79,25 +81,11 @@ fn run(path: &Path, syncs: usize, bytes: usize) -> Result<(), Box<dyn std::error
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let arg = |n: usize, d: usize| -> Result<usize, Box<dyn std::error::Error>> {
-        Ok(match std::env::args().nth(n) {
-            Some(s) => s.parse()?,
-            None => d,
-        })
-    };
-    let (syncs, bytes) = (arg(1, 1500)?, arg(2, 8192)?);
+    let (syncs, bytes) = (support::arg(1, 1500)?, support::arg(2, 8192)?);
     if syncs == 0 || bytes == 0 {
         return Err("syncs and bytes must be positive".into());
     }
-    let dir = std::env::args()
-        .nth(3)
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    let path = dir.join(format!(
-        "privfed-sync-parallelism-{}-{:016x}",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
+    let path = support::scratch(3, "sync-parallelism");
     println!(
         "{syncs} commits of {bytes} bytes per thread, into {}",
         path.display()

@@ -2,15 +2,25 @@
 //!
 //! ```text
 //! new ──AdvertiseKeys──▶ Advertised ──on_keys──▶ Shared ──on_shares──▶ Masked ──on_unmask──▶ Done
+//!                                                      active mode: Masked ──on_survivors──▶ Signed ──on_unmask──▶ Done
 //!                                 any fatal error (see SecAggError::is_fatal) ──▶ Aborted
 //! ```
 //!
 //! Secrets (both X25519 secret keys, the self-mask seed, the shares received) live only in the
 //! state that needs them and are zeroized when it is left. A client answers one unmasking
-//! request at most and checks it against what it saw: the survivors and the dropped must be
-//! disjoint, together exactly the neighbours it received shares from (plus itself among the
-//! survivors), and at least the threshold must have survived. So an honest client never reveals
-//! both the self-mask share and the key share of one peer.
+//! request at most and never reveals both the self-mask share and the key share of one peer.
+//!
+//! * **Honest-but-curious mode**: the client checks the unmasking request against what it saw —
+//!   survivors and dropped disjoint, together exactly the neighbours it received shares from
+//!   (plus itself among the survivors), at least the threshold surviving. These checks are local:
+//!   a server that tells different clients different stories passes all of them and can recover
+//!   an input (the neighbour-share attack in [`crate::adversary`]).
+//! * **Active mode** ([`Client::new_active`]): the client signs its round keys with its device
+//!   key; it accepts only the whole key list of round 1, every entry signed (and enrolled, when
+//!   the round names a roster), derives its neighbours and the key-list binding itself; it signs
+//!   the survivor set U3 only if every neighbour in U3 masked with it; and it unmasks only with
+//!   `t` valid signatures of its neighbours on that same U3, deriving survivors (N(u) ∩ U3) and
+//!   dropped clients (the share senders not in U3) itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,13 +28,14 @@ use rand::{CryptoRng, Rng};
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroizing;
 
-use crate::config::{ClientId, Graph, RoundConfig};
+use crate::config::{ClientId, Graph, RoundConfig, ThreatModel};
 use crate::crypto;
 use crate::error::{Result, SecAggError};
+use crate::identity::{self, Credentials};
 use crate::mask::{Sign, apply_mask, modulus_mask};
 use crate::messages::{
     ClientMessage, ClientPayload, Header, OwnedShare, PeerKeys, SealedShares, ServerMessage,
-    ServerPayload, SharePlaintext, Stage, pack,
+    ServerPayload, SharePlaintext, SignedKeys, Stage, SurvivorSignature, key_list_binding, pack,
 };
 use crate::shamir::{self, Share};
 
@@ -48,6 +59,10 @@ enum State {
     Masked {
         received: BTreeMap<ClientId, Received>,
     },
+    Signed {
+        received: BTreeMap<ClientId, Received>,
+        u3: Vec<ClientId>,
+    },
     Done,
     Aborted,
 }
@@ -57,8 +72,15 @@ pub struct Client {
     config: RoundConfig,
     graph: Graph,
     binding: [u8; 32],
+    /// The binding every key derivation uses: the round's binding, or in the active mode the
+    /// key-list binding once round 1's list is known.
+    derive_binding: [u8; 32],
     id: ClientId,
     state: State,
+    /// Active mode: the device key and roster.
+    credentials: Option<Credentials>,
+    /// Active mode: the device key of each client of U1.
+    devices: BTreeMap<ClientId, [u8; 32]>,
 }
 
 impl std::fmt::Debug for Client {
@@ -78,6 +100,70 @@ impl Client {
         id: ClientId,
         rng: &mut R,
     ) -> Result<(Self, ClientMessage)> {
+        if config.threat_model.is_active() {
+            return Err(SecAggError::Policy(
+                "the round is in the active mode: join it with Client::new_active and the \
+                 device's credentials"
+                    .into(),
+            ));
+        }
+        Self::join(config, id, None, rng)
+    }
+
+    /// Joins an active-mode round as client `id` with the device's `credentials`: generates
+    /// both key pairs and returns the message that advertises them, signed by the device key.
+    /// The round must be in the active mode, and name the credentials' roster (or none, when the
+    /// credentials have none).
+    pub fn new_active<R: Rng + CryptoRng + ?Sized>(
+        config: RoundConfig,
+        id: ClientId,
+        credentials: Credentials,
+        rng: &mut R,
+    ) -> Result<(Self, ClientMessage)> {
+        let ThreatModel::Active { roster } = config.threat_model else {
+            return Err(SecAggError::Policy(
+                "the round is honest-but-curious; a client with credentials expects the active \
+                 mode"
+                    .into(),
+            ));
+        };
+        match (roster, &credentials.roster) {
+            (Some(want), Some(have)) if want == have.digest() => {}
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(SecAggError::Policy(
+                    "the round names a roster and this device has none".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(SecAggError::Policy(
+                    "the round names no roster, so anyone could join it; this device has a \
+                     roster and refuses"
+                        .into(),
+                ));
+            }
+            (Some(_), Some(_)) => {
+                return Err(SecAggError::Policy(
+                    "the round names another roster than the one this device trusts".into(),
+                ));
+            }
+        }
+        if let Some(r) = &credentials.roster
+            && !r.contains(&credentials.device.verifying_key())
+        {
+            return Err(SecAggError::Policy(
+                "this device is not on the roster".into(),
+            ));
+        }
+        Self::join(config, id, Some(credentials), rng)
+    }
+
+    fn join<R: Rng + CryptoRng + ?Sized>(
+        config: RoundConfig,
+        id: ClientId,
+        credentials: Option<Credentials>,
+        rng: &mut R,
+    ) -> Result<(Self, ClientMessage)> {
         let graph = config.validate()?;
         if !graph.contains(id) {
             return Err(SecAggError::config(
@@ -89,19 +175,34 @@ impl Client {
         let binding = config.binding();
         let cipher_sk = StaticSecret::random_from_rng(rng);
         let mask_sk = StaticSecret::random_from_rng(rng);
+        let cipher_pk = PublicKey::from(&cipher_sk).to_bytes();
+        let mask_pk = PublicKey::from(&mask_sk).to_bytes();
+        let payload = match &credentials {
+            None => ClientPayload::AdvertiseKeys { cipher_pk, mask_pk },
+            Some(c) => ClientPayload::SignedKeys(SignedKeys {
+                id,
+                cipher_pk,
+                mask_pk,
+                device: c.device.verifying_key(),
+                signature: identity::sign(
+                    &c.device,
+                    &identity::keys_message(&binding, id, &cipher_pk, &mask_pk),
+                ),
+            }),
+        };
         let message = ClientMessage {
             header: Header::new(binding, id),
-            payload: ClientPayload::AdvertiseKeys {
-                cipher_pk: PublicKey::from(&cipher_sk).to_bytes(),
-                mask_pk: PublicKey::from(&mask_sk).to_bytes(),
-            },
+            payload,
         };
         let client = Client {
             config,
             graph,
             binding,
+            derive_binding: binding,
             id,
             state: State::Advertised { cipher_sk, mask_sk },
+            credentials,
+            devices: BTreeMap::new(),
         };
         Ok((client, message))
     }
@@ -122,7 +223,8 @@ impl Client {
         match self.state {
             State::Advertised { .. } => Some(Stage::ShareKeys),
             State::Shared { .. } => Some(Stage::MaskedInput),
-            State::Masked { .. } => Some(Stage::Unmasking),
+            State::Masked { .. } if self.credentials.is_some() => Some(Stage::ConsistencyCheck),
+            State::Masked { .. } | State::Signed { .. } => Some(Stage::Unmasking),
             State::Done | State::Aborted => None,
         }
     }
@@ -172,10 +274,33 @@ impl Client {
         if got != expected {
             return Err(SecAggError::WrongStage { expected, got });
         }
+        let active = self.credentials.is_some();
         let payload = match &message.payload {
-            ServerPayload::Keys { peers } => self.on_keys(peers, rng)?,
+            ServerPayload::Keys { peers } if !active => self.on_keys(peers, rng)?,
+            ServerPayload::SignedKeyList { entries } if active => {
+                let peers = self.on_key_list(entries)?;
+                self.on_keys(&peers, rng)?
+            }
             ServerPayload::Shares { shares } => self.on_shares(shares, input)?,
-            ServerPayload::Unmask { survivors, dropped } => self.on_unmask(survivors, dropped)?,
+            ServerPayload::Unmask { survivors, dropped } if !active => {
+                self.on_unmask(survivors, dropped)?
+            }
+            ServerPayload::Survivors { u3 } if active => self.on_survivors(u3)?,
+            ServerPayload::SignedSurvivors { signatures } if active => {
+                self.on_signed_survivors(signatures)?
+            }
+            _ => {
+                return Err(SecAggError::Violation(format!(
+                    "a {} message in a round of the {} mode",
+                    match message.payload {
+                        ServerPayload::Keys { .. } | ServerPayload::Unmask { .. } => {
+                            "honest-but-curious"
+                        }
+                        _ => "active-mode",
+                    },
+                    self.config.threat_model.name()
+                )));
+            }
         };
         Ok(ClientMessage {
             header: Header::new(self.binding, self.id),
@@ -193,7 +318,11 @@ impl Client {
         };
         let own_cipher = PublicKey::from(cipher_sk).to_bytes();
         let own_mask = PublicKey::from(mask_sk).to_bytes();
-        let mut seen_keys: BTreeSet<[u8; 32]> = [own_cipher, own_mask].into();
+        let mut seen_keys: BTreeSet<[u8; 32]> = [
+            crypto::canonical_public(&own_cipher),
+            crypto::canonical_public(&own_mask),
+        ]
+        .into();
         let mut table = BTreeMap::new();
         for p in peers {
             if !self.graph.are_neighbours(self.id, p.id) {
@@ -202,7 +331,9 @@ impl Client {
                     reason: "not a neighbour of this client".into(),
                 });
             }
-            if !seen_keys.insert(p.cipher_pk) || !seen_keys.insert(p.mask_pk) {
+            if !seen_keys.insert(crypto::canonical_public(&p.cipher_pk))
+                || !seen_keys.insert(crypto::canonical_public(&p.mask_pk))
+            {
                 return Err(SecAggError::Violation(format!(
                     "client {}'s public keys repeat a key already seen",
                     p.id
@@ -235,7 +366,7 @@ impl Client {
             let ciphertext = crypto::seal(
                 cipher_sk,
                 &peer.cipher_pk,
-                &self.binding,
+                &self.derive_binding,
                 self.id,
                 peer.id,
                 &plaintext,
@@ -294,7 +425,7 @@ impl Client {
             let plain = crypto::open(
                 cipher_sk,
                 &peer.cipher_pk,
-                &self.binding,
+                &self.derive_binding,
                 s.peer,
                 self.id,
                 &s.ciphertext,
@@ -327,8 +458,13 @@ impl Client {
         let mut masked = input.to_vec();
         apply_mask(&mut masked, self_seed, bits, Sign::Add);
         for &v in received.keys() {
-            let seed =
-                crypto::pair_mask_seed(mask_sk, &peers[&v].mask_pk, &self.binding, self.id, v)?;
+            let seed = crypto::pair_mask_seed(
+                mask_sk,
+                &peers[&v].mask_pk,
+                &self.derive_binding,
+                self.id,
+                v,
+            )?;
             let sign = if self.id < v {
                 Sign::Add
             } else {
@@ -395,6 +531,206 @@ impl Client {
             .map(|&v| OwnedShare {
                 owner: v,
                 share: received[&v].mask_key.clone(),
+            })
+            .collect();
+        self.state = State::Done;
+        Ok(ClientPayload::Unmasking {
+            self_mask,
+            mask_key,
+        })
+    }
+
+    /// Active mode, round 1's outcome: checks the whole signed key list, derives the graph over
+    /// U1 and the key-list binding, and returns the neighbours' keys.
+    fn on_key_list(&mut self, entries: &[SignedKeys]) -> Result<Vec<PeerKeys>> {
+        let State::Advertised { cipher_sk, mask_sk } = &self.state else {
+            unreachable!("stage checked by dispatch");
+        };
+        let credentials = self.credentials.as_ref().expect("active mode");
+        if !entries.windows(2).all(|w| w[0].id < w[1].id) {
+            return Err(SecAggError::Inconsistent(
+                "the key list is not in increasing id order without repeats".into(),
+            ));
+        }
+        let own = entries.iter().find(|e| e.id == self.id).ok_or_else(|| {
+            SecAggError::Inconsistent("the key list leaves this client out".into())
+        })?;
+        if own.cipher_pk != PublicKey::from(cipher_sk).to_bytes()
+            || own.mask_pk != PublicKey::from(mask_sk).to_bytes()
+            || own.device != credentials.device.verifying_key()
+        {
+            return Err(SecAggError::Inconsistent(
+                "the key list carries other keys under this client's id".into(),
+            ));
+        }
+        let mut devices = BTreeMap::new();
+        let mut seen_devices = BTreeSet::new();
+        for e in entries {
+            if !(1..=self.config.clients).contains(&e.id) {
+                return Err(SecAggError::UnexpectedParty {
+                    id: e.id,
+                    reason: format!("ids are 1..={}", self.config.clients),
+                });
+            }
+            if let Some(r) = &credentials.roster
+                && !r.contains(&e.device)
+            {
+                return Err(SecAggError::Signature(format!(
+                    "client {}'s device is not on the roster",
+                    e.id
+                )));
+            }
+            if !identity::check(
+                &e.device,
+                &identity::keys_message(&self.binding, e.id, &e.cipher_pk, &e.mask_pk),
+                &e.signature,
+            ) {
+                return Err(SecAggError::Signature(format!(
+                    "client {}'s round keys are not signed by its device key",
+                    e.id
+                )));
+            }
+            if !seen_devices.insert(e.device) {
+                return Err(SecAggError::Violation(format!(
+                    "client {}'s device key is used by another client of the round",
+                    e.id
+                )));
+            }
+            devices.insert(e.id, e.device);
+        }
+        let t = self.config.threshold as usize;
+        if entries.len() < t + 1 {
+            return Err(SecAggError::Aborted(format!(
+                "{} clients advertised keys, at least {} needed",
+                entries.len(),
+                t + 1
+            )));
+        }
+        let keys_binding = key_list_binding(&self.binding, entries);
+        self.graph = Graph::for_members(
+            entries.iter().map(|e| e.id).collect(),
+            self.config.graph,
+            &crypto::active_graph_seed(&self.config.session_id, &keys_binding),
+        );
+        self.derive_binding = keys_binding;
+        self.devices = devices;
+        Ok(entries
+            .iter()
+            .filter(|e| self.graph.are_neighbours(self.id, e.id))
+            .map(SignedKeys::peer_keys)
+            .collect())
+    }
+
+    /// Active mode, the consistency check: signs U3 if it is well formed, holds this client,
+    /// and every neighbour in it masked with this client.
+    fn on_survivors(&mut self, u3: &[ClientId]) -> Result<ClientPayload> {
+        let State::Masked { received } = &self.state else {
+            unreachable!("stage checked by dispatch");
+        };
+        if !u3.windows(2).all(|w| w[0] < w[1]) {
+            return Err(SecAggError::Inconsistent(
+                "U3 is not in increasing id order without repeats".into(),
+            ));
+        }
+        if let Some(&v) = u3.iter().find(|&&v| !self.graph.contains(v)) {
+            return Err(SecAggError::Inconsistent(format!(
+                "U3 lists client {v}, which did not advertise keys"
+            )));
+        }
+        if u3.binary_search(&self.id).is_err() {
+            return Err(SecAggError::Inconsistent(
+                "U3 leaves out this client, which sent its masked input".into(),
+            ));
+        }
+        let t = self.config.threshold as usize;
+        if u3.len() < t + 1 {
+            return Err(SecAggError::Aborted(format!(
+                "{} clients in U3, at least {} needed",
+                u3.len(),
+                t + 1
+            )));
+        }
+        let alive: Vec<ClientId> = self
+            .graph
+            .neighbours(self.id)
+            .into_iter()
+            .filter(|v| u3.binary_search(v).is_ok())
+            .collect();
+        if let Some(v) = alive.iter().find(|v| !received.contains_key(v)) {
+            return Err(SecAggError::Inconsistent(format!(
+                "U3 lists neighbour {v}, whose shares this client never received (it did not \
+                 mask with it)"
+            )));
+        }
+        self.require_threshold(alive.len(), "neighbours are in U3")?;
+        let credentials = self.credentials.as_ref().expect("active mode");
+        let signature = identity::sign(
+            &credentials.device,
+            &identity::survivors_message(&self.derive_binding, u3),
+        );
+        let State::Masked { received } = std::mem::replace(&mut self.state, State::Aborted) else {
+            unreachable!()
+        };
+        self.state = State::Signed {
+            received,
+            u3: u3.to_vec(),
+        };
+        Ok(ClientPayload::Consistency { signature })
+    }
+
+    /// Active mode, unmasking: checks the survivors' signatures on the U3 this client signed,
+    /// then reveals self-mask shares of its neighbours in U3 and key shares of the senders that
+    /// are not in U3.
+    fn on_signed_survivors(&mut self, signatures: &[SurvivorSignature]) -> Result<ClientPayload> {
+        let State::Signed { received, u3 } = &self.state else {
+            unreachable!("stage checked by dispatch");
+        };
+        let message = identity::survivors_message(&self.derive_binding, u3);
+        let mut signers = BTreeSet::new();
+        for s in signatures {
+            if u3.binary_search(&s.id).is_err() {
+                return Err(SecAggError::Inconsistent(format!(
+                    "a survivor signature from client {}, which is not in U3",
+                    s.id
+                )));
+            }
+            if !signers.insert(s.id) {
+                return Err(SecAggError::Inconsistent(format!(
+                    "client {}'s signature is listed twice",
+                    s.id
+                )));
+            }
+            if !identity::check(&self.devices[&s.id], &message, &s.signature) {
+                return Err(SecAggError::Signature(format!(
+                    "client {}'s signature is not on the U3 this client signed",
+                    s.id
+                )));
+            }
+        }
+        let neighbours_signed = signers
+            .iter()
+            .filter(|&&v| self.graph.are_neighbours(self.id, v))
+            .count();
+        let t = self.config.threshold as usize;
+        if neighbours_signed < t {
+            return Err(SecAggError::Inconsistent(format!(
+                "{neighbours_signed} neighbours signed U3, the threshold is {t}"
+            )));
+        }
+        let self_mask = received
+            .iter()
+            .filter(|(v, _)| u3.binary_search(v).is_ok())
+            .map(|(&v, r)| OwnedShare {
+                owner: v,
+                share: r.self_mask.clone(),
+            })
+            .collect();
+        let mask_key = received
+            .iter()
+            .filter(|(v, _)| u3.binary_search(v).is_err())
+            .map(|(&v, r)| OwnedShare {
+                owner: v,
+                share: r.mask_key.clone(),
             })
             .collect();
         self.state = State::Done;

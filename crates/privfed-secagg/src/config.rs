@@ -5,6 +5,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Result, SecAggError};
+use crate::messages::Stage;
+
+const HONEST_BUT_CURIOUS_STAGES: [Stage; 4] = [
+    Stage::AdvertiseKeys,
+    Stage::ShareKeys,
+    Stage::MaskedInput,
+    Stage::Unmasking,
+];
 
 /// A client's id in a round: 1..=n (0 is never an id; it is Shamir's secret point).
 pub type ClientId = u32;
@@ -35,6 +43,53 @@ pub enum GraphSpec {
     },
 }
 
+/// Which server the round's clients defend against.
+///
+/// | mode | the server may | clients trust |
+/// |---|---|---|
+/// | [`ThreatModel::HonestButCurious`] | read everything it is sent, but relays keys and reports dropouts truthfully | the server's relay |
+/// | [`ThreatModel::Active`] with a roster | lie about dropouts, forward any subset of messages, substitute keys | the enrollment authority's key |
+/// | [`ThreatModel::Active`] without a roster | lie about dropouts and forward any subset of messages; it can still join as any number of clients (Sybils) | nobody: only the consistency round protects them |
+///
+/// `docs/SECURE_AGGREGATION.md` ("Threat models") has what each protects and costs, and the
+/// tests that play each adversary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreatModel {
+    /// Bonawitz et al.'s semi-honest protocol: four stages, unsigned keys, and unmasking lists
+    /// supplied by the server. A server that lies about dropouts recovers an input
+    /// (`tests/it/lying_server.rs` plays it).
+    #[default]
+    HonestButCurious,
+    /// Bonawitz et al.'s actively secure variant (§4, with SecAgg+'s graph per Bell et al.):
+    /// round keys signed by each device's long-term Ed25519 key, every client shown the whole
+    /// signed key list (the round's binding covers it), the graph placed by randomness derived
+    /// from that list, and a consistency round: a client unmasks only after `t` of its
+    /// neighbours signed the same survivor set U3, and it derives survivors and dropped clients
+    /// itself from U3.
+    Active {
+        /// SHA-256 of the [`crate::identity::Roster`] of enrolled devices (signed by an
+        /// enrollment authority the clients trust), or `None`: any device key is accepted, so
+        /// the server can act as any number of clients.
+        roster: Option<[u8; 32]>,
+    },
+}
+
+impl ThreatModel {
+    /// Whether this is the actively secure mode.
+    pub fn is_active(&self) -> bool {
+        matches!(self, ThreatModel::Active { .. })
+    }
+
+    /// The name used by the command line and the reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ThreatModel::HonestButCurious => "honest-but-curious",
+            ThreatModel::Active { .. } => "active",
+        }
+    }
+}
+
 /// The public parameters of one secure-aggregation round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoundConfig {
@@ -53,6 +108,9 @@ pub struct RoundConfig {
     pub dim: usize,
     /// Who talks to whom.
     pub graph: GraphSpec,
+    /// Which server the clients defend against (default: honest-but-curious).
+    #[serde(default)]
+    pub threat_model: ThreatModel,
 }
 
 impl RoundConfig {
@@ -96,7 +154,17 @@ impl RoundConfig {
                 ),
             ));
         }
-        Ok(Graph::new(self))
+        Ok(Graph::for_config(self))
+    }
+
+    /// The stages of a round in this threat model, in order (the consistency check only in
+    /// the active mode).
+    pub fn stages(&self) -> &'static [Stage] {
+        if self.threat_model.is_active() {
+            &Stage::ALL
+        } else {
+            &HONEST_BUT_CURIOUS_STAGES
+        }
     }
 
     /// The number of neighbours of each client.
@@ -126,34 +194,62 @@ impl RoundConfig {
                 h.update(degree.to_be_bytes());
             }
         }
+        // The honest-but-curious binding is unchanged from before the active mode existed.
+        if let ThreatModel::Active { roster } = self.threat_model {
+            h.update(b"active");
+            match roster {
+                Some(digest) => {
+                    h.update([1u8]);
+                    h.update(digest);
+                }
+                None => h.update([0u8]),
+            }
+        }
         h.finalize().into()
     }
 }
 
-/// The communication graph of a round, derived from its configuration.
+/// The communication graph of a round: the complete graph, or a Harary graph H(m, k) over a
+/// permutation of its m members.
+///
+/// In the honest-but-curious mode the members are 1..=n and the permutation comes from the
+/// session id; in the active mode the graph is re-derived once round 1 is fixed, over the
+/// clients that advertised signed keys, from the session id and a hash of every advertised key
+/// ([`Graph::for_members`]), so the server cannot place clients.
 #[derive(Debug, Clone)]
 pub struct Graph {
-    clients: u32,
+    members: Vec<ClientId>,
     half_degree: u32,
     complete: bool,
-    /// position[id − 1]: the client's place on the permuted ring (Harary only).
+    /// position[id − 1]: the client's place on the permuted ring (u32::MAX: not a member).
     position: Vec<u32>,
     /// order[p]: the client at ring place p.
     order: Vec<ClientId>,
 }
 
 impl Graph {
-    fn new(config: &RoundConfig) -> Self {
-        let n = config.clients;
-        match config.graph {
-            GraphSpec::Harary { degree } if degree < n - 1 => {
-                let order = permutation(&config.session_id, n);
-                let mut position = vec![0u32; n as usize];
+    fn for_config(config: &RoundConfig) -> Self {
+        let members: Vec<ClientId> = (1..=config.clients).collect();
+        let seed = crate::crypto::derive_public(&config.session_id, b"harary-permutation");
+        Graph::for_members(members, config.graph, &seed)
+    }
+
+    /// The graph `spec` over `members` (distinct ids, any order), its ring permuted by ChaCha20
+    /// keyed by `seed`. A Harary degree of at least `members − 1` gives the complete graph.
+    pub fn for_members(mut members: Vec<ClientId>, spec: GraphSpec, seed: &[u8; 32]) -> Self {
+        members.sort_unstable();
+        members.dedup();
+        let m = members.len() as u32;
+        let max_id = members.last().copied().unwrap_or(0) as usize;
+        match spec {
+            GraphSpec::Harary { degree } if m > 0 && degree < m - 1 => {
+                let order = permutation(seed, &members);
+                let mut position = vec![u32::MAX; max_id];
                 for (p, &id) in order.iter().enumerate() {
                     position[(id - 1) as usize] = p as u32;
                 }
                 Graph {
-                    clients: n,
+                    members,
                     half_degree: degree / 2,
                     complete: false,
                     position,
@@ -161,7 +257,7 @@ impl Graph {
                 }
             }
             _ => Graph {
-                clients: n,
+                members,
                 half_degree: 0,
                 complete: true,
                 position: Vec::new(),
@@ -170,9 +266,19 @@ impl Graph {
         }
     }
 
-    /// Whether `id` is a client of the round.
+    /// Whether `id` is a member of the graph.
     pub fn contains(&self, id: ClientId) -> bool {
-        (1..=self.clients).contains(&id)
+        self.members.binary_search(&id).is_ok()
+    }
+
+    /// The members, by increasing id.
+    pub fn members(&self) -> &[ClientId] {
+        &self.members
+    }
+
+    /// Whether every member is every other's neighbour.
+    pub fn is_complete(&self) -> bool {
+        self.complete
     }
 
     /// Whether `u` and `v` (distinct clients) exchange keys, shares and masks.
@@ -183,10 +289,11 @@ impl Graph {
         if self.complete {
             return true;
         }
+        let m = self.members.len() as u32;
         let a = self.position[(u - 1) as usize];
         let b = self.position[(v - 1) as usize];
         let d = a.abs_diff(b);
-        d.min(self.clients - d) <= self.half_degree
+        d.min(m - d) <= self.half_degree
     }
 
     /// The neighbours of `u`, in increasing id order.
@@ -195,9 +302,9 @@ impl Graph {
             return Vec::new();
         }
         if self.complete {
-            return (1..=self.clients).filter(|&v| v != u).collect();
+            return self.members.iter().copied().filter(|&v| v != u).collect();
         }
-        let n = self.clients as i64;
+        let n = self.members.len() as i64;
         let p = self.position[(u - 1) as usize] as i64;
         let mut out: Vec<ClientId> = (1..=self.half_degree as i64)
             .flat_map(|j| [p + j, p - j])
@@ -208,13 +315,12 @@ impl Graph {
     }
 }
 
-/// A uniformly random permutation of 1..=n, from ChaCha20 keyed by HKDF of the session id
+/// A uniformly random permutation of `members` (sorted), from ChaCha20 keyed by `seed`
 /// (public: every party derives the same graph).
-fn permutation(session_id: &[u8; 32], n: u32) -> Vec<ClientId> {
+fn permutation(seed: &[u8; 32], members: &[ClientId]) -> Vec<ClientId> {
     use rand::{RngExt, SeedableRng, rngs::ChaCha20Rng};
-    let seed = crate::crypto::derive_public(session_id, b"harary-permutation");
-    let mut rng = ChaCha20Rng::from_seed(seed);
-    let mut order: Vec<ClientId> = (1..=n).collect();
+    let mut rng = ChaCha20Rng::from_seed(*seed);
+    let mut order = members.to_vec();
     for i in (1..order.len()).rev() {
         let j = rng.random_range(0..=i);
         order.swap(i, j);
@@ -234,6 +340,7 @@ mod tests {
             bits: 16,
             dim: 10,
             graph,
+            threat_model: ThreatModel::HonestButCurious,
         }
     }
 
@@ -303,8 +410,16 @@ mod tests {
         let mut c = base.clone();
         c.dim = 11;
         variants.push(c);
-        let mut c = base;
+        let mut c = base.clone();
         c.graph = GraphSpec::Harary { degree: 8 };
+        variants.push(c);
+        let mut c = base.clone();
+        c.threat_model = ThreatModel::Active { roster: None };
+        variants.push(c);
+        let mut c = base;
+        c.threat_model = ThreatModel::Active {
+            roster: Some([9u8; 32]),
+        };
         variants.push(c);
         let bindings: std::collections::BTreeSet<_> =
             variants.iter().map(|c| c.binding()).collect();

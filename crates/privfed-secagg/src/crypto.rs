@@ -40,6 +40,41 @@ pub fn derive_public(session_id: &[u8; 32], label: &[u8]) -> [u8; 32] {
     *hkdf32(session_id, &[label])
 }
 
+/// The seed of an active-mode round's graph permutation: HKDF of the session id and the
+/// key-list binding, so the placement is fixed only once every round-1 key is, and a server
+/// can change it only by changing who is in U1 (grinding; the planner accounts for it).
+pub fn active_graph_seed(session_id: &[u8; 32], keys_binding: &[u8; 32]) -> [u8; 32] {
+    *hkdf32(session_id, &[b"harary-permutation/active", keys_binding])
+}
+
+/// The canonical encoding of an X25519 public key (RFC 7748 §5: the top bit ignored, the
+/// u-coordinate reduced mod 2^255 − 19), so two encodings of one key compare equal.
+pub fn canonical_public(key: &[u8; 32]) -> [u8; 32] {
+    let mut k = *key;
+    k[31] &= 0x7f;
+    // p = 2^255 − 19: little-endian 0xed, 0xff × 30, 0x7f. A value ≥ p is below 2p, so one
+    // subtraction of p (adding 19 and clearing bit 255) reduces it.
+    let ge_p = k[0] >= 0xed && k[1..31].iter().all(|&b| b == 0xff) && k[31] == 0x7f;
+    if ge_p {
+        let mut carry = 19u16;
+        for b in k.iter_mut() {
+            let v = *b as u16 + carry;
+            *b = v as u8;
+            carry = v >> 8;
+        }
+        k[31] &= 0x7f;
+    }
+    k
+}
+
+/// Whether an X25519 public key has small order (its shared secret with anyone is known).
+pub fn is_small_order(key: &[u8; 32]) -> bool {
+    let probe = StaticSecret::from([0x5au8; 32]);
+    !probe
+        .diffie_hellman(&PublicKey::from(*key))
+        .was_contributory()
+}
+
 /// X25519, refusing a peer key of small order (the output would be all zeros, known to anyone).
 fn agree(mine: &StaticSecret, theirs: &[u8; 32], peer: ClientId) -> Result<Zeroizing<[u8; 32]>> {
     let shared = mine.diffie_hellman(&PublicKey::from(*theirs));
@@ -195,6 +230,23 @@ mod tests {
         // The two directions use different keys.
         let back = seal(&b, &apk, &binding, 2, 1, b"share bytes").unwrap();
         assert_ne!(ct, back);
+    }
+
+    #[test]
+    fn canonical_encodings_compare_equal() {
+        let (_, pk) = keys(3);
+        let mut high = pk;
+        high[31] |= 0x80;
+        assert_eq!(canonical_public(&high), canonical_public(&pk));
+        // u = p + 1 is the encoding of u = 1.
+        let mut p_plus_one = [0xffu8; 32];
+        p_plus_one[0] = 0xee;
+        p_plus_one[31] = 0x7f;
+        let mut one = [0u8; 32];
+        one[0] = 1;
+        assert_eq!(canonical_public(&p_plus_one), one);
+        assert!(is_small_order(&[0u8; 32]) && is_small_order(&one));
+        assert!(!is_small_order(&pk));
     }
 
     #[test]

@@ -72,6 +72,19 @@ pub enum SecAggError {
     /// Shares do not lie on one polynomial (a corrupted share).
     #[error("shares are inconsistent: {0}")]
     InconsistentShares(String),
+    /// A signature, a roster or a device key failed its check (active mode): a forged,
+    /// unsigned or wrongly signed key, a device not on the roster, a bad survivor signature.
+    #[error("signature check failed: {0}")]
+    Signature(String),
+    /// The server's account of the round contradicts itself or what the client derived
+    /// (active mode): a U3 signed by fewer than `t` neighbours, a U3 other than the one the
+    /// client signed, a key list without the client's own keys.
+    #[error("inconsistent view of the round: {0}")]
+    Inconsistent(String),
+    /// The client's policy refuses the round's parameters (too small a cohort or threshold,
+    /// the wrong threat model).
+    #[error("the client's policy refuses this round: {0}")]
+    Policy(String),
     /// The operation is not possible in the party's current state.
     #[error("not possible now: {0}")]
     State(String),

@@ -31,10 +31,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod adversary;
 pub mod client;
 pub mod config;
 pub mod crypto;
 pub mod error;
+pub mod identity;
 pub mod local;
 pub mod mask;
 pub mod messages;
@@ -43,8 +45,9 @@ pub mod server;
 pub mod shamir;
 
 pub use client::Client;
-pub use config::{ClientId, Graph, GraphSpec, PROTOCOL_VERSION, RoundConfig};
+pub use config::{ClientId, Graph, GraphSpec, PROTOCOL_VERSION, RoundConfig, ThreatModel};
 pub use error::{Result, SecAggError};
+pub use identity::{Credentials, DeviceKey, Roster, TrustedRoster};
 pub use messages::{ClientMessage, ClientPayload, ServerMessage, ServerPayload, Stage};
 pub use plan::{GraphChoice, SecAggPlusPlan, plan_secagg_plus, round_config};
 pub use server::{Aggregate, Receipt, RoundStatus, Server};

@@ -7,8 +7,9 @@
 use rand::{CryptoRng, Rng};
 
 use crate::client::Client;
-use crate::config::{ClientId, RoundConfig};
+use crate::config::{ClientId, RoundConfig, ThreatModel};
 use crate::error::{Result, SecAggError};
+use crate::identity::{Credentials, DeviceKey, Roster};
 use crate::mask::modulus_mask;
 use crate::messages::{ClientMessage, ServerMessage, Stage, decode, encode};
 use crate::server::{Aggregate, RoundStatus, Server};
@@ -64,10 +65,61 @@ impl Observer for NoObserver {
     fn stop(&mut self, _: Party) {}
 }
 
+/// Devices enrolled by an authority, for an active-mode round run in one process.
+#[derive(Debug)]
+pub struct Enrollment {
+    /// The enrollment authority's key (it signs the roster).
+    pub authority: DeviceKey,
+    /// The signed roster of every device below.
+    pub roster: Roster,
+    /// One device key per client.
+    pub devices: Vec<DeviceKey>,
+}
+
+impl Enrollment {
+    /// `n` fresh device keys and an authority that enrolls them all.
+    pub fn new<R: Rng + CryptoRng + ?Sized>(n: usize, rng: &mut R) -> Self {
+        let authority = DeviceKey::generate(rng);
+        let devices: Vec<DeviceKey> = (0..n).map(|_| DeviceKey::generate(rng)).collect();
+        let roster = Roster::sign(
+            &authority,
+            devices.iter().map(DeviceKey::verifying_key).collect(),
+        );
+        Enrollment {
+            authority,
+            roster,
+            devices,
+        }
+    }
+
+    /// The threat model of a round over this roster.
+    pub fn threat_model(&self) -> ThreatModel {
+        ThreatModel::Active {
+            roster: Some(self.roster.digest()),
+        }
+    }
+
+    /// Each device's credentials (its key and the roster, verified against the authority).
+    pub fn into_credentials(self) -> Result<Vec<Credentials>> {
+        let authority = self.authority.verifying_key();
+        let trusted = self.roster.verify(&authority)?;
+        Ok(self
+            .devices
+            .into_iter()
+            .map(|device| Credentials {
+                device,
+                roster: Some(trusted.clone()),
+            })
+            .collect())
+    }
+}
+
 /// A round run in one process.
 pub struct LocalRound {
     server: Server,
     clients: Vec<Option<Client>>,
+    /// Active mode: each client's credentials until it joins.
+    credentials: Vec<Option<Credentials>>,
     inputs: Vec<Vec<u64>>,
     /// drop_before[i]: the stage before which client i+1 goes silent (None: never).
     drop_before: Vec<Option<Stage>>,
@@ -102,10 +154,31 @@ impl LocalRound {
         Ok(LocalRound {
             server,
             clients: (0..n).map(|_| None).collect(),
+            credentials: (0..n).map(|_| None).collect(),
             inputs,
             drop_before,
             next: 0,
         })
+    }
+
+    /// Prepares an active-mode round: as [`LocalRound::new`], with one set of credentials per
+    /// client (client `i + 1` joins with `credentials[i]`).
+    pub fn with_credentials(
+        config: RoundConfig,
+        inputs: Vec<Vec<u64>>,
+        drop_before: Vec<Option<Stage>>,
+        credentials: Vec<Credentials>,
+    ) -> Result<Self> {
+        if credentials.len() != config.clients as usize {
+            return Err(SecAggError::config(
+                "credentials",
+                credentials.len(),
+                format!("one per client ({})", config.clients),
+            ));
+        }
+        let mut round = Self::new(config, inputs, drop_before)?;
+        round.credentials = credentials.into_iter().map(Some).collect();
+        Ok(round)
     }
 
     /// The server (its status and output).
@@ -115,7 +188,9 @@ impl LocalRound {
 
     /// The stage [`LocalRound::run_stage`] will run next, or `None` when the round is over.
     pub fn next_stage(&self) -> Option<Stage> {
-        Stage::ALL
+        self.server
+            .config()
+            .stages()
             .get(self.next)
             .copied()
             .filter(|_| matches!(self.server.status(), RoundStatus::Collecting(_)))
@@ -148,7 +223,11 @@ impl LocalRound {
             let id = (i + 1) as ClientId;
             let up = if stage == Stage::AdvertiseKeys {
                 observer.start(Party::Client(id));
-                let created = Client::new(self.server.config().clone(), id, rng);
+                let config = self.server.config().clone();
+                let created = match self.credentials[i].take() {
+                    Some(c) => Client::new_active(config, id, c, rng),
+                    None => Client::new(config, id, rng),
+                };
                 let up = created.map(|(client, m)| {
                     self.clients[i] = Some(client);
                     encode(&m)

@@ -5,8 +5,11 @@
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
+use sha2::{Digest, Sha256};
+
 use crate::config::{ClientId, PROTOCOL_VERSION};
 use crate::error::{Result, SecAggError};
+use crate::identity::SignatureBytes;
 use crate::mask::modulus_mask;
 use crate::shamir::Share;
 
@@ -20,16 +23,21 @@ pub enum Stage {
     ShareKeys,
     /// Clients send their masked input.
     MaskedInput,
+    /// Active mode only: survivors sign the set U3 of clients whose masked input the server
+    /// holds.
+    ConsistencyCheck,
     /// Clients send the shares that remove the masks.
     Unmasking,
 }
 
 impl Stage {
-    /// All stages in order.
-    pub const ALL: [Stage; 4] = [
+    /// All stages in order (an honest-but-curious round skips [`Stage::ConsistencyCheck`]:
+    /// see [`crate::RoundConfig::stages`]).
+    pub const ALL: [Stage; 5] = [
         Stage::AdvertiseKeys,
         Stage::ShareKeys,
         Stage::MaskedInput,
+        Stage::ConsistencyCheck,
         Stage::Unmasking,
     ];
 
@@ -39,6 +47,7 @@ impl Stage {
             Stage::AdvertiseKeys => "advertise_keys",
             Stage::ShareKeys => "share_keys",
             Stage::MaskedInput => "masked_input",
+            Stage::ConsistencyCheck => "consistency_check",
             Stage::Unmasking => "unmasking",
         }
     }
@@ -102,6 +111,61 @@ pub struct PeerKeys {
     pub mask_pk: [u8; 32],
 }
 
+/// A client's round keys signed by its device key (active mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedKeys {
+    /// The client's id in the round.
+    pub id: ClientId,
+    /// X25519 public key for share encryption.
+    pub cipher_pk: [u8; 32],
+    /// X25519 public key for pairwise masks.
+    pub mask_pk: [u8; 32],
+    /// The device's Ed25519 verifying key.
+    pub device: [u8; 32],
+    /// Ed25519 signature of the round binding, the id and both keys under `device`.
+    #[serde(with = "serde_bytes")]
+    pub signature: SignatureBytes,
+}
+
+impl SignedKeys {
+    /// The keys without the signature.
+    pub fn peer_keys(&self) -> PeerKeys {
+        PeerKeys {
+            id: self.id,
+            cipher_pk: self.cipher_pk,
+            mask_pk: self.mask_pk,
+        }
+    }
+}
+
+/// The binding of an active round after its first stage: SHA-256 of the round's binding and
+/// every advertised signed key, in id order. Every later key derivation and the survivors'
+/// signatures use it, so clients shown different key lists cannot finish a round together.
+pub fn key_list_binding(binding: &[u8; 32], entries: &[SignedKeys]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"privfed/secagg/v1/key-list");
+    h.update(binding);
+    h.update((entries.len() as u64).to_be_bytes());
+    for e in entries {
+        h.update(e.id.to_be_bytes());
+        h.update(e.cipher_pk);
+        h.update(e.mask_pk);
+        h.update(e.device);
+        h.update(e.signature);
+    }
+    h.finalize().into()
+}
+
+/// One survivor's signature on U3 (active mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SurvivorSignature {
+    /// The signer.
+    pub id: ClientId,
+    /// Ed25519 signature of the key-list binding and U3 under the signer's device key.
+    #[serde(with = "serde_bytes")]
+    pub signature: SignatureBytes,
+}
+
 /// A share held by the sender of an unmasking response, of the secret of `owner`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnedShare {
@@ -139,15 +203,26 @@ pub enum ClientPayload {
         /// Shares of the mask secret keys of neighbours that did not.
         mask_key: Vec<OwnedShare>,
     },
+    /// Stage 0, active mode: the two public keys signed by the device key.
+    SignedKeys(SignedKeys),
+    /// Consistency check (active mode): the client's signature on the U3 it was shown.
+    Consistency {
+        /// Ed25519 signature of the key-list binding and U3.
+        #[serde(with = "serde_bytes")]
+        signature: SignatureBytes,
+    },
 }
 
 impl ClientPayload {
     /// The stage this payload belongs to.
     pub fn stage(&self) -> Stage {
         match self {
-            ClientPayload::AdvertiseKeys { .. } => Stage::AdvertiseKeys,
+            ClientPayload::AdvertiseKeys { .. } | ClientPayload::SignedKeys(_) => {
+                Stage::AdvertiseKeys
+            }
             ClientPayload::ShareKeys { .. } => Stage::ShareKeys,
             ClientPayload::MaskedInput { .. } => Stage::MaskedInput,
+            ClientPayload::Consistency { .. } => Stage::ConsistencyCheck,
             ClientPayload::Unmasking { .. } => Stage::Unmasking,
         }
     }
@@ -160,6 +235,13 @@ pub struct ClientMessage {
     pub header: Header,
     /// The stage's content.
     pub payload: ClientPayload,
+}
+
+impl ClientMessage {
+    /// Whether the payload is the active mode's signed keys.
+    pub fn payload_is_signed(&self) -> bool {
+        matches!(self.payload, ClientPayload::SignedKeys(_))
+    }
 }
 
 /// What the server sends a client to start its next stage.
@@ -183,15 +265,37 @@ pub enum ServerPayload {
         /// Neighbours that shared keys but sent no masked input.
         dropped: Vec<ClientId>,
     },
+    /// Starts stage 1 in the active mode: every signed key advertised in round 1 (U1), in id
+    /// order; the client derives its neighbours and the round's key-list binding from it.
+    SignedKeyList {
+        /// U1's signed keys, by increasing id.
+        entries: Vec<SignedKeys>,
+    },
+    /// Starts the consistency check (active mode): the set U3 of clients whose masked input
+    /// the server holds.
+    Survivors {
+        /// U3, by increasing id.
+        u3: Vec<ClientId>,
+    },
+    /// Starts unmasking in the active mode: the survivors' signatures on U3. The client
+    /// answers only with `t` valid signatures of its neighbours on the U3 it signed itself,
+    /// and derives survivors and dropped clients from that U3.
+    SignedSurvivors {
+        /// Signatures, by increasing signer id.
+        signatures: Vec<SurvivorSignature>,
+    },
 }
 
 impl ServerPayload {
     /// The stage the client answers this payload in.
     pub fn stage(&self) -> Stage {
         match self {
-            ServerPayload::Keys { .. } => Stage::ShareKeys,
+            ServerPayload::Keys { .. } | ServerPayload::SignedKeyList { .. } => Stage::ShareKeys,
             ServerPayload::Shares { .. } => Stage::MaskedInput,
-            ServerPayload::Unmask { .. } => Stage::Unmasking,
+            ServerPayload::Survivors { .. } => Stage::ConsistencyCheck,
+            ServerPayload::Unmask { .. } | ServerPayload::SignedSurvivors { .. } => {
+                Stage::Unmasking
+            }
         }
     }
 }

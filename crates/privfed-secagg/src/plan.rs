@@ -204,6 +204,7 @@ pub fn round_config(
         bits,
         dim,
         graph: GraphSpec::Complete,
+        threat_model: Default::default(),
     };
     let plus = || -> Result<RoundConfig> {
         let p = plan_secagg_plus(clients, dropout, DEFAULT_CORRUPT_FRACTION, 40.0, 20.0)?;

@@ -26,12 +26,22 @@ use x25519_dalek::StaticSecret;
 use crate::config::{ClientId, Graph, RoundConfig};
 use crate::crypto;
 use crate::error::{Result, SecAggError};
+use crate::identity;
 use crate::mask::{Sign, apply_mask};
 use crate::messages::{
     ClientMessage, ClientPayload, Header, OwnedShare, PeerKeys, SealedShares, ServerMessage,
-    ServerPayload, SharePlaintext, Stage, unpack,
+    ServerPayload, SharePlaintext, SignedKeys, Stage, SurvivorSignature, key_list_binding, unpack,
 };
 use crate::shamir::{self, Share};
+
+/// The graph of an active round over U1, placed by the key-list binding.
+fn active_graph(config: &RoundConfig, u1: &BTreeSet<ClientId>, keys_binding: &[u8; 32]) -> Graph {
+    Graph::for_members(
+        u1.iter().copied().collect(),
+        config.graph,
+        &crypto::active_graph_seed(&config.session_id, keys_binding),
+    )
+}
 
 /// Where a round is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,12 +87,19 @@ struct State {
     binding: [u8; 32],
     status: RoundStatus,
     keys: BTreeMap<ClientId, PeerKeys>,
+    /// Active mode: the signed keys of round 1.
+    signed: BTreeMap<ClientId, SignedKeys>,
+    /// The binding of every key derivation: the round's, or the key-list binding once round 1
+    /// is fixed in the active mode.
+    keys_binding: [u8; 32],
     u1: BTreeSet<ClientId>,
     sealed: BTreeMap<ClientId, Vec<SealedShares>>,
     u2: BTreeSet<ClientId>,
     masked_sum: Vec<u64>,
     masked_from: BTreeSet<ClientId>,
     u3: BTreeSet<ClientId>,
+    /// Active mode: the survivors' signatures on U3 (their signers are U4, who unmask).
+    consistency: BTreeMap<ClientId, SurvivorSignature>,
     responses: BTreeMap<ClientId, UnmaskResponse>,
     digests: BTreeMap<(Stage, ClientId), [u8; 32]>,
     output: Option<Aggregate>,
@@ -91,17 +108,21 @@ struct State {
 impl State {
     /// A round with nothing received yet (and no accumulator).
     fn empty(config: RoundConfig, status: RoundStatus) -> Self {
+        let binding = config.binding();
         State {
-            binding: config.binding(),
+            binding,
             config,
             status,
             keys: BTreeMap::new(),
+            signed: BTreeMap::new(),
+            keys_binding: binding,
             u1: BTreeSet::new(),
             sealed: BTreeMap::new(),
             u2: BTreeSet::new(),
             masked_sum: Vec::new(),
             masked_from: BTreeSet::new(),
             u3: BTreeSet::new(),
+            consistency: BTreeMap::new(),
             responses: BTreeMap::new(),
             digests: BTreeMap::new(),
             output: None,
@@ -156,8 +177,15 @@ impl Server {
     /// Restores a state written by [`Server::to_bytes`].
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let state: State = crate::messages::decode(bytes)?;
-        let graph = state.config.validate()?;
+        let mut graph = state.config.validate()?;
+        if state.config.threat_model.is_active() && !state.u1.is_empty() {
+            graph = active_graph(&state.config, &state.u1, &state.keys_binding);
+        }
         Ok(Server { state, graph })
+    }
+
+    fn active(&self) -> bool {
+        self.state.config.threat_model.is_active()
     }
 
     /// The clients expected to send in the current stage (those of the previous stage), and
@@ -177,12 +205,16 @@ impl Server {
             RoundStatus::Collecting(Stage::MaskedInput) => {
                 s.u2.difference(&s.masked_from).copied().collect()
             }
-            RoundStatus::Collecting(Stage::Unmasking) => {
+            RoundStatus::Collecting(Stage::ConsistencyCheck) => {
                 s.u3.iter()
-                    .filter(|id| !s.responses.contains_key(id))
+                    .filter(|id| !s.consistency.contains_key(id))
                     .copied()
                     .collect()
             }
+            RoundStatus::Collecting(Stage::Unmasking) => self
+                .unmaskers()
+                .filter(|id| !s.responses.contains_key(id))
+                .collect(),
             _ => BTreeSet::new(),
         }
     }
@@ -208,7 +240,8 @@ impl Server {
             Stage::AdvertiseKeys => self.graph.contains(from),
             Stage::ShareKeys => self.state.u1.contains(&from),
             Stage::MaskedInput => self.state.u2.contains(&from),
-            Stage::Unmasking => self.state.u3.contains(&from),
+            Stage::ConsistencyCheck => self.state.u3.contains(&from),
+            Stage::Unmasking => self.unmaskers().any(|id| id == from),
         };
         if !eligible {
             return Err(SecAggError::UnexpectedParty {
@@ -225,13 +258,62 @@ impl Server {
             };
         }
         match &message.payload {
+            ClientPayload::AdvertiseKeys { .. } | ClientPayload::SignedKeys(_)
+                if message.payload_is_signed() != self.active() =>
+            {
+                return Err(SecAggError::Violation(format!(
+                    "client {from} advertised {} keys in a round of the {} mode",
+                    if self.active() { "unsigned" } else { "signed" },
+                    self.state.config.threat_model.name()
+                )));
+            }
             ClientPayload::AdvertiseKeys { cipher_pk, mask_pk } => {
+                self.check_new_keys(from, cipher_pk, mask_pk)?;
                 self.state.keys.insert(
                     from,
                     PeerKeys {
                         id: from,
                         cipher_pk: *cipher_pk,
                         mask_pk: *mask_pk,
+                    },
+                );
+            }
+            ClientPayload::SignedKeys(k) => {
+                if k.id != from {
+                    return Err(SecAggError::Violation(format!(
+                        "client {from} sent keys signed for id {}",
+                        k.id
+                    )));
+                }
+                self.check_new_keys(from, &k.cipher_pk, &k.mask_pk)?;
+                let signed =
+                    identity::keys_message(&self.state.binding, from, &k.cipher_pk, &k.mask_pk);
+                if !identity::check(&k.device, &signed, &k.signature) {
+                    return Err(SecAggError::Signature(format!(
+                        "client {from}'s round keys are not signed by the device key it names"
+                    )));
+                }
+                if self.state.signed.values().any(|o| o.device == k.device) {
+                    return Err(SecAggError::Violation(format!(
+                        "client {from}'s device key is already used by another client"
+                    )));
+                }
+                self.state.keys.insert(from, k.peer_keys());
+                self.state.signed.insert(from, *k);
+            }
+            ClientPayload::Consistency { signature } => {
+                let u3: Vec<ClientId> = self.state.u3.iter().copied().collect();
+                let message = identity::survivors_message(&self.state.keys_binding, &u3);
+                if !identity::check(&self.state.signed[&from].device, &message, signature) {
+                    return Err(SecAggError::Signature(format!(
+                        "client {from}'s signature is not on this round's U3"
+                    )));
+                }
+                self.state.consistency.insert(
+                    from,
+                    SurvivorSignature {
+                        id: from,
+                        signature: *signature,
                     },
                 );
             }
@@ -251,6 +333,52 @@ impl Server {
         }
         self.state.digests.insert((stage, from), digest);
         Ok(Receipt::Accepted)
+    }
+
+    /// Refuses small-order keys and keys (compared canonically) that another client already
+    /// advertised, before anyone relays them.
+    fn check_new_keys(
+        &self,
+        from: ClientId,
+        cipher_pk: &[u8; 32],
+        mask_pk: &[u8; 32],
+    ) -> Result<()> {
+        let (c, m) = (
+            crypto::canonical_public(cipher_pk),
+            crypto::canonical_public(mask_pk),
+        );
+        if c == m {
+            return Err(SecAggError::Violation(format!(
+                "client {from}'s two public keys are the same"
+            )));
+        }
+        if crypto::is_small_order(cipher_pk) || crypto::is_small_order(mask_pk) {
+            return Err(SecAggError::Violation(format!(
+                "client {from}'s public key has small order"
+            )));
+        }
+        let clash = self.state.keys.values().any(|k| {
+            let (kc, km) = (
+                crypto::canonical_public(&k.cipher_pk),
+                crypto::canonical_public(&k.mask_pk),
+            );
+            kc == c || kc == m || km == c || km == m
+        });
+        if clash {
+            return Err(SecAggError::Violation(format!(
+                "client {from}'s public keys repeat another client's"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Who answers the unmasking stage: U3, or in the active mode the survivors that signed U3.
+    fn unmaskers(&self) -> impl Iterator<Item = ClientId> + '_ {
+        let s = &self.state;
+        let active = self.active();
+        s.u3.iter()
+            .copied()
+            .filter(move |id| !active || s.consistency.contains_key(id))
     }
 
     fn receive_shares(&mut self, from: ClientId, shares: &[SealedShares]) -> Result<()> {
@@ -364,6 +492,11 @@ impl Server {
     pub fn message_for(&self, id: ClientId) -> Result<ServerMessage> {
         let s = &self.state;
         let payload = match s.status {
+            RoundStatus::Collecting(Stage::ShareKeys) if s.u1.contains(&id) && self.active() => {
+                ServerPayload::SignedKeyList {
+                    entries: s.u1.iter().map(|v| s.signed[v]).collect(),
+                }
+            }
             RoundStatus::Collecting(Stage::ShareKeys) if s.u1.contains(&id) => {
                 ServerPayload::Keys {
                     peers: self
@@ -392,7 +525,24 @@ impl Server {
                         .collect(),
                 }
             }
-            RoundStatus::Collecting(Stage::Unmasking) if s.u3.contains(&id) => {
+            RoundStatus::Collecting(Stage::ConsistencyCheck) if s.u3.contains(&id) => {
+                ServerPayload::Survivors {
+                    u3: s.u3.iter().copied().collect(),
+                }
+            }
+            RoundStatus::Collecting(Stage::Unmasking)
+                if self.active() && s.consistency.contains_key(&id) =>
+            {
+                ServerPayload::SignedSurvivors {
+                    signatures: s
+                        .consistency
+                        .values()
+                        .filter(|sig| self.graph.are_neighbours(id, sig.id))
+                        .copied()
+                        .collect(),
+                }
+            }
+            RoundStatus::Collecting(Stage::Unmasking) if !self.active() && s.u3.contains(&id) => {
                 let (survivors, dropped) = self.unmask_lists(id);
                 ServerPayload::Unmask { survivors, dropped }
             }
@@ -420,6 +570,19 @@ impl Server {
         };
         let t = self.state.config.threshold as usize;
         let next = match stage {
+            Stage::AdvertiseKeys if self.active() => {
+                // Everyone who advertised signed keys is in U1; the graph is derived over U1
+                // from the whole key list, so it is regular and nobody needs pruning.
+                let u1: BTreeSet<ClientId> = self.state.signed.keys().copied().collect();
+                if let Some(reason) = self.too_few(u1.len(), "clients advertised keys") {
+                    return Ok(self.abort(reason));
+                }
+                let entries: Vec<SignedKeys> = self.state.signed.values().copied().collect();
+                self.state.keys_binding = key_list_binding(&self.state.binding, &entries);
+                self.graph = active_graph(&self.state.config, &u1, &self.state.keys_binding);
+                self.state.u1 = u1;
+                RoundStatus::Collecting(Stage::ShareKeys)
+            }
             Stage::AdvertiseKeys => {
                 let u1 = self.prune(self.state.keys.keys().copied().collect());
                 if let Some(reason) = self.too_few(u1.len(), "clients advertised keys") {
@@ -450,6 +613,29 @@ impl Server {
                 {
                     let reason =
                         format!("client {u} has fewer than {t} neighbours left to hold its shares");
+                    return Ok(self.abort(reason));
+                }
+                if self.active() {
+                    RoundStatus::Collecting(Stage::ConsistencyCheck)
+                } else {
+                    RoundStatus::Collecting(Stage::Unmasking)
+                }
+            }
+            Stage::ConsistencyCheck => {
+                let u4: BTreeSet<ClientId> = self.state.consistency.keys().copied().collect();
+                if let Some(reason) = self.too_few(u4.len(), "survivors signed U3") {
+                    return Ok(self.abort(reason));
+                }
+                if let Some(u) = self
+                    .state
+                    .u2
+                    .iter()
+                    .find(|&&u| self.neighbours_in(u, &u4).len() < t)
+                {
+                    let reason = format!(
+                        "client {u} has fewer than {t} neighbours left that signed U3 to hold \
+                         its shares"
+                    );
                     return Ok(self.abort(reason));
                 }
                 RoundStatus::Collecting(Stage::Unmasking)
@@ -520,7 +706,8 @@ impl Server {
             }
             let secret = StaticSecret::from(*shamir::combine(&shares, t)?);
             for u in self.neighbours_in(v, &s.u3) {
-                let seed = crypto::pair_mask_seed(&secret, &s.keys[&u].mask_pk, &s.binding, v, u)?;
+                let seed =
+                    crypto::pair_mask_seed(&secret, &s.keys[&u].mask_pk, &s.keys_binding, v, u)?;
                 // u added the mask if u < v and subtracted it otherwise; undo that.
                 let sign = if u < v { Sign::Subtract } else { Sign::Add };
                 apply_mask(&mut sum, &seed, bits, sign);

@@ -1,10 +1,13 @@
 //! Integration tests of the protocol: whole rounds with real cryptography, dropouts at every
 //! stage, a curious and a lying server, and hostile messages.
 
+mod active;
 mod adversarial;
+mod lying_server;
 mod rounds;
 
-use privfed_secagg::{GraphSpec, RoundConfig};
+use privfed_secagg::local::Enrollment;
+use privfed_secagg::{Credentials, GraphSpec, RoundConfig, ThreatModel};
 use rand::{RngExt, SeedableRng, rngs::ChaCha20Rng};
 
 /// A seeded test generator.
@@ -27,7 +30,16 @@ pub fn config(
         bits,
         dim,
         graph,
+        threat_model: ThreatModel::HonestButCurious,
     }
+}
+
+/// Devices enrolled for an active round over `config` (its threat model set to name their
+/// roster) and their credentials.
+pub fn enrolled(config: &mut RoundConfig, r: &mut ChaCha20Rng) -> Vec<Credentials> {
+    let e = Enrollment::new(config.clients as usize, r);
+    config.threat_model = e.threat_model();
+    e.into_credentials().unwrap()
 }
 
 /// Uniform inputs in Z_{2^bits}.

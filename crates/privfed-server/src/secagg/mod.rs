@@ -35,7 +35,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use privfed_secagg::messages::{decode, encode};
 use privfed_secagg::{
     Aggregate, ClientId, ClientMessage, Receipt, RoundConfig, RoundStatus, SecAggError, Server,
-    ServerMessage, Stage,
+    ServerMessage, Stage, ThreatModel,
 };
 use rand::Rng;
 use sha2::{Digest, Sha256};
@@ -66,15 +66,20 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn stage_index(stage: Stage) -> u8 {
-    Stage::ALL.iter().position(|&s| s == stage).unwrap_or(0) as u8
+/// The stage's index among the round's stages ([`RoundConfig::stages`]): what the store keeps.
+fn stage_index(config: &RoundConfig, stage: Stage) -> u8 {
+    config
+        .stages()
+        .iter()
+        .position(|&s| s == stage)
+        .unwrap_or(0) as u8
 }
 
 /// A bound on the version a round with this configuration reaches by honest changes: its
 /// creation (0), one join and at most one message per stage from each client, and one
 /// compare-and-set per stage close.
 fn version_ceiling(config: &RoundConfig) -> u64 {
-    let stages = Stage::ALL.len() as u64;
+    let stages = config.stages().len() as u64;
     u64::from(config.clients)
         .saturating_mul(1 + stages)
         .saturating_add(stages)
@@ -228,7 +233,8 @@ async fn rebuild(
             });
         }
     };
-    if upto as usize >= Stage::ALL.len() {
+    let stages = record.config.stages();
+    if upto as usize >= stages.len() {
         return Err(corrupt(id, format!("stage {upto} does not exist")));
     }
     for stage in 0..=upto {
@@ -237,7 +243,7 @@ async fn rebuild(
             server.close_stage().map_err(|e| corrupt(id, e))?;
         }
     }
-    if *server.status() != RoundStatus::Collecting(Stage::ALL[upto as usize]) {
+    if *server.status() != RoundStatus::Collecting(stages[upto as usize]) {
         return Err(corrupt(
             id,
             format!(
@@ -506,6 +512,8 @@ impl Coordinator {
             bits: new.bits,
             dim: new.dim,
             graph: new.graph,
+            // The coordinator runs the honest-but-curious protocol only (docs/SECURE_AGGREGATION.md).
+            threat_model: ThreatModel::HonestButCurious,
         };
         let server = Server::new(config.clone()).map_err(protocol_error)?;
         if new.stage_timeout.is_zero() || new.stage_timeout > Duration::from_secs(24 * 3600) {
@@ -612,7 +620,7 @@ impl Coordinator {
         // durability the store confirms again.
         let stored = self
             .store
-            .put_message(&round.id, stage_index(stage), client, bytes)
+            .put_message(&round.id, stage_index(&r.record.config, stage), client, bytes)
             .await;
         match stored {
             Ok(PutOutcome::Stored { version })
@@ -656,11 +664,10 @@ impl Coordinator {
                 return Err(store_error(e));
             }
         }
+        let index = stage_index(&r.record.config, stage);
         if *r.server.status() == RoundStatus::Collecting(stage)
             && r.server.pending().is_empty()
-            && let Err(e) = self
-                .close_locked(&round, &mut r, Some(stage_index(stage)))
-                .await
+            && let Err(e) = self.close_locked(&round, &mut r, Some(index)).await
         {
             // The message is stored (its receipt is true); the round's task closes the stage.
             tracing::warn!(round = %round.id, error = %e, "closing a complete stage failed; retrying");
@@ -695,7 +702,7 @@ impl Coordinator {
             let (new_status, result) = match &status {
                 RoundStatus::Collecting(s) => (
                     StoredStatus::Collecting {
-                        stage: stage_index(*s),
+                        stage: stage_index(&r.record.config, *s),
                     },
                     None,
                 ),
@@ -727,7 +734,7 @@ impl Coordinator {
                     r.record = record;
                     r.result = result;
                     Self::notify(round, &before, r);
-                    tracing::info!(round = %round.id, closed = Stage::ALL.get(current as usize).map_or("?", |s| s.name()), status = ?r.record.status, "secure-aggregation stage closed");
+                    tracing::info!(round = %round.id, closed = r.record.config.stages().get(current as usize).map_or("?", |s| s.name()), status = ?r.record.status, "secure-aggregation stage closed");
                     return Ok(());
                 }
                 // The round changed since this replica's version (a message stored or the stage
@@ -869,7 +876,7 @@ impl Coordinator {
         let (status, stage, reason) = match &r.record.status {
             StoredStatus::Collecting { stage } => (
                 "collecting",
-                Stage::ALL.get(*stage as usize).map(|s| s.name()),
+                r.record.config.stages().get(*stage as usize).map(|s| s.name()),
                 None,
             ),
             StoredStatus::Finished => ("finished", None, None),

@@ -52,7 +52,7 @@ pub const ROUNDS_FILE: &str = "secagg.redb";
 pub enum StoredStatus {
     /// Collecting the messages of stage `stage` (0 = advertise keys … 3 = unmasking).
     Collecting {
-        /// Index in [`privfed_secagg::Stage::ALL`].
+        /// Index in the round's [`privfed_secagg::RoundConfig::stages`].
         stage: u8,
     },
     /// The sum is known (stored as the message of stage [`RESULT_STAGE`]).

@@ -26,6 +26,7 @@ fn record(clients: u32) -> RoundRecord {
             bits: 16,
             dim: 4,
             graph: GraphSpec::Complete,
+            threat_model: Default::default(),
         },
         status: StoredStatus::Collecting { stage: 0 },
         stage_opened_ms: 1_700_000_000_000,

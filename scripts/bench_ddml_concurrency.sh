@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Draw-and-Discard server against plain axum across connection counts (BENCHMARKS.md, "Session 15:
-# the ratio against connections" and "Session 16"): for each C, a fresh hardened server with its
+# Draw-and-Discard server against plain axum across connection counts (docs/history/BENCHMARKS-history.md,
+# "Session 15: the ratio against connections" and "Session 16"): for each C, a fresh hardened server with its
 # embedded store (redb, durable group commit, update guard and tickets on: the defaults) once per
 # group-commit mode in MODES, and then the plain axum ceiling handler
 # (crates/privfed-server/examples/axum_ceiling.rs), all one worker thread, each loaded by wrk

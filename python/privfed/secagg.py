@@ -1,8 +1,10 @@
-"""Secure aggregation: the server learns the sum of the clients' vectors in ``Z_{2^bits}^dim``
-and nothing else, even when clients drop out (Bonawitz et al. 2017, "Practical Secure
+"""Secure aggregation against an **honest-but-curious** server: the server learns the sum of the
+clients' vectors in ``Z_{2^bits}^dim`` and nothing else, even when clients drop out, as long as
+it relays public keys and reports dropouts truthfully (Bonawitz et al. 2017, "Practical Secure
 Aggregation for Privacy-Preserving Machine Learning"; SecAgg+ of Bell et al. 2020, "Secure
-Single-Server Aggregation with (Poly)Logarithmic Overhead"). Threat model:
-``docs/SECURE_AGGREGATION.md``.
+Single-Server Aggregation with (Poly)Logarithmic Overhead"). A server that lies about dropouts or
+substitutes keys recovers a client's input; the actively secure mode that withstands it runs in
+the Rust library and the CLI, not yet here. Threat models: ``docs/SECURE_AGGREGATION.md``.
 
 The protocol is sans-I/O: messages are ``bytes`` in privfed's wire encoding, carried by whatever
 transport the caller has (HTTP, Flower, a queue)::

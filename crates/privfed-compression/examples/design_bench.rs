@@ -1,5 +1,5 @@
 //! Design times of the MVU designer for b_in = b_out ∈ {3, 4, 5} at ε ∈ {1, 3, 5, 10}
-//! (the benchmark of issue 5; results in BENCHMARKS.md). Prints a markdown table.
+//! (results in BENCHMARKS.md, "Compression"). Prints a markdown table.
 //!
 //! `cargo run --release -p privfed-compression --example design_bench [-- BITS...]`
 

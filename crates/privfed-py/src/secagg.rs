@@ -296,10 +296,11 @@ fn secagg_round_config(
 }
 
 /// SecAgg+'s degree and threshold for a cohort (Bell et al. 2020 §4): the smallest even degree
-/// (then threshold) with `n·P[lying server learns an input] ≤ 2^-security_bits` and
+/// (then threshold) with `n·P[colluders hold both kinds of share of a client] ≤ 2^-security_bits` and
 /// `n·P[round cannot finish] ≤ 2^-correctness_bits`, given `dropout` and a `corrupt` fraction
 /// colluding with the server. A dict: `graph`, `degree`, `threshold`, `security_log2`,
-/// `correctness_log2` (as `privfed secagg plan --json`).
+/// `correctness_log2` (as `privfed secagg plan --threat-model honest-but-curious --json`). This
+/// is the honest-but-curious planner: its bound does not cover a server that lies about dropouts.
 #[pyfunction]
 #[pyo3(signature = (clients, dropout, *, corrupt=0.1, security_bits=40.0, correctness_bits=20.0))]
 fn plan_secagg_plus<'py>(

@@ -149,7 +149,8 @@ impl RoundConfig {
                 self.threshold,
                 format!(
                     "must be in {}..={degree} (more than half of the {degree} neighbours, so a \
-                     lying server cannot collect both kinds of shares of one client)",
+                     server cannot collect both kinds of shares of one client from honest \
+                     neighbours)",
                     degree / 2 + 1
                 ),
             ));

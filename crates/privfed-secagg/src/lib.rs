@@ -1,6 +1,17 @@
 //! Secure aggregation for privfed: the server learns the sum of the clients' vectors in
 //! Z_{2^b}^d and nothing else, even when clients drop out.
 //!
+//! **Which server that holds against depends on the mode** ([`ThreatModel`]):
+//! * [`ThreatModel::HonestButCurious`]: a server that reads everything but relays keys and
+//!   reports dropouts truthfully. A server that lies about dropouts, or substitutes keys,
+//!   recovers any single client's input ([`adversary`] plays both attacks; the tests show them
+//!   succeed).
+//! * [`ThreatModel::Active`] with a roster: also a server that lies about dropouts, forwards any
+//!   subset of messages and substitutes keys — device-signed round keys ([`identity`]), the whole
+//!   key list bound into every derivation, a graph the server cannot place, and a consistency
+//!   round ([`Client::new_active`]). Without a roster, the server can still act as any number of
+//!   clients (Sybils).
+//!
 //! This crate is the protocol only, as pure state machines in the style of rustls: no sockets,
 //! no files, no clock. Randomness comes in as `rng: &mut R` with `R: Rng + CryptoRng`; deadlines
 //! come in as calls to [`Server::close_stage`]. The server's HTTP coordinator lives in
@@ -16,10 +27,12 @@
 //!    `y_u = x_u + PRG(b_u) + Σ_{v∈N(u), v>u} PRG(s_uv) − Σ_{v∈N(u), v<u} PRG(s_uv)  (mod 2^b)`,
 //!    where `s_uv` is the pairwise seed both ends derive from X25519 and HKDF, and the sums run
 //!    over the neighbours whose shares it received.
-//! 4. **Unmasking.** The server tells each survivor which neighbours survived and which dropped;
-//!    the client returns its shares of the survivors' self-mask seeds and of the dropped
-//!    clients' mask keys — never both for one client. The server reconstructs them and removes
-//!    every mask: the pairwise masks between survivors cancel in the sum.
+//! 4. **Unmasking.** The server tells each survivor which neighbours survived and which dropped
+//!    (in the active mode, first a consistency check: survivors sign the set U3, and a client
+//!    unmasks only with `t` of its neighbours' signatures on the U3 it signed, deriving the lists
+//!    itself); the client returns its shares of the survivors' self-mask seeds and of the
+//!    dropped clients' mask keys — never both for one client. The server reconstructs them and
+//!    removes every mask: the pairwise masks between survivors cancel in the sum.
 //!
 //! With [`GraphSpec::Complete`] every client is every other's neighbour (the original
 //! protocol); with [`GraphSpec::Harary`] each has `k` neighbours on a random Harary graph
@@ -49,5 +62,7 @@ pub use config::{ClientId, Graph, GraphSpec, PROTOCOL_VERSION, RoundConfig, Thre
 pub use error::{Result, SecAggError};
 pub use identity::{Credentials, DeviceKey, Roster, TrustedRoster};
 pub use messages::{ClientMessage, ClientPayload, ServerMessage, ServerPayload, Stage};
-pub use plan::{GraphChoice, SecAggPlusPlan, plan_secagg_plus, round_config};
+pub use plan::{
+    GraphChoice, SecAggPlusPlan, plan_active, plan_secagg_plus, round_config, round_config_for,
+};
 pub use server::{Aggregate, Receipt, RoundStatus, Server};

@@ -309,6 +309,32 @@ pub struct ServerMessage {
     pub payload: ServerPayload,
 }
 
+/// An upper bound on the encoded length of any [`ClientMessage`] an honest client of a round
+/// with this configuration sends, in any stage: a coordinator refuses longer bodies before
+/// reading them. Postcard's varints are counted at their widest (5 bytes for a `u32`, 10 for a
+/// `u64` or a length).
+pub fn max_client_message_len(config: &crate::RoundConfig) -> usize {
+    const U32: usize = 5;
+    const LEN: usize = 10;
+    const U64: usize = 10;
+    let degree = config.degree() as usize;
+    let header = U32 + 32 + U32;
+    let keys = U32 + 3 * 32 + LEN + 64;
+    let sealed = U32 + LEN + SharePlaintext::LEN + 16;
+    let share_keys = LEN + degree * sealed;
+    let masked = LEN + (config.dim as u128 * config.bits as u128).div_ceil(8) as usize;
+    let owned = U32 + U32 + 5 * U64;
+    let unmasking = 2 * LEN + degree * owned;
+    let consistency = LEN + 64;
+    header
+        + U32
+        + keys
+            .max(share_keys)
+            .max(masked)
+            .max(unmasking)
+            .max(consistency)
+}
+
 /// Serializes a message for the wire.
 pub fn encode<T: Serialize>(message: &T) -> Vec<u8> {
     postcard::to_allocvec(message).expect("protocol messages always serialize")

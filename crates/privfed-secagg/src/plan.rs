@@ -1,4 +1,5 @@
-//! Choosing SecAgg+'s degree `k` and threshold `t` (Bell et al. 2020, §4) for a cohort.
+//! Choosing SecAgg+'s degree `k` and threshold `t` (Bell et al. 2020, §4) for a cohort, in
+//! either threat model.
 //!
 //! Model (as Bell et al.): ⌈δn⌉ clients drop out and ⌈γn⌉ are corrupted (collude with the
 //! server), chosen independently of the random graph. A client's `k` neighbours are then a
@@ -8,19 +9,33 @@
 //!
 //! * **Correctness** fails if some client keeps fewer than `t` surviving neighbours (its
 //!   secrets cannot be reconstructed): probability ≤ n·P[D > k − t] (union bound).
-//! * **Security** against a server that lies about who dropped: an honest neighbour reveals at
-//!   most one kind of share of a client, a corrupted one both; the server needs `t` of each, so
-//!   it succeeds only if `2t ≤ k + C`. Probability ≤ n·P[C ≥ 2t − k].
+//! * **Secrets** ([`plan_secagg_plus`], honest-but-curious): colluders that reveal both kinds of
+//!   share of a client: `2t ≤ k + C`. Probability ≤ n·P[C ≥ 2t − k]. This is the only security
+//!   bound of the honest-but-curious mode, and it does **not** protect against a server that
+//!   lies about dropouts: the neighbour-share attack ([`crate::adversary`]) needs no colluder.
 //!
-//! The plan is the smallest even `k` (then the smallest `t`) with both bounds below the targets
+//! The active mode ([`plan_active`]) adds, for a server that lies about dropouts and places
+//! nobody itself (the graph is derived from the whole signed key list):
+//! * **Connectivity** of the honest survivors: a client that unmasks has at least `t` surviving
+//!   neighbours (it checks), at most `C` of them colluders; with `t − C > k/2` honest ones, no
+//!   run of `k/2` ring places next to an honest survivor is empty of honest survivors, so the
+//!   sum cannot split into small groups (Bell et al.'s condition). Fails with probability
+//!   ≤ n·P[C ≥ t − k/2]; since `t − k/2 ≤ 2t − k`, this bound always dominates the secrets bound.
+//! * **Grinding**: the server can change the placement only by changing who is in U1; a server
+//!   that tries 2^G placements multiplies both security bounds by 2^G (union bound), so they are
+//!   held below 2^-(S+G).
+//! * **Complete graph**: one survivor set U3 needs `t` signatures, honest clients sign one set
+//!   and colluders any, so two sets cannot both gather `t` when `2t > n + c` (c = ⌈γn⌉); the
+//!   threshold is `⌊(n + c)/2⌋ + 1` (as FCP's threshold finder accounts for the colluding
+//!   fraction).
+//!
+//! The plan is the smallest even `k` (then the smallest `t`) with every bound below its target
 //! (2^-40 and 2^-20 by default); when no `k < n − 1` does, the complete graph with its best `t`.
-//! Not modelled: the connectivity of the honest survivors' graph (Bell et al.'s condition that
-//! the sum does not split into small independent groups); with `t > k/2` a Harary graph stays
-//! connected unless more than about `k/2` consecutive ring neighbours drop.
+//! [`SecAggPlusPlan::decided_by`] names the bound with the least slack.
 
 use serde::Serialize;
 
-use crate::config::{GraphSpec, RoundConfig};
+use crate::config::{GraphSpec, RoundConfig, ThreatModel};
 use crate::error::{Result, SecAggError};
 use privfed_special::{ln_binomial, log_sum_exp};
 
@@ -41,6 +56,13 @@ pub struct SecAggPlusPlan {
     /// cannot fail).
     #[serde(serialize_with = "log2_json")]
     pub correctness_log2: f64,
+    /// `honest-but-curious` or `active`.
+    pub threat_model: &'static str,
+    /// The bound with the least slack at this plan: `secrets`, `connectivity`, `correctness`,
+    /// or `complete-graph` (the active complete graph's `2t > n + γn`).
+    pub decided_by: &'static str,
+    /// log2 of the placements a grinding server is assumed to try (active mode; 0 otherwise).
+    pub grinding_bits: f64,
 }
 
 /// A log2 probability for JSON, which has no infinities: −∞ (probability 0) as `"-inf"`.
@@ -76,28 +98,39 @@ fn ln_tail(population: u32, marked: u32, draws: u32, a: u32) -> f64 {
 
 /// log2 of the two failure bounds for degree `k`, threshold `t`.
 fn bounds(n: u32, k: u32, t: u32, dropout: f64, corrupt: f64) -> (f64, f64) {
+    let b = all_bounds(n, k, t, dropout, corrupt);
+    (b.secrets, b.correctness)
+}
+
+/// log2 of every failure bound for degree `k`, threshold `t` (no grinding).
+struct Bounds {
+    secrets: f64,
+    connectivity: f64,
+    correctness: f64,
+}
+
+fn all_bounds(n: u32, k: u32, t: u32, dropout: f64, corrupt: f64) -> Bounds {
     let ln_n = (n as f64).ln();
     let others = n - 1;
     let dropped = ((dropout * n as f64).ceil() as u32).min(others);
     let corrupted = ((corrupt * n as f64).ceil() as u32).min(others);
-    let security = ln_n + ln_tail(others, corrupted, k, (2 * t).saturating_sub(k));
+    let secrets = ln_n + ln_tail(others, corrupted, k, (2 * t).saturating_sub(k));
+    let connectivity = ln_n + ln_tail(others, corrupted, k, t.saturating_sub(k / 2));
     let correctness = ln_n + ln_tail(others, dropped, k, k - t + 1);
-    (
-        security / std::f64::consts::LN_2,
-        correctness / std::f64::consts::LN_2,
-    )
+    let l2 = std::f64::consts::LN_2;
+    Bounds {
+        secrets: secrets / l2,
+        connectivity: connectivity / l2,
+        correctness: correctness / l2,
+    }
 }
 
-/// Plans SecAgg+ for `clients` with dropout rate `dropout` and corrupted fraction `corrupt`,
-/// so that the security bound is at most 2^-`security_bits` and the correctness bound at most
-/// 2^-`correctness_bits`.
-pub fn plan_secagg_plus(
+fn check_plan_args(
     clients: u32,
     dropout: f64,
     corrupt: f64,
-    security_bits: f64,
-    correctness_bits: f64,
-) -> Result<SecAggPlusPlan> {
+    targets: &[(&'static str, f64)],
+) -> Result<()> {
     if clients < 3 {
         return Err(SecAggError::config(
             "clients",
@@ -110,14 +143,128 @@ pub fn plan_secagg_plus(
             return Err(SecAggError::config(name, v, "must be in [0, 1)"));
         }
     }
-    for (name, v) in [
-        ("security_bits", security_bits),
-        ("correctness_bits", correctness_bits),
-    ] {
-        if !(v.is_finite() && v > 0.0) {
-            return Err(SecAggError::config(name, v, "must be positive"));
+    for &(name, v) in targets {
+        if !(v.is_finite() && v >= 0.0) || (name != "grinding_bits" && v == 0.0) {
+            return Err(SecAggError::config(
+                name,
+                v,
+                if name == "grinding_bits" {
+                    "must be finite and non-negative"
+                } else {
+                    "must be positive"
+                },
+            ));
         }
     }
+    Ok(())
+}
+
+/// The complete graph's threshold in the active mode: `⌊(n + c)/2⌋ + 1` with `c = ⌈γn⌉`
+/// colluders, so that two survivor sets can never both gather `t` signatures.
+pub fn active_complete_threshold(clients: u32, corrupt: f64) -> u32 {
+    let c = (corrupt * clients as f64).ceil() as u32;
+    (clients + c.min(clients)) / 2 + 1
+}
+
+/// Plans the active mode for `clients` with dropout rate `dropout` and colluding fraction
+/// `corrupt`: every security bound (secrets, connectivity) times 2^`grinding_bits` at most
+/// 2^-`security_bits`, the correctness bound at most 2^-`correctness_bits`. The complete graph
+/// (when no sparser one fits) uses [`active_complete_threshold`].
+pub fn plan_active(
+    clients: u32,
+    dropout: f64,
+    corrupt: f64,
+    security_bits: f64,
+    correctness_bits: f64,
+    grinding_bits: f64,
+) -> Result<SecAggPlusPlan> {
+    check_plan_args(
+        clients,
+        dropout,
+        corrupt,
+        &[
+            ("security_bits", security_bits),
+            ("correctness_bits", correctness_bits),
+            ("grinding_bits", grinding_bits),
+        ],
+    )?;
+    let fits = |k: u32| -> Option<(u32, Bounds)> {
+        (k / 2 + 1..=k).find_map(|t| {
+            let b = all_bounds(clients, k, t, dropout, corrupt);
+            let security = b.secrets.max(b.connectivity) + grinding_bits;
+            (security <= -security_bits && b.correctness <= -correctness_bits).then_some((t, b))
+        })
+    };
+    let mut k = 2;
+    while k < clients - 1 {
+        if let Some((t, b)) = fits(k) {
+            let security = b.secrets.max(b.connectivity) + grinding_bits;
+            let decided_by = if -correctness_bits - b.correctness < -security_bits - security {
+                "correctness"
+            } else if b.connectivity >= b.secrets {
+                "connectivity"
+            } else {
+                "secrets"
+            };
+            return Ok(SecAggPlusPlan {
+                graph: GraphSpec::Harary { degree: k },
+                degree: k,
+                threshold: t,
+                security_log2: security,
+                correctness_log2: b.correctness,
+                threat_model: "active",
+                decided_by,
+                grinding_bits,
+            });
+        }
+        k += 2;
+    }
+    let k = clients - 1;
+    let t = active_complete_threshold(clients, corrupt);
+    let dropped = (dropout * clients as f64).ceil() as u32;
+    // Every survivor needs t surviving neighbours: n − dropped − 1 ≥ t.
+    if t > k || clients.saturating_sub(dropped + 1) < t {
+        return Err(SecAggError::config(
+            "clients",
+            clients,
+            format!(
+                "the active complete graph needs t = {t} surviving neighbours per client, which \
+                 {clients} clients with dropout {dropout} cannot keep: use more clients, or \
+                 accept a lower dropout or colluding fraction"
+            ),
+        ));
+    }
+    Ok(SecAggPlusPlan {
+        graph: GraphSpec::Complete,
+        degree: k,
+        threshold: t,
+        security_log2: f64::NEG_INFINITY,
+        correctness_log2: f64::NEG_INFINITY,
+        threat_model: "active",
+        decided_by: "complete-graph",
+        grinding_bits: 0.0,
+    })
+}
+
+/// Plans SecAgg+ for `clients` with dropout rate `dropout` and corrupted fraction `corrupt`,
+/// so that the security bound is at most 2^-`security_bits` and the correctness bound at most
+/// 2^-`correctness_bits`.
+pub fn plan_secagg_plus(
+    clients: u32,
+    dropout: f64,
+    corrupt: f64,
+    security_bits: f64,
+    correctness_bits: f64,
+) -> Result<SecAggPlusPlan> {
+    check_plan_args(
+        clients,
+        dropout,
+        corrupt,
+        &[
+            ("security_bits", security_bits),
+            ("correctness_bits", correctness_bits),
+        ],
+    )?;
     let fits = |k: u32| -> Option<(u32, f64, f64)> {
         (k / 2 + 1..=k).find_map(|t| {
             let (s, c) = bounds(clients, k, t, dropout, corrupt);
@@ -133,6 +280,9 @@ pub fn plan_secagg_plus(
                 threshold: t,
                 security_log2: s,
                 correctness_log2: c,
+                threat_model: "honest-but-curious",
+                decided_by: hbc_decided_by(s, c, security_bits, correctness_bits),
+                grinding_bits: 0.0,
             });
         }
         k += 2;
@@ -145,6 +295,9 @@ pub fn plan_secagg_plus(
             threshold: t,
             security_log2: s,
             correctness_log2: c,
+            threat_model: "honest-but-curious",
+            decided_by: hbc_decided_by(s, c, security_bits, correctness_bits),
+            grinding_bits: 0.0,
         }),
         None => Err(SecAggError::config(
             "clients",
@@ -158,6 +311,18 @@ pub fn plan_secagg_plus(
         )),
     }
 }
+
+fn hbc_decided_by(s: f64, c: f64, security_bits: f64, correctness_bits: f64) -> &'static str {
+    if -correctness_bits - c < -security_bits - s {
+        "correctness"
+    } else {
+        "secrets"
+    }
+}
+
+/// log2 of the placements a grinding server is assumed to try when the active mode is planned
+/// by [`round_config_for`]: 2^40 re-derivations of the graph, each a choice of U1.
+pub const DEFAULT_GRINDING_BITS: f64 = 40.0;
 
 /// Fraction of clients assumed to collude with the server when SecAgg+ is planned by
 /// [`round_config`].
@@ -187,8 +352,8 @@ pub enum GraphChoice {
     },
 }
 
-/// A validated round configuration for `clients` expecting `dropout`, with the graph and
-/// threshold `choice` gives. `session_id` must be fresh randomness.
+/// A validated honest-but-curious round configuration for `clients` expecting `dropout`, with
+/// the graph and threshold `choice` gives. `session_id` must be fresh randomness.
 pub fn round_config(
     clients: u32,
     bits: u32,
@@ -197,17 +362,56 @@ pub fn round_config(
     choice: GraphChoice,
     session_id: [u8; 32],
 ) -> Result<RoundConfig> {
+    round_config_for(
+        ThreatModel::HonestButCurious,
+        clients,
+        bits,
+        dim,
+        dropout,
+        choice,
+        session_id,
+    )
+}
+
+/// A validated round configuration in `threat_model`: as [`round_config`], with the active
+/// mode's thresholds ([`active_complete_threshold`] on the complete graph, [`plan_active`] for
+/// SecAgg+ with [`DEFAULT_CORRUPT_FRACTION`] and [`DEFAULT_GRINDING_BITS`]).
+pub fn round_config_for(
+    threat_model: ThreatModel,
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    choice: GraphChoice,
+    session_id: [u8; 32],
+) -> Result<RoundConfig> {
+    let active = threat_model.is_active();
     let complete = RoundConfig {
         session_id,
         clients,
-        threshold: clients.saturating_sub(1) / 2 + 1,
+        threshold: if active {
+            active_complete_threshold(clients, DEFAULT_CORRUPT_FRACTION).min(clients - 1)
+        } else {
+            clients.saturating_sub(1) / 2 + 1
+        },
         bits,
         dim,
         graph: GraphSpec::Complete,
-        threat_model: Default::default(),
+        threat_model,
     };
     let plus = || -> Result<RoundConfig> {
-        let p = plan_secagg_plus(clients, dropout, DEFAULT_CORRUPT_FRACTION, 40.0, 20.0)?;
+        let p = if active {
+            plan_active(
+                clients,
+                dropout,
+                DEFAULT_CORRUPT_FRACTION,
+                40.0,
+                20.0,
+                DEFAULT_GRINDING_BITS,
+            )?
+        } else {
+            plan_secagg_plus(clients, dropout, DEFAULT_CORRUPT_FRACTION, 40.0, 20.0)?
+        };
         Ok(RoundConfig {
             threshold: p.threshold,
             graph: p.graph,
@@ -286,6 +490,45 @@ mod tests {
         assert_eq!(c.graph, GraphSpec::Complete);
         assert_eq!(c.threshold, 25);
         assert!(round_config(50, 0, 10, 0.2, GraphChoice::Auto, [1u8; 32]).is_err());
+    }
+
+    #[test]
+    fn active_plans_meet_every_bound_and_name_the_deciding_one() {
+        for (n, drop, corrupt) in [(200, 0.2, 0.05), (1000, 0.2, 0.1), (10_000, 0.1, 0.1)] {
+            let p = plan_active(n, drop, corrupt, 40.0, 20.0, 40.0).unwrap();
+            assert_eq!(p.threat_model, "active");
+            assert!(
+                p.security_log2 <= -40.0 && p.correctness_log2 <= -20.0,
+                "{p:?}"
+            );
+            if let GraphSpec::Harary { degree } = p.graph {
+                let b = all_bounds(n, degree, p.threshold, drop, corrupt);
+                assert!(b.connectivity >= b.secrets);
+                assert!(b.connectivity + 40.0 <= -40.0, "{p:?}");
+                // The honest-but-curious plan is never sparser than needed for the same
+                // targets, and the active one is at least as dense (it meets more bounds).
+                let hbc = plan_secagg_plus(n, drop, corrupt, 40.0, 20.0).unwrap();
+                assert!(degree >= hbc.degree, "{p:?} vs {hbc:?}");
+                assert!(["connectivity", "correctness"].contains(&p.decided_by));
+            }
+        }
+        // Small cohorts: the complete graph with t = ⌊(n + ⌈γn⌉)/2⌋ + 1.
+        assert_eq!(active_complete_threshold(20, 0.1), 12);
+        assert_eq!(active_complete_threshold(11, 0.1), 7);
+        // Too many dropouts for that threshold: a clear error.
+        assert!(plan_active(10, 0.5, 0.3, 40.0, 20.0, 40.0).is_err());
+        assert!(plan_active(200, 0.2, 0.1, 40.0, 20.0, -1.0).is_err());
+        let c = round_config_for(
+            ThreatModel::Active { roster: None },
+            50,
+            16,
+            10,
+            0.2,
+            GraphChoice::Auto,
+            [1u8; 32],
+        )
+        .unwrap();
+        assert_eq!((c.graph, c.threshold), (GraphSpec::Complete, 28));
     }
 
     #[test]

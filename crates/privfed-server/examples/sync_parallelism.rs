@@ -5,7 +5,7 @@
 //! commits per second for each thread count, twice. If the device served syncs in parallel,
 //! two threads would double the aggregate rate at the same latency; if it serialises them, the
 //! rate stays and the latency doubles, and no committer design can hide a sync's latency from
-//! the updates waiting on it (BENCHMARKS.md, "Session 20").
+//! the updates waiting on it (docs/history/BENCHMARKS-history.md, "Session 20").
 //!
 //! `cargo run --release -p privfed-server --example sync_parallelism -- [syncs] [bytes] [DIR]`
 //! (defaults 1500 per thread, 8192 bytes, the system temp dir; the file is removed afterwards).

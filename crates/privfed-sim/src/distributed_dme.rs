@@ -54,6 +54,8 @@ pub struct DistributedDmeConfig {
     /// every client advertises and shares keys, the dropped ones then go silent and their masks
     /// are recovered) instead of the in-process modular sum. Skellam and DDG only.
     pub secure_aggregation: bool,
+    /// The threat model of that round (the active mode by default).
+    pub secure_aggregation_threat: crate::secagg::SecAggThreat,
 }
 
 /// Why a run failed.
@@ -253,6 +255,7 @@ pub fn run_distributed_dme(
                         dropped[i] = false;
                     }
                     let out = crate::secagg::secure_sum(
+                        cfg.secure_aggregation_threat,
                         req.bits,
                         skellam.padded_dim,
                         encodings,
@@ -367,6 +370,7 @@ mod tests {
             seed: Some(4),
             dropout,
             secure_aggregation: false,
+            secure_aggregation_threat: crate::secagg::SecAggThreat::Active,
         }
     }
 

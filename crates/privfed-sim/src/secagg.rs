@@ -10,13 +10,90 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
+pub use privfed_secagg::adversary::{Attack, StrategyOutcome};
 pub use privfed_secagg::local::plain_sum;
-use privfed_secagg::local::{LocalRound, Observer, Party};
+use privfed_secagg::local::{Enrollment, LocalRound, Observer, Party};
 use privfed_secagg::mask::modulus_mask;
-pub use privfed_secagg::plan::{DEFAULT_CORRUPT_FRACTION, GraphChoice, round_config};
-use privfed_secagg::{Aggregate, ClientId, GraphSpec, RoundConfig, SecAggError, Stage};
+pub use privfed_secagg::plan::{
+    DEFAULT_CORRUPT_FRACTION, DEFAULT_GRINDING_BITS, GraphChoice, round_config, round_config_for,
+};
+use privfed_secagg::{
+    Aggregate, ClientId, Credentials, DeviceKey, GraphSpec, Roster, RoundConfig, SecAggError,
+    Stage, ThreatModel,
+};
 use rand::{Rng, RngExt};
 use serde::Serialize;
+use zeroize::Zeroizing;
+
+/// Which server a simulated round's clients defend against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SecAggThreat {
+    /// The honest-but-curious protocol (four stages, unsigned keys).
+    HonestButCurious,
+    /// The active mode with a roster: every device enrolled by an authority the clients trust.
+    #[default]
+    Active,
+    /// The active mode without a roster (the server could add Sybils).
+    ActiveWithoutRoster,
+}
+
+impl SecAggThreat {
+    /// The report's name of the threat model.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecAggThreat::HonestButCurious => "honest-but-curious",
+            SecAggThreat::Active | SecAggThreat::ActiveWithoutRoster => "active",
+        }
+    }
+
+    /// Whether the round's devices are enrolled on a roster.
+    pub fn roster(self) -> bool {
+        self == SecAggThreat::Active
+    }
+}
+
+/// A round configuration in `threat` and, in the active mode, every client's credentials: the
+/// devices are enrolled by a fresh authority (keys from the OS), and the configuration names
+/// their roster.
+pub fn prepare_round(
+    threat: SecAggThreat,
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    graph: GraphChoice,
+) -> Result<(RoundConfig, Option<Vec<Credentials>>), SecAggSimError> {
+    let model = match threat {
+        SecAggThreat::HonestButCurious => ThreatModel::HonestButCurious,
+        _ => ThreatModel::Active { roster: None },
+    };
+    let mut config = round_config_for(
+        model,
+        clients,
+        bits,
+        dim,
+        dropout,
+        graph,
+        fresh_session_id(),
+    )?;
+    let credentials = match threat {
+        SecAggThreat::HonestButCurious => None,
+        SecAggThreat::Active => {
+            let enrollment = Enrollment::new(clients as usize, &mut rand::rng());
+            config.threat_model = enrollment.threat_model();
+            Some(enrollment.into_credentials()?)
+        }
+        SecAggThreat::ActiveWithoutRoster => Some(
+            (0..clients)
+                .map(|_| Credentials {
+                    device: privfed_secagg::DeviceKey::generate(&mut rand::rng()),
+                    roster: None,
+                })
+                .collect(),
+        ),
+    };
+    Ok((config, credentials))
+}
 
 /// A simulated round.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +113,8 @@ pub struct SecAggSimConfig {
     pub graph: GraphChoice,
     /// Seed of the inputs and the dropout pattern; `None`: from the OS.
     pub seed: Option<u64>,
+    /// Which server the clients defend against.
+    pub threat: SecAggThreat,
 }
 
 /// Why a simulation failed.
@@ -61,6 +140,10 @@ pub enum SecAggSimError {
 pub struct SecAggSimReport {
     /// Whether the unmasked sum equals the plain modular sum of the survivors' inputs.
     pub exact: bool,
+    /// `honest-but-curious` or `active`.
+    pub threat_model: &'static str,
+    /// Whether the devices were enrolled on a roster (active mode).
+    pub roster: bool,
     /// Clients whose inputs are in the sum.
     pub survivors: usize,
     /// Clients that shared keys but sent no masked input (their masks were recovered).
@@ -126,7 +209,11 @@ impl Observer for Stopwatch {
 
 /// Uniform inputs and the dropout pattern of a simulation, from the experiment generator seeded
 /// by `cfg.seed` (the OS when `None`).
-pub fn inputs_and_dropouts(cfg: &SecAggSimConfig) -> (Vec<Vec<u64>>, Vec<Option<Stage>>) {
+pub fn inputs_and_dropouts(
+    cfg: &SecAggSimConfig,
+    config: &RoundConfig,
+) -> (Vec<Vec<u64>>, Vec<Option<Stage>>) {
+    let stages = config.stages();
     let rng = &mut match cfg.seed {
         Some(s) => seeded_rng_for_experiments(s),
         None => rand::make_rng::<ExperimentRng>(),
@@ -146,7 +233,7 @@ pub fn inputs_and_dropouts(cfg: &SecAggSimConfig) -> (Vec<Vec<u64>>, Vec<Option<
     for &i in &order[..drop_count] {
         drops[i] = Some(
             cfg.dropout_stage
-                .unwrap_or_else(|| Stage::ALL[rng.random_range(0..Stage::ALL.len())]),
+                .unwrap_or_else(|| stages[rng.random_range(0..stages.len())]),
         );
     }
     (inputs, drops)
@@ -175,17 +262,20 @@ pub fn simulate_in_process(
     progress: &dyn Fn(Stage),
 ) -> Result<SecAggSimReport, SecAggSimError> {
     check(cfg)?;
-    let config = round_config(
+    let (config, credentials) = prepare_round(
+        cfg.threat,
         cfg.clients,
         cfg.bits,
         cfg.dim,
         cfg.dropout,
         cfg.graph,
-        fresh_session_id(),
     )?;
-    let (inputs, drops) = inputs_and_dropouts(cfg);
+    let (inputs, drops) = inputs_and_dropouts(cfg, &config);
     let mut secrets = rand::rng();
-    let mut round = LocalRound::new(config.clone(), inputs.clone(), drops)?;
+    let mut round = match credentials {
+        Some(c) => LocalRound::with_credentials(config.clone(), inputs.clone(), drops, c)?,
+        None => LocalRound::new(config.clone(), inputs.clone(), drops)?,
+    };
     let mut watch = Stopwatch::default();
     let mut stage_seconds = BTreeMap::new();
     let (mut up, mut down) = (0u64, 0u64);
@@ -265,6 +355,8 @@ pub fn report(
     let client_secs: Vec<f64> = t.clients.iter().map(Duration::as_secs_f64).collect();
     SecAggSimReport {
         exact,
+        threat_model: config.threat_model.name(),
+        roster: matches!(config.threat_model, ThreatModel::Active { roster: Some(_) }),
         survivors: aggregate.survivors.len(),
         recovered_dropouts: aggregate.dropped.len(),
         clients: config.clients,
@@ -294,6 +386,7 @@ pub fn report(
 /// drop before sending masked input. The distributed-DP simulation routes its encodings through
 /// this; the protocol's secrets come from the OS.
 pub fn secure_sum(
+    threat: SecAggThreat,
     bits: u32,
     dim: usize,
     inputs: Vec<Vec<u64>>,
@@ -301,17 +394,158 @@ pub fn secure_sum(
 ) -> Result<Aggregate, SecAggSimError> {
     let n = inputs.len() as u32;
     let dropout = dropped.iter().filter(|&&d| d).count() as f64 / n.max(1) as f64;
-    let config = round_config(n, bits, dim, dropout, GraphChoice::Auto, fresh_session_id())?;
+    let (config, credentials) = prepare_round(threat, n, bits, dim, dropout, GraphChoice::Auto)?;
     let drops = dropped
         .iter()
         .map(|&d| d.then_some(Stage::MaskedInput))
         .collect();
-    let mut round = LocalRound::new(config, inputs, drops)?;
+    let mut round = match credentials {
+        Some(c) => LocalRound::with_credentials(config, inputs, drops, c)?,
+        None => LocalRound::new(config, inputs, drops)?,
+    };
     let mut secrets = rand::rng();
     while round.next_stage().is_some() {
         round.run_stage(&mut secrets)?;
     }
     finished(&round)
+}
+
+/// The report of `privfed secagg simulate --adversary …`: a lying server played against real
+/// clients ([`privfed_secagg::adversary`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct SecAggAttackReport {
+    /// `lying-server` (the neighbour-share attack) or `key-substitution`.
+    pub adversary: &'static str,
+    /// `honest-but-curious` or `active`.
+    pub threat_model: &'static str,
+    /// Whether the devices were enrolled on a roster (active mode).
+    pub roster: bool,
+    /// Whether the server computed the target's exact input.
+    pub attack_recovered_input: bool,
+    /// The most clients that aborted in one strategy of the attack.
+    pub clients_aborted: usize,
+    /// The client whose input the server tried to learn.
+    pub target: ClientId,
+    /// Each strategy the attacker tried, on a fresh round.
+    pub strategies: Vec<StrategyOutcome>,
+    /// Cohort size.
+    pub clients: u32,
+    /// Threshold t.
+    pub threshold: u32,
+    /// Neighbours per client.
+    pub degree: u32,
+    /// `complete` or `harary`.
+    pub graph: &'static str,
+    /// Vector length.
+    pub dim: usize,
+    /// Bits b.
+    pub bits: u32,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Seed of the inputs.
+    pub seed: Option<u64>,
+}
+
+/// Plays `attack` against a round of `cfg` (no dropouts: the attacker decides who "drops"),
+/// aiming at client `target`. Both threat models use the honest-but-curious graph and threshold
+/// of `cfg.graph`, so the comparison is at equal parameters.
+pub fn simulate_attack(
+    cfg: &SecAggSimConfig,
+    attack: Attack,
+    target: ClientId,
+) -> Result<SecAggAttackReport, SecAggSimError> {
+    check(cfg)?;
+    if cfg.dropout != 0.0 {
+        return Err(SecAggSimError::Invalid(
+            "dropout",
+            "an attack runs on a round without dropouts (the lying server decides who it says \
+             dropped)"
+                .into(),
+        ));
+    }
+    let start = Instant::now();
+    // Both threat models are attacked at the same parameters: the honest-but-curious graph and
+    // threshold (the active planner's higher thresholds alone would stop this attacker, which
+    // would not show what the protocol does).
+    let mut config = round_config(
+        cfg.clients,
+        cfg.bits,
+        cfg.dim,
+        0.0,
+        cfg.graph,
+        fresh_session_id(),
+    )?;
+    if cfg.threat != SecAggThreat::HonestButCurious {
+        config.threat_model = ThreatModel::Active { roster: None };
+    }
+    let (inputs, _) = inputs_and_dropouts(cfg, &config);
+    // Every strategy runs a fresh round: the same devices (the roster the configuration names)
+    // with fresh round keys. Device keys come from the OS.
+    let mut os = rand::rng();
+    let seeds: Vec<Zeroizing<[u8; 32]>> = (0..cfg.clients)
+        .map(|_| {
+            let mut s = Zeroizing::new([0u8; 32]);
+            os.fill_bytes(s.as_mut());
+            s
+        })
+        .collect();
+    let trusted = if cfg.threat == SecAggThreat::Active {
+        let authority = DeviceKey::generate(&mut os);
+        let roster = Roster::sign(
+            &authority,
+            seeds
+                .iter()
+                .map(|s| DeviceKey::from_seed(s).verifying_key())
+                .collect(),
+        );
+        config.threat_model = ThreatModel::Active {
+            roster: Some(roster.digest()),
+        };
+        Some(roster.verify(&authority.verifying_key())?)
+    } else {
+        None
+    };
+    let mut credentials =
+        |_: &mut rand::rngs::ThreadRng| -> privfed_secagg::Result<Vec<Credentials>> {
+            Ok(seeds
+                .iter()
+                .map(|s| Credentials {
+                    device: DeviceKey::from_seed(s),
+                    roster: trusted.clone(),
+                })
+                .collect())
+        };
+    let report = privfed_secagg::adversary::lying_server(
+        attack,
+        &config,
+        &inputs,
+        target,
+        &mut credentials,
+        &mut os,
+    )?;
+    Ok(SecAggAttackReport {
+        adversary: match attack {
+            Attack::NeighbourShare => "lying-server",
+            Attack::KeySubstitution => "key-substitution",
+        },
+        threat_model: config.threat_model.name(),
+        roster: cfg.threat.roster(),
+        attack_recovered_input: report.recovered_input,
+        clients_aborted: report.clients_aborted,
+        target,
+        strategies: report.strategies,
+        clients: config.clients,
+        threshold: config.threshold,
+        degree: config.degree(),
+        graph: match config.graph {
+            GraphSpec::Complete => "complete",
+            GraphSpec::Harary { .. } => "harary",
+        },
+        dim: config.dim,
+        bits: config.bits,
+        seconds: start.elapsed().as_secs_f64(),
+        seed: cfg.seed,
+    })
 }
 
 /// Runs one round against the coordinator at `server` (created there with `admin_token`):
@@ -325,6 +559,14 @@ pub async fn simulate_over_http(
 ) -> Result<SecAggSimReport, SecAggSimError> {
     use privfed_client::secagg::{Outcome, SecAggClient};
     check(cfg)?;
+    if cfg.threat != SecAggThreat::HonestButCurious {
+        return Err(SecAggError::Policy(
+            "the HTTP coordinator runs the honest-but-curious protocol only: run the active \
+             mode in process, or choose --threat-model honest-but-curious"
+                .into(),
+        )
+        .into());
+    }
     let http = SecAggClient::new(server).map_err(|e| SecAggSimError::Http(e.to_string()))?;
     let (graph, threshold) = match cfg.graph {
         GraphChoice::Auto => (serde_json::json!("auto"), None),
@@ -346,7 +588,7 @@ pub async fn simulate_over_http(
         .await
         .map_err(|e| SecAggSimError::Http(e.to_string()))?;
     let config = created.config.clone();
-    let (inputs, drops) = inputs_and_dropouts(cfg);
+    let (inputs, drops) = inputs_and_dropouts(cfg, &config);
     let start = Instant::now();
     let mut joined = Vec::with_capacity(cfg.clients as usize);
     for _ in 0..cfg.clients {
@@ -479,6 +721,7 @@ mod tests {
             dropout_stage: stage,
             graph: GraphChoice::Auto,
             seed: Some(3),
+            threat: SecAggThreat::HonestButCurious,
         }
     }
 
@@ -486,6 +729,7 @@ mod tests {
     fn a_simulated_round_is_exact_and_reports_its_cost() {
         let r = simulate_in_process(&cfg(20, 0.2, Some(Stage::MaskedInput)), &|_| {}).unwrap();
         assert!(r.exact);
+        assert_eq!(r.threat_model, "honest-but-curious");
         assert_eq!(r.survivors, 16);
         assert_eq!(r.recovered_dropouts, 4);
         assert_eq!(r.threshold, 10);
@@ -493,6 +737,48 @@ mod tests {
         // Each client sends at least its packed masked input (50 × 20 bits = 125 bytes).
         assert!(r.bytes_up_per_client > 125.0);
         assert!(r.client_seconds_mean > 0.0 && r.server_seconds > 0.0);
+    }
+
+    #[test]
+    fn an_active_round_has_five_stages_and_the_colluder_threshold() {
+        let mut c = cfg(20, 0.2, None);
+        c.threat = SecAggThreat::Active;
+        let r = simulate_in_process(&c, &|_| {}).unwrap();
+        assert!(r.exact && r.roster);
+        assert_eq!(r.threat_model, "active");
+        // ⌊(20 + ⌈0.1·20⌉)/2⌋ + 1
+        assert_eq!(r.threshold, 12);
+        assert_eq!(r.stage_seconds.len(), 5);
+        assert!(r.stage_seconds.contains_key("consistency_check"));
+    }
+
+    #[test]
+    fn the_lying_server_recovers_an_input_only_from_an_honest_but_curious_round() {
+        for (threat, recovered) in [
+            (SecAggThreat::HonestButCurious, true),
+            (SecAggThreat::Active, false),
+            (SecAggThreat::ActiveWithoutRoster, false),
+        ] {
+            let mut c = cfg(15, 0.0, None);
+            c.threat = threat;
+            let r = simulate_attack(&c, Attack::NeighbourShare, 4).unwrap();
+            assert_eq!(r.attack_recovered_input, recovered, "{r:?}");
+            assert_eq!(r.adversary, "lying-server");
+            assert_eq!(r.clients_aborted > 0, !recovered, "{r:?}");
+        }
+        // Key substitution: stopped only by the roster.
+        for (threat, recovered) in [
+            (SecAggThreat::HonestButCurious, true),
+            (SecAggThreat::ActiveWithoutRoster, true),
+            (SecAggThreat::Active, false),
+        ] {
+            let mut c = cfg(9, 0.0, None);
+            c.threat = threat;
+            let r = simulate_attack(&c, Attack::KeySubstitution, 2).unwrap();
+            assert_eq!(r.attack_recovered_input, recovered, "{r:?}");
+        }
+        let e = simulate_attack(&cfg(9, 0.1, None), Attack::NeighbourShare, 1).unwrap_err();
+        assert!(e.to_string().contains("without dropouts"), "{e}");
     }
 
     #[test]
@@ -516,7 +802,7 @@ mod tests {
             .collect();
         let mut dropped = vec![false; 8];
         dropped[3] = true;
-        let out = secure_sum(12, 12, inputs.clone(), &dropped).unwrap();
+        let out = secure_sum(SecAggThreat::Active, 12, 12, inputs.clone(), &dropped).unwrap();
         assert_eq!(out.survivors, vec![1, 2, 3, 5, 6, 7, 8]);
         assert_eq!(out.sum, plain_sum(&inputs, &out.survivors, 12));
     }

@@ -3,6 +3,7 @@
 
 use crate::build::{DistributedArgs, MechanismArgs, build};
 use crate::output::print_report;
+use crate::secagg::ThreatModelArg;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -30,6 +31,11 @@ pub struct DmeArgs {
     /// sum.
     #[arg(long)]
     secagg: bool,
+    /// The threat model of the --secagg round: `active` (signed keys from enrolled devices and a
+    /// consistency round; holds against a server that lies about dropouts) or
+    /// `honest-but-curious` (see docs/SECURE_AGGREGATION.md).
+    #[arg(long, value_enum, default_value_t = ThreatModelArg::Active, requires = "secagg")]
+    threat_model: ThreatModelArg,
     /// Number of independent trials T.
     #[arg(long, default_value_t = 10)]
     trials: usize,
@@ -103,6 +109,7 @@ fn run_distributed(args: &DmeArgs, noise: DistributedNoise) -> Result<()> {
         seed: args.seed,
         dropout: args.dropout,
         secure_aggregation: args.secagg,
+        secure_aggregation_threat: args.threat_model.sim(),
     };
     let report = run_distributed_dme(&config, &|n| progress.inc(n));
     progress.finish_and_clear();

@@ -5,8 +5,8 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use privfed_secagg::Stage;
 use privfed_sim::secagg::{
-    DEFAULT_CORRUPT_FRACTION, GraphChoice, SecAggSimConfig, SecAggSimReport, simulate_in_process,
-    simulate_over_http,
+    Attack, DEFAULT_CORRUPT_FRACTION, DEFAULT_GRINDING_BITS, GraphChoice, SecAggSimConfig,
+    SecAggSimReport, SecAggThreat, simulate_attack, simulate_in_process, simulate_over_http,
 };
 use std::sync::Arc;
 
@@ -47,10 +47,42 @@ pub enum DropStage {
     Share,
     /// After sharing keys, before sending masked input: their masks must be recovered.
     Masked,
-    /// After sending masked input, before unmasking.
+    /// After sending masked input, before signing U3 (active mode; honest-but-curious rounds
+    /// have no consistency check, so this is before unmasking there).
+    Consistency,
+    /// After sending masked input (and, in the active mode, signing U3), before unmasking.
     Unmask,
     /// Each at a random stage.
     Random,
+}
+
+/// Which server the clients defend against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ThreatModelArg {
+    /// The server reads everything but relays keys and reports dropouts truthfully.
+    HonestButCurious,
+    /// The server may lie about dropouts and forward any subset of messages: device-signed
+    /// keys, a roster of enrolled devices, a consistency round.
+    Active,
+}
+
+impl ThreatModelArg {
+    /// The simulator's choice (the active mode with a roster).
+    pub fn sim(self) -> SecAggThreat {
+        match self {
+            ThreatModelArg::HonestButCurious => SecAggThreat::HonestButCurious,
+            ThreatModelArg::Active => SecAggThreat::Active,
+        }
+    }
+}
+
+/// The attacker `--adversary` plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AdversaryArg {
+    /// A server that lies about dropouts (the neighbour-share attack).
+    LyingServer,
+    /// A server that relays its own keys as those of the target's neighbours.
+    KeySubstitution,
 }
 
 /// The graph.
@@ -105,6 +137,20 @@ pub struct SimulateArgs {
     /// Admin token of --server (creating the round needs it).
     #[arg(long, env = "PRIVFED_ADMIN_TOKEN")]
     admin_token: Option<String>,
+    /// Which server the clients defend against. Default: `active` in process; over HTTP the
+    /// coordinator runs `honest-but-curious` only.
+    #[arg(long, value_enum)]
+    threat_model: Option<ThreatModelArg>,
+    /// Active mode without a roster: any device key is accepted (the server could add Sybils).
+    #[arg(long)]
+    no_roster: bool,
+    /// Instead of an honest round, play this attacker against real clients (in process, no
+    /// dropouts) and report whether it recovered the target's input.
+    #[arg(long, value_enum, conflicts_with_all = ["server", "http"])]
+    adversary: Option<AdversaryArg>,
+    /// The client whose input --adversary goes after.
+    #[arg(long, default_value_t = 1, requires = "adversary")]
+    target: u32,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -131,6 +177,13 @@ pub struct PlanArgs {
     /// Correctness target: the round fails with probability ≤ 2^-C.
     #[arg(long, default_value_t = 20.0)]
     correctness_bits: f64,
+    /// The threat model to plan for (the active mode adds the honest survivors' connectivity
+    /// and a grinding server).
+    #[arg(long, value_enum, default_value_t = ThreatModelArg::Active)]
+    threat_model: ThreatModelArg,
+    /// Active mode: log2 of the graph placements a grinding server may try.
+    #[arg(long, default_value_t = DEFAULT_GRINDING_BITS)]
+    grinding_bits: f64,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -142,13 +195,23 @@ pub fn run(cmd: &SecAggCommand) -> Result<()> {
         SecAggCommand::Simulate(args) => simulate(args),
         SecAggCommand::Bench(args) => bench(args),
         SecAggCommand::Plan(args) => {
-            let plan = privfed_secagg::plan_secagg_plus(
-                args.clients,
-                args.dropout,
-                args.corrupt,
-                args.security_bits,
-                args.correctness_bits,
-            )?;
+            let plan = match args.threat_model {
+                ThreatModelArg::HonestButCurious => privfed_secagg::plan_secagg_plus(
+                    args.clients,
+                    args.dropout,
+                    args.corrupt,
+                    args.security_bits,
+                    args.correctness_bits,
+                )?,
+                ThreatModelArg::Active => privfed_secagg::plan_active(
+                    args.clients,
+                    args.dropout,
+                    args.corrupt,
+                    args.security_bits,
+                    args.correctness_bits,
+                    args.grinding_bits,
+                )?,
+            };
             print_report(&serde_json::to_value(plan)?, args.json)?;
             Ok(())
         }
@@ -168,6 +231,7 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
             DropStage::Advertise => Some(Stage::AdvertiseKeys),
             DropStage::Share => Some(Stage::ShareKeys),
             DropStage::Masked => Some(Stage::MaskedInput),
+            DropStage::Consistency => Some(Stage::ConsistencyCheck),
             DropStage::Unmask => Some(Stage::Unmasking),
             DropStage::Random => None,
         },
@@ -178,7 +242,30 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
             (_, _, GraphArg::Plus) => GraphChoice::Plus,
         },
         seed: args.seed,
+        threat: threat(args)?,
     };
+    if let Some(adversary) = args.adversary {
+        let attack = match adversary {
+            AdversaryArg::LyingServer => Attack::NeighbourShare,
+            AdversaryArg::KeySubstitution => Attack::KeySubstitution,
+        };
+        let report = simulate_attack(&cfg, attack, args.target)?;
+        if !args.quiet {
+            eprintln!(
+                "{} against a {} round: the input of client {} was {}",
+                report.adversary,
+                report.threat_model,
+                report.target,
+                if report.attack_recovered_input {
+                    "RECOVERED"
+                } else {
+                    "not recovered"
+                }
+            );
+        }
+        print_report(&serde_json::to_value(&report)?, args.json)?;
+        return Ok(());
+    }
     let quiet = args.quiet;
     let progress = move |stage: Stage| {
         if !quiet {
@@ -200,6 +287,30 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
         bail!("the unmasked sum differs from the plain sum of the survivors' inputs");
     }
     Ok(())
+}
+
+/// The threat model of `simulate`: as asked, or `active` in process and `honest-but-curious`
+/// over HTTP (the coordinator's only mode).
+fn threat(args: &SimulateArgs) -> Result<SecAggThreat> {
+    let remote = args.server.is_some() || args.http;
+    let chosen = args.threat_model.unwrap_or(if remote {
+        ThreatModelArg::HonestButCurious
+    } else {
+        ThreatModelArg::Active
+    });
+    if args.no_roster && chosen != ThreatModelArg::Active {
+        bail!("--no-roster applies to --threat-model active only");
+    }
+    if remote && chosen == ThreatModelArg::Active {
+        bail!(
+            "the HTTP coordinator runs the honest-but-curious protocol only: drop --server/--http \
+             to run the active mode in process, or pass --threat-model honest-but-curious"
+        );
+    }
+    Ok(match chosen {
+        ThreatModelArg::Active if args.no_roster => SecAggThreat::ActiveWithoutRoster,
+        other => other.sim(),
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

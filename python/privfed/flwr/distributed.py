@@ -7,6 +7,11 @@ the four stages over Flower's Grid, decodes the mean of the survivors' updates f
 sum, hands ``global + mean`` to the inner strategy and accounts one event per round with the
 clients whose inputs are in the sum.
 
+Threat model: privfed's **honest-but-curious** secure aggregation. The server (the SuperLink's
+operator) sees only the modular sum as long as it relays keys and reports dropouts truthfully;
+one that lies about dropouts or substitutes keys recovers a single client's encoding, which
+carries only that client's share of the noise (``docs/SECURE_AGGREGATION.md``, "Threat models").
+
 Wire: every stage message carries a ConfigRecord ``"privfed-secagg"`` with ``stage`` and
 ``message`` (privfed's postcard bytes); the first one also the round configuration
 (``config``), the client's id (1..n), the server round and the plan's parameters (JSON). The

@@ -30,7 +30,7 @@
 //! | softmax cross-entropy | `softmax_xent_in_place` here | all |
 //!
 //! Matrix products go through faer's single-threaded kernels; the choice was measured
-//! (`BENCHMARKS.md`, "FL models (issue 13)"). Every layer and model is checked against central
+//! (`BENCHMARKS.md`, "FL models"). Every layer and model is checked against central
 //! finite differences in its tests.
 
 pub mod activation;

@@ -436,3 +436,55 @@ fn the_active_server_state_survives_a_restart_at_every_stage() {
     assert_eq!(out.sum, plain_sum(&a.inputs, &out.survivors, 16));
     assert_eq!(out.survivors.len(), 9);
 }
+
+#[test]
+fn every_message_of_a_round_fits_the_size_bound() {
+    use privfed_secagg::messages::{encode, max_client_message_len};
+    for (c, active) in [
+        (config(9, 5, 64, 300, GraphSpec::Complete), true),
+        (config(9, 5, 13, 301, GraphSpec::Complete), false),
+        (config(30, 5, 20, 77, GraphSpec::Harary { degree: 8 }), true),
+    ] {
+        let mut c = c;
+        let mut r = rng(71);
+        let n = c.clients as usize;
+        let creds = active.then(|| enrolled(&mut c, &mut r));
+        let bound = max_client_message_len(&c);
+        let inputs = random_inputs(&mut r, n, c.dim, c.bits);
+        let mut server = Server::new(c.clone()).unwrap();
+        let mut clients = Vec::new();
+        let mut longest = 0;
+        let creds: Vec<Option<Credentials>> = match creds {
+            Some(v) => v.into_iter().map(Some).collect(),
+            None => (0..n).map(|_| None).collect(),
+        };
+        for (id, cred) in (1..=c.clients).zip(creds) {
+            let (client, m) = match cred {
+                Some(cred) => Client::new_active(c.clone(), id, cred, &mut r).unwrap(),
+                None => Client::new(c.clone(), id, &mut r).unwrap(),
+            };
+            longest = longest.max(encode(&m).len());
+            server.receive(&m).unwrap();
+            clients.push(client);
+        }
+        server.close_stage().unwrap();
+        while let RoundStatus::Collecting(_) = server.status() {
+            for (i, client) in clients.iter_mut().enumerate() {
+                let Ok(request) = server.message_for(i as u32 + 1) else {
+                    continue;
+                };
+                let m = client.handle(&request, &inputs[i], &mut r).unwrap();
+                longest = longest.max(encode(&m).len());
+                server.receive(&m).unwrap();
+            }
+            server.close_stage().unwrap();
+        }
+        assert_eq!(server.status(), &RoundStatus::Finished);
+        assert!(longest <= bound, "{longest} > {bound}");
+        // Not loose by more than the varints' worst case and the other stages' headroom.
+        assert!(
+            bound < longest + 1024 + 60 * c.degree() as usize,
+            "{longest} vs {bound}"
+        );
+    }
+}

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `POST /v1/secagg/rounds` `{"clients","bits","dim","threshold"?,"graph"?,"dropout"?,"stage_timeout_ms"?}` | admin | 201 `{"round","config"}`, 400, 401, 403 |
 //! | `POST /v1/secagg/rounds/{id}/join` | anyone | 200 `{"client","token","config"}`, 404, 409 (full or started) |
-//! | `POST /v1/secagg/rounds/{id}/messages` (postcard `ClientMessage`, `Authorization: Bearer CLIENT_TOKEN`) | a joined client | 202 `{"status":"accepted"}` (`"durable": false` added with a best-effort Redis store), 200 `{"status":"duplicate"}`, 400, 403, 409 (stale or closed stage, other session, conflicting retry), 413, 422 (breaks the protocol), 503 |
+//! | `POST /v1/secagg/rounds/{id}/messages` (postcard `ClientMessage`, `Authorization: Bearer CLIENT_TOKEN`) | a joined client | 202 `{"status":"accepted"}` (`"durable": false` added with a best-effort Redis store), 200 `{"status":"duplicate"}`, 400, 403 (unknown token, or a message under another client's id; refused before the body is read), 409 (stale or closed stage, other session, conflicting retry), 413 (longer than the round's largest legitimate message, refused unread when `Content-Length` says so), 422 (breaks the protocol), 503 |
 //! | `GET /v1/secagg/rounds/{id}/next?client=ID&wait=SECONDS` (`Authorization: Bearer CLIENT_TOKEN`) | a joined client | 200 postcard `ServerMessage`, 204 (not yet; long poll up to 30 s), 410 `{"status","reason"}` (round over for this client), 403 |
 //! | `GET /v1/secagg/rounds/{id}` | anyone | 200 (status, stage, config, joined, pending, deadline, version) |
 //! | `GET /v1/secagg/rounds/{id}/result` | admin | 200 `{"sum","survivors","dropped"}`, 409 (not finished / aborted) |
@@ -143,8 +143,9 @@ fn client_token(headers: &HeaderMap) -> Result<String, ApiError> {
     }
 }
 
-/// Largest message body: a masked input of 2^28 × 64 bits is 2 GiB, far above what a server
-/// should take; messages are capped at 256 MiB (d = 2^25 at 64 bits).
+/// Largest message body of any round: a masked input of 2^28 × 64 bits is 2 GiB, far above what
+/// a server should take; messages are capped at 256 MiB (d = 2^25 at 64 bits). Each round caps
+/// its own messages lower, at the largest one its honest clients send.
 const MESSAGE_LIMIT: usize = 256 << 20;
 
 async fn message(
@@ -154,8 +155,11 @@ async fn message(
     body: Body,
 ) -> Result<Response, ApiError> {
     let token = client_token(&headers)?;
-    let bytes = read_body(&headers, body, MESSAGE_LIMIT).await?;
-    match c.post_message(&id, &token, &bytes).await? {
+    // Round, client and size are settled before the body is read: a stranger's or an oversized
+    // body is refused unread.
+    let (client, limit) = c.admit_message(&id, &token).await?;
+    let bytes = read_body(&headers, body, limit.min(MESSAGE_LIMIT)).await?;
+    match c.post_message(&id, client, &token, &bytes).await? {
         Receipt::Accepted => {
             // As for model updates: a store run without durable acknowledgments says so.
             let body = if c.durable_acks() {

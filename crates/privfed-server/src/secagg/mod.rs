@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use privfed_secagg::messages::{decode, encode};
+use privfed_secagg::messages::{decode, encode, max_client_message_len};
 use privfed_secagg::{
     Aggregate, ClientId, ClientMessage, Receipt, RoundConfig, RoundStatus, SecAggError, Server,
     ServerMessage, Stage, ThreatModel,
@@ -596,18 +596,59 @@ impl Coordinator {
         if ok { Ok(()) } else { Err(ApiError::Forbidden) }
     }
 
+    /// Resolves the round and the joined client whose bearer token this is — before a byte of
+    /// the message body is read — and returns that client's id and the largest message an
+    /// honest client of the round sends ([`max_client_message_len`]). An unknown round is 404,
+    /// a token that no client of it holds 403. A token not found in this replica is looked up
+    /// once more after catching up with the store (a join through another process).
+    pub async fn admit_message(
+        self: &Arc<Self>,
+        id: &str,
+        token: &str,
+    ) -> Result<(ClientId, usize), ApiError> {
+        let round = self.round(id).await?;
+        let mut r = round.replica.lock().await;
+        let hash = token_hash(token);
+        // Every joined digest is compared (constant time each, no early exit).
+        let find = |r: &Replica| {
+            let mut found = None;
+            for (i, h) in r.record.joined.iter().enumerate() {
+                if same_digest(h, &hash) && found.is_none() {
+                    found = Some(i);
+                }
+            }
+            found
+        };
+        let index = match find(&r) {
+            Some(i) => i,
+            None => {
+                self.sync(&round, &mut r).await?;
+                find(&r).ok_or(ApiError::Forbidden)?
+            }
+        };
+        Ok((
+            index as ClientId + 1,
+            max_client_message_len(&r.record.config),
+        ))
+    }
+
     /// Handles a client's message (postcard bytes) sent with its bearer token: validated by the
     /// current replica, stored (only while its stage is open), then acknowledged. Closes the
     /// stage when it was the last one expected.
+    /// `client` is the id [`Coordinator::admit_message`] found for the token; a message under
+    /// another client's id is refused.
     pub async fn post_message(
         self: &Arc<Self>,
         id: &str,
+        client: ClientId,
         token: &str,
         bytes: &[u8],
     ) -> Result<Receipt, ApiError> {
         let round = self.round(id).await?;
         let message: ClientMessage = decode(bytes).map_err(protocol_error)?;
-        let client = message.header.client;
+        if message.header.client != client {
+            return Err(ApiError::Forbidden);
+        }
         let mut r = round.replica.lock().await;
         self.sync(&round, &mut r).await?;
         Self::authenticate(&r, client, token)?;
@@ -620,7 +661,12 @@ impl Coordinator {
         // durability the store confirms again.
         let stored = self
             .store
-            .put_message(&round.id, stage_index(&r.record.config, stage), client, bytes)
+            .put_message(
+                &round.id,
+                stage_index(&r.record.config, stage),
+                client,
+                bytes,
+            )
             .await;
         match stored {
             Ok(PutOutcome::Stored { version })
@@ -876,7 +922,11 @@ impl Coordinator {
         let (status, stage, reason) = match &r.record.status {
             StoredStatus::Collecting { stage } => (
                 "collecting",
-                r.record.config.stages().get(*stage as usize).map(|s| s.name()),
+                r.record
+                    .config
+                    .stages()
+                    .get(*stage as usize)
+                    .map(|s| s.name()),
                 None,
             ),
             StoredStatus::Finished => ("finished", None, None),

@@ -47,7 +47,7 @@
 //! the batch to the writer thread at once. So at low load a commit starts as soon as the update
 //! is queued, under load the batch holds everything the workers could queue meanwhile, and the
 //! common commit needs no cross-thread wake-up: neither to start the writer nor to resume the
-//! requests it acknowledges (BENCHMARKS.md, "Session 16" and "Session 19"). The writer thread
+//! requests it acknowledges (docs/history/BENCHMARKS-history.md, "Session 16" and "Session 19"). The writer thread
 //! commits the rest: creations, deletions, large models' updates, and anything that waited
 //! `max_delay` because no worker parked. Acknowledgement still follows the commit.
 
@@ -1492,7 +1492,7 @@ type Batch<'a> = (&'a Planned, &'a [Final]);
 /// The largest instance (in bytes) of a model whose updates go to the journal. A larger one's
 /// go straight into redb: a batch of them is mostly data, which redb writes once while the
 /// journal would write it twice (the record, then the checkpoint); measured at 50,000 weights,
-/// the journal was 7–19% slower (BENCHMARKS.md, "Session 18").
+/// the journal was 7–19% slower (docs/history/BENCHMARKS-history.md, "Session 18").
 pub const JOURNAL_MAX_INSTANCE_BYTES: usize = 64 << 10;
 
 /// Whether the model's updates go to the journal ([`JOURNAL_MAX_INSTANCE_BYTES`]).

@@ -1,6 +1,6 @@
 //! The embedded store's update journal: a preallocated, zero-filled file of fixed size that a
 //! group commit makes durable with one positioned write and one `fdatasync`, instead of a redb
-//! transaction (≈ 15 page writes and an fsync; BENCHMARKS.md, "Session 18").
+//! transaction (≈ 15 page writes and an fsync; docs/history/BENCHMARKS-history.md, "Session 18").
 //!
 //! **Records.** Each group commit appends one record at the current offset:
 //!

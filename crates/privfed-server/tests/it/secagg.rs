@@ -419,3 +419,72 @@ async fn a_round_resumes_after_the_server_restarts_mid_stage() {
     assert_eq!(out.sum, plain_sum(&xs, &out.survivors, bits));
     srv.shutdown().await;
 }
+
+/// Sends only the head of a `POST …/messages` that announces `length` body bytes, and returns
+/// the status line the server answers with — before any of the body is sent.
+async fn status_before_body(url: &str, round: &str, token: &str, length: usize) -> String {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let addr = url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/secagg/rounds/{round}/messages HTTP/1.1\r\nHost: {addr}\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: application/octet-stream\r\n\
+         Content-Length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        BufReader::new(stream).read_line(&mut line),
+    )
+    .await
+    .expect("the server answers without waiting for the body")
+    .unwrap();
+    line
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_are_refused_unread_without_a_valid_token_or_beyond_the_rounds_largest_message() {
+    let dir = TempDir::new("secagg-unread");
+    let srv = start(&dir.0, "127.0.0.1:0").await;
+    let http = SecAggClient::new(&srv.url).unwrap();
+    let created = http
+        .create_round(
+            TOKEN,
+            &serde_json::json!({"clients": 3, "bits": 16, "dim": 4}),
+        )
+        .await
+        .unwrap();
+    let joined = http.join(&created.round).await.unwrap();
+    // A made-up token with a 100 MB body: 403 before a byte of it is sent.
+    let line = status_before_body(&srv.url, &created.round, "made-up", 100 << 20).await;
+    assert!(line.starts_with("HTTP/1.1 403"), "{line}");
+    // A made-up round: 404, likewise unread.
+    let line = status_before_body(&srv.url, "0123456789abcdef", "made-up", 100 << 20).await;
+    assert!(line.starts_with("HTTP/1.1 404"), "{line}");
+    // A joined client announcing more than this round's largest message (d = 4 at 16 bits,
+    // 2 neighbours: a few hundred bytes): 413, unread.
+    let line = status_before_body(&srv.url, &created.round, &joined.token, 100 << 20).await;
+    assert!(line.starts_with("HTTP/1.1 413"), "{line}");
+    // A message under another client's id, with a valid token: 403.
+    let raw = reqwest::Client::new();
+    let other = ClientMessage {
+        header: Header::new(created.config.binding(), joined.client % 3 + 1),
+        payload: ClientPayload::AdvertiseKeys {
+            cipher_pk: [9u8; 32],
+            mask_pk: [10u8; 32],
+        },
+    };
+    let r = raw
+        .post(format!(
+            "{}/v1/secagg/rounds/{}/messages",
+            srv.url, created.round
+        ))
+        .bearer_auth(&joined.token)
+        .body(encode(&other))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    srv.shutdown().await;
+}

@@ -600,7 +600,13 @@ pub fn aggregate<R: Rng + CryptoRng + ?Sized>(
                 })
                 .collect();
             let (sum, contributors) = if *secure_aggregation {
-                match crate::secagg::secure_sum(bits, padded, encoded, dropped) {
+                match crate::secagg::secure_sum(
+                    crate::secagg::SecAggThreat::HonestButCurious,
+                    bits,
+                    padded,
+                    encoded,
+                    dropped,
+                ) {
                     Ok(agg) => {
                         let n = agg.survivors.len();
                         (agg.sum, n)

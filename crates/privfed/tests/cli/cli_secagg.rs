@@ -1,6 +1,7 @@
 //! `privfed secagg` and `privfed dme … --secagg`.
 
-use crate::common::{fails_with, json_ok};
+use crate::common::{fails_with, json_ok, words};
+use privfed_secagg::Stage;
 
 #[test]
 fn secagg_simulate_reports_an_exact_sum_and_its_cost() {
@@ -21,14 +22,80 @@ fn secagg_simulate_reports_an_exact_sum_and_its_cost() {
         "--quiet",
     ]);
     assert_eq!(v["exact"], true, "{v}");
+    // In process the default is the active mode: its complete-graph threshold counts the
+    // colluding fraction, ⌊(30 + ⌈0.1·30⌉)/2⌋ + 1.
+    assert_eq!(
+        (v["threat_model"].as_str(), v["roster"].as_bool()),
+        (Some("active"), Some(true))
+    );
     assert_eq!(v["survivors"], 24);
-    assert_eq!(v["threshold"], 15);
+    assert_eq!(v["threshold"], 17);
     assert!(v["seconds"].as_f64().unwrap() > 0.0);
     // At least the packed masked input (1000 × 20 bits) goes up from each client.
     assert!(v["bytes_per_client"].as_f64().unwrap() > 2500.0);
-    for stage in ["advertise_keys", "share_keys", "masked_input", "unmasking"] {
-        assert!(v["stage_seconds"][stage].as_f64().is_some(), "{stage}: {v}");
+    for stage in Stage::ALL {
+        assert!(
+            v["stage_seconds"][stage.name()].as_f64().is_some(),
+            "{stage:?}: {v}"
+        );
     }
+    let v = json_ok(&words(
+        "secagg simulate --clients 30 --dim 1000 --bits 20 --dropout 0.2 --seed 5 \
+         --threat-model honest-but-curious --json --quiet",
+    ));
+    assert_eq!(
+        (v["exact"].as_bool(), v["threshold"].as_u64()),
+        (Some(true), Some(15))
+    );
+    assert_eq!(v["threat_model"], "honest-but-curious");
+    assert!(v["stage_seconds"]["consistency_check"].is_null(), "{v}");
+}
+
+#[test]
+fn the_lying_server_recovers_an_input_only_from_an_honest_but_curious_round() {
+    for (model, recovered) in [("honest-but-curious", true), ("active", false)] {
+        let v = json_ok(&words(&format!(
+            "secagg simulate --clients 11 --dim 200 --bits 16 --seed 2 --adversary lying-server \
+             --threat-model {model} --target 3 --json --quiet"
+        )));
+        assert_eq!(v["threat_model"], model, "{v}");
+        assert_eq!(v["attack_recovered_input"], recovered, "{v}");
+        assert_eq!(
+            v["clients_aborted"].as_u64().unwrap() > 0,
+            !recovered,
+            "{v}"
+        );
+        assert_eq!(
+            (v["target"].as_u64(), v["threshold"].as_u64()),
+            (Some(3), Some(6))
+        );
+    }
+    fails_with(
+        &words("secagg simulate --clients 11 --dim 8 --adversary lying-server --dropout 0.2"),
+        "without dropouts",
+    );
+    fails_with(
+        &words("secagg simulate --clients 11 --dim 8 --http --threat-model active"),
+        "honest-but-curious protocol only",
+    );
+    fails_with(
+        &words(
+            "secagg simulate --clients 11 --dim 8 --threat-model honest-but-curious --no-roster",
+        ),
+        "--no-roster",
+    );
+}
+
+#[test]
+fn secagg_plan_for_the_active_mode_names_the_deciding_bound() {
+    let v = json_ok(&words("secagg plan --clients 1000 --dropout 0.2 --json"));
+    assert_eq!(v["threat_model"], "active", "{v}");
+    assert_eq!(v["grinding_bits"], 40.0);
+    assert!(["connectivity", "correctness"].contains(&v["decided_by"].as_str().unwrap()));
+    let hbc = json_ok(&words(
+        "secagg plan --clients 1000 --dropout 0.2 --threat-model honest-but-curious --json",
+    ));
+    assert!(v["degree"].as_u64() >= hbc["degree"].as_u64(), "{v} {hbc}");
 }
 
 #[test]
@@ -104,15 +171,9 @@ fn too_few_survivors_abort_with_a_non_zero_exit() {
 
 #[test]
 fn secagg_plan_names_degree_and_threshold() {
-    let v = json_ok(&[
-        "secagg",
-        "plan",
-        "--clients",
-        "1000",
-        "--dropout",
-        "0.2",
-        "--json",
-    ]);
+    let v = json_ok(&words(
+        "secagg plan --clients 1000 --dropout 0.2 --threat-model honest-but-curious --json",
+    ));
     let (k, t) = (
         v["degree"].as_u64().unwrap(),
         v["threshold"].as_u64().unwrap(),

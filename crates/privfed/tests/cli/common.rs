@@ -38,6 +38,11 @@ pub fn privfed(args: &[&str]) -> Output {
 }
 
 /// Runs `privfed`, asserts success, and parses stdout as JSON.
+/// The words of a command line written as one string (no quoting: words are split on spaces).
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 pub fn json_ok(args: &[&str]) -> Value {
     let out = privfed(args);
     assert!(

@@ -9,7 +9,10 @@
 use std::time::{Duration, Instant};
 
 use privfed_secagg::messages::{decode, encode};
-use privfed_secagg::{Aggregate, Client, ClientId, RoundConfig, ServerMessage, Stage};
+use privfed_secagg::{
+    Aggregate, Client, ClientId, Credentials, DeviceKey, Roster, RoundConfig, ServerMessage, Stage,
+    ThreatModel,
+};
 use rand::SeedableRng;
 use rand::rngs::ChaCha20Rng;
 use serde::Deserialize;
@@ -181,6 +184,64 @@ impl SecAggClient {
         Ok(joined)
     }
 
+    /// Joins an active round as an enrolled device: fetches the round's public view, verifies
+    /// its roster against the enrollment `authority` this device trusts and that the round's
+    /// configuration names that roster, then joins with the device's signature of the round.
+    /// Returns the place in the round and the credentials to take part with.
+    pub async fn join_enrolled(
+        &self,
+        round: &str,
+        device: DeviceKey,
+        authority: &[u8; 32],
+    ) -> Result<(Joined, Credentials), SecAggClientError> {
+        #[derive(Deserialize)]
+        struct View {
+            config: RoundConfig,
+            roster: Option<Roster>,
+        }
+        let view: View = serde_json::from_value(self.status(round).await?)
+            .map_err(|e| SecAggClientError::Invalid(format!("round view: {e}")))?;
+        let Some(roster) = view.roster else {
+            return Err(privfed_secagg::SecAggError::Policy(
+                "the round has no roster: it is not an active round an enrolled device joins"
+                    .into(),
+            )
+            .into());
+        };
+        let trusted = roster.verify(authority)?;
+        if view.config.threat_model
+            != (ThreatModel::Active {
+                roster: Some(trusted.digest()),
+            })
+        {
+            return Err(privfed_secagg::SecAggError::Policy(
+                "the round's configuration does not name the roster it serves".into(),
+            )
+            .into());
+        }
+        let body = serde_json::json!({
+            "device": device.verifying_key(),
+            "signature": device.sign_join(&view.config.binding(), round).to_vec(),
+        });
+        let url = format!("{}/v1/secagg/rounds/{round}/join", self.base);
+        let r = self.send(|| self.http.post(&url).json(&body)).await?;
+        let mut joined: Joined = Self::check(r).await?.json().await?;
+        joined.round = round.to_string();
+        if joined.config != view.config {
+            return Err(privfed_secagg::SecAggError::Policy(
+                "the round's configuration changed between its view and the join".into(),
+            )
+            .into());
+        }
+        Ok((
+            joined,
+            Credentials {
+                device,
+                roster: Some(trusted),
+            },
+        ))
+    }
+
     /// The round's public state (JSON).
     pub async fn status(&self, round: &str) -> Result<serde_json::Value, SecAggClientError> {
         let url = format!("{}/v1/secagg/rounds/{round}", self.base);
@@ -223,6 +284,19 @@ impl SecAggClient {
         input: &[u64],
         drop_before: Option<Stage>,
     ) -> Result<Participation, SecAggClientError> {
+        self.participate_with(joined, None, input, drop_before)
+            .await
+    }
+
+    /// [`SecAggClient::participate`] with the device's credentials for an active round (from
+    /// [`SecAggClient::join_enrolled`]); `None` for an honest-but-curious round.
+    pub async fn participate_with(
+        &self,
+        joined: &Joined,
+        credentials: Option<Credentials>,
+        input: &[u64],
+        drop_before: Option<Stage>,
+    ) -> Result<Participation, SecAggClientError> {
         let mut rng = ChaCha20Rng::from_rng(&mut rand::rng());
         let mut p = Participation {
             client: joined.client,
@@ -236,7 +310,10 @@ impl SecAggClient {
             return Ok(p);
         }
         let t = Instant::now();
-        let (mut client, first) = Client::new(joined.config.clone(), joined.client, &mut rng)?;
+        let (mut client, first) = match credentials {
+            Some(c) => Client::new_active(joined.config.clone(), joined.client, c, &mut rng)?,
+            None => Client::new(joined.config.clone(), joined.client, &mut rng)?,
+        };
         p.compute += t.elapsed();
         self.post(joined, &encode(&first), &mut p).await?;
         let next_url = format!(

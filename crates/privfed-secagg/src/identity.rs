@@ -26,6 +26,7 @@ use crate::error::{Result, SecAggError};
 const ROSTER_LABEL: &[u8] = b"privfed/secagg/v1/roster";
 const KEYS_LABEL: &[u8] = b"privfed/secagg/v1/round-keys";
 const SURVIVORS_LABEL: &[u8] = b"privfed/secagg/v1/survivors";
+const JOIN_LABEL: &[u8] = b"privfed/secagg/v1/join";
 
 /// An Ed25519 signature (64 bytes).
 pub type SignatureBytes = [u8; 64];
@@ -62,6 +63,27 @@ impl DeviceKey {
     fn sign(&self, message: &[u8]) -> SignatureBytes {
         self.0.sign(message).to_bytes()
     }
+
+    /// The device's credential for joining round `round` (a coordinator's round id) whose
+    /// configuration has `binding`: a signature no other round accepts (the binding covers the
+    /// round's fresh session id).
+    pub fn sign_join(&self, binding: &[u8; 32], round: &str) -> SignatureBytes {
+        self.sign(&join_message(binding, round))
+    }
+}
+
+fn join_message(binding: &[u8; 32], round: &str) -> Vec<u8> {
+    [JOIN_LABEL, binding, round.as_bytes()].concat()
+}
+
+/// Whether `signature` is `device`'s credential for joining `round` ([`DeviceKey::sign_join`]).
+pub fn verify_join(
+    device: &[u8; 32],
+    binding: &[u8; 32],
+    round: &str,
+    signature: &SignatureBytes,
+) -> bool {
+    verify(device, &join_message(binding, round), signature)
 }
 
 /// Checks `signature` on `message` under `key` (strict: no small-order or non-canonical keys).
@@ -258,6 +280,12 @@ mod tests {
             &survivors_message(&[1u8; 32], &[1, 2]),
             &s2
         ));
+        // A join credential is bound to its round and binding.
+        let j = d.sign_join(&[1u8; 32], "r1");
+        assert!(verify_join(&d.verifying_key(), &[1u8; 32], "r1", &j));
+        assert!(!verify_join(&d.verifying_key(), &[1u8; 32], "r2", &j));
+        assert!(!verify_join(&d.verifying_key(), &[2u8; 32], "r1", &j));
+        assert!(!check(&d.verifying_key(), &keys, &j));
         // Small-order verifying keys never verify.
         assert!(!check(&[0u8; 32], &surv, &s2));
     }

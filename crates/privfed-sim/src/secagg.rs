@@ -559,14 +559,18 @@ pub async fn simulate_over_http(
 ) -> Result<SecAggSimReport, SecAggSimError> {
     use privfed_client::secagg::{Outcome, SecAggClient};
     check(cfg)?;
-    if cfg.threat != SecAggThreat::HonestButCurious {
+    if cfg.threat == SecAggThreat::ActiveWithoutRoster {
         return Err(SecAggError::Policy(
-            "the HTTP coordinator runs the honest-but-curious protocol only: run the active \
-             mode in process, or choose --threat-model honest-but-curious"
+            "the HTTP coordinator's active rounds need a roster (it is the devices' credential \
+             to join): drop --no-roster"
                 .into(),
         )
         .into());
     }
+    // Active: a fresh enrollment authority (this process plays the operator) enrolls one device
+    // per client; the round names the roster, each device joins with its signature.
+    let enrollment = (cfg.threat == SecAggThreat::Active)
+        .then(|| Enrollment::new(cfg.clients as usize, &mut rand::rng()));
     let http = SecAggClient::new(server).map_err(|e| SecAggSimError::Http(e.to_string()))?;
     let (graph, threshold) = match cfg.graph {
         GraphChoice::Auto => (serde_json::json!("auto"), None),
@@ -583,6 +587,8 @@ pub async fn simulate_over_http(
             &serde_json::json!({
                 "clients": cfg.clients, "bits": cfg.bits, "dim": cfg.dim, "graph": graph,
                 "threshold": threshold, "dropout": cfg.dropout, "stage_timeout_ms": 600_000,
+                "threat_model": cfg.threat.name(),
+                "roster": enrollment.as_ref().map(|e| &e.roster),
             }),
         )
         .await
@@ -591,12 +597,29 @@ pub async fn simulate_over_http(
     let (inputs, drops) = inputs_and_dropouts(cfg, &config);
     let start = Instant::now();
     let mut joined = Vec::with_capacity(cfg.clients as usize);
-    for _ in 0..cfg.clients {
-        joined.push(
-            http.join(&created.round)
-                .await
-                .map_err(|e| SecAggSimError::Http(e.to_string()))?,
-        );
+    let mut credentials: Vec<Option<Credentials>> = Vec::with_capacity(cfg.clients as usize);
+    match enrollment {
+        Some(e) => {
+            let authority = e.authority.verifying_key();
+            for device in e.devices {
+                let (j, c) = http
+                    .join_enrolled(&created.round, device, &authority)
+                    .await
+                    .map_err(|e| SecAggSimError::Http(e.to_string()))?;
+                joined.push(j);
+                credentials.push(Some(c));
+            }
+        }
+        None => {
+            for _ in 0..cfg.clients {
+                joined.push(
+                    http.join(&created.round)
+                        .await
+                        .map_err(|e| SecAggSimError::Http(e.to_string()))?,
+                );
+                credentials.push(None);
+            }
+        }
     }
     // Watches the round's stage to time each one, and closes a stage as soon as every client
     // still pending is one scheduled to have gone silent (the deadline a coordinator's operator
@@ -640,13 +663,13 @@ pub async fn simulate_over_http(
         })
     };
     let mut tasks = Vec::with_capacity(joined.len());
-    for j in joined {
+    for (j, c) in joined.into_iter().zip(credentials) {
         let http = http.clone();
         let i = j.client as usize - 1;
         let input = inputs[i].clone();
         let drop = drops[i];
         tasks.push(tokio::spawn(async move {
-            http.participate(&j, &input, drop).await
+            http.participate_with(&j, c, &input, drop).await
         }));
     }
     let mut clients = Vec::new();

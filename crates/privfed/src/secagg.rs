@@ -137,8 +137,8 @@ pub struct SimulateArgs {
     /// Admin token of --server (creating the round needs it).
     #[arg(long, env = "PRIVFED_ADMIN_TOKEN")]
     admin_token: Option<String>,
-    /// Which server the clients defend against. Default: `active` in process; over HTTP the
-    /// coordinator runs `honest-but-curious` only.
+    /// Which server the clients defend against (default `active`: a fresh enrollment authority
+    /// enrolls every simulated device, and the round names its roster).
     #[arg(long, value_enum)]
     threat_model: Option<ThreatModelArg>,
     /// Active mode without a roster: any device key is accepted (the server could add Sybils).
@@ -289,22 +289,17 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
     Ok(())
 }
 
-/// The threat model of `simulate`: as asked, or `active` in process and `honest-but-curious`
-/// over HTTP (the coordinator's only mode).
+/// The threat model of `simulate`: as asked, `active` by default.
 fn threat(args: &SimulateArgs) -> Result<SecAggThreat> {
     let remote = args.server.is_some() || args.http;
-    let chosen = args.threat_model.unwrap_or(if remote {
-        ThreatModelArg::HonestButCurious
-    } else {
-        ThreatModelArg::Active
-    });
+    let chosen = args.threat_model.unwrap_or(ThreatModelArg::Active);
     if args.no_roster && chosen != ThreatModelArg::Active {
         bail!("--no-roster applies to --threat-model active only");
     }
-    if remote && chosen == ThreatModelArg::Active {
+    if remote && args.no_roster {
         bail!(
-            "the HTTP coordinator runs the honest-but-curious protocol only: drop --server/--http \
-             to run the active mode in process, or pass --threat-model honest-but-curious"
+            "the HTTP coordinator's active rounds need a roster (the devices' credential to \
+             join): drop --no-roster"
         );
     }
     Ok(match chosen {

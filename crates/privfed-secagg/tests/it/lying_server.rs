@@ -141,21 +141,3 @@ fn an_enrollment_gives_every_device_the_roster_the_round_names() {
             .all(|c| c.roster.as_ref().unwrap().digest() == d)
     );
 }
-
-#[test]
-#[ignore]
-fn print_reports() {
-    for model in ["honest-but-curious", "active", "active-without-roster"] {
-        for c in [config(11, 6, 16, 64, GraphSpec::Complete), planned(200)] {
-            for a in [Attack::NeighbourShare, Attack::KeySubstitution] {
-                let r = play(a, c.clone(), model, 5, 9);
-                println!(
-                    "{model} n={} {:?}: {}",
-                    c.clients,
-                    a,
-                    serde_json::to_string(&r).unwrap()
-                );
-            }
-        }
-    }
-}

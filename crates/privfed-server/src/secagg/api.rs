@@ -2,8 +2,8 @@
 //!
 //! | route | who | answers |
 //! |---|---|---|
-//! | `POST /v1/secagg/rounds` `{"clients","bits","dim","threshold"?,"graph"?,"dropout"?,"stage_timeout_ms"?}` | admin | 201 `{"round","config"}`, 400, 401, 403 |
-//! | `POST /v1/secagg/rounds/{id}/join` | anyone | 200 `{"client","token","config"}`, 404, 409 (full or started) |
+//! | `POST /v1/secagg/rounds` `{"clients","bits","dim","threshold"?,"graph"?,"dropout"?,"stage_timeout_ms"?,"threat_model"?,"roster"?}` | admin | 201 `{"round","config"}`, 400, 401, 403 |
+//! | `POST /v1/secagg/rounds/{id}/join` (active rounds: `{"device","signature"}`, an enrolled device's signature of the round) | anyone (honest-but-curious); an enrolled device (active) | 200 `{"client","token","config"}`, 401 (no credential), 403 (not enrolled, bad signature), 404, 409 (full, started, device already joined) |
 //! | `POST /v1/secagg/rounds/{id}/messages` (postcard `ClientMessage`, `Authorization: Bearer CLIENT_TOKEN`) | a joined client | 202 `{"status":"accepted"}` (`"durable": false` added with a best-effort Redis store), 200 `{"status":"duplicate"}`, 400, 403 (unknown token, or a message under another client's id; refused before the body is read), 409 (stale or closed stage, other session, conflicting retry), 413 (longer than the round's largest legitimate message, refused unread when `Content-Length` says so), 422 (breaks the protocol), 503 |
 //! | `GET /v1/secagg/rounds/{id}/next?client=ID&wait=SECONDS` (`Authorization: Bearer CLIENT_TOKEN`) | a joined client | 200 postcard `ServerMessage`, 204 (not yet; long poll up to 30 s), 410 `{"status","reason"}` (round over for this client), 403 |
 //! | `GET /v1/secagg/rounds/{id}` | anyone | 200 (status, stage, config, joined, pending, deadline, version) |
@@ -13,6 +13,10 @@
 //!
 //! `graph` is `"auto"` (default: complete up to 128 clients, SecAgg+ planned for `dropout`
 //! above), `"complete"`, `"plus"`, or `{"harary": {"degree": K}}` (then `threshold` is required).
+//! `threat_model` is `"honest-but-curious"` (default) or `"active"`, which needs `roster` (the
+//! enrollment authority's signed [`privfed_secagg::Roster`]; the coordinator cannot check the
+//! authority's signature, the devices do) and plans the active mode's thresholds. The round's
+//! public view (`GET …/{id}`) carries the roster, so devices can fetch and verify it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,11 +27,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use privfed_secagg::plan::{GraphChoice, round_config};
-use privfed_secagg::{GraphSpec, Receipt};
+use privfed_secagg::plan::{GraphChoice, round_config_for};
+use privfed_secagg::{GraphSpec, Receipt, Roster, ThreatModel};
 use serde::Deserialize;
 
-use super::{Coordinator, DEFAULT_STAGE_TIMEOUT, NewRound, Next, protocol_error};
+use super::{Coordinator, DEFAULT_STAGE_TIMEOUT, JoinCredential, NewRound, Next, protocol_error};
 use crate::api::{check_admin, read_body};
 use crate::error::ApiError;
 
@@ -61,6 +65,8 @@ struct CreateRound {
     graph: Option<GraphIn>,
     dropout: Option<f64>,
     stage_timeout_ms: Option<u64>,
+    threat_model: Option<String>,
+    roster: Option<Roster>,
 }
 
 /// Largest body of a round creation.
@@ -76,10 +82,46 @@ async fn create(
     let req: CreateRound = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::BadRequest(format!("invalid round: {e}")))?;
     let dropout = req.dropout.unwrap_or(0.1);
+    let model = match (req.threat_model.as_deref(), &req.roster) {
+        (None | Some("honest-but-curious"), None) => ThreatModel::HonestButCurious,
+        (None | Some("honest-but-curious"), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "a roster belongs to an active round: add \"threat_model\": \"active\"".into(),
+            ));
+        }
+        (Some("active"), Some(r)) => ThreatModel::Active {
+            roster: Some(r.digest()),
+        },
+        (Some("active"), None) => {
+            return Err(ApiError::BadRequest(
+                "an active round needs a roster (the devices' credential to join)".into(),
+            ));
+        }
+        (Some(other), _) => {
+            return Err(ApiError::BadRequest(format!(
+                "unknown threat_model `{other}`: honest-but-curious or active"
+            )));
+        }
+    };
+    if let Some(r) = &req.roster
+        && (r.devices.is_empty() || !r.devices.windows(2).all(|w| w[0] < w[1]))
+    {
+        return Err(ApiError::BadRequest(
+            "the roster's devices must be sorted, without repeats, and not empty".into(),
+        ));
+    }
     let planned = |choice| {
-        round_config(req.clients, req.bits, req.dim, dropout, choice, [0; 32])
-            .map(|c| (c.graph, Some(c.threshold)))
-            .map_err(protocol_error)
+        round_config_for(
+            model,
+            req.clients,
+            req.bits,
+            req.dim,
+            dropout,
+            choice,
+            [0; 32],
+        )
+        .map(|c| (c.graph, Some(c.threshold)))
+        .map_err(protocol_error)
     };
     let (graph, default_threshold) = match &req.graph {
         None => planned(GraphChoice::Auto)?,
@@ -110,6 +152,7 @@ async fn create(
             dim: req.dim,
             graph,
             stage_timeout,
+            roster: req.roster,
         })
         .await?;
     Ok((
@@ -119,11 +162,24 @@ async fn create(
         .into_response())
 }
 
+/// Largest join body (a device key and a signature in JSON arrays).
+const JOIN_LIMIT: usize = 1024;
+
 async fn join(
     State(c): State<Arc<Coordinator>>,
     Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    let (client, token, config) = c.join(&id).await?;
+    let bytes = read_body(&headers, body, JOIN_LIMIT).await?;
+    let credential: Option<JoinCredential> = if bytes.is_empty() {
+        None
+    } else {
+        Some(serde_json::from_slice(&bytes).map_err(|_| {
+            ApiError::BadRequest("a join credential is {\"device\", \"signature\"}".into())
+        })?)
+    };
+    let (client, token, config) = c.join(&id, credential.as_ref()).await?;
     Ok(
         axum::Json(serde_json::json!({"client": client, "token": token, "config": config}))
             .into_response(),

@@ -34,8 +34,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use privfed_secagg::messages::{decode, encode, max_client_message_len};
 use privfed_secagg::{
-    Aggregate, ClientId, ClientMessage, Receipt, RoundConfig, RoundStatus, SecAggError, Server,
-    ServerMessage, Stage, ThreatModel,
+    Aggregate, ClientId, ClientMessage, Receipt, Roster, RoundConfig, RoundStatus, SecAggError,
+    Server, ServerMessage, Stage, ThreatModel,
 };
 use rand::Rng;
 use sha2::{Digest, Sha256};
@@ -127,7 +127,7 @@ pub fn protocol_error(e: SecAggError) -> ApiError {
 }
 
 /// What a round creation asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewRound {
     /// Cohort size, threshold, ring, length, graph (the session id is drawn here).
     pub clients: u32,
@@ -141,6 +141,20 @@ pub struct NewRound {
     pub graph: privfed_secagg::GraphSpec,
     /// How long each stage stays open at most.
     pub stage_timeout: Duration,
+    /// `Some`: an active-mode round over this roster (its digest goes into the configuration;
+    /// joining needs an enrolled device's signature). `None`: honest-but-curious, open to
+    /// anyone who joins.
+    pub roster: Option<Roster>,
+}
+
+/// An enrolled device's credential for joining an active round: its verifying key and its
+/// signature of the round ([`privfed_secagg::DeviceKey::sign_join`]).
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+pub struct JoinCredential {
+    /// The device's Ed25519 verifying key.
+    pub device: [u8; 32],
+    /// Its signature of the round id and the configuration's binding (64 bytes).
+    pub signature: Vec<u8>,
 }
 
 /// What a client's poll for its next message found.
@@ -212,7 +226,9 @@ async fn rebuild(
     let upto = match &record.status {
         StoredStatus::Collecting { stage } => *stage,
         StoredStatus::Finished => {
-            let stored = store.messages(id, store::RESULT_STAGE).await?;
+            let stored = store
+                .messages(id, store::result_stage(&record.config))
+                .await?;
             let (_, bytes) = stored
                 .first()
                 .ok_or_else(|| corrupt(id, "result missing"))?;
@@ -512,8 +528,12 @@ impl Coordinator {
             bits: new.bits,
             dim: new.dim,
             graph: new.graph,
-            // The coordinator runs the honest-but-curious protocol only (docs/SECURE_AGGREGATION.md).
-            threat_model: ThreatModel::HonestButCurious,
+            threat_model: match &new.roster {
+                Some(r) => ThreatModel::Active {
+                    roster: Some(r.digest()),
+                },
+                None => ThreatModel::HonestButCurious,
+            },
         };
         let server = Server::new(config.clone()).map_err(protocol_error)?;
         if new.stage_timeout.is_zero() || new.stage_timeout > Duration::from_secs(24 * 3600) {
@@ -528,6 +548,8 @@ impl Coordinator {
             stage_opened_ms: now_ms(),
             stage_timeout_ms: new.stage_timeout.as_millis() as u64,
             joined: Vec::new(),
+            roster: new.roster,
+            devices: Vec::new(),
             version: 0,
         };
         self.store
@@ -553,9 +575,28 @@ impl Coordinator {
     pub async fn join(
         self: &Arc<Self>,
         id: &str,
+        credential: Option<&JoinCredential>,
     ) -> Result<(ClientId, String, RoundConfig), ApiError> {
         let round = self.round(id).await?;
         let mut r = round.replica.lock().await;
+        // An active round admits only enrolled devices, each once, with a signature of this
+        // round (checked before anything is stored).
+        if let Some(roster) = &r.record.roster {
+            let Some(c) = credential else {
+                return Err(ApiError::Unauthorized);
+            };
+            let binding = r.record.config.binding();
+            let signature: [u8; 64] = c
+                .signature
+                .as_slice()
+                .try_into()
+                .map_err(|_| ApiError::BadRequest("a signature has 64 bytes".into()))?;
+            if roster.devices.binary_search(&c.device).is_err()
+                || !privfed_secagg::identity::verify_join(&c.device, &binding, id, &signature)
+            {
+                return Err(ApiError::Forbidden);
+            }
+        }
         let mut secret = [0u8; 32];
         rand::rng().fill_bytes(&mut secret);
         let token = hex(&secret);
@@ -570,6 +611,16 @@ impl Coordinator {
                 return Err(ApiError::Conflict("the round is full".into()));
             }
             let mut record = r.record.clone();
+            if record.roster.is_some()
+                && let Some(c) = credential
+            {
+                if record.devices.contains(&c.device) {
+                    return Err(ApiError::Conflict(
+                        "this device has already joined the round".into(),
+                    ));
+                }
+                record.devices.push(c.device);
+            }
             record.joined.push(token_hash(&token));
             record.version += 1;
             let client = record.joined.len() as ClientId;
@@ -938,6 +989,8 @@ impl Coordinator {
             "stage": stage,
             "reason": reason,
             "config": r.record.config,
+            "threat_model": r.record.config.threat_model.name(),
+            "roster": r.record.roster,
             "joined": r.record.joined.len(),
             "pending": pending.len(),
             "pending_clients": pending,

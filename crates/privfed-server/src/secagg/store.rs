@@ -39,7 +39,7 @@ use std::sync::Arc;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use privfed_secagg::{ClientId, RoundConfig};
+use privfed_secagg::{ClientId, Roster, RoundConfig};
 
 use crate::error::StoreError;
 
@@ -55,7 +55,7 @@ pub enum StoredStatus {
         /// Index in the round's [`privfed_secagg::RoundConfig::stages`].
         stage: u8,
     },
-    /// The sum is known (stored as the message of stage [`RESULT_STAGE`]).
+    /// The sum is known (stored as the message of client 0 at [`result_stage`]).
     Finished,
     /// The round stopped; nothing was revealed.
     Aborted {
@@ -64,8 +64,15 @@ pub enum StoredStatus {
     },
 }
 
-/// The stage index under which a finished round's aggregate is stored.
+/// The stage index under which a finished honest-but-curious round's aggregate is stored (one
+/// past its four stages); [`result_stage`] gives it for any round.
 pub const RESULT_STAGE: u8 = 4;
+
+/// The stage index under which a finished round's aggregate is stored: one past the round's own
+/// stages (4 for an honest-but-curious round, 5 for an active one).
+pub fn result_stage(config: &RoundConfig) -> u8 {
+    config.stages().len() as u8
+}
 
 /// A round as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,6 +87,14 @@ pub struct RoundRecord {
     pub stage_timeout_ms: u64,
     /// SHA-256 of each joined client's token, by client id − 1.
     pub joined: Vec<[u8; 32]>,
+    /// Active rounds: the roster of devices that may join (the join credential is a device
+    /// signature; the round's configuration names this roster's digest).
+    #[serde(default)]
+    pub roster: Option<Roster>,
+    /// Active rounds: the device key of each joined client, by client id − 1 (one id per
+    /// device).
+    #[serde(default)]
+    pub devices: Vec<[u8; 32]>,
     /// Advanced by one by every change of the round (compare-and-set of the record, or a stored
     /// message): see the [module documentation](self).
     pub version: u64,
@@ -119,7 +134,7 @@ pub trait RoundStore: Send + Sync + 'static {
     /// Replaces a round's record if its stored version is `expected_version` and the round is
     /// still collecting (`false` if not; [`StoreError::NotFound`] if there is no such round).
     /// `record.version` must be greater than `expected_version`. With `result`, also stores the
-    /// round's aggregate (as the message of client 0 at [`RESULT_STAGE`]) in the same atomic
+    /// round's aggregate (as the message of client 0 at [`result_stage`]) in the same atomic
     /// write.
     fn update_round<'a>(
         &'a self,
@@ -323,6 +338,7 @@ impl RoundStore for EmbeddedRoundStore {
         let (db, id, result) = (self.db.clone(), id.to_string(), result.map(<[u8]>::to_vec));
         Box::pin(async move {
             let bytes = checked?;
+            let result_at = result_stage(&record.config);
             blocking(move || {
                 write(&db, |w| {
                     let mut t = w.open_table(ROUNDS).map_err(backend)?;
@@ -335,7 +351,7 @@ impl RoundStore for EmbeddedRoundStore {
                     t.insert(id.as_str(), bytes.as_slice()).map_err(backend)?;
                     if let Some(result) = &result {
                         let mut m = w.open_table(MESSAGES).map_err(backend)?;
-                        m.insert((id.as_str(), RESULT_STAGE, 0u32), result.as_slice())
+                        m.insert((id.as_str(), result_at, 0u32), result.as_slice())
                             .map_err(backend)?;
                     }
                     Ok(true)

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use privfed_client::secagg::{Outcome, SecAggClient};
-use privfed_secagg::local::plain_sum;
+use privfed_secagg::DeviceKey;
+use privfed_secagg::local::{Enrollment, plain_sum};
 use privfed_secagg::messages::{ClientMessage, ClientPayload, Header, encode};
 use privfed_secagg::{Aggregate, Stage};
 use privfed_server::secagg::{Coordinator, EmbeddedRoundStore};
@@ -89,21 +90,50 @@ async fn round(
     bits: u32,
     drops: Vec<Option<Stage>>,
 ) -> (Result<Aggregate, String>, Vec<Vec<u64>>) {
+    round_in(http, n, dim, bits, drops, false).await
+}
+
+/// [`round`], in the active mode when `active`: an authority enrolls one device per client, the
+/// round names the roster, every device joins with its signature.
+async fn round_in(
+    http: &SecAggClient,
+    n: u32,
+    dim: usize,
+    bits: u32,
+    drops: Vec<Option<Stage>>,
+    active: bool,
+) -> (Result<Aggregate, String>, Vec<Vec<u64>>) {
+    let enrollment =
+        active.then(|| Enrollment::new(n as usize, &mut ChaCha20Rng::seed_from_u64(9)));
     let created = http
         .create_round(
             TOKEN,
-            &serde_json::json!({"clients": n, "bits": bits, "dim": dim, "stage_timeout_ms": 60000}),
+            &serde_json::json!({
+                "clients": n, "bits": bits, "dim": dim, "stage_timeout_ms": 60000,
+                "threat_model": if active { "active" } else { "honest-but-curious" },
+                "roster": enrollment.as_ref().map(|e| &e.roster),
+            }),
         )
         .await
         .unwrap();
     let xs = inputs(n as usize, dim, bits, 7);
     let mut tasks = Vec::new();
+    let mut devices = enrollment.map(|e| (e.authority.verifying_key(), e.devices.into_iter()));
     for i in 0..n as usize {
-        let joined = http.join(&created.round).await.unwrap();
+        let (joined, credentials) = match &mut devices {
+            Some((authority, it)) => {
+                let (j, c) = http
+                    .join_enrolled(&created.round, it.next().unwrap(), authority)
+                    .await
+                    .unwrap();
+                (j, Some(c))
+            }
+            None => (http.join(&created.round).await.unwrap(), None),
+        };
         assert_eq!(joined.client as usize, i + 1);
         let (http, x, d) = (http.clone(), xs[i].clone(), drops[i]);
         tasks.push(tokio::spawn(async move {
-            http.participate(&joined, &x, d).await
+            http.participate_with(&joined, credentials, &x, d).await
         }));
     }
     loop {
@@ -163,6 +193,107 @@ async fn a_round_over_http_sums_exactly_with_dropouts_at_every_stage() {
     assert!(out.survivors.contains(&11) && !out.survivors.contains(&2));
     assert_eq!(out.survivors.len(), 9);
     assert_eq!(out.sum, plain_sum(&xs, &out.survivors, 40));
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_active_round_over_http_sums_exactly_with_dropouts_at_every_stage() {
+    let dir = TempDir::new("secagg-http-active");
+    let srv = start(&dir.0, "127.0.0.1:0").await;
+    let http = SecAggClient::new(&srv.url).unwrap();
+    let mut drops = vec![None; 16];
+    drops[1] = Some(Stage::AdvertiseKeys);
+    drops[4] = Some(Stage::ShareKeys);
+    drops[7] = Some(Stage::MaskedInput);
+    drops[12] = Some(Stage::ConsistencyCheck);
+    drops[10] = Some(Stage::Unmasking);
+    let (result, xs) = round_in(&http, 16, 300, 40, drops, true).await;
+    let out = result.unwrap();
+    assert_eq!(out.dropped, vec![8], "client 8's masks were recovered");
+    // Clients 11 and 13 sent masked input, then stopped: their inputs are in the sum.
+    assert!(out.survivors.contains(&11) && out.survivors.contains(&13));
+    assert_eq!(out.survivors.len(), 13);
+    assert_eq!(out.sum, plain_sum(&xs, &out.survivors, 40));
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_active_round_admits_only_enrolled_devices_once_each() {
+    let dir = TempDir::new("secagg-join");
+    let srv = start(&dir.0, "127.0.0.1:0").await;
+    let http = SecAggClient::new(&srv.url).unwrap();
+    let raw = reqwest::Client::new();
+    let base = format!("{}/v1/secagg/rounds", srv.url);
+    let mut r = ChaCha20Rng::seed_from_u64(3);
+    let e = Enrollment::new(4, &mut r);
+    // Creation: active needs a roster, a roster needs the active mode.
+    for bad in [
+        serde_json::json!({"clients": 4, "bits": 16, "dim": 4, "threat_model": "active"}),
+        serde_json::json!({"clients": 4, "bits": 16, "dim": 4, "roster": &e.roster}),
+        serde_json::json!({"clients": 4, "bits": 16, "dim": 4, "threat_model": "lying"}),
+    ] {
+        let resp = raw
+            .post(&base)
+            .bearer_auth(TOKEN)
+            .json(&bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400, "{bad}");
+    }
+    let created = http
+        .create_round(
+            TOKEN,
+            &serde_json::json!({"clients": 4, "bits": 16, "dim": 4, "threat_model": "active", "roster": &e.roster}),
+        )
+        .await
+        .unwrap();
+    let join = format!("{base}/{}/join", created.round);
+    // No credential: 401. A device off the roster, or a signature of another round: 403.
+    assert_eq!(raw.post(&join).send().await.unwrap().status(), 401);
+    let outsider = DeviceKey::generate(&mut r);
+    let binding = created.config.binding();
+    let cred = |d: &DeviceKey, round: &str| serde_json::json!({"device": d.verifying_key(), "signature": d.sign_join(&binding, round).to_vec()});
+    let resp = raw
+        .post(&join)
+        .json(&cred(&outsider, &created.round))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    let resp = raw
+        .post(&join)
+        .json(&cred(&e.devices[0], "another-round"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    // An enrolled device joins once; a second join of the same device is refused.
+    let resp = raw
+        .post(&join)
+        .json(&cred(&e.devices[0], &created.round))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = raw
+        .post(&join)
+        .json(&cred(&e.devices[0], &created.round))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 409);
+    // A device that trusts another authority refuses the round's roster.
+    let other = DeviceKey::generate(&mut r);
+    let err = http
+        .join_enrolled(
+            &created.round,
+            DeviceKey::generate(&mut r),
+            &other.verifying_key(),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("signature"), "{err}");
     srv.shutdown().await;
 }
 

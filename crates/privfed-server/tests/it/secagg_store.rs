@@ -32,6 +32,8 @@ fn record(clients: u32) -> RoundRecord {
         stage_opened_ms: 1_700_000_000_000,
         stage_timeout_ms: 60_000,
         joined: Vec::new(),
+        roster: None,
+        devices: Vec::new(),
         version: 0,
     }
 }

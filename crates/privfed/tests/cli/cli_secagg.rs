@@ -75,8 +75,21 @@ fn the_lying_server_recovers_an_input_only_from_an_honest_but_curious_round() {
         "without dropouts",
     );
     fails_with(
-        &words("secagg simulate --clients 11 --dim 8 --http --threat-model active"),
-        "honest-but-curious protocol only",
+        &words("secagg simulate --clients 11 --dim 8 --http --no-roster"),
+        "need a roster",
+    );
+    // Over loopback HTTP the default is the active mode too: the coordinator serves the roster
+    // and admits the enrolled devices.
+    let v = json_ok(&words(
+        "secagg simulate --clients 12 --dim 100 --dropout 0.2 --seed 4 --http --json --quiet",
+    ));
+    assert_eq!(
+        (v["exact"].as_bool(), v["threat_model"].as_str()),
+        (Some(true), Some("active"))
+    );
+    assert_eq!(
+        (v["roster"].as_bool(), v["threshold"].as_u64()),
+        (Some(true), Some(8))
     );
     fails_with(
         &words(

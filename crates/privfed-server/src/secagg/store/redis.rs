@@ -7,7 +7,7 @@
 //!   `0`..`3`, `f` finished, `a` aborted) and `r` (the record as JSON; its `version` field is
 //!   replaced by `v` when read);
 //! * `P m:{id}:{stage}` — a hash from client id to the message's bytes (the finished round's
-//!   aggregate is client 0 of stage [`RESULT_STAGE`]).
+//!   aggregate is client 0 of stage [`result_stage`]).
 //!
 //! Every write is one Lua script, so it is atomic: creation (`SADD` + `HSET` unless the round
 //! exists), the compare-and-set of the record on `v` (with the aggregate in the same script;
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use privfed_secagg::ClientId;
 
 use super::{
-    PutOutcome, RESULT_STAGE, RoundRecord, RoundStore, StoreFuture, check_advance, decode_record,
+    PutOutcome, RoundRecord, RoundStore, StoreFuture, check_advance, decode_record, result_stage,
     status_code,
 };
 use crate::error::StoreError;
@@ -261,7 +261,7 @@ impl RoundStore for RedisRoundStore {
             let swapped: i64 = self
                 .update
                 .key(self.record_key(id))
-                .key(self.stage_key(id, RESULT_STAGE))
+                .key(self.stage_key(id, result_stage(&record.config)))
                 .arg(expected_version)
                 .arg(record.version)
                 .arg(status_code(&record.status))

@@ -480,12 +480,13 @@ def secagg_simulate(
     dropout: float = 0.0,
     *,
     dropout_stage: Literal[
-        "advertise_keys", "share_keys", "masked_input", "unmasking", "random"
+        "advertise_keys", "share_keys", "masked_input", "consistency_check", "unmasking", "random"
     ] = "masked_input",
     graph: Literal["auto", "complete", "harary"] = "auto",
     degree: Optional[int] = None,
     threshold: Optional[int] = None,
     seed: Optional[int] = None,
+    threat_model: Literal["active", "honest-but-curious"] = "active",
 ) -> Dict[str, Any]:
     """One in-process round; the report of `privfed secagg simulate --json`
     (privfed.secagg.simulate)."""

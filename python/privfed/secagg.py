@@ -4,7 +4,8 @@ it relays public keys and reports dropouts truthfully (Bonawitz et al. 2017, "Pr
 Aggregation for Privacy-Preserving Machine Learning"; SecAgg+ of Bell et al. 2020, "Secure
 Single-Server Aggregation with (Poly)Logarithmic Overhead"). A server that lies about dropouts or
 substitutes keys recovers a client's input; the actively secure mode that withstands it runs in
-the Rust library and the CLI, not yet here. Threat models: ``docs/SECURE_AGGREGATION.md``.
+the Rust library, the CLI and the HTTP coordinator, and here only in :func:`simulate` (its
+default, ``threat_model="active"``), not yet in the state machines. Threat models: ``docs/SECURE_AGGREGATION.md``.
 
 The protocol is sans-I/O: messages are ``bytes`` in privfed's wire encoding, carried by whatever
 transport the caller has (HTTP, Flower, a queue)::

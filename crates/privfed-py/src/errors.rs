@@ -192,7 +192,11 @@ impl ToPyErr for SecAggError {
     fn to_pyerr(self) -> PyErr {
         let kind = match &self {
             SecAggError::InvalidConfig { .. } => Kind::InvalidParameter,
-            SecAggError::Aborted(_) | SecAggError::InconsistentRequest(_) => Kind::ProtocolAbort,
+            SecAggError::Aborted(_)
+            | SecAggError::InconsistentRequest(_)
+            | SecAggError::Inconsistent(_)
+            | SecAggError::Signature(_)
+            | SecAggError::Policy(_) => Kind::ProtocolAbort,
             SecAggError::Input(_) => Kind::InvalidInput,
             _ => Kind::ProtocolError,
         };

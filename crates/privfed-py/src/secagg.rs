@@ -18,7 +18,7 @@ use privfed_secagg::{
     Client, ClientMessage, GraphChoice, GraphSpec, Receipt, RoundConfig as ConfigRs, RoundStatus,
     Server, ServerMessage, Stage,
 };
-use privfed_sim::secagg::{SecAggSimConfig, simulate_in_process};
+use privfed_sim::secagg::{SecAggSimConfig, SecAggThreat, simulate_in_process};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
@@ -55,13 +55,14 @@ fn stage_from_str(s: &str) -> PyResult<Option<Stage>> {
         "advertise_keys" | "advertise" => Stage::AdvertiseKeys,
         "share_keys" | "share" => Stage::ShareKeys,
         "masked_input" | "masked" => Stage::MaskedInput,
+        "consistency_check" | "consistency" => Stage::ConsistencyCheck,
         "unmasking" | "unmask" => Stage::Unmasking,
         "random" => return Ok(None),
         other => {
             return Err(invalid(
                 "dropout_stage",
                 format!(
-                    "expected \"advertise_keys\", \"share_keys\", \"masked_input\", \
+                    "expected \"advertise_keys\", \"share_keys\", \"masked_input\", \"consistency_check\", \
                      \"unmasking\" or \"random\", got {other:?}"
                 ),
             ));
@@ -169,6 +170,8 @@ impl RoundConfig {
             bits: c.bits,
             dim: c.dim,
             graph,
+            // Python's state machines run the honest-but-curious mode (docs/PYTHON.md).
+            threat_model: privfed_secagg::ThreatModel::HonestButCurious,
         };
         if graph == GraphSpec::Complete && c.degree.is_some_and(|k| k != inner.degree()) {
             return Err(invalid(
@@ -601,7 +604,7 @@ fn secagg_encode_message<'py>(
 /// `privfed secagg simulate --json` (`exact`, `survivors`, `threshold`, `seconds`,
 /// `bytes_per_client`, …). An aborted round raises `ProtocolAbort`.
 #[pyfunction]
-#[pyo3(signature = (clients, dim, bits=32, dropout=0.0, *, dropout_stage="masked_input", graph="auto", degree=None, threshold=None, seed=None))]
+#[pyo3(signature = (clients, dim, bits=32, dropout=0.0, *, dropout_stage="masked_input", graph="auto", degree=None, threshold=None, seed=None, threat_model="active"))]
 #[allow(clippy::too_many_arguments)]
 fn secagg_simulate<'py>(
     py: Python<'py>,
@@ -614,10 +617,21 @@ fn secagg_simulate<'py>(
     degree: Option<u32>,
     threshold: Option<u32>,
     seed: Option<u64>,
+    threat_model: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
     if dim == 0 {
         return Err(invalid("dim", "must be at least 1"));
     }
+    let threat = match threat_model {
+        "active" => SecAggThreat::Active,
+        "honest-but-curious" => SecAggThreat::HonestButCurious,
+        other => {
+            return Err(invalid(
+                "threat_model",
+                format!("`{other}`: active or honest-but-curious"),
+            ));
+        }
+    };
     let cfg = SecAggSimConfig {
         clients,
         dim,
@@ -626,6 +640,7 @@ fn secagg_simulate<'py>(
         dropout_stage: stage_from_str(dropout_stage)?,
         graph: graph_choice(graph, degree, threshold)?,
         seed,
+        threat,
     };
     let report = py.detach(|| simulate_in_process(&cfg, &|_| {})).py()?;
     to_python(py, &report)

@@ -172,6 +172,11 @@ fn bound_at(
     delta: f64,
     alpha: f64,
 ) -> Result<EventBound> {
+    event_bound(counts_at(sx, sxp, t, direction), delta, alpha)
+}
+
+/// The counts of the event of `direction` at `t` (numerator side first).
+fn counts_at(sx: &Sorted, sxp: &Sorted, t: f64, direction: Direction) -> EventCounts {
     let (ax, axp) = (sx.at_least(t), sxp.at_least(t));
     let (nx, nxp) = (sx.len(), sxp.len());
     // (hits of the numerator side, its n, hits of the denominator side, its n).
@@ -181,13 +186,12 @@ fn bound_at(
         Direction::XPrimeAbove => (axp, nxp, ax, nx),
         Direction::XBelow => (nx - ax, nx, nxp - axp, nxp),
     };
-    let counts = EventCounts {
+    EventCounts {
         hits_x: h1,
         n_x: n1,
         hits_x_prime: h0,
         n_x_prime: n0,
-    };
-    event_bound(counts, delta, alpha)
+    }
 }
 
 /// Largest number of candidate thresholds the split searches; above it, candidates are taken at
@@ -232,6 +236,19 @@ fn best_over(
     let mut best: Option<(f64, Direction, EventBound)> = None;
     for &t in thresholds {
         for dir in Direction::ALL {
+            // The Clopper–Pearson bound never exceeds the point estimate (`TPR_lo ≤ TPR̂`,
+            // `FPR_hi ≥ FPR̂`): skip the quantiles when the estimate cannot beat the best.
+            if let Some((_, _, cur)) = &best {
+                let c = counts_at(sx, sxp, t, dir);
+                let point = epsilon_from_rates(
+                    c.hits_x as f64 / c.n_x as f64,
+                    c.hits_x_prime as f64 / c.n_x_prime as f64,
+                    delta,
+                );
+                if point < cur.epsilon_lower_bound {
+                    continue;
+                }
+            }
             let b = bound_at(sx, sxp, t, dir, delta, alpha)?;
             // Ties: prefer the larger TPR bound (more stable on the evaluation half).
             let better = match &best {

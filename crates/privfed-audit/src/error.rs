@@ -28,6 +28,9 @@ pub enum AuditError {
     /// The mechanism refused an input or a parameter.
     #[error(transparent)]
     Mechanism(#[from] MechanismError),
+    /// The accountant refused a computation (the Skellam claim or pmf).
+    #[error(transparent)]
+    Accounting(#[from] privfed_accounting::AccountingError),
 }
 
 impl AuditError {

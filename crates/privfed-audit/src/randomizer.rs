@@ -13,6 +13,7 @@
 //! | PrivUnit2, PrivUnitG | `e₁`, `−e₁` (the caps of antipodal inputs are disjoint, so the cap event attains `e^ε`) | `⟨z, x − x′⟩` |
 //! | PrivUnitInf | `𝟙`, `−𝟙` (vertices: the rounding is deterministic and the caps are disjoint) | `⟨z, x − x′⟩` |
 //! | Separated | `r_max·e₁` and `−10⁻⁹·e₁` (opposite directions; magnitudes at the two ends of the ScalarDP grid, so both budgets are spent) | discrete features: the magnitude level `ln‖z‖`, the sign of `⟨z, e₁⟩` and whether the direction is in a cap |
+//! | Skellam, one-dimensional `x + Sk(μ)` ([`skellam_pair`]) | `0` and `Δ` (translates: every pair at distance `Δ` is alike) | the released integer, binned to `[−T, T+Δ]`; histogram test against the exact pmf |
 //!
 //! The verdict ([`evaluate`]) is at confidence `1 − α` overall: the distinguishing test (split
 //! selection, [`crate::distinguish`]) and, for finite outputs, the histogram test
@@ -51,6 +52,19 @@ pub enum Statistic {
     /// `|z − x′| − |z − x|` exposes them, and an audit with it flags privfed's Laplace (see
     /// `docs/AUDIT.md`, "Floating point").
     LaplaceLlr,
+    /// Integer outputs binned to `lo..=hi` (values below `lo` count as `lo`, above `hi` as
+    /// `hi`: post-processing, so every bound stays valid), with the exact pmfs of the bins;
+    /// outcome key `k − lo`.
+    IntegerBins {
+        /// Lowest bin (everything at or below it).
+        lo: i64,
+        /// Highest bin (everything at or above it).
+        hi: i64,
+        /// `P(bin | x)`.
+        pmf_x: Vec<f64>,
+        /// `P(bin | x′)`.
+        pmf_x_prime: Vec<f64>,
+    },
     /// Separated: key of (`ln‖z‖` to 10⁻⁶, sign of `⟨z, e₁⟩`, `|⟨z, e₁⟩|/‖z‖ ≥ γ`).
     SeparatedFeatures {
         /// The cap threshold γ of the direction randomizer.
@@ -102,7 +116,9 @@ impl NeighbourPair {
     pub fn is_discrete(&self) -> bool {
         matches!(
             self.statistic,
-            Statistic::Outcome { .. } | Statistic::SeparatedFeatures { .. }
+            Statistic::Outcome { .. }
+                | Statistic::IntegerBins { .. }
+                | Statistic::SeparatedFeatures { .. }
         )
     }
 
@@ -110,6 +126,10 @@ impl NeighbourPair {
     pub fn observe(&self, z: &[f64]) -> Observation {
         match &self.statistic {
             Statistic::Outcome { .. } => Observation::Outcome(z[0].to_bits()),
+            Statistic::IntegerBins { lo, hi, .. } => {
+                let k = (z[0].round() as i64).clamp(*lo, *hi);
+                Observation::Outcome((k - lo) as u64)
+            }
             Statistic::Projection => Observation::Score(
                 z.iter()
                     .zip(self.x.iter().zip(&self.x_prime))
@@ -421,6 +441,57 @@ pub fn worst_case_pair(mech: &AnyRandomizer) -> Result<NeighbourPair> {
     })
 }
 
+/// The one-dimensional Skellam mechanism `M(x) = x + Sk(μ)` on integers (paper 001 §3) with
+/// integer sensitivity `Δ`: the pair `x = 0`, `x′ = Δ` (any two inputs at distance `Δ` are
+/// equivalent by translation), outputs binned to `[−T, T + Δ]` with `T = ⌈4√μ⌉ + 1` (the tails
+/// merged into the end bins: post-processing), and the exact bin pmfs from
+/// [`privfed_accounting::skellam::skellam_ln_pmf`].
+pub fn skellam_pair(mu: f64, sensitivity: u64) -> Result<NeighbourPair> {
+    if !(mu.is_finite() && mu > 0.0) {
+        return Err(AuditError::invalid("mu", mu, "must be finite and positive"));
+    }
+    if sensitivity == 0 {
+        return Err(AuditError::invalid(
+            "sensitivity",
+            0.0,
+            "must be at least 1",
+        ));
+    }
+    let t = (4.0 * mu.sqrt()).ceil() as i64 + 1;
+    let d = sensitivity as i64;
+    let (lo, hi) = (-t, t + d);
+    let kmax = (t + d) as usize + 1;
+    let ln_pmf = privfed_accounting::skellam::skellam_ln_pmf(mu, kmax)?;
+    let p = |k: i64| ln_pmf[k.unsigned_abs() as usize].exp();
+    // Bins of the noise value k for an input shift s: P(k + s = b) for interior b, tails summed
+    // as 1 − the interior.
+    let bins = |shift: i64| -> Vec<f64> {
+        let mut v: Vec<f64> = (lo..=hi).map(|b| p(b - shift)).collect();
+        let interior: f64 = v[1..v.len() - 1].iter().sum();
+        // Lower tail P(k + s ≤ lo) = P(k ≥ s − lo) (symmetry) = (1 − p(0))/2 − Σ_{1≤j<s−lo} p(j).
+        let lower = 0.5 * (1.0 - p(0)) - (1..shift - lo).map(p).sum::<f64>();
+        let n = v.len();
+        v[0] = lower.max(0.0);
+        v[n - 1] = (1.0 - interior - v[0]).max(0.0);
+        v
+    };
+    Ok(NeighbourPair {
+        x: vec![0.0],
+        x_prime: vec![sensitivity as f64],
+        statistic: Statistic::IntegerBins {
+            lo,
+            hi,
+            pmf_x: bins(0),
+            pmf_x_prime: bins(d),
+        },
+        rationale: format!(
+            "skellam: x = 0, x' = {sensitivity} (integer sensitivity; every pair at that \
+             distance is a translate); statistic: the released integer binned to [{lo}, {hi}], \
+             outcomes ordered by their ratio learned on half the samples"
+        ),
+    })
+}
+
 /// The guarantee being audited.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Claim {
@@ -519,6 +590,22 @@ pub fn evaluate(
                 claim.delta,
                 alpha / 2.0,
             )?),
+            Statistic::IntegerBins {
+                lo,
+                hi,
+                pmf_x,
+                pmf_x_prime,
+            } => {
+                let keys: Vec<u64> = (0..=(hi - lo) as u64).collect();
+                Some(histogram_test(
+                    &counts(ox, &keys)?,
+                    &counts(oxp, &keys)?,
+                    Some((pmf_x, pmf_x_prime)),
+                    claim.epsilon,
+                    claim.delta,
+                    alpha / 2.0,
+                )?)
+            }
             _ => {
                 // Outcomes observed on either side, without an exact pmf (separated, or a
                 // mechanism releasing values outside the claimed alphabet).

@@ -392,3 +392,94 @@ fn separated() {
         bug.privatize_into(x, o, r)
     });
 }
+
+/// The one-dimensional Skellam mechanism (sensitivity 1) with μ calibrated by the PLD
+/// accountant to (ε, δ) = (2, 10⁻⁵); bug: the variance calibrated for sensitivity ½ (μ/4:
+/// "the radius where the diameter belongs" again). Like the Gaussian, black-box auditing at
+/// small δ is loose; the power calculation takes the bug's event `{z ≥ 4}` from the exact pmf.
+#[test]
+fn skellam() {
+    use privfed_accounting::calibrate::{AccountantKind, calibrate_skellam_variance, epsilon_of};
+    use privfed_accounting::{DpEvent, skellam::skellam_ln_pmf};
+    use privfed_audit::randomizer::skellam_pair;
+    use privfed_mechanisms::skellam::Skellam;
+    let n = 240_000;
+    let cal = calibrate_skellam_variance(AccountantKind::Pld, 2.0, 1e-5, 1.0, 1.0, 1.0, 1).unwrap();
+    let mu = cal.parameter;
+    let event = DpEvent::Skellam {
+        mu,
+        l1_sensitivity: 1.0,
+        l2_sensitivity: 1.0,
+    };
+    let claim = Claim {
+        epsilon: epsilon_of(AccountantKind::Pld, &event, 1e-5).unwrap(),
+        delta: 1e-5,
+    };
+    // Independent check of the accountant: the exact δ(ε_claim) of the pair, from the pmf
+    // on [−200, 201] (the rest is below 10⁻³⁰⁰), is at most δ and not far below it.
+    let lp0 = skellam_ln_pmf(mu, 202).unwrap();
+    let p0 = |k: i64| lp0[k.unsigned_abs() as usize].exp();
+    let (px, pxp): (Vec<f64>, Vec<f64>) = (-200..=201).map(|z| (p0(z), p0(z - 1))).unzip();
+    let exact = privfed_audit::histogram::exact_delta(&px, &pxp, claim.epsilon).unwrap();
+    eprintln!("skellam: exact delta at the claimed eps = {exact:e}");
+    assert!(exact <= 1e-5 * (1.0 + 1e-6) && exact > 0.5e-5, "{exact}");
+    let pair = skellam_pair(mu, 1).unwrap();
+    // Power: the bug Sk(μ/4) on x = 0 vs 1, event {z ≥ t}: P_x = P(k ≥ t), P_x′ = P(k ≥ t − 1).
+    let mu_bug = mu / 4.0;
+    let lp = skellam_ln_pmf(mu_bug, 400).unwrap();
+    let sf = |t: i64| -> f64 {
+        // P(k ≥ t) for t ≥ 1 by symmetry of the table.
+        0.5 * (1.0 - lp[0].exp()) - (1..t).map(|j| lp[j as usize].exp()).sum::<f64>()
+    };
+    // x′ = 1 is the numerator side of {z ≥ t}; the calculation takes the best t.
+    let t = (1..30)
+        .filter_map(|t| {
+            samples_for_power(
+                sf(t - 1),
+                sf(t),
+                1e-5,
+                claim.epsilon,
+                ALPHA_PER_BOUND_DISCRETE,
+                BETA,
+            )
+            .map(|need| (need, t))
+        })
+        .min()
+        .unwrap()
+        .1;
+    eprintln!("skellam: mu = {mu:.4}, power event z >= {t}");
+    assert_powered(
+        n,
+        sf(t - 1),
+        sf(t),
+        1e-5,
+        claim.epsilon,
+        ALPHA_PER_BOUND_DISCRETE,
+    );
+    let honest = Skellam::new(mu).unwrap();
+    let bug = Skellam::new(mu_bug).unwrap();
+    let r = audit(&pair, n, 21, claim, |x, o, rng| {
+        o[0] = x[0] + honest.sample(rng) as f64;
+        Ok(())
+    });
+    eprintln!(
+        "skellam (mu = {mu:.3}): eps_lb = {:.4}, claim = {:.4} (ratio {:.3}), n = {n}",
+        r.epsilon_lower_bound,
+        claim.epsilon,
+        r.epsilon_lower_bound / claim.epsilon
+    );
+    assert!(!r.violation, "{r:#?}");
+    assert!(r.epsilon_lower_bound > 0.0);
+    let h = r.histogram.as_ref().unwrap();
+    let exact = h.delta_exact.unwrap();
+    assert!((h.delta_hat - exact).abs() <= h.tolerance, "{h:?}");
+    let rb = audit(&pair, n, 22, claim, |x, o, rng| {
+        o[0] = x[0] + bug.sample(rng) as f64;
+        Ok(())
+    });
+    eprintln!(
+        "skellam (planted bug, mu/4): eps_lb = {:.4} > claim {:.4}: {}",
+        rb.epsilon_lower_bound, claim.epsilon, rb.violation
+    );
+    assert!(rb.violation, "{rb:#?}");
+}

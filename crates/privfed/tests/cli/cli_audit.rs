@@ -57,6 +57,38 @@ fn grr_at_twice_the_claimed_epsilon_is_a_violation() {
     assert!(err.contains("privacy violation"), "{err}");
 }
 
+/// Skellam noise of variance 0.45 on a sensitivity-1 query is (2.96, 10⁻⁵)-DP by the PLD
+/// accountant; audited against a claim of ε = 1 at that δ it is caught.
+#[test]
+fn skellam_with_too_little_noise_is_a_violation() {
+    let out = privfed(&[
+        "audit",
+        "skellam",
+        "--variance",
+        "0.45",
+        "--delta",
+        "1e-5",
+        "--claim-epsilon",
+        "1",
+        "--samples",
+        "50000",
+        "--seed",
+        "2",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_keys(&v);
+    assert_eq!(v["violation"], true);
+    assert!(v["mechanism_epsilon"].as_f64().unwrap() > 2.5);
+}
+
 /// Every covered mechanism at its own ε: no violation, exit 0, a positive bound below the claim.
 #[test]
 fn every_mechanism_holds_its_own_claim() {
@@ -88,6 +120,7 @@ fn every_mechanism_holds_its_own_claim() {
         &["privunitg", "--epsilon", "2", "--dim", "16"],
         &["privunit-inf", "--epsilon", "2", "--dim", "8"],
         &["separated", "--epsilon", "2", "--dim", "8"],
+        &["skellam", "--epsilon", "2", "--delta", "1e-5"],
     ];
     for (i, case) in cases.iter().enumerate() {
         let seed = (100 + i).to_string();
@@ -158,7 +191,20 @@ fn bad_audit_input_is_a_clear_error() {
     );
     fails_with(
         &["audit", "skellam", "--epsilon", "1", "--samples", "100"],
-        "skellam",
+        "--delta",
+    );
+    fails_with(
+        &[
+            "audit",
+            "ddg",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--samples",
+            "100",
+        ],
+        "ddg",
     );
     // An error is exit status 1, not the violation status 2.
     let out = privfed(&["audit", "grr", "--epsilon", "-1"]);

@@ -13,6 +13,7 @@
 //! | [`gdp`] | μ of μ-GDP from tradeoff points, and ε at δ | Dong, Roth, Su 2022 |
 //! | [`one_shot`] | one-shot FL estimate from canary cosines | Andrew et al. 2024 |
 //! | [`randomizer`] | worst-case neighbours and statistics for privfed's randomizers, the verdict | — |
+//! | [`replay`] | gray-box replay: declared against measured sensitivity with identical randomness | — |
 //!
 //! Pure: no I/O, no clock; randomness is passed in (`rng: &mut R`, `R: Rng + CryptoRng`).
 //!
@@ -42,5 +43,6 @@ pub mod histogram;
 pub mod one_run;
 pub mod one_shot;
 pub mod randomizer;
+pub mod replay;
 
 pub use error::{AuditError, Result};

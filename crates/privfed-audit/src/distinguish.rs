@@ -22,7 +22,8 @@
 //! many bounds each at `1 − α` holds with less than `1 − α`). Two honest selections:
 //!
 //! * [`Selection::Split`] (the default, and what the CLI uses): the threshold and direction are
-//!   chosen on the **first half** of each side's samples (maximizing the same bound there), and
+//!   chosen on the **first half** of each side's samples (maximizing the same bound there, at
+//!   the stricter level `α/K` for `K` candidates so that lucky far-tail counts do not win), and
 //!   the bound is computed once on the **second half**. It costs half the samples, but any number
 //!   of candidate thresholds can be searched, including data-dependent ones; the confidence is
 //!   exactly the single test's `1 − α`.
@@ -294,7 +295,12 @@ pub fn split_audit(
     let (selx, selxp) = (Sorted::new(select_x)?, Sorted::new(select_x_prime)?);
     let mut pool: Vec<f64> = select_x.iter().chain(select_x_prime).copied().collect();
     let cands = candidates(&mut pool);
-    let (t, dir, _) = best_over(&selx, &selxp, &cands, delta, alpha)?;
+    // The selection criterion is the bound on the selection half at the stricter α/K (K the
+    // number of candidates): at plain α the maximum over thousands of candidates favours a
+    // far-tail threshold whose few counts were lucky, and that threshold then fails on the
+    // evaluation half. Only the choice changes; the evaluation stays at α.
+    let alpha_select = alpha / cands.len().max(1) as f64;
+    let (t, dir, _) = best_over(&selx, &selxp, &cands, delta, alpha_select)?;
     let (evx, evxp) = (Sorted::new(eval_x)?, Sorted::new(eval_x_prime)?);
     let event = bound_at(&evx, &evxp, t, dir, delta, alpha)?;
     Ok(ThresholdBound {

@@ -158,11 +158,13 @@ pub fn split_mu_lower_bound(
     pool.sort_by(f64::total_cmp);
     pool.dedup();
     let step = (pool.len() / crate::distinguish::MAX_CANDIDATES).max(1);
+    // Select at α/K, as the distinguishing test does (only the choice; the bound is at α).
+    let alpha_select = alpha / pool.len().div_ceil(step).max(1) as f64;
     let mut best: Option<(f64, bool, f64)> = None;
     for &t in pool.iter().step_by(step) {
         for up in [true, false] {
             let (fp, nfp, fnn, nfn) = counts(&sx, &sxp, t, up);
-            let b = mu_lower_bound(fp, nfp, fnn, nfn, alpha)?;
+            let b = mu_lower_bound(fp, nfp, fnn, nfn, alpha_select)?;
             if best.is_none_or(|(m, _, _)| b.mu_lower_bound > m) {
                 best = Some((b.mu_lower_bound, up, t));
             }

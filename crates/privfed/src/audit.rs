@@ -176,6 +176,7 @@ pub fn run(args: &AuditArgs) -> Result<()> {
         bail!("privfed audit does not cover ddg (the distributed discrete Gaussian) yet");
     }
     // The mechanism under audit: a local randomizer, or the 1-D Skellam mechanism.
+    let mut skellam_mu = None;
     let (name, pair, own_epsilon, delta, privatize): (
         String,
         NeighbourPair,
@@ -190,13 +191,8 @@ pub fn run(args: &AuditArgs) -> Result<()> {
             out[0] = x[0] + noise.sample(r) as f64;
             Ok(())
         };
-        (
-            format!("skellam (mu = {mu})"),
-            pair,
-            eps,
-            delta,
-            Box::new(run),
-        )
+        skellam_mu = Some(mu);
+        ("skellam".to_string(), pair, eps, delta, Box::new(run))
     } else {
         let mech = build(&args.mech)?;
         let pair = worst_case_pair(&mech)?;
@@ -279,6 +275,10 @@ pub fn run(args: &AuditArgs) -> Result<()> {
         },
         "distinguishing": report.distinguishing,
     });
+    if let Some(mu) = skellam_mu {
+        out["skellam_variance"] = json!(mu);
+        out["sensitivity"] = json!(args.sensitivity);
+    }
     if let Some(h) = &report.histogram {
         out["histogram"] = serde_json::to_value(h)?;
     }

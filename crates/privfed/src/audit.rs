@@ -42,8 +42,9 @@ pub struct AuditArgs {
     /// claim of 1 must be caught).
     #[arg(long, allow_negative_numbers = true)]
     claim_epsilon: Option<f64>,
-    /// Significance: a true claim is flagged with probability at most this.
-    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+    /// Significance: a true claim is flagged with probability at most this (the default 0.01:
+    /// at most one false alarm in a hundred runs of an honest mechanism; docs/AUDIT.md).
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
     alpha: f64,
     /// Seed for a reproducible run (experiments only); without it, seeded from the OS.
     #[arg(long)]

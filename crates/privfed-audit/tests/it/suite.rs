@@ -3,8 +3,8 @@
 //! than claimed, or its noise calibrated to the radius where the diameter belongs) is caught.
 //!
 //! Error rates. Each audit flags a true claim with probability at most `ALPHA = 10⁻³` (the
-//! verdict's confidence, `privfed_audit::randomizer::evaluate`); the ~20 audits here keep the
-//! family-wise false-positive rate below 2%, and at the fixed seeds the outcome is
+//! verdict's confidence, `privfed_audit::randomizer::evaluate`); the 11 honest audits here keep
+//! the family-wise false-positive rate below 1.1%, and at the fixed seeds the outcome is
 //! deterministic. Sample sizes come from the power calculation
 //! `privfed_audit::distinguish::samples_for_power` for a miss rate `BETA = 10⁻³` against the
 //! planted bug, plus a 50% margin for the split's threshold choice: each test asserts that its

@@ -2,7 +2,7 @@
 //! every covered mechanism holding its own claim, reproducibility.
 //!
 //! False-positive rate: the honest audits run at `--alpha 1e-3` (each flags a true claim with
-//! probability at most 10⁻³; with 11 of them at most 1.1%), at fixed seeds.
+//! probability at most 10⁻³; with 12 of them at most 1.2%), at fixed seeds.
 
 use crate::common::{fails_with, json_ok, privfed};
 use serde_json::Value;

@@ -2,6 +2,7 @@
 //! account for privacy. Thin glue over the library crates.
 
 mod account;
+mod audit;
 mod bench;
 mod build;
 mod ddml;
@@ -68,6 +69,9 @@ enum Command {
     /// Draw an SVG figure (line plots, log axes, 95% bands, legends) from a CSV an experiment
     /// wrote.
     Plot(plot::PlotArgs),
+    /// Empirical privacy audit: run a mechanism on worst-case neighbours, bound ε from below,
+    /// flag (exit status 2) a claim the samples reject.
+    Audit(audit::AuditArgs),
 }
 
 /// `privfed account` with its output flag.
@@ -122,6 +126,7 @@ fn main() -> ExitCode {
         Command::Secagg(cmd) => secagg::run(&cmd),
         Command::Fl(cmd) => fl::run(&cmd),
         Command::Plot(args) => plot::run(&args),
+        Command::Audit(args) => audit::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,6 +3,7 @@
 
 mod cli;
 mod cli_account;
+mod cli_audit;
 mod cli_ddml;
 mod cli_distributed;
 mod cli_fl;

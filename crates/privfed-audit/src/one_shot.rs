@@ -1,0 +1,193 @@
+//! The one-shot empirical ε estimate for federated learning of Andrew, Kairouz, Oh, Oprea,
+//! McMahan, Suriyakumar 2024, "One-shot empirical privacy estimation for federated learning"
+//! (ICLR 2024; docs/ALGORITHMS.md "Empirical privacy auditing", §A.7).
+//!
+//! `k` canary clients each contribute a fixed random unit direction `c_i` (isotropic in `d`
+//! dimensions) to one training run. Afterwards, the cosine of each canary with the final model
+//! delta `Δ` is `cos_i = ⟨c_i, Δ⟩/‖Δ‖` ([`cosine`]). For a canary that was **not** inserted the
+//! cosine of an isotropic direction with any fixed vector is approximately `N(0, 1/d)` in high
+//! dimension. The observed canaries' cosines are fitted by a Gaussian `N(μ̂, σ̂²)` (sample mean
+//! and standard deviation), and the estimate is the ε at δ of distinguishing the two Gaussians
+//! ([`gaussian_pair_epsilon`]):
+//!
+//! `ε̂ = min{ε ≥ 0 : max(δ_{P,Q}(ε), δ_{Q,P}(ε)) ≤ δ}`, `P = N(μ̂, σ̂²)`, `Q = N(0, 1/d)`,
+//! `δ_{P,Q}(ε) = ∫ max(0, p(t) − e^ε q(t)) dt`.
+//!
+//! This is an **estimate**, not a bound: it has no confidence level, and the Gaussian fit is
+//! only asymptotically right (the paper proves it for the Gaussian mechanism as `d → ∞`). It
+//! complements the rigorous tests of [`crate::distinguish`] and [`crate::one_run`].
+
+use crate::error::{AuditError, Result};
+use privfed_special::norm_cdf;
+
+/// `⟨c, Δ⟩/(‖c‖·‖Δ‖)`; errors on a length mismatch or a zero vector.
+pub fn cosine(canary: &[f64], model_delta: &[f64]) -> Result<f64> {
+    if canary.len() != model_delta.len() || canary.is_empty() {
+        return Err(AuditError::invalid(
+            "model_delta",
+            model_delta.len() as f64,
+            format!("must have the canary's length ({})", canary.len()),
+        ));
+    }
+    let dot: f64 = canary.iter().zip(model_delta).map(|(a, b)| a * b).sum();
+    let na = canary.iter().map(|a| a * a).sum::<f64>().sqrt();
+    let nb = model_delta.iter().map(|a| a * a).sum::<f64>().sqrt();
+    if !(na > 0.0 && nb > 0.0 && dot.is_finite()) {
+        return Err(AuditError::invalid(
+            "norm",
+            na.min(nb),
+            "vectors must be finite and non-zero",
+        ));
+    }
+    Ok(dot / (na * nb))
+}
+
+/// `P(R) − e^ε Q(R)` for `R = {ln p − ln q > ε}`, `P = N(m1, s1²)`, `Q = N(m2, s2²)`.
+fn hockey(m1: f64, s1: f64, m2: f64, s2: f64, eps: f64) -> f64 {
+    // ln p − ln q − ε = a t² + b t + c.
+    let a = 0.5 / (s2 * s2) - 0.5 / (s1 * s1);
+    let b = m1 / (s1 * s1) - m2 / (s2 * s2);
+    let c = m2 * m2 / (2.0 * s2 * s2) - m1 * m1 / (2.0 * s1 * s1) + (s2 / s1).ln() - eps;
+    // Mass of N(m, s²) on (lo, hi).
+    let mass = |m: f64, s: f64, lo: f64, hi: f64| {
+        let f = |t: f64| {
+            if t == f64::INFINITY {
+                1.0
+            } else if t == f64::NEG_INFINITY {
+                0.0
+            } else {
+                norm_cdf((t - m) / s)
+            }
+        };
+        (f(hi) - f(lo)).max(0.0)
+    };
+    let both = |lo: f64, hi: f64| mass(m1, s1, lo, hi) - eps.exp() * mass(m2, s2, lo, hi);
+    let scale = 1.0 / (s1 * s1) + 1.0 / (s2 * s2);
+    if a.abs() < 1e-12 * scale {
+        // Linear: b t + c > 0.
+        if b > 0.0 {
+            return both(-c / b, f64::INFINITY).max(0.0);
+        } else if b < 0.0 {
+            return both(f64::NEG_INFINITY, -c / b).max(0.0);
+        }
+        return if c > 0.0 {
+            both(f64::NEG_INFINITY, f64::INFINITY).max(0.0)
+        } else {
+            0.0
+        };
+    }
+    let disc = b * b - 4.0 * a * c;
+    if disc <= 0.0 {
+        // The quadratic has one sign everywhere: that of a.
+        return if a > 0.0 {
+            both(f64::NEG_INFINITY, f64::INFINITY).max(0.0)
+        } else {
+            0.0
+        };
+    }
+    let sq = disc.sqrt();
+    let (r1, r2) = {
+        let u = (-b - sq) / (2.0 * a);
+        let v = (-b + sq) / (2.0 * a);
+        (u.min(v), u.max(v))
+    };
+    let d = if a > 0.0 {
+        both(f64::NEG_INFINITY, r1) + both(r2, f64::INFINITY)
+    } else {
+        both(r1, r2)
+    };
+    d.max(0.0)
+}
+
+/// The smallest `ε ≥ 0` with `max(δ_{P,Q}(ε), δ_{Q,P}(ε)) ≤ δ` for `P = N(m1, s1²)`,
+/// `Q = N(m2, s2²)` (bisection on `[0, 200]` to `10⁻⁹`; 200 if even that is not enough).
+pub fn gaussian_pair_epsilon(m1: f64, s1: f64, m2: f64, s2: f64, delta: f64) -> Result<f64> {
+    for (name, v) in [("s1", s1), ("s2", s2)] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(AuditError::invalid(name, v, "must be finite and positive"));
+        }
+    }
+    if !(m1.is_finite() && m2.is_finite()) {
+        return Err(AuditError::invalid("mean", m1 - m2, "must be finite"));
+    }
+    if !(delta > 0.0 && delta < 1.0) {
+        return Err(AuditError::invalid("delta", delta, "must be in (0, 1)"));
+    }
+    let d = |e: f64| hockey(m1, s1, m2, s2, e).max(hockey(m2, s2, m1, s1, e));
+    if d(0.0) <= delta {
+        return Ok(0.0);
+    }
+    let (mut lo, mut hi) = (0.0, 200.0);
+    if d(hi) > delta {
+        return Ok(hi);
+    }
+    while hi - lo > 1e-9 {
+        let mid = 0.5 * (lo + hi);
+        if d(mid) > delta {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(hi)
+}
+
+/// The estimate of the paper from the observed canaries' cosines in dimension `dim`: fit
+/// `N(μ̂, σ̂²)` (sample mean, sample standard deviation with `k − 1`) and return
+/// [`gaussian_pair_epsilon`]`(μ̂, σ̂, 0, 1/√d, δ)` together with `(μ̂, σ̂)`.
+pub fn one_shot_epsilon(cosines: &[f64], dim: usize, delta: f64) -> Result<(f64, f64, f64)> {
+    if cosines.len() < 2 {
+        return Err(AuditError::TooFewSamples(
+            "the Gaussian fit needs at least 2 canaries".into(),
+        ));
+    }
+    if dim == 0 {
+        return Err(AuditError::invalid("dim", 0.0, "must be at least 1"));
+    }
+    if let Some(bad) = cosines.iter().find(|c| !c.is_finite()) {
+        return Err(AuditError::invalid("cosine", *bad, "must be finite"));
+    }
+    let k = cosines.len() as f64;
+    let mean = cosines.iter().sum::<f64>() / k;
+    let var = cosines.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (k - 1.0);
+    let sd = var.sqrt();
+    let eps = gaussian_pair_epsilon(mean, sd, 0.0, 1.0 / (dim as f64).sqrt(), delta)?;
+    Ok((eps, mean, sd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gdp::epsilon_for_mu;
+
+    /// Equal variances: the pair is the Gaussian mechanism with `μ = |m1 − m2|/s`.
+    #[test]
+    fn equal_variances_match_gdp() {
+        let e = gaussian_pair_epsilon(1.5, 1.0, 0.0, 1.0, 1e-5).unwrap();
+        let g = epsilon_for_mu(1.5, 1e-5).unwrap();
+        assert!((e - g).abs() < 1e-7, "{e} {g}");
+        let e2 = gaussian_pair_epsilon(0.3, 0.2, 0.0, 0.2, 1e-5).unwrap();
+        assert!((e2 - g).abs() < 1e-7, "{e2} {g}");
+    }
+
+    /// Unequal variances cost privacy: larger ε than the equal-variance pair with the same means.
+    #[test]
+    fn unequal_variances_cost_more() {
+        let e = gaussian_pair_epsilon(1.0, 1.3, 0.0, 1.0, 1e-5).unwrap();
+        let g = epsilon_for_mu(1.0, 1e-5).unwrap();
+        assert!(e > g);
+        assert_eq!(
+            gaussian_pair_epsilon(0.0, 1.0, 0.0, 1.0, 1e-5).unwrap(),
+            0.0
+        );
+    }
+
+    #[test]
+    fn cosine_and_errors() {
+        assert!((cosine(&[1.0, 0.0], &[1.0, 1.0]).unwrap() - 0.5f64.sqrt()).abs() < 1e-15);
+        assert!(cosine(&[1.0], &[1.0, 2.0]).is_err());
+        assert!(cosine(&[0.0], &[1.0]).is_err());
+        assert!(one_shot_epsilon(&[0.1], 10, 1e-5).is_err());
+        assert!(gaussian_pair_epsilon(0.0, 0.0, 0.0, 1.0, 1e-5).is_err());
+    }
+}

@@ -1,0 +1,133 @@
+//! The methods on privfed's own mechanisms: the histogram estimate against the exact δ(ε) where
+//! δ > 0, and the one-run audit on randomized response canaries.
+
+use privfed_audit::histogram::{counts, exact_delta, histogram_test};
+use privfed_audit::one_run;
+use privfed_audit::randomizer::{Side, Statistic, sample, worst_case_pair};
+use privfed_mechanisms::grid_rr::GridRr;
+use privfed_mechanisms::rng::seeded_rng_for_experiments;
+use privfed_mechanisms::{AnyRandomizer, LocalRandomizer};
+use rand::RngExt;
+
+/// GRR at ε = 1 on 8 points, δ estimated at ε ∈ {0.25, 0.5, 0.75} where the exact δ is
+/// positive: the estimate is within its 99.9% tolerance of the exact value, and the tolerance
+/// is small enough to matter (below half the exact δ at ε = 0.25).
+#[test]
+fn histogram_estimate_agrees_with_the_exact_delta() {
+    let mech = AnyRandomizer::GridRr(GridRr::unbiased_grr(1.0, 3, -1.0, 1.0).unwrap());
+    let pair = worst_case_pair(&mech).unwrap();
+    let Statistic::Outcome {
+        outcomes,
+        pmf_x,
+        pmf_x_prime,
+    } = &pair.statistic
+    else {
+        unreachable!()
+    };
+    let mut rng = seeded_rng_for_experiments(31);
+    let run = |x: &[f64], o: &mut [f64], r: &mut _| mech.privatize_into(x, o, r);
+    let n = 100_000;
+    let ox = sample(&pair, Side::X, n, run, &mut rng).unwrap();
+    let oxp = sample(&pair, Side::XPrime, n, run, &mut rng).unwrap();
+    let (cx, cxp) = (
+        counts(&ox.outcomes, outcomes).unwrap(),
+        counts(&oxp.outcomes, outcomes).unwrap(),
+    );
+    for eps in [0.25, 0.5, 0.75] {
+        let h = histogram_test(&cx, &cxp, Some((pmf_x, pmf_x_prime)), eps, 0.0, 1e-3).unwrap();
+        let exact = exact_delta(pmf_x, pmf_x_prime, eps).unwrap();
+        assert_eq!(h.delta_exact, Some(exact));
+        assert!(
+            (h.delta_hat - exact).abs() <= h.tolerance,
+            "ε = {eps}: δ̂ = {} vs {exact} ± {}",
+            h.delta_hat,
+            h.tolerance
+        );
+        // The claim (ε, 0) is false below the mechanism's ε, and the test says so.
+        assert!(h.rejects_claim, "ε = {eps}: {h:?}");
+        if eps == 0.25 {
+            assert!(h.tolerance < 0.5 * exact, "{} vs {exact}", h.tolerance);
+        }
+    }
+}
+
+/// One run, m = 1000 canaries: canary i is input `hi` (included, `S_i = +1`) or `lo` with
+/// probability ½, each privatized once by randomized response (GRR on 2 points); the auditor
+/// guesses "included" for the 250 highest outputs and "excluded" for the 250 lowest. At the
+/// mechanism's own ε = 1 the one-run bound (α = 0.05) stays below 1; with canaries privatized
+/// at ε = 3 (a planted bug) the claim ε = 1 is rejected.
+#[test]
+fn one_run_audit_of_randomized_response() {
+    let m = 1000usize;
+    let run = |eps: f64, seed: u64| -> f64 {
+        let rr = GridRr::unbiased_grr(eps, 1, 0.0, 1.0).unwrap();
+        let mut rng = seeded_rng_for_experiments(seed);
+        let included: Vec<bool> = (0..m).map(|_| rng.random::<bool>()).collect();
+        let scores: Vec<f64> = included
+            .iter()
+            .map(|&s| {
+                rr.privatize(&[if s { 1.0 } else { 0.0 }], &mut rng).unwrap()[0]
+                    // Ties (two output values) broken by a uniform draw independent of S.
+                    + 1e-9 * rng.random::<f64>()
+            })
+            .collect();
+        let (r, v) = one_run::guesses(&scores, &included, 250, 250).unwrap();
+        one_run::epsilon_lower_bound(m as u64, r, v, 1e-5, 0.05).unwrap()
+    };
+    let honest = run(1.0, 5);
+    let bug = run(3.0, 6);
+    eprintln!("one-run: eps_lb = {honest:.3} (claim 1), planted ε = 3: {bug:.3}");
+    assert!(honest <= 1.0 && honest > 0.3, "{honest}");
+    assert!(bug > 1.0, "{bug}");
+}
+
+/// The one-shot estimate (Andrew et al. 2024) on the Gaussian mechanism it is proved for: a
+/// model delta `Δ = Σ_i c_i + N(0, σ²I)` in `d = 10⁴` dimensions with `k = 1000` random unit
+/// canaries (sensitivity 1 each) and `σ = 2`.
+///
+/// What to expect: `‖Δ‖ ≈ √(k + σ²d) = 202.5`, so the observed cosines are about
+/// `N(m, s²)` with `m = 1/‖Δ‖` and `s = σ/‖Δ‖ = 0.988/√d` (slightly narrower than the null
+/// `N(0, 1/d)`, which raises ε at small δ), and `m̂` has standard error `s/√k`. The test asserts
+/// the estimate lies in the band of `gaussian_pair_epsilon` at `m ± 3.2` standard errors (a
+/// false failure about once in 700 seeds), and prints it next to the mechanism's exact ε (the
+/// Gaussian mechanism with `μ = 1/σ`): at this `d` the estimate overshoots it, as the variance
+/// mismatch predicts — an estimate, not a bound.
+#[test]
+fn one_shot_estimate_behaves_as_analysed_on_the_gaussian_mechanism() {
+    use privfed_audit::gdp::epsilon_for_mu;
+    use privfed_audit::one_shot::{cosine, gaussian_pair_epsilon, one_shot_epsilon};
+    use privfed_mechanisms::batch::fill_normal;
+    use privfed_mechanisms::sampling::uniform_on_sphere;
+    let (d, k, sigma, delta) = (10_000usize, 1000usize, 2.0f64, 1e-5);
+    let mut rng = seeded_rng_for_experiments(41);
+    let canaries: Vec<Vec<f64>> = (0..k)
+        .map(|_| uniform_on_sphere(d, &mut rng).unwrap())
+        .collect();
+    let mut model = vec![0.0; d];
+    fill_normal(&mut rng, &mut model);
+    model.iter_mut().for_each(|v| *v *= sigma);
+    for c in &canaries {
+        model.iter_mut().zip(c).for_each(|(m, ci)| *m += ci);
+    }
+    let cosines: Vec<f64> = canaries
+        .iter()
+        .map(|c| cosine(c, &model).unwrap())
+        .collect();
+    let (eps_hat, mean, sd) = one_shot_epsilon(&cosines, d, delta).unwrap();
+    let norm = (k as f64 + sigma * sigma * d as f64).sqrt();
+    let (m, s) = (1.0 / norm, sigma / norm);
+    let se = s / (k as f64).sqrt();
+    let null_sd = 1.0 / (d as f64).sqrt();
+    let lo = gaussian_pair_epsilon(m - 3.2 * se, s, 0.0, null_sd, delta).unwrap();
+    let hi = gaussian_pair_epsilon(m + 3.2 * se, s, 0.0, null_sd, delta).unwrap();
+    eprintln!(
+        "one-shot: eps_hat = {eps_hat:.3} (mean {mean:.3e}, sd·√d {:.3}); band [{lo:.3}, {hi:.3}]; \
+         the mechanism's exact eps = {:.3}",
+        sd / null_sd,
+        epsilon_for_mu(1.0 / sigma, delta).unwrap()
+    );
+    assert!(
+        (lo..=hi).contains(&eps_hat),
+        "{eps_hat} not in [{lo}, {hi}]"
+    );
+}

@@ -1,0 +1,92 @@
+//! Reference values: Clopper–Pearson against scipy's `beta.ppf`, the one-run p-value and ε
+//! bound against an independent scipy computation (`scripts/reference/audit_oracle.py`).
+//! Tolerances: `common`.
+
+use crate::common::{CP_RELATIVE, ONE_RUN_EPS_ABSOLUTE, ONE_RUN_P_RELATIVE, close_rel, oracle};
+use privfed_audit::{clopper_pearson, one_run};
+use serde_json::json;
+
+/// Counts from tiny to audit-sized, rates from the far tail to the middle.
+const CP_CASES: &[(u64, u64, f64)] = &[
+    (0, 10, 0.05),
+    (1, 10, 0.05),
+    (5, 10, 0.025),
+    (10, 10, 0.05),
+    (3, 1000, 0.05),
+    (17, 100_000, 1e-3),
+    (512, 1_000_000, 2.5e-4),
+    (49_000, 100_000, 1e-6),
+    (250_000, 500_000, 0.0125),
+    (999_990, 1_000_000, 0.05),
+    (1, 10_000_000, 1e-10),
+];
+
+#[test]
+#[cfg_attr(not(has_scipy), ignore = "python3 cannot import scipy")]
+fn clopper_pearson_matches_scipy() {
+    let q: Vec<_> = CP_CASES.iter().map(|&(k, n, a)| json!([k, n, a])).collect();
+    let r = oracle(&json!({ "clopper_pearson": q }));
+    for (i, &(k, n, a)) in CP_CASES.iter().enumerate() {
+        let (lo, hi) = (
+            clopper_pearson::lower(k, n, a).unwrap(),
+            clopper_pearson::upper(k, n, a).unwrap(),
+        );
+        let (slo, shi) = (
+            r["cp_lower"][i].as_f64().unwrap(),
+            r["cp_upper"][i].as_f64().unwrap(),
+        );
+        assert!(
+            close_rel(lo, slo, CP_RELATIVE),
+            "lower({k},{n},{a}) = {lo}, scipy {slo}"
+        );
+        assert!(
+            close_rel(hi, shi, CP_RELATIVE),
+            "upper({k},{n},{a}) = {hi}, scipy {shi}"
+        );
+    }
+}
+
+/// (m, r, v, δ, α): the paper's regime (m = 1000 canaries, few hundred guesses), a large one,
+/// pure DP, and a case at chance level (bound 0).
+const ONE_RUN_CASES: &[(u64, u64, u64, f64, f64)] = &[
+    (1000, 100, 90, 1e-5, 0.05),
+    (1000, 200, 150, 1e-5, 0.05),
+    (1000, 200, 150, 0.0, 0.05),
+    (10_000, 1000, 620, 1e-6, 0.01),
+    (100, 50, 50, 1e-5, 0.05),
+    (1000, 200, 100, 1e-5, 0.05),
+];
+
+#[test]
+#[cfg_attr(not(has_scipy), ignore = "python3 cannot import scipy")]
+fn one_run_matches_scipy() {
+    let q: Vec<_> = ONE_RUN_CASES
+        .iter()
+        .map(|&(m, r, v, d, a)| json!([m, r, v, d, a]))
+        .collect();
+    let p_cases: Vec<(u64, u64, u64, f64, f64)> = ONE_RUN_CASES
+        .iter()
+        .flat_map(|&(m, r, v, d, _)| [0.0, 0.5, 1.0, 2.0].map(move |e| (m, r, v, e, d)))
+        .collect();
+    let qp: Vec<_> = p_cases
+        .iter()
+        .map(|&(m, r, v, e, d)| json!([m, r, v, e, d]))
+        .collect();
+    let out = oracle(&json!({ "one_run": q, "one_run_p": qp }));
+    for (i, &(m, r, v, d, a)) in ONE_RUN_CASES.iter().enumerate() {
+        let ours = one_run::epsilon_lower_bound(m, r, v, d, a).unwrap();
+        let theirs = out["one_run_eps"][i].as_f64().unwrap();
+        assert!(
+            (ours - theirs).abs() <= ONE_RUN_EPS_ABSOLUTE,
+            "one-run ε({m},{r},{v},{d},{a}) = {ours}, scipy {theirs}"
+        );
+    }
+    for (i, &(m, r, v, e, d)) in p_cases.iter().enumerate() {
+        let ours = one_run::p_value(m, r, v, e, d).unwrap();
+        let theirs = out["one_run_p"][i].as_f64().unwrap();
+        assert!(
+            close_rel(ours, theirs, ONE_RUN_P_RELATIVE),
+            "p({m},{r},{v},{e},{d}) = {ours}, scipy {theirs}"
+        );
+    }
+}

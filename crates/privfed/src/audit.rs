@@ -1,0 +1,303 @@
+//! `privfed audit`: an empirical privacy audit of a mechanism from the outside
+//! ([`privfed_audit::randomizer`]; results and commands in docs/AUDIT.md).
+//!
+//! The mechanism is run `--samples` times on each of two worst-case neighbouring inputs (chosen
+//! by [`privfed_audit::randomizer::worst_case_pair`], or for `skellam` — the one-dimensional
+//! `x + Sk(μ)` with μ calibrated by the PLD accountant — by
+//! [`privfed_audit::randomizer::skellam_pair`]; the report says which and why), a lower
+//! bound on ε is computed at confidence `1 − --alpha`, and the claim (the mechanism's own ε, or
+//! `--claim-epsilon`) is flagged as violated when the bound exceeds it (or, for finite outputs,
+//! when the histogram's δ̂(ε) exceeds δ by more than its tolerance). Exit status: 0 when the
+//! claim stands, 2 on a violation, 1 on an error.
+
+use crate::build::{MechanismArgs, build};
+use crate::output::print_report;
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use privfed_audit::randomizer::{
+    Claim, NeighbourPair, Observations, Side, evaluate, sample, skellam_pair, worst_case_pair,
+};
+use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
+use privfed_mechanisms::skellam::Skellam;
+use privfed_mechanisms::{LocalRandomizer, MechanismError};
+use privfed_sim::mechanism::MechanismKind;
+use rand::SeedableRng;
+use serde_json::json;
+use std::time::Instant;
+
+/// Chunks per side: each has its own generator drawn from the master in order, so a seeded run
+/// gives the same samples for every thread count.
+const CHUNKS: usize = 64;
+
+/// Arguments of `privfed audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    mech: MechanismArgs,
+    /// Samples per input (the mechanism runs 2·N times).
+    #[arg(long, default_value_t = 200_000)]
+    samples: usize,
+    /// The ε to audit, if not the mechanism's own (e.g. a mechanism run at --epsilon 2 against a
+    /// claim of 1 must be caught).
+    #[arg(long, allow_negative_numbers = true)]
+    claim_epsilon: Option<f64>,
+    /// Significance: a true claim is flagged with probability at most this (the default 0.01:
+    /// at most one false alarm in a hundred runs of an honest mechanism; docs/AUDIT.md).
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
+    alpha: f64,
+    /// Seed for a reproducible run (experiments only); without it, seeded from the OS.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// skellam: the integer sensitivity Δ of the query (x = 0 against x' = Δ).
+    #[arg(long, default_value_t = 1)]
+    sensitivity: u64,
+    /// skellam: the variance μ of the noise (instead of calibrating it to --epsilon at --delta).
+    #[arg(long, allow_negative_numbers = true)]
+    variance: Option<f64>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// A privatization: the mechanism under audit, writing one output into its buffer.
+type Privatize<'a> =
+    dyn Fn(&[f64], &mut [f64], &mut ExperimentRng) -> Result<(), MechanismError> + Sync + 'a;
+
+/// Privatizes `n` samples of `side`, split into [`CHUNKS`] chunks over `threads` threads.
+fn sample_side(
+    privatize: &Privatize<'_>,
+    pair: &NeighbourPair,
+    side: Side,
+    n: usize,
+    master: &mut ExperimentRng,
+    threads: usize,
+    progress: &ProgressBar,
+) -> Result<Observations> {
+    let sizes: Vec<usize> = (0..CHUNKS)
+        .map(|c| n / CHUNKS + usize::from(c < n % CHUNKS))
+        .collect();
+    let mut rngs: Vec<ExperimentRng> = (0..CHUNKS)
+        .map(|_| ExperimentRng::from_rng(&mut *master))
+        .collect();
+    let per_thread = CHUNKS.div_ceil(threads.clamp(1, CHUNKS));
+    let blocks = std::thread::scope(|s| {
+        let handles: Vec<_> = rngs
+            .chunks_mut(per_thread)
+            .zip(sizes.chunks(per_thread))
+            .map(|(rs, ns)| {
+                s.spawn(move || {
+                    rs.iter_mut()
+                        .zip(ns)
+                        .map(|(rng, &size)| {
+                            let mut done = 0u64;
+                            let run = |x: &[f64], out: &mut [f64], r: &mut ExperimentRng| {
+                                done += 1;
+                                if done.is_multiple_of(4096) {
+                                    progress.inc(4096);
+                                }
+                                privatize(x, out, r)
+                            };
+                            let obs = sample(pair, side, size, run, rng);
+                            progress.inc(size as u64 % 4096);
+                            obs
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a sampling thread panicked"))
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let mut all = Observations::default();
+    for r in blocks.into_iter().flatten() {
+        all.extend(r?);
+    }
+    Ok(all)
+}
+
+/// The one-dimensional Skellam mechanism `x + Sk(μ)` with integer sensitivity `Δ`: μ from
+/// `--variance` or calibrated by the PLD accountant to `--epsilon` at `--delta`; its claim is the
+/// PLD accountant's ε at δ. Returns (μ, claimed ε, δ).
+fn skellam_claim(args: &AuditArgs) -> Result<(f64, f64, f64)> {
+    use privfed_accounting::DpEvent;
+    use privfed_accounting::calibrate::{AccountantKind, calibrate_skellam_variance, epsilon_of};
+    let Some(delta) = args.mech.delta else {
+        bail!("skellam needs --delta (its claim is ε at δ from the PLD accountant)");
+    };
+    let d = args.sensitivity as f64;
+    let mu = match (args.variance, args.mech.epsilon) {
+        (Some(_), Some(_)) => {
+            bail!(
+                "give --epsilon (a target) or --variance, not both (audit a claim with --claim-epsilon)"
+            )
+        }
+        (Some(v), None) => v,
+        (None, Some(e)) => {
+            calibrate_skellam_variance(AccountantKind::Pld, e, delta, d, d, 1.0, 1)?.parameter
+        }
+        (None, None) => bail!("skellam needs --epsilon (a target) or --variance"),
+    };
+    let event = DpEvent::Skellam {
+        mu,
+        l1_sensitivity: d,
+        l2_sensitivity: d,
+    };
+    Ok((mu, epsilon_of(AccountantKind::Pld, &event, delta)?, delta))
+}
+
+/// Runs `privfed audit`.
+pub fn run(args: &AuditArgs) -> Result<()> {
+    if args.samples < 4 {
+        bail!("--samples must be at least 4 (half of them choose the test, half bound ε)");
+    }
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        bail!("--alpha must be in (0, 1), got {}", args.alpha);
+    }
+    if let Some(c) = args.claim_epsilon
+        && !(c.is_finite() && c >= 0.0)
+    {
+        bail!("--claim-epsilon must be finite and non-negative, got {c}");
+    }
+    if args.sensitivity == 0 {
+        bail!("--sensitivity must be at least 1");
+    }
+    if args.mech.mechanism == MechanismKind::Ddg {
+        bail!("privfed audit does not cover ddg (the distributed discrete Gaussian) yet");
+    }
+    // The mechanism under audit: a local randomizer, or the 1-D Skellam mechanism.
+    let mut skellam_mu = None;
+    let (name, pair, own_epsilon, delta, privatize): (
+        String,
+        NeighbourPair,
+        f64,
+        f64,
+        Box<Privatize>,
+    ) = if args.mech.mechanism == MechanismKind::Skellam {
+        let (mu, eps, delta) = skellam_claim(args)?;
+        let noise = Skellam::new(mu)?;
+        let pair = skellam_pair(mu, args.sensitivity)?;
+        let run = move |x: &[f64], out: &mut [f64], r: &mut ExperimentRng| {
+            out[0] = x[0] + noise.sample(r) as f64;
+            Ok(())
+        };
+        skellam_mu = Some(mu);
+        ("skellam".to_string(), pair, eps, delta, Box::new(run))
+    } else {
+        let mech = build(&args.mech)?;
+        let pair = worst_case_pair(&mech)?;
+        let g = mech.guarantee();
+        let name = mech.name().to_string();
+        let run =
+            move |x: &[f64], out: &mut [f64], r: &mut ExperimentRng| mech.privatize_into(x, out, r);
+        (name, pair, g.epsilon(), g.delta(), Box::new(run))
+    };
+    let claim = Claim {
+        epsilon: args.claim_epsilon.unwrap_or(own_epsilon),
+        delta,
+    };
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let mut master: ExperimentRng = match args.seed {
+        Some(s) => seeded_rng_for_experiments(s),
+        None => rand::make_rng(),
+    };
+    let progress = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(2 * args.samples as u64)
+    };
+    progress.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} privatizations ({per_sec}, eta {eta})",
+        )
+        .context("progress template")?
+        .progress_chars("=> "),
+    );
+    let start = Instant::now();
+    let ox = sample_side(
+        &*privatize,
+        &pair,
+        Side::X,
+        args.samples,
+        &mut master,
+        threads,
+        &progress,
+    )?;
+    let oxp = sample_side(
+        &*privatize,
+        &pair,
+        Side::XPrime,
+        args.samples,
+        &mut master,
+        threads,
+        &progress,
+    )?;
+    let sampled = start.elapsed().as_secs_f64();
+    progress.finish_and_clear();
+    let report = evaluate(&pair, &ox, &oxp, claim, args.alpha)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let show = |v: &[f64]| {
+        if v.len() <= 8 {
+            json!(v)
+        } else {
+            json!(format!("[{} coordinates]", v.len()))
+        }
+    };
+    let mut out = json!({
+        "mechanism": name,
+        "epsilon_lower_bound": report.epsilon_lower_bound,
+        "confidence": report.confidence,
+        "claimed_epsilon": report.claimed_epsilon,
+        "claimed_delta": report.claimed_delta,
+        "mechanism_epsilon": own_epsilon,
+        "violation": report.violation,
+        "samples": report.samples,
+        "seconds": seconds,
+        "samples_per_second": 2.0 * args.samples as f64 / sampled,
+        "threads": threads,
+        "neighbours": {
+            "x": show(&pair.x),
+            "x_prime": show(&pair.x_prime),
+            "how_chosen": pair.rationale,
+        },
+        "distinguishing": report.distinguishing,
+    });
+    if let Some(mu) = skellam_mu {
+        out["skellam_variance"] = json!(mu);
+        out["sensitivity"] = json!(args.sensitivity);
+    }
+    if let Some(h) = &report.histogram {
+        out["histogram"] = serde_json::to_value(h)?;
+    }
+    if let Some(gdp) = &report.gdp {
+        out["gdp"] = serde_json::to_value(gdp)?;
+    }
+    print_report(&out, args.json)?;
+    if report.violation {
+        eprintln!(
+            "privacy violation: the claim ε = {} (δ = {}) of {} is rejected at confidence {} \
+             (ε lower bound {:.4})",
+            report.claimed_epsilon,
+            report.claimed_delta,
+            name,
+            report.confidence,
+            report.epsilon_lower_bound
+        );
+        std::process::exit(2);
+    }
+    Ok(())
+}

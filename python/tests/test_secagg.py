@@ -333,10 +333,12 @@ def test_simulate_matches_the_cli(cli):
 
 
 def test_plan_secagg_plus_matches_the_cli(cli):
+    """Python's planner is the honest-but-curious one; the CLI plans the active mode unless
+    told otherwise."""
     for clients, dropout in [(100, 0.2), (1000, 0.1)]:
         py = secagg.plan_secagg_plus(clients, dropout)
         rust = cli("secagg", "plan", "--clients", str(clients), "--dropout", str(dropout),
-                   "--json")
+                   "--threat-model", "honest-but-curious", "--json")
         assert py == rust
         assert 2 * py["threshold"] > py["degree"]
     with pytest.raises(errors.InvalidParameter, match="dropout"):

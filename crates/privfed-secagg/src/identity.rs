@@ -31,7 +31,8 @@ const JOIN_LABEL: &[u8] = b"privfed/secagg/v1/join";
 /// An Ed25519 signature (64 bytes).
 pub type SignatureBytes = [u8; 64];
 
-/// A device's long-term Ed25519 signing key (zeroized on drop).
+/// A device's long-term Ed25519 signing key (zeroized on drop, every copy).
+#[derive(Clone)]
 pub struct DeviceKey(SigningKey);
 
 impl std::fmt::Debug for DeviceKey {

@@ -101,13 +101,21 @@ impl Enrollment {
 
     /// Each device's credentials (its key and the roster, verified against the authority).
     pub fn into_credentials(self) -> Result<Vec<Credentials>> {
-        let authority = self.authority.verifying_key();
-        let trusted = self.roster.verify(&authority)?;
+        self.credentials()
+    }
+
+    /// [`Enrollment::into_credentials`] without giving up the enrollment: the same devices can
+    /// take part in several rounds.
+    pub fn credentials(&self) -> Result<Vec<Credentials>> {
+        let trusted = self
+            .roster
+            .clone()
+            .verify(&self.authority.verifying_key())?;
         Ok(self
             .devices
-            .into_iter()
+            .iter()
             .map(|device| Credentials {
-                device,
+                device: device.clone(),
                 roster: Some(trusted.clone()),
             })
             .collect())

@@ -237,13 +237,6 @@ pub struct ClientMessage {
     pub payload: ClientPayload,
 }
 
-impl ClientMessage {
-    /// Whether the payload is the active mode's signed keys.
-    pub fn payload_is_signed(&self) -> bool {
-        matches!(self.payload, ClientPayload::SignedKeys(_))
-    }
-}
-
 /// What the server sends a client to start its next stage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ServerPayload {

@@ -259,7 +259,7 @@ impl Server {
         }
         match &message.payload {
             ClientPayload::AdvertiseKeys { .. } | ClientPayload::SignedKeys(_)
-                if message.payload_is_signed() != self.active() =>
+                if matches!(message.payload, ClientPayload::SignedKeys(_)) != self.active() =>
             {
                 return Err(SecAggError::Violation(format!(
                     "client {from} advertised {} keys in a round of the {} mode",

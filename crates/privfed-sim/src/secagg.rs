@@ -18,12 +18,11 @@ pub use privfed_secagg::plan::{
     DEFAULT_CORRUPT_FRACTION, DEFAULT_GRINDING_BITS, GraphChoice, round_config, round_config_for,
 };
 use privfed_secagg::{
-    Aggregate, ClientId, Credentials, DeviceKey, GraphSpec, Roster, RoundConfig, SecAggError,
-    Stage, ThreatModel,
+    Aggregate, ClientId, Credentials, DeviceKey, GraphSpec, RoundConfig, SecAggError, Stage,
+    ThreatModel,
 };
 use rand::{Rng, RngExt};
 use serde::Serialize;
-use zeroize::Zeroizing;
 
 /// Which server a simulated round's clients defend against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,7 +85,7 @@ pub fn prepare_round(
         SecAggThreat::ActiveWithoutRoster => Some(
             (0..clients)
                 .map(|_| Credentials {
-                    device: privfed_secagg::DeviceKey::generate(&mut rand::rng()),
+                    device: DeviceKey::generate(&mut rand::rng()),
                     roster: None,
                 })
                 .collect(),
@@ -341,6 +340,14 @@ pub struct Timings {
     pub down: u64,
 }
 
+/// `complete` or `harary`, as the reports name a round's graph.
+fn graph_name(config: &RoundConfig) -> &'static str {
+    match config.graph {
+        GraphSpec::Complete => "complete",
+        GraphSpec::Harary { .. } => "harary",
+    }
+}
+
 /// Assembles the report and checks exactness against the plain sum.
 pub fn report(
     cfg: &SecAggSimConfig,
@@ -362,10 +369,7 @@ pub fn report(
         clients: config.clients,
         threshold: config.threshold,
         degree: config.degree(),
-        graph: match config.graph {
-            GraphSpec::Complete => "complete",
-            GraphSpec::Harary { .. } => "harary",
-        },
+        graph: graph_name(config),
         dim: config.dim,
         bits: config.bits,
         seconds: t.seconds,
@@ -479,41 +483,20 @@ pub fn simulate_attack(
         config.threat_model = ThreatModel::Active { roster: None };
     }
     let (inputs, _) = inputs_and_dropouts(cfg, &config);
-    // Every strategy runs a fresh round: the same devices (the roster the configuration names)
-    // with fresh round keys. Device keys come from the OS.
+    // Every strategy runs a fresh round: the same enrolled devices (the roster the
+    // configuration names, or none) with fresh round keys. Device keys come from the OS.
     let mut os = rand::rng();
-    let seeds: Vec<Zeroizing<[u8; 32]>> = (0..cfg.clients)
-        .map(|_| {
-            let mut s = Zeroizing::new([0u8; 32]);
-            os.fill_bytes(s.as_mut());
-            s
-        })
-        .collect();
-    let trusted = if cfg.threat == SecAggThreat::Active {
-        let authority = DeviceKey::generate(&mut os);
-        let roster = Roster::sign(
-            &authority,
-            seeds
-                .iter()
-                .map(|s| DeviceKey::from_seed(s).verifying_key())
-                .collect(),
-        );
-        config.threat_model = ThreatModel::Active {
-            roster: Some(roster.digest()),
-        };
-        Some(roster.verify(&authority.verifying_key())?)
-    } else {
-        None
-    };
+    let enrollment = Enrollment::new(cfg.clients as usize, &mut os);
+    if cfg.threat == SecAggThreat::Active {
+        config.threat_model = enrollment.threat_model();
+    }
     let mut credentials =
         |_: &mut rand::rngs::ThreadRng| -> privfed_secagg::Result<Vec<Credentials>> {
-            Ok(seeds
-                .iter()
-                .map(|s| Credentials {
-                    device: DeviceKey::from_seed(s),
-                    roster: trusted.clone(),
-                })
-                .collect())
+            let mut c = enrollment.credentials()?;
+            if cfg.threat != SecAggThreat::Active {
+                c.iter_mut().for_each(|c| c.roster = None);
+            }
+            Ok(c)
         };
     let report = privfed_secagg::adversary::lying_server(
         attack,
@@ -537,10 +520,7 @@ pub fn simulate_attack(
         clients: config.clients,
         threshold: config.threshold,
         degree: config.degree(),
-        graph: match config.graph {
-            GraphSpec::Complete => "complete",
-            GraphSpec::Harary { .. } => "harary",
-        },
+        graph: graph_name(&config),
         dim: config.dim,
         bits: config.bits,
         seconds: start.elapsed().as_secs_f64(),

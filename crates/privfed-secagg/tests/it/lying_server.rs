@@ -4,9 +4,7 @@
 
 use privfed_secagg::adversary::{Attack, AttackReport, lying_server};
 use privfed_secagg::local::Enrollment;
-use privfed_secagg::{
-    Credentials, DeviceKey, GraphSpec, RoundConfig, ThreatModel, plan_secagg_plus,
-};
+use privfed_secagg::{Credentials, GraphSpec, RoundConfig, ThreatModel, plan_secagg_plus};
 use rand::rngs::ChaCha20Rng;
 
 use crate::{config, random_inputs, rng};
@@ -15,39 +13,22 @@ use crate::{config, random_inputs, rng};
 fn play(attack: Attack, mut c: RoundConfig, model: &str, target: u32, seed: u64) -> AttackReport {
     let mut r = rng(seed);
     let inputs = random_inputs(&mut r, c.clients as usize, c.dim, c.bits);
-    let n = c.clients as usize;
     // One enrollment fixes the roster the round names; each strategy gets the same devices'
     // credentials again (a fresh round, fresh round keys).
-    let authority = DeviceKey::generate(&mut r);
-    let device_seeds: Vec<[u8; 32]> = (0..n).map(|i| [i as u8 ^ 0x5c; 32]).collect();
-    let devices = || {
-        device_seeds
-            .iter()
-            .map(DeviceKey::from_seed)
-            .collect::<Vec<_>>()
-    };
-    let roster = privfed_secagg::Roster::sign(
-        &authority,
-        devices().iter().map(DeviceKey::verifying_key).collect(),
-    );
+    let e = Enrollment::new(c.clients as usize, &mut r);
     c.threat_model = match model {
         "honest-but-curious" => ThreatModel::HonestButCurious,
-        "active" => ThreatModel::Active {
-            roster: Some(roster.digest()),
-        },
+        "active" => e.threat_model(),
         "active-without-roster" => ThreatModel::Active { roster: None },
         _ => unreachable!(),
     };
     let with_roster = model == "active";
-    let trusted = roster.verify(&authority.verifying_key()).unwrap();
     let mut credentials = |_: &mut ChaCha20Rng| -> privfed_secagg::Result<Vec<Credentials>> {
-        Ok(devices()
-            .into_iter()
-            .map(|device| Credentials {
-                device,
-                roster: with_roster.then(|| trusted.clone()),
-            })
-            .collect())
+        let mut all = e.credentials()?;
+        if !with_roster {
+            all.iter_mut().for_each(|c| c.roster = None);
+        }
+        Ok(all)
     };
     lying_server(attack, &c, &inputs, target, &mut credentials, &mut r).unwrap()
 }

@@ -1,11 +1,12 @@
 //! The HTTP API (routes in the crate documentation), generic over the [`Store`].
 
-use crate::error::ApiError;
+use crate::defence::Defence;
+use crate::error::{ApiError, StoreError};
 use crate::metrics::Metrics;
 use crate::model::{
     CreateModel, ModelSpec, encode_f32, f64_to_f32_weights, validate_name, validate_weights,
 };
-use crate::store::{Store, Submission, SubmitOutcome};
+use crate::store::{Admission, Store, SubmitOutcome};
 use crate::ticket::{TICKET_HEADER, Ticket};
 use axum::body::Body;
 use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
@@ -67,11 +68,72 @@ pub struct AppState<S> {
     /// The secure-aggregation coordinator, whose routes (`/v1/secagg/…`, see
     /// [`crate::secagg::api`]) are mounted when it is set.
     pub secagg: Option<Arc<crate::secagg::Coordinator>>,
+    /// Caps the tickets each client address holds (`None`: no cap); see
+    /// [`crate::ticket::DrawQuota`].
+    pub draw_quota: Option<crate::ticket::DrawQuota>,
+    /// Bytes of update bodies read at once, at most (default
+    /// [`DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`]); an update that finds no room within
+    /// [`BODY_BUDGET_WAIT`] answers 503. It bounds what anonymous posts to models without an
+    /// update guard can hold in memory.
+    pub body_budget: BodyBudget,
+    /// The defences' counters and log lines.
+    pub defences: crate::defence::Defences,
+    /// The store outage in progress, if any (503s are logged per transition).
+    outage: std::sync::Mutex<Option<Outage>>,
+    /// Whether `outage` is set (read on every request without the lock).
+    outage_active: std::sync::atomic::AtomicBool,
     /// Rendered views of large models (see [`SMALL_VIEW_FLOATS`]).
     views: std::sync::Mutex<std::collections::HashMap<String, CachedView>>,
     /// Bounds renders of large views ([`HEAVY_READS`]).
     heavy_reads: tokio::sync::Semaphore,
 }
+
+/// Default [`AppState::body_budget`]: 256 MiB of update bodies read at once.
+pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: u64 = 256 << 20;
+
+/// How long an update waits for room in the [`AppState::body_budget`] before answering 503.
+pub const BODY_BUDGET_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The bytes of update bodies that may be read at once (kept in KiB units in a semaphore).
+#[derive(Debug)]
+pub struct BodyBudget {
+    kib: tokio::sync::Semaphore,
+    total_kib: u32,
+}
+
+impl BodyBudget {
+    /// A budget of `bytes` (rounded up to KiB; at least 1 KiB, at most 4 TiB).
+    pub fn new(bytes: u64) -> Self {
+        let total_kib = u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
+        Self {
+            kib: tokio::sync::Semaphore::new(total_kib as usize),
+            total_kib,
+        }
+    }
+
+    /// Takes room for a body of up to `bytes` (a body larger than the whole budget takes all of
+    /// it), waiting at most [`BODY_BUDGET_WAIT`].
+    async fn take(&self, bytes: usize) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let kib = u32::try_from(bytes.div_ceil(1024).max(1))
+            .unwrap_or(u32::MAX)
+            .min(self.total_kib);
+        tokio::time::timeout(BODY_BUDGET_WAIT, self.kib.acquire_many(kib))
+            .await
+            .ok()?
+            .ok()
+    }
+}
+
+/// A store outage in progress: since when, and how many requests it refused.
+#[derive(Debug)]
+struct Outage {
+    since: Instant,
+    refused: u64,
+}
+
+/// A 503 answer's detail, handed from [`ApiError`]'s response to the logging middleware.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreUnavailable(pub(crate) String);
 
 /// A rendered `GET /v1/models/{name}` answer of a large model.
 struct CachedView {
@@ -91,8 +153,45 @@ impl<S: Store> AppState<S> {
             max_model_bytes: DEFAULT_MAX_MODEL_BYTES,
             rate_limit: None,
             secagg: None,
+            draw_quota: Some(crate::ticket::DrawQuota::new(
+                crate::ticket::DEFAULT_TICKETS_PER_CLIENT,
+                crate::ticket::DEFAULT_TICKET_MIN_AGE,
+            )),
+            body_budget: BodyBudget::new(DEFAULT_MAX_BODY_BYTES_IN_FLIGHT),
+            defences: Default::default(),
+            outage: Default::default(),
+            outage_active: Default::default(),
             views: Default::default(),
             heavy_reads: tokio::sync::Semaphore::new(HEAVY_READS),
+        }
+    }
+
+    /// Logs a store outage once when it starts (WARN, with its cause) and once when it ends
+    /// (INFO, with how long it lasted and how many requests it refused), not once per request.
+    fn note_store(&self, unavailable: Option<&StoreUnavailable>) {
+        let mut o = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+        match (unavailable, o.as_mut()) {
+            (Some(u), None) => {
+                tracing::warn!(detail = %u.0, "store unavailable: answering 503 until it recovers");
+                *o = Some(Outage {
+                    since: Instant::now(),
+                    refused: 1,
+                });
+                self.outage_active
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            (Some(_), Some(out)) => out.refused += 1,
+            (None, Some(out)) => {
+                tracing::info!(
+                    after_ms = out.since.elapsed().as_millis() as u64,
+                    refused = out.refused,
+                    "store available again"
+                );
+                *o = None;
+                self.outage_active
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+            (None, None) => {}
         }
     }
 }
@@ -140,6 +239,14 @@ async fn track<S: Store>(State(st): State<Arc<AppState<S>>>, req: Request, next:
     let status = resp.status().as_u16();
     st.metrics
         .record_index(route, status, elapsed.as_secs_f64());
+    let unavailable = resp.extensions().get::<StoreUnavailable>();
+    if unavailable.is_some()
+        || (st.outage_active.load(std::sync::atomic::Ordering::Relaxed)
+            && (200..300).contains(&status)
+            && route != crate::metrics::route_index("/metrics"))
+    {
+        st.note_store(unavailable);
+    }
     tracing::debug!(
         target: "privfed_server::request",
         %method,
@@ -194,7 +301,10 @@ impl<St: Send + Sync> FromRequestParts<St> for Peer {
 /// Takes a token of the client's rate limit, if the server has one.
 fn rate_limited<S>(st: &AppState<S>, peer: &Peer) -> Result<(), ApiError> {
     match (&st.rate_limit, peer.0) {
-        (Some(r), Some(ip)) => r.take(ip).map_err(ApiError::RateLimited),
+        (Some(r), Some(ip)) => r.take(ip).map_err(|wait| {
+            st.defences.fired(Defence::RateLimit, Some(ip));
+            ApiError::RateLimited(wait)
+        }),
         _ => Ok(()),
     }
 }
@@ -318,30 +428,28 @@ fn wants_binary(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.contains("application/octet-stream"))
 }
 
-/// Reads and validates an update body (JSON `{"weights": [...]}` or raw little-endian `f32`).
+/// Reads and validates an update body (JSON `{"weights": [...]}` or raw little-endian `f32`) of
+/// at most `limit` bytes.
 async fn read_weights(
     headers: &HeaderMap,
+    format: Format,
     body: Body,
     dim: usize,
-    json_limit: usize,
-    binary_limit: usize,
+    limit: usize,
 ) -> Result<Vec<f32>, ApiError> {
-    let weights = match content_format(headers)? {
+    let bytes = read_body(headers, body, limit).await?;
+    let weights = match format {
         Format::Json => {
-            let bytes = read_body(headers, body, json_limit).await?;
             let w: WeightsIn = serde_json::from_slice(&bytes)
                 .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
             f64_to_f32_weights(&w.weights)?
         }
-        Format::Binary => {
-            let bytes = read_body(headers, body, binary_limit).await?;
-            crate::model::decode_f32(&bytes).ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "binary body of {} bytes is not a whole number of f32",
-                    bytes.len()
-                ))
-            })?
-        }
+        Format::Binary => crate::model::decode_f32(&bytes).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "binary body of {} bytes is not a whole number of f32",
+                bytes.len()
+            ))
+        })?,
     };
     validate_weights(&weights, dim)?;
     Ok(weights)
@@ -626,7 +734,30 @@ async fn draw<S: Store>(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     rate_limited(&st, &peer)?;
-    let drawn = st.store.draw(&name).await?;
+    // Only draws whose tickets the model's updates need count against the client's quota.
+    let quota = match st.draw_quota.as_ref().zip(peer.0) {
+        Some(q) if crate::store::needs_ticket(&*st.store.spec(&name).await?) => Some(q),
+        _ => None,
+    };
+    if let Some((q, ip)) = quota {
+        q.draw(ip).map_err(|full| {
+            st.defences.fired(Defence::DrawQuota, Some(ip));
+            ApiError::TicketsFull(full.retry_after)
+        })?;
+    }
+    let drawn = match st.store.draw(&name).await {
+        Ok(d) => d,
+        Err(e) => {
+            if let Some((q, ip)) = quota {
+                // No ticket was issued: the draw does not count against the client.
+                q.redeemed(ip);
+            }
+            if matches!(e, StoreError::TicketsFull(_)) {
+                st.defences.fired(Defence::TicketsFull, peer.0);
+            }
+            return Err(e.into());
+        }
+    };
     let mut resp = encoded_weights_response(&headers, drawn.weights)?;
     resp.headers_mut()
         .insert(TICKET_HEADER, drawn.ticket.header_value());
@@ -648,6 +779,9 @@ fn ticket_of(headers: &HeaderMap) -> Result<Option<Ticket>, ApiError> {
     }
 }
 
+/// `POST /v1/models/{name}/updates`. Everything that can refuse the update without its body
+/// (rate limit, model, content type, declared length, ticket) is checked before one byte of the
+/// body is read; a refused request's body is never read (the connection is then closed).
 async fn post_update<S: Store>(
     State(st): State<Arc<AppState<S>>>,
     ModelName(name): ModelName,
@@ -658,20 +792,50 @@ async fn post_update<S: Store>(
     rate_limited(&st, &peer)?;
     let ticket = ticket_of(&headers)?;
     let spec = st.store.spec(&name).await?;
-    let weights = read_weights(
-        &headers,
-        body,
-        spec.dim,
-        spec.json_body_limit(),
-        spec.binary_body_limit(),
-    )
-    .await?;
-    let sub = Submission {
-        generation: spec.generation,
-        ticket,
-        weights,
+    let format = content_format(&headers)?;
+    let limit = match format {
+        Format::Json => spec.json_body_limit(),
+        Format::Binary => spec.binary_body_limit(),
     };
-    match st.store.submit(&name, sub).await? {
+    let declared = declared_length(&headers);
+    if declared.is_some_and(|n| n > limit) {
+        return Err(ApiError::PayloadTooLarge(limit));
+    }
+    let admitted = match st.store.admit(&name, &spec, ticket).await {
+        Ok(Admission::Admitted(a)) => a,
+        Ok(Admission::Replayed(first)) => return replayed_response(first),
+        Err(
+            e @ (StoreError::TicketRequired | StoreError::TicketInvalid | StoreError::TicketInUse),
+        ) => {
+            st.defences.fired(Defence::UnreadRefused, peer.0);
+            return Err(e.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(_room) = st.body_budget.take(declared.unwrap_or(limit)).await else {
+        st.defences.fired(Defence::BodyBudget, peer.0);
+        st.store.release(admitted).await;
+        return Err(ApiError::Unavailable(
+            "the budget of update bodies read at once is spent".into(),
+        ));
+    };
+    let weights = match read_weights(&headers, format, body, spec.dim, limit).await {
+        Ok(w) => w,
+        Err(e) => {
+            st.store.release(admitted).await;
+            return Err(e);
+        }
+    };
+    drop(_room);
+    let outcome = st.store.apply(&name, admitted, weights).await?;
+    if ticket.is_some()
+        && crate::store::needs_ticket(&spec)
+        && let Some((q, ip)) = st.draw_quota.as_ref().zip(peer.0)
+    {
+        // The client stepped from a ticket: it holds one fewer.
+        q.redeemed(ip);
+    }
+    match outcome {
         SubmitOutcome::Accepted => {
             st.metrics.accepted();
             Ok(accepted_response(st.store.durable_acks()))
@@ -680,15 +844,28 @@ async fn post_update<S: Store>(
             st.metrics.rejected();
             Err(ApiError::Rejected(r))
         }
-        SubmitOutcome::Replayed(first) => match *first {
-            SubmitOutcome::Rejected(r) => Err(ApiError::Rejected(r)),
-            _ => Ok((
-                StatusCode::ACCEPTED,
-                Json(serde_json::json!({"status": "accepted", "replayed": true})),
-            )
-                .into_response()),
-        },
+        SubmitOutcome::Replayed(first) => replayed_response(*first),
     }
+}
+
+/// The answer to a retried update: the first outcome of its ticket.
+fn replayed_response(first: SubmitOutcome) -> Result<Response, ApiError> {
+    match first {
+        SubmitOutcome::Rejected(r) => Err(ApiError::Rejected(r)),
+        _ => Ok((
+            StatusCode::ACCEPTED,
+            Json(serde_json::json!({"status": "accepted", "replayed": true})),
+        )
+            .into_response()),
+    }
+}
+
+/// The request's `Content-Length`, if it has a valid one.
+fn declared_length(headers: &HeaderMap) -> Option<usize> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
 }
 
 /// `202 {"status":"accepted"}`, or `{"status":"accepted","durable":false}` when the store does
@@ -724,6 +901,7 @@ async fn healthz<S: Store>(State(st): State<Arc<AppState<S>>>) -> Response {
 
 async fn metrics<S: Store>(State(st): State<Arc<AppState<S>>>) -> Response {
     let mut text = st.metrics.render();
+    st.defences.render(&mut text);
     if let Some(c) = st.store.commit_stats() {
         crate::metrics::render_commits(&mut text, c);
     }
@@ -747,7 +925,12 @@ async fn bench_draw(Dim(dim): Dim, headers: HeaderMap) -> Result<Response, ApiEr
 
 /// Ceiling: reads and validates an update exactly like the real route, stores nothing.
 async fn bench_update(Dim(dim): Dim, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
-    read_weights(&headers, body, dim, 64 + 32 * dim, 4 * dim + 1024).await?;
+    let format = content_format(&headers)?;
+    let limit = match format {
+        Format::Json => 64 + 32 * dim,
+        Format::Binary => 4 * dim + 1024,
+    };
+    read_weights(&headers, format, body, dim, limit).await?;
     Ok(accepted_response(true))
 }
 

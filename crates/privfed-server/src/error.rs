@@ -42,6 +42,10 @@ pub enum StoreError {
     /// The ticket is being redeemed by a concurrent request.
     #[error("the ticket is being used by another request")]
     TicketInUse,
+    /// The model's ticket book is full of tickets younger than the step time: the draw must
+    /// wait (429 with `Retry-After`).
+    #[error(transparent)]
+    TicketsFull(crate::ticket::TicketsFull),
     /// A secure-aggregation round's stored version is behind this process's replica of it: the
     /// store lost changes it had acknowledged (a Redis run with best-effort durability that
     /// crashed, or a restored backup). The coordinator aborts the round rather than continue
@@ -94,6 +98,10 @@ pub enum ApiError {
     /// 429: this client's rate limit on draws and updates is exhausted; retry after the wait.
     #[error("rate limit exceeded: retry in {} ms", .0.as_millis())]
     RateLimited(std::time::Duration),
+    /// 429: this client holds its share of outstanding tickets, or the model's ticket book is
+    /// full of tickets younger than the step time; retry after the wait.
+    #[error("too many outstanding tickets: retry in {} ms", .0.as_millis())]
+    TicketsFull(std::time::Duration),
     /// 408: the request body did not arrive within the server's body timeout.
     #[error("the request body did not arrive in time")]
     RequestTimeout,
@@ -138,7 +146,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Rejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited(_) | ApiError::TicketsFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -164,6 +172,7 @@ impl ApiError {
             ApiError::Rejected(Rejection::Guard(_)) => "rejected_by_guard",
             ApiError::RequestTimeout => "request_timeout",
             ApiError::RateLimited(_) => "rate_limited",
+            ApiError::TicketsFull(_) => "tickets_full",
             ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "internal",
             ApiError::Unavailable(_) => "unavailable",
@@ -189,16 +198,15 @@ impl From<StoreError> for ApiError {
             e @ StoreError::TicketRequired => ApiError::TicketRequired(e.to_string()),
             e @ StoreError::Quarantined(_) => ApiError::Quarantined(e.to_string()),
             e @ StoreError::WentBackInTime { .. } => ApiError::Internal(e.to_string()),
+            StoreError::TicketsFull(f) => ApiError::TicketsFull(f.retry_after),
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        match &self {
-            ApiError::Internal(detail) => tracing::error!(%detail, "internal error"),
-            ApiError::Unavailable(detail) => tracing::warn!(%detail, "store unavailable"),
-            _ => {}
+        if let ApiError::Internal(detail) = &self {
+            tracing::error!(%detail, "internal error");
         }
         let status = self.status();
         let mut body = serde_json::json!({"error": self.code(), "message": self.to_string()});
@@ -217,7 +225,12 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
         }
-        if let ApiError::RateLimited(wait) = &self {
+        if let ApiError::Unavailable(detail) = &self {
+            // Logged by the request layer once per outage, not once per request.
+            resp.extensions_mut()
+                .insert(crate::api::StoreUnavailable(detail.clone()));
+        }
+        if let ApiError::RateLimited(wait) | ApiError::TicketsFull(wait) = &self {
             // Whole seconds, rounded up (at least 1).
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             resp.headers_mut()

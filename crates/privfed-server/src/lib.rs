@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `POST /v1/models` `{"name","dim","k","update_guard","init_std"?,"spam_sigmas"?,"spam_max_outside_fraction"?}` | admin | 201, 400, 401, 403, 409, 507 (over `max_model_bytes`) |
 //! | `DELETE /v1/models/{name}` | admin | 204, 401, 403, 404 |
-//! | `GET /v1/models/{name}/draw` (JSON, or raw LE `f32` with `Accept: application/octet-stream`); answers a single-use `Privfed-Ticket` header | anyone | 200, 404, 429, 500 (quarantined) |
+//! | `GET /v1/models/{name}/draw` (JSON, or raw LE `f32` with `Accept: application/octet-stream`); answers a single-use `Privfed-Ticket` header | anyone | 200, 404, 429 (rate limit, or `tickets_full`), 500 (quarantined) |
 //! | `POST /v1/models/{name}/updates` (JSON `{"weights"}` or raw LE `f32`; header `Privfed-Ticket`, required when the model has an update guard) | anyone | 202, 400, 404, 408 (body timeout), 409 (ticket), 413, 415, 422 (guard or spam filter), 428 (no ticket), 429, 503 |
 //! | `GET /v1/models/{name}` | anyone | 200 (counters, mean, intra-model variance), 404, 503 (large views busy) |
 //! | `GET /healthz`, `GET /metrics`, `GET /openapi.json` | anyone | 200 |
@@ -19,6 +19,11 @@
 //! Admin routes need `Authorization: Bearer TOKEN` (scheme case-insensitive; 401 without it, 403
 //! with a wrong one). Model names are 1–64 characters from `[A-Za-z0-9_.-]`, not `.` or `..`;
 //! `spam_sigmas` lies in [1, 1000]. Every answer, 404 and 405 included, is counted in `/metrics`.
+//!
+//! An update is checked before its body is read (model, content type, declared length, ticket);
+//! a refused update's body is never read. Defences against hostile clients (per-address caps on
+//! connections and tickets, tickets protected for the step time, a budget of bodies in flight)
+//! are in [`defence`], [`ticket`] and [`server`].
 //!
 //! ## Limits
 //! [`serve_with`] takes a [`ServeConfig`] (defaults: header timeout 10 s, body 30 s, idle
@@ -48,6 +53,7 @@
 //! processes serve one round.
 
 pub mod api;
+pub mod defence;
 pub mod error;
 pub mod metrics;
 pub mod model;

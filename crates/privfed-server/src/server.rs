@@ -18,6 +18,12 @@
 //! timeout closing idle or slow ones; accepting-and-closing instead would turn a flood of idle
 //! sockets into failed requests for honest clients.
 //!
+//! One client address cannot hold the slots: an accepted connection whose address bucket
+//! ([`crate::ticket::client_bucket`]) already holds [`ServeConfig::max_connections_per_address`]
+//! open connections is closed at once (and the defence is counted and logged,
+//! [`crate::defence`]). Silent sockets re-opened from one address then hold at most that many
+//! slots, each for at most the header timeout.
+//!
 //! On shutdown the listener is closed, idle connections are closed, in-flight requests finish;
 //! after the shutdown deadline the remaining connections are dropped and [`serve_with`] returns,
 //! so the state (and the store's lock) can be released.
@@ -61,6 +67,9 @@ pub struct ServeConfig {
     /// After shutdown is requested, connections still open after this long are dropped and
     /// [`serve_with`] returns. Default 10 s.
     pub shutdown_deadline: Duration,
+    /// Most connections open at once from one client address (IPv4 address, or IPv6 /64);
+    /// further ones are closed at accept. Default 64.
+    pub max_connections_per_address: usize,
 }
 
 impl Default for ServeConfig {
@@ -72,6 +81,7 @@ impl Default for ServeConfig {
             write_timeout: Duration::from_secs(30),
             max_connections: 768,
             shutdown_deadline: Duration::from_secs(10),
+            max_connections_per_address: 64,
         }
     }
 }
@@ -93,6 +103,8 @@ pub async fn serve_with<S: Store>(
     let max = config.max_connections.clamp(1, u32::MAX as usize);
     let slots = Arc::new(Semaphore::new(max));
     let (phase_tx, phase_rx) = watch::channel(RUNNING);
+    let open_by_address: OpenByAddress = Default::default();
+    let per_address_cap = config.max_connections_per_address.max(1);
     let mut http = hyper::server::conn::http1::Builder::new();
     // Timeouts are enforced by `TimedIo` (hyper's header timer also counts idle keep-alive time).
     http.header_read_timeout(None).keep_alive(true);
@@ -123,6 +135,16 @@ pub async fn serve_with<S: Store>(
                 }
             },
         };
+        let Some(per_address) = PerAddress::open(&open_by_address, peer.ip(), per_address_cap)
+        else {
+            drop(tcp);
+            drop(permit);
+            state.defences.fired(
+                crate::defence::Defence::ConnectionsPerAddress,
+                Some(peer.ip()),
+            );
+            continue;
+        };
         let _ = tcp.set_nodelay(true);
         state.metrics.connection_opened();
         let conn = Arc::new(ConnShared::default());
@@ -141,6 +163,7 @@ pub async fn serve_with<S: Store>(
             // The connection (and its clone of the state) is gone before the slot is returned,
             // so once every slot is back nothing of this server holds the state.
             drop(st);
+            drop(per_address);
             drop(permit);
         });
     }
@@ -169,6 +192,44 @@ pub async fn serve_with<S: Store>(
     }
     tracing::info!("server stopped");
     Ok(())
+}
+
+/// Open connections per client address bucket.
+type OpenByAddress = Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>;
+
+/// One open connection counted against its address bucket; dropping it uncounts it.
+struct PerAddress {
+    map: OpenByAddress,
+    bucket: std::net::IpAddr,
+}
+
+impl PerAddress {
+    /// Counts a connection from `ip`, or `None` if its bucket holds `cap` already.
+    fn open(map: &OpenByAddress, ip: std::net::IpAddr, cap: usize) -> Option<Self> {
+        let bucket = crate::ticket::client_bucket(ip);
+        let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(bucket).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(Self {
+            map: map.clone(),
+            bucket,
+        })
+    }
+}
+
+impl Drop for PerAddress {
+    fn drop(&mut self) {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&self.bucket) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.bucket);
+            }
+        }
+    }
 }
 
 /// Drives one connection until it ends, closing it gracefully on [`DRAINING`] and dropping it on

@@ -6,11 +6,19 @@
 //! A ticket is 128 bits that travel as 32 hex digits in the `Privfed-Ticket` header: the top 32
 //! bits name the book's slot that holds it, the other 96 come from the operating system's
 //! CSPRNG-seeded thread generator (guessing one is hopeless). The slots form a ring of at most
-//! `max_tickets` entries, so the oldest ticket is forgotten first beyond the cap and the book's
-//! memory is bounded; a ticket also expires after a TTL. The slot number reveals how many draws
-//! the model served between two of a client's draws, which `/metrics` publishes anyway. The ring
-//! is what makes the book cheap on the hot path: a ticket is found without hashing, and the slots
-//! of tickets in flight are the few most recently written.
+//! `max_tickets` entries, so the book's memory is bounded; a ticket also expires after a TTL. The
+//! slot number reveals how many draws the model served between two of a client's draws, which
+//! `/metrics` publishes anyway. The ring is what makes the book cheap on the hot path: a ticket is
+//! found without hashing, and the slots of tickets in flight are the few most recently written.
+//!
+//! **No ticket is forgotten before its step time.** A full ring reuses its oldest slot only once
+//! that slot's ticket is [`TicketLimits::min_age`] old (or expired); until then the book is full
+//! and a draw is refused ([`TicketsFull`], answered 429 with `Retry-After`) instead of voiding a
+//! ticket that an honest device may be computing its step from. Draws are anonymous and free, so
+//! without this rule a flood of draws would evict every other device's ticket; with it, a flood
+//! can only make draws wait, and [`DrawQuota`] caps how much of the book one client address
+//! holds. The book sustains `max_tickets / min_age` draws per second per model (with the
+//! defaults, 2²⁰ / 30 s ≈ 35,000/s).
 //!
 //! The book holds a [`Weak`] reference to the drawn instance's [`Handle`] (a small allocation
 //! pointing at the weights, so an outstanding ticket never keeps the weights' memory alive). The
@@ -19,6 +27,7 @@
 //! draws again.
 
 use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -28,8 +37,12 @@ pub use privfed_client::client::TICKET_HEADER;
 
 /// Default lifetime of an unused ticket.
 pub const DEFAULT_TICKET_TTL: Duration = Duration::from_secs(600);
-/// Default number of outstanding tickets kept per model (older ones are forgotten first).
-pub const DEFAULT_MAX_TICKETS: usize = 1 << 16;
+/// Default number of tickets kept per model (a ring; see the [module documentation](self)).
+pub const DEFAULT_MAX_TICKETS: usize = 1 << 20;
+/// Default step time: no ticket younger than this is forgotten to make room for a new one.
+pub const DEFAULT_TICKET_MIN_AGE: Duration = Duration::from_secs(30);
+/// Default number of tickets one client address may hold within the step time ([`DrawQuota`]).
+pub const DEFAULT_TICKETS_PER_CLIENT: usize = 1024;
 /// Default memory per model for overwritten instances that tickets still refer to.
 pub const DEFAULT_RETIRED_BYTES: usize = 64 << 20;
 
@@ -109,8 +122,11 @@ impl std::fmt::Display for Ticket {
 pub struct TicketLimits {
     /// Lifetime of an unused ticket (and how long a used one is remembered for replays).
     pub ttl: Duration,
-    /// Outstanding tickets kept per model.
+    /// Tickets kept per model (the ring's size).
     pub max_tickets: usize,
+    /// The documented step time: a ticket younger than this is never forgotten to make room for
+    /// a new one (the draw is refused instead).
+    pub min_age: Duration,
     /// Memory per model for overwritten instances kept for tickets (at least `k` instances are
     /// kept whatever their size).
     pub retired_bytes: usize,
@@ -129,6 +145,7 @@ impl Default for TicketLimits {
         Self {
             ttl: DEFAULT_TICKET_TTL,
             max_tickets: DEFAULT_MAX_TICKETS,
+            min_age: DEFAULT_TICKET_MIN_AGE,
             retired_bytes: DEFAULT_RETIRED_BYTES,
         }
     }
@@ -156,6 +173,7 @@ enum State<O> {
 
 struct Slot<O> {
     ticket: u128,
+    issued: Instant,
     expires: Instant,
     state: State<O>,
 }
@@ -203,17 +221,35 @@ impl<O: Clone> TicketBook<O> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Issues a ticket for a draw of `instance`, forgetting the oldest one if the book is full.
-    pub fn issue(&self, instance: &Handle) -> Ticket {
-        let expires = Instant::now() + self.limits.ttl;
+    /// Issues a ticket for a draw of `instance`. Once the ring is full, the oldest ticket is
+    /// forgotten only if it is at least [`TicketLimits::min_age`] old or expired; otherwise the
+    /// book is full and nothing is forgotten.
+    pub fn issue(&self, instance: &Handle) -> Result<Ticket, TicketsFull> {
+        self.issue_at(instance, Instant::now())
+    }
+
+    /// [`issue`](Self::issue) at time `now`.
+    pub fn issue_at(&self, instance: &Handle, now: Instant) -> Result<Ticket, TicketsFull> {
+        let expires = now + self.limits.ttl;
         let state = State::Issued(Arc::downgrade(instance));
         let mut b = self.lock();
         let at = b.next;
+        if let Some(oldest) = b.slots.get(at)
+            && oldest.expires > now
+        {
+            let age = now.saturating_duration_since(oldest.issued);
+            if age < self.limits.min_age {
+                return Err(TicketsFull {
+                    retry_after: self.limits.min_age - age,
+                });
+            }
+        }
         b.next = (at + 1) % self.cap;
         // `at < cap ≤ 2³²`.
         let t = Ticket::for_slot(at as u32);
         let slot = Slot {
             ticket: t.0,
+            issued: now,
             expires,
             state,
         };
@@ -225,7 +261,7 @@ impl<O: Clone> TicketBook<O> {
         } else {
             b.slots.push(slot);
         }
-        t
+        Ok(t)
     }
 
     /// Looks a ticket up and, if fresh, marks it in progress.
@@ -276,6 +312,115 @@ impl<O: Clone> TicketBook<O> {
     /// Whether the book holds no ticket.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A model's book holds [`TicketLimits::max_tickets`] tickets younger than the step time: a
+/// draw must wait (answered 429 with `Retry-After`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the model's tickets are all in use: retry in {} ms", retry_after.as_millis())]
+pub struct TicketsFull {
+    /// When the oldest ticket reaches the step time.
+    pub retry_after: Duration,
+}
+
+/// The address bucket a client is counted in: its IPv4 address, or the /64 prefix of its IPv6
+/// address (one subscriber's allocation, which an attacker holds whole).
+pub fn client_bucket(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        },
+    }
+}
+
+/// Caps the tickets one client address bucket ([`client_bucket`]) holds: each draw counts
+/// against the client until the client posts an update that redeems a ticket, or until the step
+/// time passes. A client at its cap is refused further draws (429 with `Retry-After`) until its
+/// oldest draw ages out, so a few addresses cannot fill a model's [`TicketBook`] and make every
+/// other device's draws wait. An honest device draws, steps and posts, and so holds one.
+///
+/// Memory is bounded: at most [`DrawQuota::MAX_BUCKETS`] buckets are tracked, with at most
+/// `per_client` instants each; when the table is full, buckets whose draws have all aged out
+/// are dropped, and if none has, a new client is not counted (the quota fails open; the book's
+/// step-time rule still protects every ticket, so the worst case is that draws wait).
+#[derive(Debug)]
+pub struct DrawQuota {
+    per_client: usize,
+    window: Duration,
+    buckets: Mutex<std::collections::HashMap<IpAddr, VecDeque<Instant>>>,
+}
+
+impl DrawQuota {
+    /// Most client buckets tracked at once.
+    pub const MAX_BUCKETS: usize = 1 << 16;
+
+    /// A quota of `per_client` (at least 1) outstanding draws within `window` (the step time).
+    pub fn new(per_client: usize, window: Duration) -> Self {
+        Self {
+            per_client: per_client.max(1),
+            window,
+            buckets: Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// The cap per client.
+    pub fn per_client(&self) -> usize {
+        self.per_client
+    }
+
+    /// Counts a draw by `client` at `now`, or refuses it with the wait until the client's
+    /// oldest counted draw ages out.
+    pub fn draw_at(&self, client: IpAddr, now: Instant) -> Result<(), TicketsFull> {
+        let key = client_bucket(client);
+        let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= Self::MAX_BUCKETS && !m.contains_key(&key) {
+            let window = self.window;
+            m.retain(|_, q| {
+                q.back()
+                    .is_some_and(|t| now.saturating_duration_since(*t) < window)
+            });
+        }
+        if m.len() >= Self::MAX_BUCKETS && !m.contains_key(&key) {
+            return Ok(());
+        }
+        let q = m.entry(key).or_default();
+        while q
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= self.window)
+        {
+            q.pop_front();
+        }
+        if q.len() >= self.per_client {
+            let age = q
+                .front()
+                .map_or(Duration::ZERO, |t| now.saturating_duration_since(*t));
+            return Err(TicketsFull {
+                retry_after: self.window.saturating_sub(age),
+            });
+        }
+        q.push_back(now);
+        Ok(())
+    }
+
+    /// [`draw_at`](Self::draw_at) now.
+    pub fn draw(&self, client: IpAddr) -> Result<(), TicketsFull> {
+        self.draw_at(client, Instant::now())
+    }
+
+    /// A ticket drawn by `client` was redeemed: the client holds one ticket fewer (its oldest
+    /// counted draw is released).
+    pub fn redeemed(&self, client: IpAddr) {
+        let key = client_bucket(client);
+        let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(q) = m.get_mut(&key) {
+            q.pop_front();
+            if q.is_empty() {
+                m.remove(&key);
+            }
+        }
     }
 }
 
@@ -378,7 +523,7 @@ mod tests {
     fn a_ticket_is_single_use_and_replays_its_outcome() {
         let book: TicketBook<&'static str> = TicketBook::new(TicketLimits::default());
         let i = inst(1.0);
-        let t = book.issue(&i);
+        let t = book.issue(&i).unwrap();
         let Redeemed::Fresh(base) = book.redeem(t) else {
             panic!("fresh ticket")
         };
@@ -396,10 +541,11 @@ mod tests {
     fn the_ring_finds_tickets_by_slot_and_checks_every_bit() {
         let book: TicketBook<&'static str> = TicketBook::new(TicketLimits {
             max_tickets: 4,
+            min_age: Duration::ZERO,
             ..TicketLimits::default()
         });
         let i = inst(1.0);
-        let ts: Vec<Ticket> = (0..4).map(|_| book.issue(&i)).collect();
+        let ts: Vec<Ticket> = (0..4).map(|_| book.issue(&i).unwrap()).collect();
         for (n, t) in ts.iter().enumerate() {
             assert_eq!(t.slot(), n);
             assert_eq!(t.header_value().to_str().unwrap(), t.to_string());
@@ -420,7 +566,7 @@ mod tests {
         ));
         assert!(matches!(book.redeem(ts[0]), Redeemed::Fresh(_)));
         // The fifth ticket takes slot 0: the first is forgotten, even while in progress.
-        let t4 = book.issue(&i);
+        let t4 = book.issue(&i).unwrap();
         assert_eq!(t4.slot(), 0);
         book.finish(ts[0], "first");
         assert!(matches!(book.redeem(ts[0]), Redeemed::Invalid));
@@ -433,11 +579,94 @@ mod tests {
         assert_eq!((a.slot(), b.slot()), (3, 3));
     }
 
+    /// A full ring of tickets younger than the step time refuses draws (saying how long to
+    /// wait) and forgets nothing; once the oldest is as old as the step time, or expired, its
+    /// slot is reused.
+    #[test]
+    fn no_ticket_younger_than_the_step_time_is_forgotten() {
+        let min_age = Duration::from_secs(30);
+        let book: TicketBook<()> = TicketBook::new(TicketLimits {
+            max_tickets: 3,
+            min_age,
+            ..TicketLimits::default()
+        });
+        let i = inst(1.0);
+        let t0 = Instant::now();
+        let ts: Vec<Ticket> = (0..3)
+            .map(|n| book.issue_at(&i, t0 + Duration::from_secs(n)).unwrap())
+            .collect();
+        let at = t0 + Duration::from_secs(10);
+        assert_eq!(
+            book.issue_at(&i, at),
+            Err(TicketsFull {
+                retry_after: Duration::from_secs(20)
+            })
+        );
+        for t in &ts {
+            assert!(matches!(book.redeem(*t), Redeemed::Fresh(_)));
+            book.release(*t);
+        }
+        // At the step time the oldest goes, and only it.
+        let t3 = book.issue_at(&i, t0 + min_age).unwrap();
+        assert_eq!(t3.slot(), 0);
+        assert!(matches!(book.redeem(ts[0]), Redeemed::Invalid));
+        assert!(matches!(book.redeem(ts[1]), Redeemed::Fresh(_)));
+        assert!(book.issue_at(&i, t0 + min_age).is_err());
+
+        // An expired ticket's slot is reused whatever the step time.
+        let book: TicketBook<()> = TicketBook::new(TicketLimits {
+            ttl: Duration::from_secs(5),
+            max_tickets: 1,
+            min_age,
+            ..TicketLimits::default()
+        });
+        book.issue_at(&i, t0).unwrap();
+        assert!(book.issue_at(&i, t0 + Duration::from_secs(4)).is_err());
+        assert!(book.issue_at(&i, t0 + Duration::from_secs(5)).is_ok());
+    }
+
+    /// One address bucket holds at most `per_client` draws within the window; a redeemed ticket
+    /// frees one; an aged-out draw frees one; other clients are unaffected; IPv6 clients are
+    /// counted by /64 and IPv4-mapped addresses as IPv4.
+    #[test]
+    fn the_draw_quota_caps_each_client_bucket() {
+        let q = DrawQuota::new(2, Duration::from_secs(30));
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let t0 = Instant::now();
+        q.draw_at(a, t0).unwrap();
+        q.draw_at(a, t0 + Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            q.draw_at(a, t0 + Duration::from_secs(10)),
+            Err(TicketsFull {
+                retry_after: Duration::from_secs(20)
+            })
+        );
+        q.draw_at(b, t0 + Duration::from_secs(10)).unwrap();
+        q.redeemed(a);
+        q.draw_at(a, t0 + Duration::from_secs(10)).unwrap();
+        assert!(q.draw_at(a, t0 + Duration::from_secs(11)).is_err());
+        // The draw at 1 s ages out at 31 s.
+        q.draw_at(a, t0 + Duration::from_secs(31)).unwrap();
+
+        let v6a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let v6b: IpAddr = "2001:db8:1:2:bbbb::7".parse().unwrap();
+        let v6c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        q.draw_at(v6a, t0).unwrap();
+        q.draw_at(v6b, t0).unwrap();
+        assert!(q.draw_at(v6a, t0).is_err(), "same /64");
+        q.draw_at(v6c, t0).unwrap();
+        let mapped: IpAddr = "::ffff:10.0.0.2".parse().unwrap();
+        assert_eq!(client_bucket(mapped), b);
+        q.draw_at(mapped, t0 + Duration::from_secs(10)).unwrap();
+        assert!(q.draw_at(b, t0 + Duration::from_secs(10)).is_err());
+    }
+
     #[test]
     fn released_tickets_can_be_retried() {
         let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
         let i = inst(1.0);
-        let t = book.issue(&i);
+        let t = book.issue(&i).unwrap();
         assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
         book.release(t);
         assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
@@ -451,21 +680,22 @@ mod tests {
             ..TicketLimits::default()
         });
         let i = inst(1.0);
-        let t = book.issue(&i);
+        let t = book.issue(&i).unwrap();
         assert!(matches!(book.redeem(t), Redeemed::Invalid));
 
         let book: TicketBook<()> = TicketBook::new(TicketLimits {
             ttl: Duration::from_secs(60),
             max_tickets: 3,
+            min_age: Duration::ZERO,
             ..TicketLimits::default()
         });
-        let ts: Vec<Ticket> = (0..5).map(|_| book.issue(&i)).collect();
+        let ts: Vec<Ticket> = (0..5).map(|_| book.issue(&i).unwrap()).collect();
         assert!(book.len() <= 3);
         assert!(matches!(book.redeem(ts[0]), Redeemed::Invalid));
         assert!(matches!(book.redeem(ts[4]), Redeemed::Fresh(_)));
 
         let j = inst(2.0);
-        let t = book.issue(&j);
+        let t = book.issue(&j).unwrap();
         drop(j);
         assert!(matches!(book.redeem(t), Redeemed::Invalid));
     }
@@ -477,7 +707,7 @@ mod tests {
         let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
         let weights: Arc<[f32]> = Arc::from(vec![1.0f32; 1000]);
         let h = handle(&weights);
-        let t = book.issue(&h);
+        let t = book.issue(&h).unwrap();
         assert_eq!(Arc::weak_count(&weights), 0);
         drop(h);
         assert_eq!(
@@ -500,12 +730,12 @@ mod tests {
         let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
         let retired = RetiredInstances::new(4);
         let keep = inst(9.0);
-        let t = book.issue(&keep);
+        let t = book.issue(&keep).unwrap();
         retired.retire(keep);
         // Three more whose tickets are then used (no reference left).
         for x in 0..3 {
             let a = inst(x as f32);
-            let u = book.issue(&a);
+            let u = book.issue(&a).unwrap();
             retired.retire(a);
             let Redeemed::Fresh(_) = book.redeem(u) else {
                 panic!("fresh")
@@ -514,7 +744,7 @@ mod tests {
         }
         // Full: the next retirement sweeps the three unreferenced ones, keeping the first.
         let b = inst(5.0);
-        let tb = book.issue(&b);
+        let tb = book.issue(&b).unwrap();
         retired.retire(b);
         assert_eq!(retired.len(), 2);
         // Once the oldest is used, it goes at the next retirement.
@@ -527,7 +757,7 @@ mod tests {
         };
         book.finish(tb, ());
         let c = inst(6.0);
-        let _tc = book.issue(&c);
+        let _tc = book.issue(&c).unwrap();
         retired.retire(c);
         assert_eq!(retired.len(), 1);
     }
@@ -537,7 +767,7 @@ mod tests {
         let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
         let retired = RetiredInstances::new(2);
         let a = inst(1.0);
-        let t = book.issue(&a);
+        let t = book.issue(&a).unwrap();
         retired.retire(a);
         assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
         let unreferenced = inst(5.0);
@@ -546,7 +776,7 @@ mod tests {
         retired.retire(unreferenced);
         assert_eq!(retired.len(), 1);
         let (b, c) = (inst(2.0), inst(3.0));
-        let (tb, tc) = (book.issue(&b), book.issue(&c));
+        let (tb, tc) = (book.issue(&b).unwrap(), book.issue(&c).unwrap());
         retired.retire(b);
         retired.retire(c);
         assert_eq!(retired.len(), 2);

@@ -105,6 +105,29 @@ pub struct ServeArgs {
     /// Keep it below the descriptor limit (`ulimit -n`).
     #[arg(long, default_value_t = ServeConfig::default().max_connections)]
     pub max_connections: usize,
+    /// Most connections open at once from one client address (IPv4 address or IPv6 /64); further
+    /// ones are closed at accept and logged, so one client cannot hold the connection slots.
+    #[arg(long, default_value_t = ServeConfig::default().max_connections_per_address)]
+    pub max_connections_per_address: usize,
+    /// The step time devices are given, seconds: no ticket younger than this is forgotten to make
+    /// room for another draw (a model whose ticket book is full of younger ones answers draws 429
+    /// with Retry-After), and a client's draws count against --tickets-per-client for this long
+    /// unless it posts their updates first.
+    #[arg(long, default_value_t = privfed_server::ticket::DEFAULT_TICKET_MIN_AGE.as_secs())]
+    pub ticket_step_secs: u64,
+    /// Outstanding tickets one client address (IPv4 address or IPv6 /64) may hold within the step
+    /// time; further draws answer 429 with Retry-After (0: no cap).
+    #[arg(long, default_value_t = privfed_server::ticket::DEFAULT_TICKETS_PER_CLIENT)]
+    pub tickets_per_client: usize,
+    /// Embedded store: a write whose commit has not completed after this many seconds answers
+    /// 503, /healthz turns 503 and an ERROR is logged, until commits complete again (a stalled
+    /// disk).
+    #[arg(long, default_value_t = privfed_server::store::embedded::DEFAULT_COMMIT_DEADLINE.as_secs())]
+    pub commit_deadline_secs: u64,
+    /// Bytes of update bodies read at once, at most; an update that finds no room within a second
+    /// answers 503. Bounds the memory anonymous posts can hold.
+    #[arg(long, value_name = "BYTES", default_value_t = privfed_server::api::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)]
+    pub max_body_bytes_in_flight: u64,
     /// On SIGTERM or Ctrl-C, drop connections still open after this many seconds and exit.
     #[arg(long, default_value_t = ServeConfig::default().shutdown_deadline.as_secs())]
     pub shutdown_deadline_secs: u64,
@@ -174,6 +197,15 @@ impl ServeArgs {
         if self.max_connections == 0 {
             bail!("--max-connections must be at least 1");
         }
+        if self.max_connections_per_address == 0 {
+            bail!("--max-connections-per-address must be at least 1");
+        }
+        if self.commit_deadline_secs == 0 {
+            bail!("--commit-deadline-secs must be at least 1");
+        }
+        if self.max_body_bytes_in_flight < 1024 {
+            bail!("--max-body-bytes-in-flight must be at least 1024");
+        }
         Ok(ServeConfig {
             header_timeout: Duration::from_secs(self.header_timeout_secs),
             body_timeout: Duration::from_secs(self.body_timeout_secs),
@@ -181,6 +213,7 @@ impl ServeArgs {
             write_timeout: Duration::from_secs(self.write_timeout_secs),
             max_connections: self.max_connections,
             shutdown_deadline: Duration::from_secs(self.shutdown_deadline_secs),
+            max_connections_per_address: self.max_connections_per_address,
         })
     }
 }
@@ -200,6 +233,15 @@ fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
         LogFormat::Json => builder.json().try_init(),
     };
     done.map_err(|e| anyhow::anyhow!("cannot install the logger: {e}"))
+}
+
+/// A line for the operator: `privfed serve: MESSAGE` on stderr in text mode; in JSON mode an
+/// INFO event like every other line (stderr carries JSON only).
+fn say(format: LogFormat, message: &str) {
+    match format {
+        LogFormat::Text => eprintln!("privfed serve: {message}"),
+        LogFormat::Json => tracing::info!("{message}"),
+    }
 }
 
 /// `--redis-durability`.
@@ -228,12 +270,19 @@ async fn run_with<S: Store>(
     state.rate_limit = args
         .rate_limit()?
         .map(privfed_server::ratelimit::RateLimiter::new);
+    state.draw_quota = (args.tickets_per_client > 0).then(|| {
+        privfed_server::ticket::DrawQuota::new(
+            args.tickets_per_client,
+            Duration::from_secs(args.ticket_step_secs),
+        )
+    });
+    state.body_budget = privfed_server::api::BodyBudget::new(args.max_body_bytes_in_flight);
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
-    eprintln!(
-        "privfed serve: listening on http://{}",
-        listener.local_addr()?
+    say(
+        args.log_format,
+        &format!("listening on http://{}", listener.local_addr()?),
     );
     tracing::info!(
         addr = %listener.local_addr()?,
@@ -249,7 +298,8 @@ async fn run_with<S: Store>(
         "privfed serve started"
     );
     // Finish in-flight requests on Ctrl-C or SIGTERM (what service managers send).
-    let shutdown = async {
+    let log_format = args.log_format;
+    let shutdown = async move {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -269,7 +319,9 @@ async fn run_with<S: Store>(
         {
             let _ = tokio::signal::ctrl_c().await;
         }
-        eprintln!("privfed serve: shutting down");
+        if log_format == LogFormat::Text {
+            eprintln!("privfed serve: shutting down");
+        }
         tracing::info!("shutdown requested");
     };
     privfed_server::serve_with(listener, Arc::new(state), shutdown, config).await?;
@@ -325,14 +377,21 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 let options = EmbeddedOptions {
                     pacing,
                     journal_bytes,
-                    ..EmbeddedOptions::default()
+                    commit_deadline: Duration::from_secs(args.commit_deadline_secs),
+                    limits: privfed_server::ticket::TicketLimits {
+                        min_age: Duration::from_secs(args.ticket_step_secs),
+                        ..Default::default()
+                    },
                 };
                 let opened = EmbeddedStore::open_with(&args.data_dir, mode, options);
                 let store = opened.with_context(|| {
                     format!("cannot open the store in {}", args.data_dir.display())
                 })?;
                 for (name, why) in store.quarantined() {
-                    eprintln!("privfed serve: model `{name}` is quarantined: {why}");
+                    say(
+                        args.log_format,
+                        &format!("model `{name}` is quarantined: {why}"),
+                    );
                 }
                 // Secure-aggregation rounds: beside the embedded model store (secagg.redb).
                 let rounds = EmbeddedRoundStore::open(&args.data_dir).with_context(|| {
@@ -352,9 +411,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                     ..RedisOptions::default()
                 };
                 if options.durability == Durability::BestEffort {
-                    eprintln!(
-                        "privfed serve: --redis-durability best-effort: a crash of Redis may lose \
-                         acknowledged updates; 202 answers \"durable\": false"
+                    say(
+                        args.log_format,
+                        "--redis-durability best-effort: a crash of Redis may lose acknowledged \
+                         updates; 202 answers \"durable\": false",
                     );
                 }
                 if args.secagg_prefix.is_empty() {

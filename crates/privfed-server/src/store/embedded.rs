@@ -52,10 +52,10 @@
 //! `max_delay` because no worker parked. Acknowledgement still follows the commit.
 
 use super::journal::{self, Entry, Journal};
-use super::{CommitStats, Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
+use super::{Admission, CommitStats, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
-use crate::ticket::{Handle, Redeemed, RetiredInstances, TicketBook, TicketLimits, handle};
+use crate::ticket::{Handle, Redeemed, RetiredInstances, Ticket, TicketBook, TicketLimits, handle};
 use bytes::Bytes;
 use privfed_ddml::engine::{InstanceStats, replacement_index};
 use rand::SeedableRng;
@@ -147,7 +147,14 @@ pub struct EmbeddedOptions {
     /// The size of the update journal when one is created ([`journal`]; at least
     /// [`journal::MIN_JOURNAL_BYTES`]). An existing journal keeps its size.
     pub journal_bytes: u64,
+    /// How long a write may wait for its commit. Past it the write answers 503 (its ticket
+    /// stays in progress until the commit completes), further writes are refused at once and
+    /// [`Store::healthy`] is false, until commits complete again.
+    pub commit_deadline: Duration,
 }
+
+/// Default [`EmbeddedOptions::commit_deadline`].
+pub const DEFAULT_COMMIT_DEADLINE: Duration = Duration::from_secs(5);
 
 impl Default for EmbeddedOptions {
     fn default() -> Self {
@@ -155,6 +162,7 @@ impl Default for EmbeddedOptions {
             limits: TicketLimits::default(),
             pacing: CommitPacing::default(),
             journal_bytes: journal::DEFAULT_JOURNAL_BYTES,
+            commit_deadline: DEFAULT_COMMIT_DEADLINE,
         }
     }
 }
@@ -205,6 +213,17 @@ impl ModelState {
     ) -> Result<Self, StoreError> {
         let stats = InstanceStats::from_instances(&instances).map_err(backend)?;
         let (k, dim) = (spec.k, spec.dim);
+        // Only a model whose updates need their draw's ticket protects young tickets: without a
+        // guard a ticket only answers retries, and a full book forgets its oldest as before
+        // rather than make draws wait.
+        let limits = if crate::store::needs_ticket(&spec) {
+            limits
+        } else {
+            TicketLimits {
+                min_age: Duration::ZERO,
+                ..limits
+            }
+        };
         Ok(Self {
             spec: Arc::new(spec),
             instances: RwLock::new(Instances {
@@ -278,6 +297,10 @@ pub struct EmbeddedStore {
     /// Where writes are queued for their group commit.
     queue: Arc<Queue>,
     counters: Arc<CommitCounters>,
+    /// [`EmbeddedOptions::commit_deadline`].
+    deadline: Duration,
+    /// Whether the store was last seen stalled (to log transitions only).
+    stall_logged: Arc<AtomicBool>,
 }
 
 /// The database file's and the journal's paths and identities (device and inode) when opened:
@@ -363,6 +386,7 @@ impl EmbeddedStore {
             limits,
             pacing,
             journal_bytes,
+            commit_deadline,
         } = options;
         if let CommitPacing::WhenIdle { signal, .. } = &pacing
             && signal.0.pipeline.get().is_some()
@@ -481,6 +505,7 @@ impl EmbeddedStore {
             max_delay,
             thread: OnceLock::new(),
             failure: failure.clone(),
+            committing_since: Mutex::new(None),
         });
         let (ended, stopped) = std::sync::mpsc::sync_channel::<()>(0);
         let thread = {
@@ -515,6 +540,8 @@ impl EmbeddedStore {
             file,
             queue,
             counters,
+            deadline: commit_deadline,
+            stall_logged: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -556,49 +583,122 @@ impl EmbeddedStore {
         Err(StoreError::NotFound(name.to_string()))
     }
 
-    async fn send<T>(&self, make: impl FnOnce(Ack<T>) -> WriteOp) -> Result<T, StoreError> {
+    /// Queues a write for the next group commit, unless the store has failed or its commits
+    /// are past their deadline.
+    fn queue_op<T>(
+        &self,
+        make: impl FnOnce(Ack<T>) -> WriteOp,
+    ) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError> {
         self.check_writable()?;
+        if self.stalled() {
+            return Err(self.stall_error());
+        }
         let (ack, rx) = oneshot::channel();
         if !self.queue.pipeline.push(make(ack)) {
             return Err(StoreError::Unavailable(WRITER_STOPPED.into()));
         }
-        rx.await
-            .map_err(|_| StoreError::Unavailable("the writer thread dropped a request".into()))?
+        Ok(rx)
     }
 
-    /// Applies a submission whose ticket (if any) is held in progress by this call.
-    async fn apply(
+    /// Queues a write and waits (at most the commit deadline) until it is durable.
+    async fn send<T>(&self, make: impl FnOnce(Ack<T>) -> WriteOp) -> Result<T, StoreError> {
+        let rx = self.queue_op(make)?;
+        match tokio::time::timeout(self.deadline, rx).await {
+            Ok(r) => r.map_err(|_| {
+                StoreError::Unavailable("the writer thread dropped a request".into())
+            })?,
+            Err(_elapsed) => Err(self.stall_error()),
+        }
+    }
+
+    /// Whether a commit has been pending or under way for longer than the deadline (a stalled
+    /// disk). The first time it is seen an ERROR is logged, and an INFO once commits complete
+    /// again.
+    fn stalled(&self) -> bool {
+        let late = self
+            .queue
+            .pipeline
+            .busy_for(Instant::now())
+            .is_some_and(|d| d > self.deadline);
+        if late != self.stall_logged.swap(late, Ordering::AcqRel) {
+            if late {
+                tracing::error!(
+                    deadline_ms = self.deadline.as_millis() as u64,
+                    "the store's commits are past their deadline (is the disk stalled?): \
+                     writes answer 503 and /healthz reports unhealthy until they complete"
+                );
+            } else {
+                tracing::info!("the store's commits complete again");
+            }
+        }
+        late
+    }
+
+    fn stall_error(&self) -> StoreError {
+        StoreError::Unavailable(format!(
+            "a commit has not completed within the {} ms deadline (stalled disk?)",
+            self.deadline.as_millis()
+        ))
+    }
+
+    /// Checks an admitted update (guard, spam filter) and queues its write (or its rejection)
+    /// for the next group commit; the receiver answers once it is durable.
+    fn check_and_queue(
         &self,
-        model: Arc<ModelState>,
-        base: Option<Arc<[f32]>>,
+        admitted: &EmbeddedAdmission,
         weights: Vec<f32>,
-    ) -> Result<SubmitOutcome, StoreError> {
+    ) -> Result<oneshot::Receiver<Result<SubmitOutcome, StoreError>>, StoreError> {
+        let model = admitted.model.clone();
         let verdict = {
-            // The spam filter's statistics, read-locked only for models that have one (and
-            // released before the await below).
+            // The spam filter's statistics, read-locked only for models that have one.
             let stats = match model.spec.spam {
                 Some(_) => Some(model.stats.read().map_err(|_| lock_poisoned())?),
                 None => None,
             };
-            crate::store::check_update(&model.spec, base.as_deref(), &weights, stats.as_deref())?
+            crate::store::check_update(
+                &model.spec,
+                admitted.base.as_deref(),
+                &weights,
+                stats.as_deref(),
+            )?
         };
-        match verdict {
-            None => {
-                self.send(|ack| WriteOp::Update {
-                    model,
-                    weights,
-                    ack,
-                })
-                .await
-            }
-            Some(rejection) => {
-                self.send(|ack| WriteOp::Reject {
-                    model,
-                    rejection,
-                    ack,
-                })
-                .await
-            }
+        self.queue_op(|ack| match verdict {
+            None => WriteOp::Update {
+                model,
+                weights,
+                ack,
+            },
+            Some(rejection) => WriteOp::Reject {
+                model,
+                rejection,
+                ack,
+            },
+        })
+    }
+}
+
+/// An update admitted by the embedded store ([`Store::admit`]): its model, and the ticket it
+/// holds in progress with the instance that ticket drew. Dropped unapplied, it returns the
+/// ticket to the book.
+pub struct EmbeddedAdmission {
+    model: Arc<ModelState>,
+    base: Option<Arc<[f32]>>,
+    ticket: Option<Ticket>,
+}
+
+impl EmbeddedAdmission {
+    /// Records the outcome for replays of the ticket.
+    fn finish(mut self, outcome: &SubmitOutcome) {
+        if let Some(t) = self.ticket.take() {
+            self.model.tickets.finish(t, outcome.clone());
+        }
+    }
+}
+
+impl Drop for EmbeddedAdmission {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.model.tickets.release(t);
         }
     }
 }
@@ -746,43 +846,88 @@ impl Store for EmbeddedStore {
         // between the draw and the ticket (it would see no ticket and drop the instance, and the
         // ticket would be invalid at once).
         let inst = m.instances.read().map_err(|_| lock_poisoned())?;
-        let ticket = m.tickets.issue(&inst.handles[i]);
+        let ticket = m
+            .tickets
+            .issue(&inst.handles[i])
+            .map_err(StoreError::TicketsFull)?;
         Ok(Drawn {
             weights: inst.encoded[i].clone(),
             ticket,
         })
     }
 
-    async fn submit(&self, name: &str, sub: Submission) -> Result<SubmitOutcome, StoreError> {
+    type Admitted = EmbeddedAdmission;
+
+    async fn admit(
+        &self,
+        name: &str,
+        spec: &Arc<ModelSpec>,
+        ticket: Option<Ticket>,
+    ) -> Result<Admission<EmbeddedAdmission>, StoreError> {
         let model = self.get(name)?;
-        if model.spec.generation != sub.generation || sub.weights.len() != model.spec.dim {
-            // The model the update was validated against was deleted (and maybe re-created).
+        if model.spec.generation != spec.generation {
+            // The model the request resolved was deleted (and maybe re-created).
             return Err(StoreError::NotFound(name.to_string()));
         }
-        let Some(ticket) = sub.ticket else {
+        let Some(t) = ticket else {
             if crate::store::needs_ticket(&model.spec) {
                 return Err(StoreError::TicketRequired);
             }
-            return self.apply(model, None, sub.weights).await;
+            return Ok(Admission::Admitted(EmbeddedAdmission {
+                model,
+                base: None,
+                ticket: None,
+            }));
         };
-        let base = match model.tickets.redeem(ticket) {
-            Redeemed::Fresh(base) => base,
-            Redeemed::Replay(o) => return Ok(SubmitOutcome::Replayed(Box::new(o))),
-            Redeemed::InProgress => return Err(StoreError::TicketInUse),
-            Redeemed::Invalid => return Err(StoreError::TicketInvalid),
-        };
-        let tickets = model.clone();
-        match self.apply(model, Some(base), sub.weights).await {
-            Ok(o) => {
-                tickets.tickets.finish(ticket, o.clone());
+        match model.tickets.redeem(t) {
+            Redeemed::Fresh(base) => Ok(Admission::Admitted(EmbeddedAdmission {
+                model,
+                base: Some(base),
+                ticket: Some(t),
+            })),
+            Redeemed::Replay(o) => Ok(Admission::Replayed(o)),
+            Redeemed::InProgress => Err(StoreError::TicketInUse),
+            Redeemed::Invalid => Err(StoreError::TicketInvalid),
+        }
+    }
+
+    async fn apply(
+        &self,
+        name: &str,
+        admitted: EmbeddedAdmission,
+        weights: Vec<f32>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        if weights.len() != admitted.model.spec.dim
+            || admitted.model.deleted.load(Ordering::Acquire)
+        {
+            return Err(StoreError::NotFound(name.to_string()));
+        }
+        let mut rx = self.check_and_queue(&admitted, weights)?;
+        match tokio::time::timeout(self.deadline, &mut rx).await {
+            Ok(Ok(Ok(o))) => {
+                admitted.finish(&o);
                 Ok(o)
             }
-            Err(e) => {
-                // Not applied: the client may retry with the same ticket.
-                tickets.tickets.release(ticket);
-                Err(e)
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(StoreError::Unavailable(
+                "the writer thread dropped a request".into(),
+            )),
+            Err(_elapsed) => {
+                // The commit is late (a stalled disk): answer now, and keep the ticket in
+                // progress until the commit completes, so that a retry is answered with its
+                // outcome instead of being applied a second time.
+                tokio::spawn(async move {
+                    if let Ok(Ok(o)) = rx.await {
+                        admitted.finish(&o);
+                    }
+                });
+                Err(self.stall_error())
             }
         }
+    }
+
+    async fn release(&self, admitted: EmbeddedAdmission) {
+        drop(admitted);
     }
 
     async fn snapshot(&self, name: &str) -> Result<ModelSnapshot, StoreError> {
@@ -803,6 +948,9 @@ impl Store for EmbeddedStore {
 
     async fn healthy(&self) -> bool {
         if self.queue.pipeline.lock_pending().stopped || self.failure().is_some() {
+            return false;
+        }
+        if self.stalled() {
             return false;
         }
         if let Err(why) = self.file.check() {
@@ -859,6 +1007,8 @@ struct Pipeline {
     /// The writer thread, to wake.
     thread: OnceLock<std::thread::Thread>,
     failure: Failure,
+    /// When the commit under way started (`None` when none is).
+    committing_since: Mutex<Option<Instant>>,
 }
 
 #[derive(Default)]
@@ -1018,8 +1168,28 @@ impl Pipeline {
         }
         if !batch.is_empty() {
             let WriterCore { writer, rng } = w;
+            *self.lock_committing() = Some(Instant::now());
             writer.commit(batch, rng);
+            *self.lock_committing() = None;
         }
+    }
+
+    fn lock_committing(&self) -> MutexGuard<'_, Option<Instant>> {
+        self.committing_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How long the oldest write still waiting for, or inside, its commit has waited; `None`
+    /// when no write is.
+    fn busy_for(&self, now: Instant) -> Option<Duration> {
+        let pending = self.lock_pending().since;
+        let committing = *self.lock_committing();
+        [pending, committing]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|t| now.saturating_duration_since(t))
     }
 
     /// The writer thread: commits what is due ([`CommitPacing`]) until the store is closed,
@@ -1598,7 +1768,7 @@ mod tests {
         // A ticket on instance 1 from before the batch.
         let ticket = {
             let inst = m.instances.read().unwrap();
-            m.tickets.issue(&inst.handles[1])
+            m.tickets.issue(&inst.handles[1]).unwrap()
         };
         let p = Planned {
             model: m.clone(),

@@ -106,6 +106,15 @@ pub struct Submission {
     pub weights: Vec<f32>,
 }
 
+/// What [`Store::admit`] made of an update's ticket.
+#[derive(Debug)]
+pub enum Admission<A> {
+    /// The update may be read and applied.
+    Admitted(A),
+    /// The ticket was used before: this was the outcome of its first use.
+    Replayed(SubmitOutcome),
+}
+
 /// A model's state as reported by `GET /v1/models/{name}`.
 #[derive(Debug, Clone)]
 pub struct ModelSnapshot {
@@ -143,14 +152,58 @@ pub trait Store: Send + Sync + 'static {
     /// ticket.
     fn draw(&self, name: &str) -> impl Future<Output = Result<Drawn, StoreError>> + Send;
 
-    /// Redeems the ticket, applies the update guard and the spam filter and, if they pass,
-    /// overwrites a uniformly random instance of generation `sub.generation` with the weights.
-    /// A model whose guard is on needs a ticket ([`StoreError::TicketRequired`]).
+    /// An update admitted by [`Store::admit`]: the model it goes to, and the ticket it holds in
+    /// progress with the instance that ticket drew. Dropping it unapplied returns the ticket
+    /// (or lets its hold lapse), so the client may retry with it.
+    type Admitted: Send + 'static;
+
+    /// The first half of an update, taken **before its body is read**: checks that `spec` is
+    /// still the model's generation and redeems the ticket (a model whose guard is on needs one:
+    /// [`StoreError::TicketRequired`]; an unknown or used-up ticket is
+    /// [`StoreError::TicketInvalid`], one in use [`StoreError::TicketInUse`]). A ticket that
+    /// was used before answers its first outcome ([`Admission::Replayed`]), and nothing is read
+    /// or applied.
+    fn admit(
+        &self,
+        name: &str,
+        spec: &Arc<ModelSpec>,
+        ticket: Option<Ticket>,
+    ) -> impl Future<Output = Result<Admission<Self::Admitted>, StoreError>> + Send;
+
+    /// The second half: applies the update guard and the spam filter and, if they pass,
+    /// overwrites a uniformly random instance with `weights` (length `dim`, finite); the
+    /// ticket's outcome is recorded for replays. On an error nothing was applied and the ticket
+    /// is returned, except after [`StoreError::Unavailable`] from a commit past its deadline,
+    /// whose ticket stays in progress until the commit completes (the update may yet apply).
+    fn apply(
+        &self,
+        name: &str,
+        admitted: Self::Admitted,
+        weights: Vec<f32>,
+    ) -> impl Future<Output = Result<SubmitOutcome, StoreError>> + Send;
+
+    /// Returns an admitted update's ticket unused (its body could not be read), so the client
+    /// may retry with it.
+    fn release(&self, admitted: Self::Admitted) -> impl Future<Output = ()> + Send;
+
+    /// [`admit`](Store::admit) then [`apply`](Store::apply), for a submission validated against
+    /// generation `sub.generation` (a model deleted and re-created meanwhile answers not found).
     fn submit(
         &self,
         name: &str,
         sub: Submission,
-    ) -> impl Future<Output = Result<SubmitOutcome, StoreError>> + Send;
+    ) -> impl Future<Output = Result<SubmitOutcome, StoreError>> + Send {
+        async move {
+            let spec = self.spec(name).await?;
+            if spec.generation != sub.generation || sub.weights.len() != spec.dim {
+                return Err(StoreError::NotFound(name.to_string()));
+            }
+            match self.admit(name, &spec, sub.ticket).await? {
+                Admission::Replayed(o) => Ok(SubmitOutcome::Replayed(Box::new(o))),
+                Admission::Admitted(a) => self.apply(name, a, sub.weights).await,
+            }
+        }
+    }
 
     /// Counters and instances.
     fn snapshot(

@@ -41,7 +41,7 @@
 //! [`StoreError::Backend`]. The next request after a failure reconnects, so the server recovers
 //! by itself when Redis returns.
 
-use super::{Drawn, ModelSnapshot, Rejection, Store, Submission, SubmitOutcome};
+use super::{Admission, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
 use crate::ticket::{Redeemed, Ticket, TicketLimits};
@@ -380,7 +380,7 @@ impl RedisStore {
     }
 
     /// Checks and writes an update whose ticket (if any) this call holds.
-    async fn apply(
+    async fn apply_admitted(
         &self,
         name: &str,
         spec: &Arc<ModelSpec>,
@@ -450,6 +450,16 @@ impl RedisStore {
             }
         }
     }
+}
+
+/// An update admitted by the Redis store ([`Store::admit`]): the spec it was admitted against,
+/// and the ticket it holds in progress (for at most `TICKET_HOLD_MS`) with the instance that
+/// ticket drew.
+#[derive(Debug)]
+pub struct RedisAdmission {
+    spec: Arc<ModelSpec>,
+    ticket: Option<Ticket>,
+    base: Option<Arc<[f32]>>,
 }
 
 impl Store for RedisStore {
@@ -545,38 +555,65 @@ impl Store for RedisStore {
         }
     }
 
-    async fn submit(&self, name: &str, sub: Submission) -> Result<SubmitOutcome, StoreError> {
-        let spec = self.spec(name).await?;
-        if spec.generation != sub.generation || sub.weights.len() != spec.dim {
-            // The model the update was validated against is gone (or the cache is stale).
-            self.forget(name);
-            return Err(StoreError::NotFound(name.to_string()));
-        }
-        let base = match sub.ticket {
-            None if crate::store::needs_ticket(&spec) => return Err(StoreError::TicketRequired),
+    type Admitted = RedisAdmission;
+
+    async fn admit(
+        &self,
+        name: &str,
+        spec: &Arc<ModelSpec>,
+        ticket: Option<Ticket>,
+    ) -> Result<Admission<RedisAdmission>, StoreError> {
+        let base = match ticket {
+            None if crate::store::needs_ticket(spec) => return Err(StoreError::TicketRequired),
             None => None,
-            Some(t) => match self.redeem_ticket(name, &spec, t).await? {
+            Some(t) => match self.redeem_ticket(name, spec, t).await? {
                 Redeemed::Fresh(base) => Some(base),
-                Redeemed::Replay(o) => return Ok(SubmitOutcome::Replayed(Box::new(o))),
+                Redeemed::Replay(o) => return Ok(Admission::Replayed(o)),
                 Redeemed::InProgress => return Err(StoreError::TicketInUse),
                 Redeemed::Invalid => return Err(StoreError::TicketInvalid),
             },
         };
-        let ticket = sub.ticket;
+        Ok(Admission::Admitted(RedisAdmission {
+            spec: spec.clone(),
+            ticket,
+            base,
+        }))
+    }
+
+    async fn apply(
+        &self,
+        name: &str,
+        admitted: RedisAdmission,
+        weights: Vec<f32>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        if weights.len() != admitted.spec.dim {
+            return Err(StoreError::NotFound(name.to_string()));
+        }
         let result = self
-            .apply(name, &spec, ticket, sub.weights, base.as_deref())
+            .apply_admitted(
+                name,
+                &admitted.spec,
+                admitted.ticket,
+                weights,
+                admitted.base.as_deref(),
+            )
             .await;
-        if let (Err(_), Some(t)) = (&result, ticket) {
-            // Not applied: let the client retry with the same ticket (best effort; otherwise
-            // the hold lapses after TICKET_HOLD_MS).
+        if result.is_err() {
+            self.release(admitted).await;
+        }
+        result
+    }
+
+    async fn release(&self, admitted: RedisAdmission) {
+        if let Some(t) = admitted.ticket {
+            // Best effort; otherwise the hold lapses after TICKET_HOLD_MS.
             let mut con = self.conn.manager();
             let _: Result<i64, _> = self
                 .release
-                .key(ticket_key(name, t))
+                .key(ticket_key(&admitted.spec.name, t))
                 .invoke_async(&mut con)
                 .await;
         }
-        result
     }
 
     async fn total_floats(&self) -> Result<u64, StoreError> {

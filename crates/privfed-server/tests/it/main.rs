@@ -8,6 +8,10 @@
 //! * [`journal`]: the embedded store's update journal: checkpoints, recovery from a crash copy,
 //!   a lost journal;
 //! * [`identity`]: model identity under races, tickets, quarantine, failing closed;
+//! * [`hostile`]: anonymous clients: a draw flood against honest tickets, updates refused before
+//!   their body is read;
+//! * [`stall`]: a frozen data directory turns writes and `/healthz` to 503, and the server
+//!   recovers when the disk does;
 //! * [`limits`]: timeouts, the connection cap, shutdown, bounded reads and validation limits;
 //! * [`secagg`]: secure-aggregation rounds over a real socket with the embedded round store;
 //! * [`secagg_store`]: the `RoundStore` contract against both stores, and the Redis round
@@ -20,6 +24,7 @@
 mod api;
 mod common;
 mod group_commit;
+mod hostile;
 mod identity;
 mod journal;
 mod limits;
@@ -31,3 +36,4 @@ mod secagg_redis;
 mod secagg_store;
 mod serving;
 mod socket;
+mod stall;

@@ -108,9 +108,18 @@ impl RedisServer {
             .local_addr()
             .unwrap()
             .port();
+        let child = Self::spawn(port, &dir.0);
+        Self {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn spawn(port: u16, dir: &std::path::Path) -> std::process::Child {
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--dir"])
-            .arg(&dir.0)
+            .arg(dir)
             .args([
                 "--save",
                 "",
@@ -131,11 +140,21 @@ impl RedisServer {
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        Self {
-            child,
-            port,
-            _dir: dir,
-        }
+        child
+    }
+
+    /// Kills it (SIGKILL): an outage.
+    #[allow(dead_code)]
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same port and data directory.
+    #[allow(dead_code)]
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = Self::spawn(self.port, &self._dir.0);
     }
 
     /// `redis://127.0.0.1:PORT/`.

@@ -82,6 +82,14 @@ impl Served {
             if let Some(u) = line.strip_prefix("privfed serve: listening on http://") {
                 break u.trim().to_string();
             }
+            // With --log-format json the same line is a JSON event.
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && let Some(u) = v["fields"]["message"]
+                    .as_str()
+                    .and_then(|m| m.strip_prefix("listening on http://"))
+            {
+                break u.trim().to_string();
+            }
         };
         Self { child, addr, lines }
     }
@@ -136,6 +144,72 @@ fn get(addr: &str, path: &str) -> String {
     answer
 }
 
+/// A store outage is logged once when it starts (WARN, with its cause) and once when it ends
+/// (INFO, with how many requests it refused), not once per request as before (a Redis outage
+/// logged one WARN per 503).
+#[test]
+#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
+fn a_store_outage_is_logged_once_per_transition() {
+    let mut redis = crate::common::RedisServer::start();
+    let dir = TempDir::new("outage");
+    let url = redis.url();
+    let srv = Served::start(
+        &dir.0,
+        &[
+            "--store",
+            &url,
+            "--log-format",
+            "json",
+            "--log-level",
+            "info",
+        ],
+    );
+    let created = create_model(
+        &srv.addr,
+        r#"{"name":"m","dim":2,"k":2,"update_guard":"off"}"#,
+    );
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
+    assert!(get(&srv.addr, "/v1/models/m/draw").starts_with("HTTP/1.1 200"));
+    redis.kill();
+    let mut refused = 0;
+    for _ in 0..20 {
+        if get(&srv.addr, "/v1/models/m/draw").starts_with("HTTP/1.1 503") {
+            refused += 1;
+        }
+    }
+    assert!(
+        refused >= 10,
+        "only {refused} of 20 draws answered 503 during the outage"
+    );
+    redis.restart();
+    let t0 = Instant::now();
+    while !get(&srv.addr, "/v1/models/m/draw").starts_with("HTTP/1.1 200") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no recovery after Redis restarted"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let events: Vec<Value> = srv
+        .drain()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    let count = |level: &str, text: &str| {
+        events
+            .iter()
+            .filter(|e| {
+                e["level"] == level
+                    && e["fields"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with(text))
+            })
+            .count()
+    };
+    assert_eq!(count("WARN", "store unavailable"), 1, "{events:#?}");
+    assert_eq!(count("INFO", "store available again"), 1, "{events:#?}");
+}
+
 /// Item 8: with `--log-format json --log-level debug`, stderr carries JSON lines for start-up,
 /// for each request (method, route template, status, latency) and for shutdown (the old binary
 /// installed no subscriber and logged nothing).
@@ -147,11 +221,23 @@ fn json_logs_for_startup_requests_and_shutdown() {
     assert!(get(&srv.addr, "/no/such/route").starts_with("HTTP/1.1 404"));
     srv.sigterm();
     assert!(srv.wait_exit(Duration::from_secs(30)));
-    let events: Vec<Value> = srv
-        .drain()
+    let lines = srv.drain();
+    let events: Vec<Value> = lines
         .iter()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .collect();
+    // JSON mode is JSON only: the start-up and shutdown lines are events too.
+    assert_eq!(
+        events.len(),
+        lines.len(),
+        "stderr mixes plain lines into the JSON: {lines:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["fields"]["message"] == "shutdown requested"),
+        "no shutdown event in {events:#?}"
+    );
     let message = |e: &Value| e["fields"]["message"].as_str().unwrap_or("").to_string();
     assert!(
         events.iter().any(|e| message(e) == "privfed serve started"

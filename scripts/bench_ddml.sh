@@ -21,7 +21,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 start_server() { # $1 = extra args; sets SPID and URL
   local port; port=$(free_port)
-  $B serve --addr 127.0.0.1:$port --admin-token bench --bench-routes --threads "$ST" $1 \
+  $B serve --addr 127.0.0.1:$port --admin-token bench --bench-routes --threads "$ST" \
+    --max-connections-per-address 4096 $1 \
     2>"$WORK/serve-$port.log" &
   SPID=$!
   URL=http://127.0.0.1:$port

@@ -16,7 +16,11 @@
 # (tokio worker threads of every server, default 1; `privfed serve`'s own default is one per core),
 # TMPFS (1: also run this build as `tmpfs-<mode>` with its data directory on /dev/shm, where
 # `fdatasync` returns without waiting for a device: the same code and system calls with the
-# disk's flush latency taken out, side by side with the disk runs).
+# disk's flush latency taken out, side by side with the disk runs), SERVE_ARGS (extra `privfed serve`
+# flags for this build only, e.g. "--max-connections-per-address 1024": wrk's C connections all
+# come from 127.0.0.1, and the default cap per address is 64), STORE (redis: each server on its own
+# fresh redis-server with per-write fsync, `appendonly yes` + `appendfsync always`, instead of the
+# embedded store; MODES is then only a label).
 #   cargo build --release -p privfed && cargo build --release -p privfed-server --example axum_ceiling
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +50,7 @@ run_wrk() { # label pid url draw post C -> prints a line, sets RATE
   echo "$1 C=$6 $out server_cpu_s=$(echo "$s1 - $s0" | bc) wrk_cpu_s=$(tail -1 "$WORK/time" | awk '{print $1+$2}')${commits:+ commits=$commits} load=$(cut -d' ' -f1 /proc/loadavg)"
 }
 MODES=${MODES:-idle eager}
+COMPARE_BIN_OR_NONE=${COMPARE_BIN:-/nonexistent}
 # label:mode:data root:binary, run in this order within each repeat.
 VARIANTS=()
 SHM=
@@ -63,7 +68,7 @@ for mode in $MODES; do
 done
 PIN_SERVER=; PIN_WRK=
 if [ "${PIN:-0}" = 1 ]; then PIN_SERVER="taskset -c 0"; PIN_WRK="taskset -c 1"; fi
-echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, THREADS=$THREADS, PIN=${PIN:-0}, TMPFS=${TMPFS:-0}${COMPARE_BIN:+, COMPARE_BIN=$COMPARE_BIN}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, THREADS=$THREADS, PIN=${PIN:-0}, TMPFS=${TMPFS:-0}${COMPARE_BIN:+, COMPARE_BIN=$COMPARE_BIN}${SERVE_ARGS:+, SERVE_ARGS=$SERVE_ARGS}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for C in ${CS:-32 64 128 256 512}; do
   declare -A ratios=()
   for r in $(seq "$REPEATS"); do
@@ -71,8 +76,19 @@ for C in ${CS:-32 64 128 256 512}; do
     for v in "${VARIANTS[@]}"; do
       label=${v%%:*}; rest=${v#*:}; mode=${rest%%:*}; rest=${rest#*:}; root=${rest%%:*}; bin=${rest#*:}
       port=$(free_port)
-      $PIN_SERVER "$bin" serve --addr 127.0.0.1:$port --data-dir "$root/d$port" --init-store --admin-token bench \
-        --threads "$THREADS" --group-commit "$mode" 2>"$WORK/serve-$port.log" &
+      extra=; [ "$bin" = "$COMPARE_BIN_OR_NONE" ] || extra=${SERVE_ARGS:-}
+      store_args="--init-store"
+      if [ "${STORE:-embedded}" = redis ]; then
+        rport=$(free_port); mkdir -p "$root/r$port"
+        redis-server --bind 127.0.0.1 --port "$rport" --dir "$root/r$port" --save '' \
+          --appendonly yes --appendfsync always >/dev/null &
+        RPID=$!
+        for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+        store_args="--store redis://127.0.0.1:$rport/"
+      fi
+      # shellcheck disable=SC2086
+      $PIN_SERVER "$bin" serve --addr 127.0.0.1:$port --data-dir "$root/d$port" $store_args --admin-token bench \
+        --threads "$THREADS" --group-commit "$mode" $extra 2>"$WORK/serve-$port.log" &
       SPID=$!
       wait_up "http://127.0.0.1:$port"
       curl -sf -X POST -H 'Authorization: Bearer bench' -H 'content-type: application/json' \
@@ -81,6 +97,7 @@ for C in ${CS:-32 64 128 256 512}; do
       run_wrk "$label" "$SPID" "http://127.0.0.1:$port" /v1/models/p387/draw /v1/models/p387/updates "$C"
       E[$label]=$RATE
       kill $SPID; wait $SPID 2>/dev/null || true
+      if [ "${STORE:-embedded}" = redis ]; then kill $RPID; wait $RPID 2>/dev/null || true; rm -rf "$root/r$port"; fi
       rm -rf "$root/d$port"
     done
     port=$(free_port)

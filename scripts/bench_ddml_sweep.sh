@@ -24,6 +24,7 @@ for ST in ${STS:-1 2}; do
     for r in $(seq "$REPEATS"); do
       port=$(free_port)
       $B serve --addr 127.0.0.1:$port --data-dir "$WORK/d$port" --init-store --admin-token bench --threads "$ST" \
+        --max-connections-per-address 4096 \
         2>"$WORK/serve-$port.log" &
       SPID=$!
       URL=http://127.0.0.1:$port

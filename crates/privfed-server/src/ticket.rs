@@ -11,15 +11,20 @@
 //! `/metrics` publishes anyway. The ring is what makes the book cheap on the hot path: a ticket is
 //! found without hashing, and the slots of tickets in flight are the few most recently written.
 //!
-//! **No ticket is forgotten before its step time.** A full ring reuses its oldest slot only once
-//! that slot's ticket is [`TicketLimits::min_age`] old (or expired); until then the book is full
-//! and a draw is refused ([`TicketsFull`], answered 429 with `Retry-After`) instead of voiding a
-//! ticket that an honest device may be computing its step from. Draws are anonymous and free, so
-//! without this rule a flood of draws would evict every other device's ticket; with it, a flood
-//! can only make draws wait, and [`DrawQuota`] caps how much of the book one client address
-//! holds. The book sustains `max_tickets / min_age` draws per second per model (with the
-//! defaults, 2²⁰ / 30 s ≈ 35,000/s).
-//!
+//! **No unused ticket is forgotten before its step time.** A full ring reuses the oldest slot
+//! whose ticket was used, expired, or is [`TicketLimits::min_age`] old, looking past (at most 64)
+//! younger unused ones, which stay; if there is none, the book is full and a draw is refused
+//! ([`TicketsFull`], answered 429 with `Retry-After`) instead of voiding a ticket that an honest
+//! device may be computing its step from. Draws are anonymous and free, so without this rule a
+//! flood of draws would evict every other device's ticket; with it, a flood can only make draws
+//! wait, and [`DrawQuota`] caps how much of the book one client address holds. A book holds
+//! `max_tickets` unused tickets younger than the step time: with the defaults, 2¹⁷ tickets and
+//! 30 s, devices that take the whole step time can draw ≈ 4,400 times a second per model, devices
+//! that take 3 s ≈ 44,000 times. A used ticket is remembered (for replays) until its slot is
+//! reused, i.e. for at least `max_tickets` draws.
+//! Memory: [`TicketBook::SLOT_BYTES`] per slot, at most `max_tickets` slots per model
+//! (≈ 15 MiB with the defaults).
+
 //! The book holds a [`Weak`] reference to the drawn instance's [`Handle`] (a small allocation
 //! pointing at the weights, so an outstanding ticket never keeps the weights' memory alive). The
 //! store keeps a retired instance alive (up to a bound) while a ticket may still need it
@@ -38,7 +43,7 @@ pub use privfed_client::client::TICKET_HEADER;
 /// Default lifetime of an unused ticket.
 pub const DEFAULT_TICKET_TTL: Duration = Duration::from_secs(600);
 /// Default number of tickets kept per model (a ring; see the [module documentation](self)).
-pub const DEFAULT_MAX_TICKETS: usize = 1 << 20;
+pub const DEFAULT_MAX_TICKETS: usize = 1 << 17;
 /// Default step time: no ticket younger than this is forgotten to make room for a new one.
 pub const DEFAULT_TICKET_MIN_AGE: Duration = Duration::from_secs(30);
 /// Default number of tickets one client address may hold within the step time ([`DrawQuota`]).
@@ -59,6 +64,9 @@ pub fn handle(weights: &Arc<[f32]>) -> Handle {
 /// A 128-bit draw ticket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket(pub u128);
+
+/// How many slots past the oldest a full book looks at for one it may reuse.
+const SCAN: usize = 64;
 
 /// Random bits of a ticket (the rest name its slot).
 const RANDOM_BITS: u32 = 96;
@@ -221,8 +229,11 @@ impl<O: Clone> TicketBook<O> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Issues a ticket for a draw of `instance`. Once the ring is full, the oldest ticket is
-    /// forgotten only if it is at least [`TicketLimits::min_age`] old or expired; otherwise the
+    /// Bytes of one slot of the ring.
+    pub const SLOT_BYTES: usize = std::mem::size_of::<Slot<O>>();
+
+    /// Issues a ticket for a draw of `instance`. Once the ring is full, a ticket is forgotten
+    /// only if it was used, expired, or is at least [`TicketLimits::min_age`] old; otherwise the
     /// book is full and nothing is forgotten.
     pub fn issue(&self, instance: &Handle) -> Result<Ticket, TicketsFull> {
         self.issue_at(instance, Instant::now())
@@ -233,17 +244,31 @@ impl<O: Clone> TicketBook<O> {
         let expires = now + self.limits.ttl;
         let state = State::Issued(Arc::downgrade(instance));
         let mut b = self.lock();
-        let at = b.next;
-        if let Some(oldest) = b.slots.get(at)
-            && oldest.expires > now
-        {
-            let age = now.saturating_duration_since(oldest.issued);
-            if age < self.limits.min_age {
+        let len = b.slots.len();
+        let at = if len < self.cap {
+            len
+        } else {
+            // Full: reuse the oldest slot that may be forgotten, skipping (at most SCAN) young
+            // tickets not yet used; those stay, and are looked at again when the ring comes
+            // round.
+            let min_age = self.limits.min_age;
+            let reusable = |s: &Slot<O>| {
+                s.expires <= now
+                    || matches!(s.state, State::Used(_))
+                    || now.saturating_duration_since(s.issued) >= min_age
+            };
+            let start = b.next;
+            let Some(at) = (0..SCAN.min(len))
+                .map(|i| (start + i) % len)
+                .find(|&i| reusable(&b.slots[i]))
+            else {
+                let age = now.saturating_duration_since(b.slots[start].issued);
                 return Err(TicketsFull {
-                    retry_after: self.limits.min_age - age,
+                    retry_after: min_age.saturating_sub(age),
                 });
-            }
-        }
+            };
+            at
+        };
         b.next = (at + 1) % self.cap;
         // `at < cap ≤ 2³²`.
         let t = Ticket::for_slot(at as u32);
@@ -253,7 +278,7 @@ impl<O: Clone> TicketBook<O> {
             expires,
             state,
         };
-        if at < b.slots.len() {
+        if at < len {
             // The previous occupant is dropped after the lock is released.
             let old = std::mem::replace(&mut b.slots[at], slot);
             drop(b);
@@ -612,6 +637,13 @@ mod tests {
         assert!(matches!(book.redeem(ts[0]), Redeemed::Invalid));
         assert!(matches!(book.redeem(ts[1]), Redeemed::Fresh(_)));
         assert!(book.issue_at(&i, t0 + min_age).is_err());
+        // A used ticket's slot may be reused at once, past younger unused ones (slot 1 is in
+        // progress, slot 2 used).
+        assert!(matches!(book.redeem(ts[2]), Redeemed::Fresh(_)));
+        book.finish(ts[2], ());
+        let t4 = book.issue_at(&i, t0 + min_age).unwrap();
+        assert_eq!(t4.slot(), 2);
+        assert!(matches!(book.redeem(ts[1]), Redeemed::InProgress));
 
         // An expired ticket's slot is reused whatever the step time.
         let book: TicketBook<()> = TicketBook::new(TicketLimits {
@@ -660,6 +692,13 @@ mod tests {
         assert_eq!(client_bucket(mapped), b);
         q.draw_at(mapped, t0 + Duration::from_secs(10)).unwrap();
         assert!(q.draw_at(b, t0 + Duration::from_secs(10)).is_err());
+    }
+
+    /// The documented memory per slot.
+    #[test]
+    fn a_slot_is_small() {
+        let bytes = TicketBook::<crate::store::SubmitOutcome>::SLOT_BYTES;
+        assert!(bytes <= 128, "{bytes} bytes per slot");
     }
 
     #[test]

@@ -408,6 +408,19 @@ fn serve_flags_are_validated() {
         v
     };
     fails_with(&with(&["--max-connections", "0"]), "--max-connections");
+    fails_with(
+        &with(&["--max-connections-per-address", "0"]),
+        "--max-connections-per-address",
+    );
+    fails_with(
+        &with(&["--commit-deadline-secs", "0"]),
+        "--commit-deadline-secs",
+    );
+    fails_with(
+        &with(&["--max-body-bytes-in-flight", "10"]),
+        "--max-body-bytes-in-flight",
+    );
+    fails_with(&with(&["--ticket-step-secs", "-1"]), "--ticket-step-secs");
     fails_with(&with(&["--rate-limit", "0"]), "--rate-limit");
     fails_with(
         &with(&["--rate-limit", "5", "--rate-burst", "0.5"]),

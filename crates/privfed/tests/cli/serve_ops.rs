@@ -420,7 +420,7 @@ fn serve_flags_are_validated() {
         &with(&["--max-body-bytes-in-flight", "10"]),
         "--max-body-bytes-in-flight",
     );
-    fails_with(&with(&["--ticket-step-secs", "-1"]), "--ticket-step-secs");
+    fails_with(&with(&["--ticket-step-secs", "x"]), "--ticket-step-secs");
     fails_with(&with(&["--rate-limit", "0"]), "--rate-limit");
     fails_with(
         &with(&["--rate-limit", "5", "--rate-burst", "0.5"]),

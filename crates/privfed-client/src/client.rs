@@ -22,6 +22,9 @@ pub enum ClientError {
         code: String,
         /// The body's `message`.
         message: String,
+        /// The answer's `Retry-After` (429 and 503 carry one): how long to wait before trying
+        /// again.
+        retry_after: Option<std::time::Duration>,
     },
     /// The server's answer could not be decoded.
     #[error("could not decode the answer: {0}")]
@@ -33,6 +36,15 @@ impl ClientError {
     pub fn status(&self) -> Option<u16> {
         match self {
             ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// How long the server asked to wait before trying again (`Retry-After` of a 429 or 503),
+    /// if it did.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ClientError::Api { retry_after, .. } => *retry_after,
             _ => None,
         }
     }
@@ -131,16 +143,25 @@ pub struct Client {
 
 async fn api_error(resp: reqwest::Response) -> ClientError {
     let status = resp.status().as_u16();
+    // Whole seconds (the server's form; an HTTP date is not parsed).
+    let retry_after = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(std::time::Duration::from_secs);
     match resp.json::<ErrorBody>().await {
         Ok(b) => ClientError::Api {
             status,
             code: b.error,
             message: b.message,
+            retry_after,
         },
         Err(_) => ClientError::Api {
             status,
             code: "unknown".into(),
             message: "non-JSON error body".into(),
+            retry_after,
         },
     }
 }

@@ -32,7 +32,7 @@ pub enum Defence {
 }
 
 impl Defence {
-    /// Every defence, in the order of [`Defence::index`].
+    /// Every defence (the order of their counters).
     pub const ALL: [Defence; 6] = [
         Defence::UnreadRefused,
         Defence::DrawQuota,

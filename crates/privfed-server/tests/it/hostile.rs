@@ -270,3 +270,26 @@ async fn a_ticket_whose_body_never_came_can_be_retried() {
         .unwrap();
     assert_eq!(snap["updates_accepted"], 1, "{snap}");
 }
+
+/// A client over its cap of tickets is told when to come back: 429 `tickets_full` with a
+/// `Retry-After` that the device client reads (`ClientError::retry_after`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_over_its_ticket_cap_is_told_when_to_retry() {
+    let srv = server(1_000, Some(1)).await;
+    guarded_model(srv.addr).await;
+    let c = privfed_client::client::Client::new(&srv.url()).unwrap();
+    let first = c.draw("m").await.unwrap();
+    assert!(first.ticket.is_some());
+    let e = c.draw("m").await.unwrap_err();
+    assert_eq!(e.status(), Some(429), "{e}");
+    assert!(e.to_string().contains("tickets_full"), "{e}");
+    let wait = e.retry_after().expect("a Retry-After");
+    assert!(
+        wait >= secs(1) && wait <= secs(30),
+        "Retry-After {wait:?} for a 30 s step time"
+    );
+    // Posting the first ticket's update frees the client's slot.
+    let w = first.weights.clone();
+    c.submit("m", first.ticket.as_deref(), &w).await.unwrap();
+    assert!(c.draw("m").await.is_ok());
+}

@@ -308,9 +308,13 @@ async fn the_body_budget_bounds_anonymous_bodies() {
 /// The probe's held slots: one client re-opening silent sockets delayed honest requests by
 /// 9.5–13.5 s (1,500 sockets) or timed them all out (4,000). Now an address holds at most
 /// `max_connections_per_address` (64) connections; further ones are closed at accept. With
-/// 4,000 silent sockets from 127.0.0.2 being re-opened as the server closes them, every honest
-/// `/healthz` from 127.0.0.1 (one every 200 ms for 6 s) is answered within a second (the old
-/// server: not before the 10 s header timeout freed a slot).
+/// 4,000 silent sockets from 127.0.0.2 being re-opened as the server closes them, honest
+/// `/healthz` requests from 127.0.0.1 (one every 200 ms for 6 s) are answered in a median under
+/// 100 ms (measured: ≈ 5–15 ms), and each within 2 s. The bound allows one lost SYN: while the
+/// attacker's connects overflow the listen queue the kernel drops SYNs, the honest one's
+/// included, and its retransmission comes 1 s later (measured worst 1.02 s on a machine at
+/// load 10, 13 ms at lower load). The old server (cap lifted) waits for the 10 s header timeout
+/// to free a slot (measured: 11.2 s), so the test still fails on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_sockets_from_one_address_do_not_hold_the_slots() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -352,6 +356,7 @@ async fn silent_sockets_from_one_address_do_not_hold_the_slots() {
     });
     tokio::time::sleep(secs(1)).await;
     let mut worst = Duration::ZERO;
+    let mut latencies = Vec::new();
     for _ in 0..30 {
         let t0 = Instant::now();
         let a = tokio::time::timeout(
@@ -365,6 +370,7 @@ async fn silent_sockets_from_one_address_do_not_hold_the_slots() {
         .expect("an honest request timed out");
         assert_eq!(status_of(&a), 200);
         worst = worst.max(t0.elapsed());
+        latencies.push(t0.elapsed());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let closed = srv
@@ -374,8 +380,15 @@ async fn silent_sockets_from_one_address_do_not_hold_the_slots() {
     eprintln!("worst honest latency {worst:?}; {closed} connections closed at accept");
     attacker.join().unwrap();
     assert!(closed > 0, "the cap never fired");
+    latencies.sort();
+    let median = latencies[latencies.len() / 2];
+    eprintln!("median honest latency {median:?}");
     assert!(
-        worst < secs(1),
+        median < Duration::from_millis(100),
+        "honest requests waited {median:?} (median) behind silent sockets"
+    );
+    assert!(
+        worst < secs(2),
         "an honest request waited {worst:?} behind silent sockets"
     );
 }

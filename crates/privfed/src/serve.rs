@@ -132,7 +132,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = ServeConfig::default().shutdown_deadline.as_secs())]
     pub shutdown_deadline_secs: u64,
     /// Cap on the total size of all models' weights, bytes (4·dim·k summed over models);
-    /// creating a model beyond it answers 507. The embedded store holds about twice this in RAM.
+    /// creating a model beyond it answers 507. The embedded store's resident memory at the cap
+    /// measured 6.7 times this (scripts/bench/model_memory.sh: 16 models of 2^20 weights × 8,
+    /// each drawn and updated 16 times): the weights, their encoded copy for draws, instances
+    /// kept for outstanding tickets (up to 64 MiB per model) and the database's page cache.
     #[arg(long, default_value_t = privfed_server::api::DEFAULT_MAX_MODEL_BYTES)]
     pub max_model_bytes: u64,
     /// Per-client limit on draws and updates, per second (token bucket per client IP; default:

@@ -45,6 +45,9 @@
 
 pub mod adversary;
 pub mod data;
+// The guides' Rust blocks as doctests (compiled only by `cargo test --doc`).
+#[cfg(doctest)]
+mod doc_blocks;
 pub mod distributed_dme;
 pub mod dme;
 pub mod experiments;

@@ -64,7 +64,8 @@ fn main() -> privfed_accounting::Result<()> {
         "50 reports alone: ε = {:.4} from {:?} (pure composition: {})",
         e.epsilon,
         e.epsilon_from.expect("every event is pure ε-DP"),
-        e.epsilon_pure_composition.expect("every event is pure ε-DP")
+        e.epsilon_pure_composition
+            .expect("every event is pure ε-DP")
     );
     assert_eq!(e.epsilon_pure_composition, Some(10.0));
     assert_eq!(e.epsilon_from, Some(BoundSource::Rdp));

@@ -35,7 +35,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "claimed ε = {claimed}: measured ε ≥ {:.3} at {:.0}% confidence → {}",
             report.epsilon_lower_bound,
             100.0 * report.confidence,
-            if report.violation { "VIOLATION" } else { "consistent" }
+            if report.violation {
+                "VIOLATION"
+            } else {
+                "consistent"
+            }
         );
         // The audit is sound (no violation of a true claim) and has power (it catches a claim
         // of half the real ε at this sample size).

@@ -37,7 +37,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             epsilon: 32f64.ln(),
         },
     );
-    let step = ClientStep::new(learning_rate, noise, PrivacyUnit::Feature, glm.num_weights())?;
+    let step = ClientStep::new(
+        learning_rate,
+        noise,
+        PrivacyUnit::Feature,
+        glm.num_weights(),
+    )?;
     let admin = Client::new(&url)?.with_admin_token(TOKEN);
     admin
         .create_model(&CreateModel {
@@ -63,7 +68,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let y = f64::from(u8::from(x[0] > x[1]));
         let update = step.apply(&glm, &instance, &[Example::new(x, y)], &mut rng)?;
         let update: Vec<f32> = update.iter().map(|&w| w as f32).collect();
-        match device.submit("demo", drawn.ticket.as_deref(), &update).await? {
+        match device
+            .submit("demo", drawn.ticket.as_deref(), &update)
+            .await?
+        {
             Submitted::Accepted => accepted += 1,
             Submitted::Replayed => {}
             Submitted::Rejected(r) => println!("update {i} rejected: {}", r.message),

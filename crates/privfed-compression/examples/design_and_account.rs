@@ -48,7 +48,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "100 uses at sampling rate 0.1: ε(δ = 1e-6) = {:.3} (from {:?}; pure composition {:.0})",
         e.epsilon,
         e.epsilon_from.expect("an MVU step has a pure ε"),
-        e.epsilon_pure_composition.expect("an MVU step has a pure ε")
+        e.epsilon_pure_composition
+            .expect("an MVU step has a pure ε")
     );
     assert!(e.epsilon < 100.0 * report.epsilon);
     Ok(())

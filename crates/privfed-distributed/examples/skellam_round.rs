@@ -51,7 +51,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut x = vec![0.0; dim];
             x[0] = 0.3;
             x[1 + i % (dim - 1)] = 0.4;
-            truth.iter_mut().zip(&x).for_each(|(t, v)| *t += v / clients as f64);
+            truth
+                .iter_mut()
+                .zip(&x)
+                .for_each(|(t, v)| *t += v / clients as f64);
             let (encoded, _) = encoder.encode(&x, &mut rng)?;
             sum.add(&encoded)?;
         }

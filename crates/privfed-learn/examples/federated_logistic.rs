@@ -36,14 +36,21 @@ fn main() -> Result<(), LearnError> {
         let mut step = vec![0.0; w.len()];
         for data in &clients {
             let g = glm.average_gradient(&w, data)?;
-            step.iter_mut().zip(&g).for_each(|(s, gi)| *s += gi / clients.len() as f64);
+            step.iter_mut()
+                .zip(&g)
+                .for_each(|(s, gi)| *s += gi / clients.len() as f64);
         }
         w.iter_mut().zip(&step).for_each(|(wi, si)| *wi -= 2.0 * si);
     }
     let loss = glm.loss(&w, &all)?;
     let accuracy = glm.accuracy(&w, &all)?;
     println!("log loss {initial:.4} → {loss:.4} after 300 rounds, accuracy {accuracy:.3}");
-    println!("weights {:?}", w.iter().map(|v| (v * 100.0).round() / 100.0).collect::<Vec<_>>());
+    println!(
+        "weights {:?}",
+        w.iter()
+            .map(|v| (v * 100.0).round() / 100.0)
+            .collect::<Vec<_>>()
+    );
     assert!(loss < 0.5 * initial);
     assert!(accuracy > 0.9);
     Ok(())

@@ -15,7 +15,10 @@ fn main() -> Result<(), MechanismError> {
     let mech = PrivUnit2::optimized(epsilon, dim)?;
     // The guarantee is computed from the mechanism's own parameters, never assumed.
     let eps = mech.guarantee().epsilon();
-    println!("PrivUnit2: ε = {eps:.6}, E‖z − x‖² = {:.2}", mech.worst_case_variance());
+    println!(
+        "PrivUnit2: ε = {eps:.6}, E‖z − x‖² = {:.2}",
+        mech.worst_case_variance()
+    );
     assert!((eps - epsilon).abs() < 1e-9);
 
     // Reproducible for the example; on a device, seed from the operating system.
@@ -23,7 +26,9 @@ fn main() -> Result<(), MechanismError> {
     // Every device holds a unit vector near a shared direction (the first axis).
     let inputs: Vec<Vec<f64>> = (0..clients)
         .map(|_| {
-            let mut x: Vec<f64> = (0..dim).map(|_| 0.1 * (rng.random::<f64>() - 0.5)).collect();
+            let mut x: Vec<f64> = (0..dim)
+                .map(|_| 0.1 * (rng.random::<f64>() - 0.5))
+                .collect();
             x[0] = 1.0;
             let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
             x.iter().map(|v| v / norm).collect()
@@ -41,14 +46,21 @@ fn main() -> Result<(), MechanismError> {
     let truth: Vec<f64> = (0..dim)
         .map(|j| inputs.iter().map(|x| x[j]).sum::<f64>() / clients as f64)
         .collect();
-    let mse: f64 = estimate.iter().zip(&truth).map(|(e, t)| (e - t).powi(2)).sum();
+    let mse: f64 = estimate
+        .iter()
+        .zip(&truth)
+        .map(|(e, t)| (e - t).powi(2))
+        .sum();
     let predicted = inputs
         .iter()
         .map(|x| mech.variance_at(x))
         .sum::<Result<f64, _>>()?
         / (clients as f64).powi(2);
     println!("‖mean estimate − true mean‖² = {mse:.4} (predicted {predicted:.4})");
-    println!("first coordinate: estimate {:.3}, true {:.3}", estimate[0], truth[0]);
+    println!(
+        "first coordinate: estimate {:.3}, true {:.3}",
+        estimate[0], truth[0]
+    );
     // One run's squared error is a sum of 200 coordinates' errors: within 25% of its mean with
     // overwhelming probability (and exactly reproducible at this seed).
     assert!((mse / predicted - 1.0).abs() < 0.25);

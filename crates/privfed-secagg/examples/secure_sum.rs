@@ -52,7 +52,7 @@ fn main() -> Result<(), privfed_secagg::SecAggError> {
     println!("survivors: {:?}", aggregate.survivors);
     println!("dropped:   {:?}", aggregate.dropped);
     println!("sum:       {:?}", aggregate.sum);
-    assert_eq!(aggregate.dropped, vec![3, 9, 15]);
+    assert_eq!(aggregate.dropped, [3, 9, 15]);
     assert_eq!(aggregate.survivors.len(), 17);
     // The unmasked sum equals the plain sum of the survivors' inputs: every mask cancelled.
     assert_eq!(

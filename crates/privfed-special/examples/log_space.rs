@@ -40,7 +40,10 @@ fn main() {
 
     // Sums of probabilities that are each far below the smallest double: log-sum-exp.
     let terms = [-1000.0, -1000.0, -1000.0 + 2f64.ln()];
-    println!("ln(e^−1000 + e^−1000 + 2e^−1000) = {:.12}", log_sum_exp(&terms));
+    println!(
+        "ln(e^−1000 + e^−1000 + 2e^−1000) = {:.12}",
+        log_sum_exp(&terms)
+    );
     assert!((log_sum_exp(&terms) - (-1000.0 + 4f64.ln())).abs() < 1e-12);
 
     // Skellam and Poisson noise at large means: the pmf at the mode, by Stirling,

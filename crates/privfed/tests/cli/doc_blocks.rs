@@ -124,11 +124,9 @@ fn copy_dir(from: &Path, to: &Path) {
 /// Runs `script` with bash in `dir`; (success, stdout, stderr).
 fn run_script(script: &str, dir: &Path) -> (bool, String, String) {
     let bin = Path::new(env!("CARGO_BIN_EXE_privfed")).parent().unwrap();
-    let path = std::env::join_paths(
-        std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(
-            &std::env::var_os("PATH").unwrap_or_default(),
-        )),
-    )
+    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
     .unwrap();
     let mut cmd = Command::new("bash");
     cmd.args(["-e", "-o", "pipefail", "-c", script])
@@ -203,11 +201,9 @@ fn output_matches(expected: &[&str], actual: &[&str]) -> bool {
         Some((e, rest)) if e.trim() == "…" => {
             (0..=actual.len()).any(|skip| output_matches(rest, &actual[skip..]))
         }
-        Some((e, rest)) => {
-            actual
-                .split_first()
-                .is_some_and(|(a, arest)| line_matches(e, a) && output_matches(rest, arest))
-        }
+        Some((e, rest)) => actual
+            .split_first()
+            .is_some_and(|(a, arest)| line_matches(e, a) && output_matches(rest, arest)),
     }
 }
 

@@ -41,6 +41,29 @@
 //! correctness targets.
 //!
 //! Threat model, parameters and wire format: `docs/SECURE_AGGREGATION.md`.
+//!
+//! # Example: a round in one process
+//! [`local::LocalRound`] runs real clients and a real server, every message encoded as on the
+//! wire; here 10 honest-but-curious clients, one of which drops out before sending its masked
+//! input.
+//! ```
+//! use privfed_secagg::local::{LocalRound, plain_sum};
+//! use privfed_secagg::{GraphChoice, Stage, round_config};
+//! use rand::{SeedableRng, rngs::ChaCha20Rng};
+//!
+//! let mut rng = ChaCha20Rng::seed_from_u64(1); // a device seeds from the OS
+//! let config = round_config(10, 16, 4, 0.1, GraphChoice::Complete, [7; 32])?;
+//! let inputs: Vec<Vec<u64>> = (1..=10).map(|i| vec![i, 2 * i, 3 * i, 4 * i]).collect();
+//! let mut drop_before = vec![None; 10];
+//! drop_before[4] = Some(Stage::MaskedInput); // client 5 goes silent
+//! let sum = LocalRound::new(config, inputs.clone(), drop_before)?.run(&mut rng)?;
+//! assert_eq!(sum.dropped, vec![5]);
+//! assert_eq!(sum.sum, plain_sum(&inputs, &sum.survivors, 16)); // 50, 100, 150, 200
+//! assert_eq!(sum.sum[0], 50);
+//! # Ok::<(), privfed_secagg::SecAggError>(())
+//! ```
+//! `examples/secure_sum.rs` runs the actively secure mode with enrolled devices
+//! (`cargo run -p privfed-secagg --example secure_sum`).
 
 #![forbid(unsafe_code)]
 

@@ -47,6 +47,9 @@ pub mod adversary;
 pub mod data;
 pub mod distributed_dme;
 pub mod dme;
+// The guides' Rust blocks as doctests (compiled only by `cargo test --doc`).
+#[cfg(doctest)]
+mod doc_blocks;
 pub mod experiments;
 pub mod fl;
 pub mod http;

@@ -55,6 +55,21 @@
 //! `z = −10⁵` to `40`, quantiles from `p = 10⁻³⁰⁰` to `1 − 10⁻¹⁶`; and the spherical-cap
 //! probability `½·I_{1−t²}((k−1)/2, ½)` of §1.6 against mpmath at 50 digits (fixtures from
 //! `scripts/reference/cap_probability_mpmath.py`) to `10⁻¹¹` relative in its log.
+//!
+//! ## Example
+//! ```
+//! use privfed_special::{ln_beta_inc, ln_norm_cdf, log_sum_exp, norm_cdf};
+//!
+//! // Φ(−40) underflows; its logarithm is ≈ −804.608.
+//! assert_eq!(norm_cdf(-40.0), 0.0);
+//! assert!((ln_norm_cdf(-40.0) + 804.608).abs() < 1e-3);
+//! // I_½(a, a) = ½ by symmetry, even at PrivUnit2's a ≈ 5·10⁵ (d = 10⁶).
+//! assert!((ln_beta_inc(499_999.5, 499_999.5, 0.5) - 0.5f64.ln()).abs() < 1e-12);
+//! // Sums of terms far below the smallest double.
+//! assert!((log_sum_exp(&[-1000.0, -1000.0]) - (-1000.0 + 2f64.ln())).abs() < 1e-12);
+//! ```
+//! `examples/log_space.rs` checks more of these against closed forms
+//! (`cargo run -p privfed-special --example log_space`).
 
 mod beta;
 mod beta_inv;

@@ -12,5 +12,6 @@ mod cli_plot;
 mod cli_secagg;
 mod common;
 mod ddml_server;
+mod doc_blocks;
 mod secagg_server;
 mod serve_ops;

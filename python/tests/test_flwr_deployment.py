@@ -133,22 +133,19 @@ def _check_secagg_round(row, plan, audit: Path, nodes: dict):
     want = np.asarray(dist.SkellamDecoder(plan, rseed).decode(total.value, len(survivors)).mean)
     got = np.asarray(row["mean"], dtype=np.float64)
     assert np.array_equal(got, want), np.abs(got - want).max()
-    # against the plain mean of the clipped updates: the error is the noise (and rounding)
+    # Against the plain mean of the clipped updates the error is the noise: each client adds
+    # Skellam noise of standard deviation local_noise_stddev (in the update's units) to every
+    # rotated coordinate, so E‖decoded − plain‖² = dim·sd²/m (plus quantization and wraps,
+    # both below 1% of it here: privfed's predicted_mse). The squared error sums 7,850 nearly
+    # independent terms, its relative standard deviation is about √(2/7850) ≈ 1.6%: the
+    # bounds 0.8 and 1.25 times the expectation are more than 12 of them away. Below the
+    # lower bound the noise is missing; above the upper, the sum is of other updates.
     clip = float(plan["clip"])
     plain = np.mean([u * min(1.0, clip / np.linalg.norm(u)) for u in updates], axis=0)
     err = float(np.sum((got - plain) ** 2))
-    # Noise of the mean: (central noise of the m shares)/(m·scale) per coordinate; the squared
-    # error sums 7,850 such terms, so it concentrates within a few percent of its mean. The bar
-    # (2x the noise's expectation plus the clipped mean's own size) is far beyond that, and
-    # far below what a wrong sum (another client set, unclipped updates) gives.
-    assert err < 2.0 * plain.size * _noise_var_of_mean(plan, len(survivors)) + 1e-3, err
+    expected = plain.size * float(plan["local_noise_stddev"]) ** 2 / len(survivors)
+    assert 0.8 * expected < err < 1.25 * expected, (err, expected)
     return survivors
-
-
-def _noise_var_of_mean(plan, m):
-    sd = float(plan.get("local_noise_stddev", 0.0))
-    scale = float(plan["scale"])
-    return (m * sd * sd + m / 4.0) / (m * scale) ** 2
 
 
 # ================================================================= distributed DP
@@ -188,7 +185,7 @@ def test_deployment_supernode_killed_mid_round_the_round_recovers(tmp_path_facto
         t0 = time.monotonic()
         run_id = d.submit(APP, _run_config(shared_data, result, privacy="distributed",
                                            epsilon=20.0, dropout_tolerance=0.25,
-                                           num_rounds=1, timeout=20.0))
+                                           num_rounds=1, timeout=90.0))
         deadline = t0 + RUN_SECONDS
         while not list(audit.glob("hold-*")) and time.monotonic() < deadline:
             time.sleep(0.5)

@@ -153,7 +153,7 @@ def run(grid: Grid, s: Settings, info: Optional[Dict[str, Any]] = None) -> List[
     strategy = make_strategy(s)
     if info is not None and hasattr(strategy, "params"):
         info["plan"] = dict(strategy.params)
-    test = task.load_mnist(s.data_dir)
+    test = task.test_data(s.data_dir)
     rows: List[Dict[str, Any]] = []
     t_last = [time.perf_counter()]
 

@@ -4,8 +4,9 @@ few ``flower-supernode`` processes, the ``flwr`` CLI with its own FLWR_HOME, run
 (0 even when the run fails).
 
 Every process gets free ports, runs in its own session (process group) and is stopped by its pid
-(SIGTERM to its group, SIGKILL after a grace period); everything it writes stays under one
-directory. The SuperLink runs with ``--disable-runtime-dependency-installation``: the apps run in
+(SIGTERM to its group, SIGKILL after a grace period); it also runs under coreutils' ``timeout``
+with the deployment's ``lifetime``, so it ends even if the test runner itself is killed.
+Everything it writes stays under one directory. The SuperLink runs with ``--disable-runtime-dependency-installation``: the apps run in
 the environment of these executables, where privfed and flwr are installed (the SuperNodes do
 not install dependencies unless told to).
 """
@@ -106,6 +107,7 @@ class Deployment:
     bin_dir: Path
     workdir: Path
     node_configs: List[Dict[str, object]]
+    lifetime: float = 1800.0  # seconds any process may live (then timeout ends it)
     processes: List[Process] = field(default_factory=list)
     supernodes: List[Process] = field(default_factory=list)
     port: int = 0
@@ -120,8 +122,12 @@ class Deployment:
     def _spawn(self, name: str, args: List[str], home: Path) -> Process:
         home.mkdir(parents=True, exist_ok=True)
         log = self.workdir / f"{name}.log"
+        cmd = [str(self.bin_dir / args[0]), *args[1:]]
+        bound = shutil.which("timeout")
+        if bound:
+            cmd = [bound, "--kill-after=10", str(int(self.lifetime)), *cmd]
         with open(log, "wb") as out:
-            proc = subprocess.Popen([str(self.bin_dir / args[0]), *args[1:]], env=self._env(home),
+            proc = subprocess.Popen(cmd, env=self._env(home),
                                     stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
                                     cwd=self.workdir)

@@ -2,7 +2,8 @@
 # privfed's Flower app on Flower's Deployment Engine, end to end: a flower-superlink and four
 # flower-supernode processes on 127.0.0.1 (free ports, each stopped by its pid), the example
 # app (examples/flwr) submitted with `flwr run` for local, central and distributed DP, and a
-# SuperNode killed mid-round. The tests read each run's status and the ServerApp's result file
+# SuperNode killed mid-round; and the same app through `flwr run` on the simulation engine. The
+# tests read each run's status and the ServerApp's result file
 # (python/tests/test_flwr_deployment.py).
 #
 #   scripts/flwr_deployment_e2e.sh [PYTHON]

@@ -220,3 +220,31 @@ class Deployment:
     def logs(self) -> str:
         """The tails of every process's log (for a failing test's message)."""
         return "\n".join(f"--- {p.name}\n{_tail(p.log, 2500)}" for p in self.processes)
+
+
+def pid_listening_on(port: int) -> Optional[int]:
+    """The pid of the process with a TCP socket listening on 127.0.0.1:``port`` (from /proc:
+    the socket's inode in /proc/net/tcp, then the process holding it), or None."""
+    want = f"0100007F:{port:04X}"
+    inode = None
+    try:
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            f = line.split()
+            if f[1] == want and f[3] == "0A":  # 0A: LISTEN
+                inode = f[9]
+                break
+    except OSError:
+        return None
+    if inode is None:
+        return None
+    target = f"socket:[{inode}]"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) == target:
+                    return int(proc.name)
+        except OSError:
+            continue
+    return None

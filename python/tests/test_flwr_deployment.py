@@ -20,7 +20,9 @@ What is checked, per privacy mode:
 * a SuperNode killed (SIGKILL) while it holds its masked input: the round completes with the
   three others, ε accounted with three;
 * local DP and central DP: contributors and ε per round;
-* a run whose strategy refuses its parameters ends ``finished:failed`` with the cause.
+* a run whose strategy refuses its parameters ends ``finished:failed`` with the cause;
+* the same app on the simulation engine through ``flwr run`` and a ``:local:`` connection
+  (Flower 1.41's replacement of ``run_simulation``): completed, ε per round.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import privfed
 from privfed import accounting
 from privfed import distributed as dist
 
-from flwr_deployment import Deployment, flower_bin_dir
+from flwr_deployment import Deployment, flower_bin_dir, free_port, pid_listening_on
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "examples" / "flwr"
@@ -240,3 +242,71 @@ def test_deployment_a_refused_plan_fails_the_run_with_its_cause(deployment, tmp_
     assert res.status == "finished:failed", (res.status, res.details)
     assert "covers no dropout" in res.details + res.log
     assert doc is not None and doc["status"] == "failed" and "covers no dropout" in doc["error"]
+
+
+# ================================================================= flwr run on the simulation engine
+def test_flwr_run_on_the_simulation_engine(tmp_path, shared_data):
+    """``flwr run`` against a ``:local:`` connection: the CLI starts a detached SuperLink in
+    simulation mode (Ray) on the ports we give it; it is stopped afterwards by the pid that
+    listens on its port."""
+    import importlib.util
+    import signal
+    import subprocess
+
+    _need_flower()
+    if importlib.util.find_spec("ray") is None:
+        reason = 'the simulation engine needs Ray: pip install "flwr[simulation]"'
+        if EXPECT_FLWR:
+            pytest.fail(reason + " (PRIVFED_EXPECT_FLWR=1: required)")
+        pytest.skip(reason)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[superlink]\ndefault = "local-simulation"\n\n[superlink.local-simulation]\n'
+        'address = ":local:"\noptions.num-supernodes = 4\n'
+        "options.backend.client-resources.num-cpus = 1\n"
+        "options.backend.client-resources.num-gpus = 0.0\n"
+        "options.backend.init-args.num-cpus = 2\n")
+    port, control = free_port(), free_port()
+    env = dict(os.environ, FLWR_HOME=str(home), FLWR_LOCAL_SUPERLINK_HTTP_API_PORT=str(port),
+               FLWR_LOCAL_CONTROL_API_PORT=str(control),
+               FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+               PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""))
+    result = tmp_path / "result.json"
+    cfg = tmp_path / "run-config.toml"
+    cfg.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in _run_config(
+        shared_data, result, privacy="local", local_epsilon=8.0).items()))
+
+    def flwr(*args):
+        return subprocess.run([str(BIN / "flwr"), *args], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+
+    t0 = time.monotonic()
+    try:
+        out = flwr("run", str(APP), "local-simulation", "--run-config", str(cfg),
+                   "--format", "json")
+        run_id = str(json.loads(out.stdout)["run-id"])
+        status, details = "", ""
+        while time.monotonic() < t0 + RUN_SECONDS:
+            doc = json.loads(flwr("ls", "local-simulation", "--run-id", run_id,
+                                  "--format", "json").stdout)
+            (run,) = doc["runs"]
+            status, details = str(run["status"]), str(run["status-details"])
+            if status.startswith("finished"):
+                break
+            time.sleep(1.0)
+        log = flwr("log", run_id, "local-simulation", "--show").stdout
+    finally:
+        pid = pid_listening_on(port)
+        if pid is not None:
+            os.killpg(pid, signal.SIGTERM)  # it runs in its own session: its group is its pid
+    assert status == "finished:completed", (status, details, log[-4000:])
+    doc = json.loads(result.read_text())
+    print(f"\nsimulation run {run_id}: {status} in {time.monotonic() - t0:.1f} s")
+    assert doc["status"] == "completed"
+    eps0 = privfed.PrivUnitG(epsilon=8.0, dim=7850).epsilon
+    acct = accounting.PureCappedRdpAccountant()
+    for row in doc["rounds"][1:]:
+        assert row["contributors"] == NODES
+        acct.compose(accounting.PureDpEvent(eps0))
+        assert row["epsilon"] == pytest.approx(acct.get_epsilon(1e-5), rel=1e-12)

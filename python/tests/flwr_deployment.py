@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 EXECUTABLES = ("flower-superlink", "flower-supernode", "flwr")
+#: Flower's processes otherwise call api.flower.ai (update check, telemetry): tests stay local.
+QUIET_FLOWER = {"FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_TELEMETRY_ENABLED": "0"}
 
 
 def flower_bin_dir(python: str) -> Optional[Path]:
@@ -117,6 +119,7 @@ class Deployment:
         env["FLWR_HOME"] = str(home)
         env["PATH"] = str(self.bin_dir) + os.pathsep + env.get("PATH", "")
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(QUIET_FLOWER)
         return env
 
     def _spawn(self, name: str, args: List[str], home: Path) -> Process:

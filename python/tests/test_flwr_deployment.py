@@ -40,7 +40,7 @@ import privfed
 from privfed import accounting
 from privfed import distributed as dist
 
-from flwr_deployment import Deployment, flower_bin_dir, free_port, pid_listening_on
+from flwr_deployment import QUIET_FLOWER, Deployment, flower_bin_dir, free_port, pid_listening_on
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "examples" / "flwr"
@@ -271,7 +271,7 @@ def test_flwr_run_on_the_simulation_engine(tmp_path, shared_data):
     env = dict(os.environ, FLWR_HOME=str(home), FLWR_LOCAL_SUPERLINK_HTTP_API_PORT=str(port),
                FLWR_LOCAL_CONTROL_API_PORT=str(control),
                FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
-               PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""))
+               PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""), **QUIET_FLOWER)
     result = tmp_path / "result.json"
     cfg = tmp_path / "run-config.toml"
     cfg.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in _run_config(

@@ -489,7 +489,7 @@ def test_a_clients_error_text_reaches_the_servers_log_and_the_round(caplog):
             "metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
 
     strat = _strategy(nodes, dim)
-    with caplog.at_level("WARNING", logger="privfed.flwr"):
+    with caplog.at_level("WARNING"):
         _start(strat, InProcessGrid(app, nodes), 1)
     (o,) = strat.rounds
     assert not o.aborted and o.contributors == 4 and 3 not in o.survivor_nodes

@@ -21,6 +21,7 @@ What is checked, per privacy mode:
   three others, ε accounted with three;
 * local DP and central DP: contributors and ε per round;
 * a run whose strategy refuses its parameters ends ``finished:failed`` with the cause;
+* a run whose ClientApps all raise: each client's error text is in the run's log;
 * the same app on the simulation engine through ``flwr run`` and a ``:local:`` connection
   (Flower 1.41's replacement of ``run_simulation``): completed, ε per round.
 """
@@ -310,3 +311,19 @@ def test_flwr_run_on_the_simulation_engine(tmp_path, shared_data):
         assert row["contributors"] == NODES
         acct.compose(accounting.PureDpEvent(eps0))
         assert row["epsilon"] == pytest.approx(acct.get_epsilon(1e-5), rel=1e-12)
+
+
+def test_deployment_a_clients_error_text_reaches_the_run_log(deployment, tmp_path,
+                                                             shared_data):
+    """Every ClientApp fails (``batch-size = 0`` makes its SGD loop raise): the ServerApp logs
+    each client's own error text as a WARNING (read back with ``flwr log``), aggregates
+    nothing and accounts nothing."""
+    res, doc = _run(deployment, tmp_path, shared_data, privacy="local", num_rounds=1,
+                    batch_size=0)
+    _completed(res, doc, deployment)
+    failed = [line for line in res.log.splitlines()
+              if "privfed: round 1: node" in line and "failed" in line]
+    nodes = {line.split("node ")[1].split()[0] for line in failed}
+    assert len(nodes) == NODES and len(failed) == NODES, res.log[-4000:]  # once per node
+    assert all("range() arg 3 must not be zero" in line for line in failed), failed
+    assert doc["rounds"][-1]["epsilon"] == 0.0

@@ -14,9 +14,10 @@ LOG = logging.getLogger("privfed.flwr")
 
 
 def warn(msg: str, *args: Any) -> None:
-    """A WARNING in Flower's log (what a SuperLink operator reads) and privfed's logger."""
+    """A WARNING in Flower's log (what a SuperLink operator reads, and ``flwr log`` shows).
+    Not repeated on privfed's logger: without a handler Python would print it a second time
+    to stderr, which a deployed ServerApp's log also captures."""
     flwr_log(logging.WARNING, msg, *args)
-    LOG.warning(msg, *args)
 
 
 def uncalled_mod_error(name: str, fix: str, args: tuple) -> TypeError:

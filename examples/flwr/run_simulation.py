@@ -33,7 +33,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=d.num_rounds)
     p.add_argument("--clients", type=int, default=d.num_clients, help="virtual SuperNodes")
     p.add_argument("--cohort", type=int, default=d.cohort, help="clients sampled per round")
-    p.add_argument("--privacy", choices=["none", "local", "distributed", "flower-secaggplus"],
+    p.add_argument("--privacy", choices=["none", "local", "central", "distributed", "flower-secaggplus"],
                    help="flower-secaggplus: the baseline, Flower's own SecAgg+ (no DP)", default=d.privacy)
     p.add_argument("--data-dir", default=d.data_dir, help="holds mnist/*.gz (../shared/data)")
     p.add_argument("--seed", type=int, default=d.seed)
@@ -51,6 +51,8 @@ def parse_args(argv=None):
                    help="distributed: target ε(δ) after --rounds (the planner's noise)")
     p.add_argument("--bits", type=int, default=d.bits, help="distributed: modulus 2^bits")
     p.add_argument("--dropout-tolerance", type=float, default=d.dropout_tolerance)
+    p.add_argument("--noise-multiplier", type=float, default=d.noise_multiplier,
+                   help="central: Gaussian noise multiplier (Flower's server-side clipping)")
     p.add_argument("--flower-shares", default="1.0",
                    help="flower-secaggplus: num_shares (1.0 = complete graph; an int k = k-1 "
                         "neighbours)")
@@ -76,7 +78,8 @@ def main(argv=None) -> int:
                  learning_rate=args.learning_rate, clip=args.clip, delta=args.delta,
                  accountant=args.accountant, local_mechanism=args.local_mechanism,
                  local_epsilon=args.local_epsilon, epsilon=args.epsilon, bits=args.bits,
-                 dropout_tolerance=args.dropout_tolerance)
+                 dropout_tolerance=args.dropout_tolerance,
+                 noise_multiplier=args.noise_multiplier)
     if not os.path.isdir(os.path.join(s.data_dir, "mnist")):
         print(f"no MNIST at {s.data_dir}/mnist (--data-dir)", file=sys.stderr)
         return 2

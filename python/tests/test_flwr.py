@@ -1,4 +1,5 @@
-"""privfed.flwr: the Flower mods and strategies (issue 14, part 2).
+"""privfed.flwr: the Flower mods and strategies, in process (the Deployment Engine's tests are in
+test_flwr_deployment.py).
 
 Tests that need Flower skip with the reason when flwr is not installed (``pip install
 "privfed[flwr]"``; with ``PRIVFED_EXPECT_FLWR=1`` they fail instead); the example's also when
@@ -434,6 +435,216 @@ def test_planned_noise_holds_for_the_minimum_and_the_range_for_the_whole_cohort(
             x = rng.normal(size=dim)
             total.add(_dist.SkellamEncoder(plan, rseed).encode(x / np.linalg.norm(x)))
         assert not _dist.SkellamDecoder(plan, rseed).decode(total.value, cohort).wrap_suspected
+
+
+# ============================================================ failing loudly
+def _planned(nodes, dim, **kw):
+    from flwr.serverapp.strategy import FedAvg
+
+    from privfed.flwr import DistributedDpStrategy
+
+    fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=len(nodes),
+                    min_available_nodes=len(nodes))
+    args = dict(dim=dim, clip=1.0, bits=16, clients=len(nodes), epsilon=4.0, delta=1e-5,
+                rounds=1, dropout_tolerance=0.34, stage_timeout=None)
+    args.update(kw)
+    return DistributedDpStrategy.planned(fedavg, **args)
+
+
+@needs_flwr
+def test_a_plan_for_another_model_size_fails_before_round_1():
+    from flwr_harness import InProcessGrid
+
+    nodes = [1, 2, 3, 4]
+    dim = _model_dim()
+    grid = InProcessGrid(_secagg_app(dim), nodes)
+    strat = _strategy(nodes, dim + 1)
+    with pytest.raises(ValueError, match=f"plan is for a model of {dim + 1} parameters, the "
+                                         f"model has {dim}"):
+        _start(strat, grid, 2)
+    assert grid.log == [] and strat.rounds == []  # nothing was sent
+
+
+@needs_flwr
+def test_a_clients_error_text_reaches_the_servers_log_and_the_round(caplog):
+    """A ClientApp that raises answers with an error reply (as a SuperNode does); the server
+    logs the client's text as a WARNING and keeps it in the round's outcome."""
+    from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+    from flwr_harness import InProcessGrid
+
+    from privfed.flwr import distributed_dp_mod
+
+    nodes = [1, 2, 3, 4, 5]
+    dim = _model_dim()
+    app = ClientApp(mods=[distributed_dp_mod()])
+
+    @app.train()
+    def train(msg, context):
+        if context.node_id == 3:
+            raise RuntimeError("node 3 cannot read its data: /data/shard-3 is missing")
+        g = msg.content["arrays"]
+        return Message(RecordDict({"arrays": ArrayRecord(
+            array_dict={k: Array(a.numpy()) for k, a in g.items()}),
+            "metrics": MetricRecord({"num-examples": 1})}), reply_to=msg)
+
+    strat = _strategy(nodes, dim)
+    with caplog.at_level("WARNING"):
+        _start(strat, InProcessGrid(app, nodes), 1)
+    (o,) = strat.rounds
+    assert not o.aborted and o.contributors == 4 and 3 not in o.survivor_nodes
+    assert "/data/shard-3 is missing" in o.errors[3] and o.errors[3].startswith("masked_input")
+    assert any("/data/shard-3 is missing" in r.getMessage() and r.levelname == "WARNING"
+               for r in caplog.records)
+
+
+@needs_flwr
+def test_consecutive_aborted_rounds_stop_the_run_with_the_cause():
+    from flwr_harness import InProcessGrid
+
+    from privfed.flwr import SecAggRoundAborted
+
+    nodes = [1, 2, 3, 4, 5, 6]
+    dim = _model_dim()
+    drops = {2: "masked_input", 3: "masked_input", 4: "masked_input", 5: "share_keys"}
+    strat = _strategy(nodes, dim)  # max_consecutive_aborts=2 by default
+    with pytest.raises(SecAggRoundAborted, match=r"2 rounds in a row aborted .*round 2"):
+        _start(strat, InProcessGrid(_secagg_app(dim), nodes, drop_at=drops), 5)
+    assert [o.aborted for o in strat.rounds] == [True, True]
+    assert strat.ledger.epsilon == 0.0
+    # configurable: 3 in a row
+    strat3 = _strategy(nodes, dim, max_consecutive_aborts=3)
+    with pytest.raises(SecAggRoundAborted, match="3 rounds in a row"):
+        _start(strat3, InProcessGrid(_secagg_app(dim), nodes, drop_at=drops), 5)
+    assert len(strat3.rounds) == 3
+    # a completed round resets the streak: one abort between completed rounds goes on
+    ok = _strategy(nodes, dim)
+    ok.consecutive_aborts = 1
+    _start(ok, InProcessGrid(_secagg_app(dim), nodes), 1)
+    assert ok.consecutive_aborts == 0
+
+
+@needs_flwr
+def test_the_planned_epsilon_is_a_budget_by_default():
+    """Planned for 1 round: the second round would cross the target ε even if every client
+    contributed, so it is refused with PrivacyBudgetExceeded before any message is sent."""
+    from flwr_harness import InProcessGrid
+
+    from privfed.errors import PrivacyBudgetExceeded
+
+    nodes = [1, 2, 3, 4, 5, 6]
+    dim = _model_dim()
+    grid = InProcessGrid(_secagg_app(dim), nodes)
+    strat = _planned(nodes, dim)
+    assert strat.ledger.budget == pytest.approx(strat.plan.epsilon) == 4.0
+    with pytest.raises(PrivacyBudgetExceeded, match="round 2: .* past the budget 4"):
+        _start(strat, grid, 2)
+    assert len(strat.rounds) == 1 and strat.ledger.epsilon <= 4.0
+    assert {stage for _, stage, _ in grid.log} == {"advertise_keys", "share_keys",
+                                                     "masked_input", "unmasking"}
+    assert len(grid.log) == 4 * len(nodes)  # round 2 sent nothing
+    # on_budget="stop": a WARNING, the run ends without round 2
+    stop = _planned(nodes, dim, on_budget="stop")
+    _start(stop, InProcessGrid(_secagg_app(dim), nodes), 3)
+    assert len(stop.rounds) == 1 and stop.stopped
+    assert "budget reached" in stop.history[-1].note
+    # budget=None: no budget (ε goes past the plan's target)
+    free = _planned(nodes, dim, budget=None)
+    _start(free, InProcessGrid(_secagg_app(dim), nodes), 2)
+    assert len(free.rounds) == 2 and free.ledger.epsilon > 4.0
+
+
+@needs_flwr
+def test_too_few_survivors_for_the_budget_are_refused_before_unmasking():
+    """Planned for 6 of 8 contributors; 5 survive the masked-input stage (enough for secure
+    aggregation's threshold). Their sum would cross the planned ε: the round aborts before
+    any unmasking share is requested, and nothing is accounted."""
+    from flwr_harness import InProcessGrid
+
+    nodes = [1, 2, 3, 4, 5, 6, 7, 8]
+    dim = _model_dim()
+    drops = {6: "masked_input", 7: "masked_input", 8: "masked_input"}
+    grid = InProcessGrid(_secagg_app(dim), nodes, drop_at=drops)
+    strat = _planned(nodes, dim, dropout_tolerance=0.25)
+    assert strat.plan.clients == 6
+    _start(strat, grid, 1)
+    (o,) = strat.rounds
+    assert o.aborted and "before unmasking: 5 survivors" in o.abort_reason, o.abort_reason
+    assert strat.ledger.epsilon == 0.0 and strat.history[-1].event is None
+    assert "unmasking" not in {stage for _, stage, _ in grid.log}
+
+
+@needs_flwr
+def test_dropout_tolerance_states_the_dropouts_it_covers_and_refuses_none():
+    from flwr.serverapp.strategy import FedAvg
+
+    from privfed.flwr import DistributedDpStrategy, dropouts_covered
+
+    assert dropouts_covered(4, 0.25) == 1 and dropouts_covered(5, 0.2) == 1
+    assert dropouts_covered(20, 0.2) == 4 and dropouts_covered(4, 0.0) == 0
+    assert dropouts_covered(10, 0.3) == 3  # 10·0.3 is 2.9999999999999996 in binary
+    with pytest.raises(ValueError, match=r"dropout_tolerance=0.2 of 4 clients covers no "
+                                         r"dropout .*≥ 0.25"):
+        DistributedDpStrategy.planned(FedAvg(), dim=10, clip=1.0, bits=16, clients=4,
+                                      epsilon=10.0, delta=1e-5, rounds=1,
+                                      dropout_tolerance=0.2)
+    s = DistributedDpStrategy.planned(FedAvg(), dim=10, clip=1.0, bits=16, clients=4,
+                                      epsilon=10.0, delta=1e-5, rounds=1,
+                                      dropout_tolerance=0.25)
+    assert s.plan.clients == 3 and s.plan.max_contributors == 4
+
+
+@needs_flwr
+def test_mods_passed_uncalled_are_named_with_the_fix():
+    from flwr.app import Message
+    from flwr.clientapp import ClientApp
+    from flwr_harness import InProcessGrid
+
+    from privfed.flwr import DistributedDpMod, distributed_dp_mod, privatize_mod
+
+    params = _model()
+    dim = sum(v.size for v in params.values())
+    msg, ctxt, nxt = _train_message(params), _context(), _trainer(np.ones(dim))
+    with pytest.raises(TypeError, match=r"mods=\[distributed_dp_mod\(\)\]"):
+        distributed_dp_mod(msg, ctxt, nxt)
+    with pytest.raises(TypeError, match=r"mods=\[privatize_mod\(randomizer, clip\)\]"):
+        privatize_mod(msg, ctxt, nxt)
+    with pytest.raises(TypeError, match=r"DistributedDpMod\(\)"):
+        DistributedDpMod(msg, ctxt, nxt)
+    # through a ClientApp: the client's reply carries the message to the server
+    nodes = [1, 2, 3, 4]
+    app = ClientApp(mods=[distributed_dp_mod])
+
+    @app.train()
+    def train(m, context):
+        return Message(m.content, reply_to=m)
+
+    strat = _strategy(nodes, _model_dim(), max_consecutive_aborts=1)
+    with pytest.raises(Exception, match=r"mods=\[distributed_dp_mod\(\)\]"):
+        _start(strat, InProcessGrid(app, nodes), 1)
+
+
+@needs_flwr
+def test_local_strategy_budget_raises_before_the_round():
+    from flwr.serverapp.strategy import FedAvg
+
+    from privfed.errors import PrivacyBudgetExceeded
+    from privfed.flwr import LocalDpStrategy
+
+    params = _model()
+    dim = sum(v.size for v in params.values())
+    strat = LocalDpStrategy(FedAvg(), epsilon=3.0, delta=1e-6, budget=5.0)
+    mod = privatize_mod_for(dim)
+    strat.aggregate_train(1, [mod(_train_message(params), _context(), _trainer(np.ones(dim)))])
+    assert strat.ledger.epsilon == pytest.approx(3.0)
+    with pytest.raises(PrivacyBudgetExceeded, match="past the budget 5"):
+        strat.configure_train(2, None, None, None)
+
+
+def privatize_mod_for(dim):
+    from privfed.flwr import privatize_mod
+
+    return privatize_mod(privfed.PrivUnitG(epsilon=3.0, dim=dim, seed=5), clip=1.0)
 
 
 # ============================================================ the example, end to end

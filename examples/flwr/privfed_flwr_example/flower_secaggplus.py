@@ -57,7 +57,7 @@ def make_server_app(s, sink: Optional[Dict[str, Any]] = None, num_shares: Any = 
 
     ``num_shares = 1.0`` is the complete graph (plain SecAgg), the default threshold half the
     neighbourhood; ``clipping_range = 8`` (Flower's default) bounds the model's weights."""
-    test = task.load_mnist(s.data_dir)
+    test = task.test_data(s.data_dir)
     rows: List[Dict[str, Any]] = []
     t_last = [time.perf_counter()]
 

@@ -1,9 +1,15 @@
 """The ServerApp: FedAvg wrapped by privfed's strategy for the chosen privacy mode; the global
-model is evaluated on the MNIST test set after every round and ε(δ) printed beside it."""
+model is evaluated on the MNIST test set after every round and ε(δ) printed beside it.
+
+``result-file`` (a run-config key) makes the ServerApp write what it learned as JSON after every
+round and at the end (``status``: running, completed or failed with the error): the
+deployment test reads it beside the run's status."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
@@ -11,7 +17,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
 
 from . import task
 
@@ -23,7 +29,7 @@ class Settings:
     num_rounds: int = 5
     num_clients: int = 100
     cohort: int = 20
-    privacy: str = "distributed"  # none | local | distributed
+    privacy: str = "distributed"  # none | local | central | distributed
     data_dir: str = field(default_factory=task.default_data_dir)
     seed: int = 1
     local_epochs: int = 1
@@ -39,7 +45,11 @@ class Settings:
     epsilon: float = 10.0  # target ε(δ) after num_rounds, for the planner
     bits: int = 16
     dropout_tolerance: float = 0.2  # expected fraction of the cohort that may drop
-    timeout: float = 600.0
+    max_consecutive_aborts: int = 2  # aborted secure-aggregation rounds in a row that stop the run
+    # central DP (Flower's server-side fixed clipping; privfed accounts it)
+    noise_multiplier: float = 1.0
+    timeout: float = 600.0  # seconds a round (a secure-aggregation stage) waits for replies
+    result_file: str = ""  # "" = none; else JSON of the rounds, written after every round
     quiet: bool = False
 
     @staticmethod
@@ -57,9 +67,40 @@ def _accountant(name: str, mode: str):
     from privfed import accounting
 
     if name == "auto":
-        name = "pure" if mode == "local" else "rdp"
+        name = "pure" if mode == "local" else "rdp"  # central, distributed: RDP
     return {"rdp": accounting.RdpAccountant, "pld": accounting.PldAccountant,
             "pure": accounting.PureCappedRdpAccountant}[name]()
+
+
+class CentralDpAccounted(DifferentialPrivacyServerSideFixedClipping):
+    """Central DP as Flower ships it (the server clips each update to ``clip`` and adds
+    Gaussian noise of standard deviation ``noise_multiplier·clip/cohort`` to the mean), with
+    each aggregated round composed into a privfed accountant as ``GaussianDpEvent(z)`` (the
+    mean of ``cohort`` equally weighted updates moves by at most ``clip/cohort`` when one
+    client is added or removed; no amplification: Flower samples a fixed-size cohort).
+    The ServerApp sees every update in the clear: this protects the released model only."""
+
+    def __init__(self, inner, *, noise_multiplier: float, clip: float, cohort: int,
+                 delta: float, accountant) -> None:
+        from privfed import accounting
+        from privfed.flwr import PrivacyLedger
+
+        super().__init__(inner, noise_multiplier=noise_multiplier, clipping_norm=clip,
+                         num_sampled_clients=cohort)
+        self.event = accounting.GaussianDpEvent(float(noise_multiplier))
+        self.ledger = PrivacyLedger(delta, accountant)
+
+    def aggregate_train(self, server_round, replies):
+        replies = list(replies)
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        if arrays is not None:
+            ok = sum(1 for r in replies if not r.has_error())
+            rec = self.ledger.record(server_round, self.event, ok)
+            metrics = MetricRecord() if metrics is None else metrics
+            metrics["privfed-epsilon"] = rec.epsilon
+        else:
+            self.ledger.record(server_round, None, 0, "not aggregated: nothing released")
+        return arrays, metrics
 
 
 def make_strategy(s: Settings):
@@ -80,6 +121,10 @@ def make_strategy(s: Settings):
         eps = float(probe[s.local_mechanism]().epsilon)
         return LocalDpStrategy(fedavg, epsilon=eps, delta=s.delta,
                                accountant=_accountant(s.accountant, s.privacy))
+    if s.privacy == "central":
+        return CentralDpAccounted(fedavg, noise_multiplier=s.noise_multiplier, clip=s.clip,
+                                  cohort=s.cohort, delta=s.delta,
+                                  accountant=_accountant(s.accountant, s.privacy))
     if s.privacy == "distributed":
         from privfed.flwr import DistributedDpStrategy
 
@@ -87,7 +132,9 @@ def make_strategy(s: Settings):
         return DistributedDpStrategy.planned(
             fedavg, dim=dim, clip=s.clip, bits=s.bits, clients=s.cohort,
             epsilon=s.epsilon, delta=s.delta, rounds=s.num_rounds,
-            dropout_tolerance=s.dropout_tolerance, accountant=_accountant(s.accountant, s.privacy))
+            dropout_tolerance=s.dropout_tolerance, stage_timeout=s.timeout,
+            max_consecutive_aborts=s.max_consecutive_aborts,
+            accountant=_accountant(s.accountant, s.privacy))
     raise ValueError(f"unknown privacy mode {s.privacy!r}")
 
 
@@ -106,7 +153,7 @@ def run(grid: Grid, s: Settings, info: Optional[Dict[str, Any]] = None) -> List[
     strategy = make_strategy(s)
     if info is not None and hasattr(strategy, "params"):
         info["plan"] = dict(strategy.params)
-    test = task.load_mnist(s.data_dir)
+    test = task.test_data(s.data_dir)
     rows: List[Dict[str, Any]] = []
     t_last = [time.perf_counter()]
 
@@ -132,8 +179,17 @@ def run(grid: Grid, s: Settings, info: Optional[Dict[str, Any]] = None) -> List[
         if outcomes and server_round > 0 and outcomes[-1].server_round == server_round:
             o = outcomes[-1]
             row.update({"sampled": o.sampled, "aborted": o.aborted,
-                        "wrap_suspected": o.wrap_suspected,
+                        "abort_reason": o.abort_reason, "wrap_suspected": o.wrap_suspected,
                         "stage_seconds": {k: round(v, 4) for k, v in o.stage_seconds.items()}})
+            if s.result_file:  # what the deployment test checks the decoded sum with
+                row.update({"session_id": o.session_id.hex(),
+                            "survivor_nodes": [int(n) for n in o.survivor_nodes],
+                            "node_to_client": {str(k): v for k, v in o.node_to_client.items()},
+                            "errors": {str(k): v for k, v in o.errors.items()},
+                            "mean": None if o.mean is None else [float(x) for x in o.mean]})
+        if info is not None:
+            info["rounds"] = rows
+            write_result(s, info, "running")
         return MetricRecord({"accuracy": acc, "test-loss": loss})
 
     init = task.init_params()
@@ -148,6 +204,18 @@ def run(grid: Grid, s: Settings, info: Optional[Dict[str, Any]] = None) -> List[
     return rows
 
 
+def write_result(s: Settings, info: Dict[str, Any], status: str, error: str = "") -> None:
+    """``info`` (rounds, plan, settings) and ``status`` as JSON in ``s.result_file``, written
+    to a temporary file and renamed, so a reader never sees half a file."""
+    if not s.result_file:
+        return
+    doc = {"status": status, "error": error, "settings": asdict(s), **info}
+    tmp = f"{s.result_file}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, default=str)
+    os.replace(tmp, s.result_file)
+
+
 def make_server_app(s: Optional[Settings] = None, sink: Optional[Dict[str, Any]] = None) -> ServerApp:
     """A ServerApp running :func:`run` with ``s`` (None: from the run config of ``flwr run``);
     ``sink`` (a dict) receives ``rounds`` and ``plan``."""
@@ -157,7 +225,12 @@ def make_server_app(s: Optional[Settings] = None, sink: Optional[Dict[str, Any]]
     def main(grid: Grid, context: Context) -> None:
         settings = s if s is not None else Settings.from_run_config(dict(context.run_config))
         info: Dict[str, Any] = {}
-        rows = run(grid, settings, info)
+        try:
+            rows = run(grid, settings, info)
+        except Exception as exc:
+            write_result(settings, info, "failed", f"{type(exc).__name__}: {exc}")
+            raise  # the run ends as failed, with the error in its status details
+        write_result(settings, info, "completed")
         if sink is not None:
             sink.update(info)
             sink["rounds"] = rows

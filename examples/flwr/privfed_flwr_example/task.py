@@ -35,19 +35,38 @@ def _read_idx(path: Path) -> np.ndarray:
     raise ValueError(f"{path}: not an IDX image or label file (magic {magic:#x})")
 
 
-def load_mnist(data_dir: str) -> Dict[str, np.ndarray]:
-    """MNIST from ``data_dir/mnist`` (pixels scaled to [0, 1], float32). Cached per process."""
-    key = ("mnist", data_dir)
+_FILES = {"x_train": "train-images-idx3-ubyte.gz", "y_train": "train-labels-idx1-ubyte.gz",
+          "x_test": "t10k-images-idx3-ubyte.gz", "y_test": "t10k-labels-idx1-ubyte.gz"}
+
+
+def _raw(data_dir: str, part: str) -> np.ndarray:
+    """One IDX file of ``data_dir/mnist`` as stored (uint8), read once per process."""
+    key = ("raw", data_dir, part)
     if key not in _CACHE:
         d = Path(data_dir) / "mnist"
         if not d.is_dir():
             raise FileNotFoundError(f"no MNIST at {d} (pass --data-dir or set PRIVFED_DATA_DIR)")
-        _CACHE[key] = {
-            "x_train": (_read_idx(d / "train-images-idx3-ubyte.gz") / 255.0).astype(np.float32),
-            "y_train": _read_idx(d / "train-labels-idx1-ubyte.gz").astype(np.int64),
-            "x_test": (_read_idx(d / "t10k-images-idx3-ubyte.gz") / 255.0).astype(np.float32),
-            "y_test": _read_idx(d / "t10k-labels-idx1-ubyte.gz").astype(np.int64),
-        }
+        _CACHE[key] = _read_idx(d / _FILES[part])
+    return _CACHE[key]  # type: ignore[return-value]
+
+
+def _pixels(raw: np.ndarray) -> np.ndarray:
+    return (raw / 255.0).astype(np.float32)
+
+
+def load_mnist(data_dir: str) -> Dict[str, np.ndarray]:
+    """MNIST from ``data_dir/mnist`` (pixels scaled to [0, 1], float32)."""
+    return {"x_train": _pixels(_raw(data_dir, "x_train")),
+            "y_train": _raw(data_dir, "y_train").astype(np.int64),
+            **test_data(data_dir)}
+
+
+def test_data(data_dir: str) -> Dict[str, np.ndarray]:
+    """The test set only (what the ServerApp evaluates on), cached per process."""
+    key = ("test", data_dir)
+    if key not in _CACHE:
+        _CACHE[key] = {"x_test": _pixels(_raw(data_dir, "x_test")),
+                       "y_test": _raw(data_dir, "y_test").astype(np.int64)}
     return _CACHE[key]  # type: ignore[return-value]
 
 
@@ -59,13 +78,11 @@ def iid_split(rows: int, clients: int, seed: int) -> List[np.ndarray]:
 
 
 def client_data(data_dir: str, clients: int, seed: int, partition: int) -> Tuple[np.ndarray, np.ndarray]:
-    key = ("split", data_dir, clients, seed)
-    if key not in _CACHE:
-        data = load_mnist(data_dir)
-        _CACHE[key] = iid_split(len(data["y_train"]), clients, seed)
-    idx = _CACHE[key][partition]  # type: ignore[index]
-    data = load_mnist(data_dir)
-    return data["x_train"][idx], data["y_train"][idx]
+    """Shard ``partition`` of ``clients``. Only the shard's pixels are converted to float32:
+    a deployed ClientApp runs in a fresh process for every message."""
+    x, y = _raw(data_dir, "x_train"), _raw(data_dir, "y_train")
+    idx = iid_split(len(y), clients, seed)[partition]
+    return _pixels(x[idx]), y[idx].astype(np.int64)
 
 
 # ---------------------------------------------------------------- the model (softmax regression)

@@ -1,4 +1,4 @@
-"""Flower integration (issue 14): privfed's privacy on Flower's Message API (flwr >= 1.41).
+"""Flower integration: privfed's privacy on Flower's Message API (flwr >= 1.41).
 
 Client side (ClientApp mods, ``mod(msg, context, call_next)``):
 
@@ -37,6 +37,7 @@ from .distributed import (
     RoundOutcome,
     SecAggRoundAborted,
     distributed_dp_mod,
+    dropouts_covered,
     plan_for_dropouts,
 )
 from .ledger import PrivacyLedger, RoundRecord
@@ -55,6 +56,7 @@ __all__ = [
     "RoundOutcome",
     "SecAggRoundAborted",
     "plan_for_dropouts",
+    "dropouts_covered",
     "PrivacyLedger",
     "RoundRecord",
     "flatten_arrays",

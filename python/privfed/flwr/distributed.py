@@ -44,7 +44,7 @@ from flwr.serverapp.strategy import Strategy
 from .. import accounting, errors
 from .. import distributed as dist
 from .. import secagg as sa
-from .ledger import LOG, PrivacyLedger
+from .ledger import PrivacyLedger, uncalled_mod_error, warn
 from .records import check_same_layout, flatten_arrays, single_array_record, unflatten_like
 from .strategy_base import WrappedStrategy
 
@@ -92,13 +92,15 @@ class DistributedDpMod:
 
     def __init__(
         self,
-        *,
+        *args: Any,
         arrays_key: Optional[str] = None,
         min_local_noise_stddev: Optional[float] = None,
         max_clip: Optional[float] = None,
         encoder_seed: Optional[Callable[[Context, int], Any]] = None,
         threads: Optional[int] = 1,
     ) -> None:
+        if args:
+            raise uncalled_mod_error("DistributedDpMod", "DistributedDpMod()", args)
         self.arrays_key = arrays_key
         self.min_local_noise_stddev = min_local_noise_stddev
         self.max_clip = max_clip
@@ -201,12 +203,37 @@ class DistributedDpMod:
         return enc.encode(update, threads=self.threads)
 
 
-def distributed_dp_mod(**kw: Any) -> DistributedDpMod:
-    """A :class:`DistributedDpMod` (``ClientApp(mods=[distributed_dp_mod()])``)."""
+def distributed_dp_mod(*args: Any, **kw: Any) -> DistributedDpMod:
+    """A :class:`DistributedDpMod` (``ClientApp(mods=[distributed_dp_mod()])``).
+
+    Passing the factory itself (``mods=[distributed_dp_mod]``) makes Flower call it with a
+    message: that is refused with a TypeError that names the fix."""
+    if args:
+        raise uncalled_mod_error("distributed_dp_mod", "distributed_dp_mod()", args)
     return DistributedDpMod(**kw)
 
 
 # ============================================================================ planning
+def dropouts_covered(clients: int, dropout_tolerance: float) -> int:
+    """How many of ``clients`` may drop out of a round planned with ``dropout_tolerance``:
+    ``⌊clients·dropout_tolerance⌋`` (so ``clients − covered = ⌈clients·(1 − tolerance)⌉``
+    must contribute). A positive tolerance that covers no client is refused with a
+    ValueError naming the smallest tolerance that covers one: 4 clients at 0.2 would need all
+    4 to contribute."""
+    if clients < 1:
+        raise ValueError(f"clients must be at least 1, got {clients}")
+    if not 0.0 <= dropout_tolerance < 1.0:
+        raise ValueError(f"dropout_tolerance must be in [0, 1), got {dropout_tolerance}")
+    # the tolerance is a decimal the user typed: 5·0.2 is one dropout despite binary rounding
+    covered = int(math.floor(clients * dropout_tolerance + 1e-9))
+    if dropout_tolerance > 0 and covered == 0:
+        raise ValueError(
+            f"dropout_tolerance={dropout_tolerance} of {clients} clients covers no dropout "
+            f"(⌈{clients}·{1 - dropout_tolerance:g}⌉ = {clients} must contribute); use "
+            f"dropout_tolerance ≥ {1 / clients:g} to cover one, or 0 to cover none")
+    return covered
+
+
 def plan_for_dropouts(*, dim: int, clip: float, bits: int, clients: int, min_contributors: int,
                       epsilon: float, delta: float, rounds: int, k: float = 4.0) -> Any:
     """A Skellam plan for a cohort of ``clients`` of which at least ``min_contributors``
@@ -246,6 +273,7 @@ class RoundOutcome:
     mean: Optional[np.ndarray] = None  # the decoded mean update (float64, length dim)
     epsilon: float = 0.0  # ε(δ) after this round
     stage_seconds: Dict[str, float] = field(default_factory=dict)
+    errors: Dict[int, str] = field(default_factory=dict)  # node id -> "stage: error text"
     template: Optional[Message] = None
     arrays: Optional[ArrayRecord] = None
     arrays_key: str = "arrays"
@@ -266,18 +294,30 @@ class DistributedDpStrategy(WrappedStrategy):
     Each round: the inner strategy samples its cohort (``configure_train``); the cohort's node
     ids, sorted, become secure-aggregation clients 1..n; the four stages run over the Grid
     (each waits at most ``stage_timeout`` seconds; a node that does not answer, or answers with
-    an error, has dropped). The server decodes the mean of the survivors' clipped updates from
+    an error, has dropped, and its error text is logged as a WARNING and kept in the round's
+    :class:`RoundOutcome`). The server decodes the mean of the survivors' clipped updates from
     the modular sum, and the inner strategy's ``aggregate_train`` receives a single reply
     carrying ``global + mean`` (``num-examples`` = contributors): FedAvg then applies the mean,
     FedOpt-style strategies take it as their pseudo-gradient. The clients' own metrics are not
     sent (they are not protected by the sum).
 
+    Fails loudly:
+
+    * the plan's ``dim`` must be the model's length (checked by :meth:`start` before round 1,
+      and by every ``configure_train``): ValueError;
+    * ``budget`` (ε at ``delta``; by default the plan's target ε when the plan has one, so the
+      planned ε is a budget; ``budget=None`` turns it off): a round whose best case (every
+      sampled client contributes) would take ε(δ) past it raises
+      :class:`privfed.errors.PrivacyBudgetExceeded` (``on_budget="stop"``: a WARNING and no
+      more rounds); a round whose survivors of the masked-input stage would take ε(δ) past it
+      is aborted before unmasking (nothing revealed, nothing accounted);
+    * ``max_consecutive_aborts`` (default 2) aborted rounds in a row raise
+      :class:`SecAggRoundAborted` with the last abort's cause and the clients' error texts
+      (``on_abort="raise"``: the first abort raises; ``None``: never).
+
     Accounting: after a round whose sum was unmasked, ``round_event(plan, survivors)`` (the
     noise of the clients actually in the sum) is composed and ε(δ) logged. An aborted round
-    (survivors below the threshold) reveals nothing and composes nothing; with
-    ``on_abort="raise"`` it raises :class:`SecAggRoundAborted` instead of skipping the round.
-    ``budget``: a round is not started when its worst case (the threshold's number of
-    contributors: less noise than planned) could take ε(δ) past the budget. ``sample_rate``:
+    (survivors below the threshold) reveals nothing and composes nothing. ``sample_rate``:
     as for :class:`~privfed.flwr.LocalDpStrategy` (Flower samples fixed-size cohorts: none).
     A suspected modular wrap (``wrap_suspected``) is accounted but not applied unless
     ``apply_on_wrap``.
@@ -290,43 +330,79 @@ class DistributedDpStrategy(WrappedStrategy):
         plan: Any,
         delta: float,
         accountant: Optional[Any] = None,
-        budget: Optional[float] = None,
+        budget: Any = "plan",
+        on_budget: str = "raise",
         dropout: float = 0.2,
         graph: str = "auto",
         stage_timeout: Optional[float] = 600.0,
         on_abort: str = "skip",
+        max_consecutive_aborts: Optional[int] = 2,
         sample_rate: Optional[float] = None,
         apply_on_wrap: bool = False,
     ) -> None:
         super().__init__(inner)
         if on_abort not in ("skip", "raise"):
             raise ValueError(f"on_abort must be 'skip' or 'raise', got {on_abort!r}")
+        if on_budget not in ("raise", "stop"):
+            raise ValueError(f"on_budget must be 'raise' or 'stop', got {on_budget!r}")
+        if max_consecutive_aborts is not None and max_consecutive_aborts < 1:
+            raise ValueError(
+                f"max_consecutive_aborts must be at least 1 (or None), got {max_consecutive_aborts}")
         self.plan = plan
         self.params = dict(plan.params) if hasattr(plan, "params") else dict(plan)
         self._plan_json = json.dumps(self.params)
+        if isinstance(budget, str):
+            if budget != "plan":
+                raise ValueError(f"budget must be an ε, None or 'plan', got {budget!r}")
+            budget = self._plan_budget(plan, delta)
         self.ledger = PrivacyLedger(delta, accountant, budget)
+        self.on_budget = on_budget
         self.dropout = float(dropout)
         self.graph = graph
         self.stage_timeout = stage_timeout
         self.on_abort = on_abort
+        self.max_consecutive_aborts = max_consecutive_aborts
+        self.consecutive_aborts = 0
         self.sample_rate = sample_rate
         self.apply_on_wrap = apply_on_wrap
         self.rounds: List[RoundOutcome] = []
         self._pending: Optional[RoundOutcome] = None
         self.stopped = False
 
+    @staticmethod
+    def _plan_budget(plan: Any, delta: float) -> Optional[float]:
+        """The plan's target ε (a budget at ``delta``), or None for a plan made from a noise
+        level. A target at another δ than the strategy's is refused: it would not be the ε
+        the strategy reports."""
+        eps = getattr(plan, "epsilon", None)
+        if eps is None:
+            return None
+        pdelta = getattr(plan, "delta", None)
+        if pdelta is not None and not math.isclose(float(pdelta), float(delta), rel_tol=1e-12):
+            raise ValueError(
+                f"the plan targets ε = {eps} at δ = {pdelta}, the strategy reports at δ = "
+                f"{delta}: give the same δ, or budget= explicitly")
+        return float(eps)
+
+    @property
+    def dim(self) -> int:
+        """The model length the plan is for."""
+        return int(self.params["dim"])
+
     @classmethod
     def planned(cls, inner: Strategy, *, dim: int, clip: float, bits: int, clients: int,
                 epsilon: float, delta: float, rounds: int, dropout_tolerance: float = 0.2,
                 k: float = 4.0, **kw: Any) -> "DistributedDpStrategy":
         """Plans the noise so that ε(δ) after ``rounds`` rounds is at most ``epsilon`` as long
-        as at least ``⌈clients·(1 − dropout_tolerance)⌉`` clients contribute to every round
-        (more contributors only add noise), and the modular range for the sum of all
-        ``clients`` (:func:`plan_for_dropouts`)."""
-        m = max(1, math.ceil(clients * (1.0 - dropout_tolerance)))
+        as at least ``clients − dropouts_covered`` clients contribute to every round (more
+        contributors only add noise), and the modular range for the sum of all ``clients``
+        (:func:`plan_for_dropouts`). ``dropouts_covered = ⌊clients·dropout_tolerance⌋``
+        (:func:`dropouts_covered`); a positive tolerance that covers no dropout (4 clients at
+        0.2) is refused. ``epsilon`` is the run's budget unless ``budget=`` says otherwise."""
+        covered = dropouts_covered(clients, dropout_tolerance)
         plan = plan_for_dropouts(dim=dim, clip=clip, bits=bits, clients=clients,
-                                 min_contributors=m, epsilon=epsilon, delta=delta,
-                                 rounds=rounds, k=k)
+                                 min_contributors=clients - covered, epsilon=epsilon,
+                                 delta=delta, rounds=rounds, k=k)
         return cls(inner, plan=plan, delta=delta, dropout=dropout_tolerance, **kw)
 
     @property
@@ -339,47 +415,99 @@ class DistributedDpStrategy(WrappedStrategy):
             ev = accounting.PoissonSampledDpEvent(float(self.sample_rate), ev)
         return ev
 
+    def check_arrays(self, arrays: ArrayRecord) -> None:
+        """ValueError unless the model's length is the plan's ``dim``."""
+        n = int(flatten_arrays(arrays).size)
+        if n != self.dim:
+            shapes = {k: tuple(a.shape) for k, a in arrays.items()}
+            raise ValueError(
+                f"the plan is for a model of {self.dim} parameters, the model has {n} "
+                f"({shapes}); plan with dim={n}")
+
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, *args: Any, **kw: Any):
+        """Checks the plan against ``initial_arrays``, then runs the inner loop."""
+        self.check_arrays(initial_arrays)
+        return super().start(grid, initial_arrays, *args, **kw)
+
     # ------------------------------------------------------------------ the round
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         self._pending = None
         if self.stopped:
             return []
+        self.check_arrays(arrays)
         msgs = list(self.inner.configure_train(server_round, arrays, config, grid))
         if not msgs:
             return []
         n = len({m.metadata.dst_node_id for m in msgs})
-        cfg = sa.round_config(n, int(self.params["bits"]), int(self.params["padded_dim"]),
-                            dropout=self.dropout, graph=self.graph)
-        if self.ledger.would_exceed(self._event(int(cfg.threshold))):
+        if self.ledger.would_exceed(self._event(n)):
+            what = f"even with all {n} sampled clients contributing, the round"
+            if self.on_budget == "raise":
+                self.ledger.check(server_round, self._event(n), what)
             self.stopped = True
+            warn("privfed: round %d and later not started: %s would exceed the budget %g",
+                 server_round, what, self.ledger.budget)
             self.ledger.record(server_round, None, 0, "budget reached: round not started")
             return []
+        cfg = sa.round_config(n, int(self.params["bits"]), int(self.params["padded_dim"]),
+                            dropout=self.dropout, graph=self.graph)
         self._pending = self._secure_round(server_round, msgs, cfg, grid)
         # The round ran over the grid already; Strategy.start sends nothing more.
         return []
 
     def _exchange(self, grid: Grid, contents: Dict[int, RecordDict], stage: str,
-                  ids: Dict[int, int]) -> Dict[int, bytes]:
-        """Sends each node its content; returns the stage answers of those that replied."""
+                  res: "RoundOutcome") -> Dict[int, bytes]:
+        """Sends each node its content; returns the stage answers of those that replied.
+        A node's error reply is logged as a WARNING with its text and kept in ``res.errors``;
+        a node that did not answer in time is logged too."""
         out = [Message(content=c, dst_node_id=nid, message_type=MessageType.TRAIN)
                for nid, c in contents.items()]
         replies = grid.send_and_receive(out, timeout=self.stage_timeout)
         got: Dict[int, bytes] = {}
         for r in replies:
             nid = r.metadata.src_node_id
-            if nid not in contents or r.has_error():
-                if r.has_error():
-                    LOG.info("privfed secagg: node %s dropped at %s: %s", nid, stage,
-                             r.error.reason)
+            if nid not in contents:
+                continue
+            if r.has_error():
+                reason = f"{stage}: {r.error.reason}"
+                res.errors[nid] = reason
+                warn("privfed secagg: round %d: node %s failed at %s", res.server_round, nid,
+                     reason)
                 continue
             rec = r.content.config_records.get(SECAGG_RECORD)
             if rec is None or str(rec["stage"]) != stage:
-                LOG.warning("privfed secagg: node %s answered %s with something else", nid,
-                            stage)
+                res.errors[nid] = f"{stage}: answered with something else"
+                warn("privfed secagg: round %d: node %s answered %s with something else",
+                     res.server_round, nid, stage)
                 continue
             got[nid] = bytes(rec["message"])
+        silent = [nid for nid in contents if nid not in got and nid not in res.errors]
+        if silent:
+            warn("privfed secagg: round %d: %d node(s) did not answer %s within %s s: %s",
+                 res.server_round, len(silent), stage, self.stage_timeout, silent)
         return got
+
+    def _abort(self, res: "RoundOutcome", reason: str) -> "RoundOutcome":
+        """Ends ``res`` as aborted: nothing revealed, nothing accounted; raises when
+        ``on_abort="raise"`` or the streak of aborts reached ``max_consecutive_aborts``."""
+        res.aborted = True
+        res.abort_reason = reason
+        note = f"secure aggregation aborted {reason}; nothing revealed"
+        rec = self.ledger.record(res.server_round, None, 0, note)
+        res.epsilon = rec.epsilon
+        self.rounds.append(res)
+        self.consecutive_aborts += 1
+        causes = "; ".join(f"node {n}: {e}" for n, e in sorted(res.errors.items()))
+        full = note + (f" (clients' errors: {causes})" if causes else "")
+        warn("privfed: round %d: %s", res.server_round, full)
+        if self.on_abort == "raise":
+            raise SecAggRoundAborted(full)
+        if (self.max_consecutive_aborts is not None
+                and self.consecutive_aborts >= self.max_consecutive_aborts):
+            raise SecAggRoundAborted(
+                f"{self.consecutive_aborts} rounds in a row aborted (max_consecutive_aborts="
+                f"{self.max_consecutive_aborts}); the last: round {res.server_round}: {full}")
+        return res
 
     def _secure_round(self, server_round: int, msgs: List[Message], cfg: Any,
                       grid: Grid) -> RoundOutcome:
@@ -412,13 +540,25 @@ class DistributedDpStrategy(WrappedStrategy):
                 else:
                     content = RecordDict({SECAGG_RECORD: rec})
                 contents[nid] = content
-            answers = self._exchange(grid, contents, stage, ids)
+            if stage == "unmasking":
+                # The survivors are known now, before anything is unmasked: refuse a round
+                # whose sum would take ε past the budget (fewer contributors than planned).
+                m = len(alive)
+                if m > 0 and self.ledger.would_exceed(self._event(m)):
+                    after = self.ledger.epsilon_after(self._event(m))
+                    reason = (f"before unmasking: {m} survivors would take ε to "
+                              f"{after if after is None else round(after, 4)} at δ = "
+                              f"{self.ledger.delta:g}, past the budget {self.ledger.budget:g}")
+                    res.stage_seconds[stage] = time.perf_counter() - t0
+                    return self._abort(res, reason)
+            answers = self._exchange(grid, contents, stage, res)
             for nid, data in answers.items():
                 try:
                     server.receive(data)
                 except errors.ProtocolError as exc:
-                    LOG.warning("privfed secagg: node %s: %s message refused: %s", nid, stage,
-                                exc)
+                    res.errors[nid] = f"{stage}: message refused by the server: {exc}"
+                    warn("privfed secagg: round %d: node %s: %s message refused: %s",
+                         server_round, nid, stage, exc)
                     answers = {k: v for k, v in answers.items() if k != nid}
             status = server.close_stage()
             res.stage_seconds[stage] = time.perf_counter() - t0
@@ -427,14 +567,10 @@ class DistributedDpStrategy(WrappedStrategy):
                 res.aborted = True
                 res.abort_reason = f"at {stage}: {server.abort_reason}"
                 break
+        if not res.aborted:
+            self.consecutive_aborts = 0
         if res.aborted:
-            note = f"secure aggregation aborted {res.abort_reason}; nothing revealed"
-            rec = self.ledger.record(server_round, None, 0, note)
-            res.epsilon = rec.epsilon
-            self.rounds.append(res)
-            if self.on_abort == "raise":
-                raise SecAggRoundAborted(note)
-            return res
+            return self._abort(res, res.abort_reason or "")
         t0 = time.perf_counter()
         output = server.output
         res.survivors = sorted(int(c) for c in output["survivors"])

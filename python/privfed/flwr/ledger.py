@@ -8,9 +8,27 @@ from typing import Any, List, Optional
 
 from flwr.supercore import log as flwr_log
 
-from .. import accounting
+from .. import accounting, errors
 
 LOG = logging.getLogger("privfed.flwr")
+
+
+def warn(msg: str, *args: Any) -> None:
+    """A WARNING in Flower's log (what a SuperLink operator reads, and ``flwr log`` shows).
+    Not repeated on privfed's logger: without a handler Python would print it a second time
+    to stderr, which a deployed ServerApp's log also captures."""
+    flwr_log(logging.WARNING, msg, *args)
+
+
+def uncalled_mod_error(name: str, fix: str, args: tuple) -> TypeError:
+    """The error of a mod factory that Flower called as a mod (``mods=[factory]``: Flower
+    passes it the message, the context and ``call_next``)."""
+    looks_like_a_call = len(args) == 3 and type(args[0]).__name__ == "Message"
+    why = (" (Flower called it with a message: the factory itself was passed as a mod)"
+           if looks_like_a_call else "")
+    return TypeError(
+        f"privfed.flwr.{name} makes a mod; pass its result, ClientApp(mods=[{fix}]), "
+        f"not the function{why}")
 
 
 @dataclass
@@ -28,7 +46,8 @@ class PrivacyLedger:
     """A privfed accountant plus the per-round history the strategies report.
 
     ``accountant`` defaults to :class:`privfed.accounting.RdpAccountant`; ``budget`` (an ε at
-    ``delta``) makes :meth:`would_exceed` answer whether a planned event would cross it.
+    ``delta``) makes :meth:`would_exceed` answer whether a planned event would cross it, and
+    :meth:`check` raise :class:`privfed.errors.PrivacyBudgetExceeded` if it would.
     """
 
     def __init__(
@@ -53,6 +72,29 @@ class PrivacyLedger:
         if self.budget is None:
             return False
         return bool(self.accountant.would_exceed((self.budget, self.delta), event))
+
+    def epsilon_after(self, event: Any) -> Optional[float]:
+        """ε(δ) if ``event`` were composed now (on a copy made through ``state_dict``; None
+        when the accountant cannot be copied that way)."""
+        try:
+            twin = type(self.accountant)()
+            twin.load_state_dict(self.accountant.state_dict())
+            twin.compose(event)
+            return float(twin.get_epsilon(self.delta))
+        except Exception:  # noqa: BLE001 - only the message's number is lost
+            return None
+
+    def check(self, server_round: int, event: Any, what: str) -> None:
+        """Raises :class:`privfed.errors.PrivacyBudgetExceeded` (after a WARNING) when
+        composing ``event`` would take ε(δ) past the budget; ``what`` names the event."""
+        if not self.would_exceed(event):
+            return
+        after = self.epsilon_after(event)
+        to = f" to {after:.4f}" if after is not None else ""
+        msg = (f"privfed: round {server_round}: {what} would take ε from {self.epsilon:.4f}"
+               f"{to} at δ = {self.delta:g}, past the budget {self.budget:g}")
+        warn("%s", msg)
+        raise errors.PrivacyBudgetExceeded(msg)
 
     def record(self, server_round: int, event: Optional[Any], contributors: int,
                note: str = "") -> RoundRecord:

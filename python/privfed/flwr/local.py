@@ -11,7 +11,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from .. import accounting
-from .ledger import PrivacyLedger
+from .ledger import PrivacyLedger, uncalled_mod_error, warn
 from .records import check_same_layout, flatten_arrays, single_array_record, unflatten_like
 from .strategy_base import WrappedStrategy
 
@@ -151,9 +151,17 @@ class PrivatizeMod:
         return out
 
 
-def privatize_mod(randomizer: RandomizerOrFactory, clip: float, *,
+def privatize_mod(randomizer: RandomizerOrFactory, clip: Any = None, *extra: Any,
                   arrays_key: Optional[str] = None) -> PrivatizeMod:
-    """A :class:`PrivatizeMod` (``ClientApp(mods=[privatize_mod(...)])``)."""
+    """A :class:`PrivatizeMod` (``ClientApp(mods=[privatize_mod(...)])``).
+
+    Passing the factory itself (``mods=[privatize_mod]``) makes Flower call it with a message:
+    that is refused with a TypeError that names the fix."""
+    if extra or isinstance(randomizer, Message):
+        raise uncalled_mod_error("privatize_mod", "privatize_mod(randomizer, clip)",
+                                 (randomizer, clip, *extra))
+    if clip is None:
+        raise TypeError("privatize_mod needs clip= (the l2 norm each update is clipped to)")
     return PrivatizeMod(randomizer, clip, arrays_key=arrays_key)
 
 
@@ -176,9 +184,12 @@ class LocalDpStrategy(WrappedStrategy):
     (or δ) than declared, are left out of the aggregate (counted in ``privfed-refused``).
     ``sample_rate`` amplifies only if the cohort really is Poisson-sampled; Flower's strategies
     sample a fixed-size cohort, accounted here without amplification (the default).
-    ``budget``: rounds whose event would take ε(δ) past it are not started. The default
-    accountant is :class:`privfed.accounting.PureCappedRdpAccountant` (RDP, never above the
-    pure composition Σε).
+    ``budget`` (ε at ``delta``): a round whose event would take ε(δ) past it is not started
+    and :class:`privfed.errors.PrivacyBudgetExceeded` is raised (``on_budget="stop"``: a
+    WARNING and no more rounds). Error replies are logged as WARNINGs with the client's text
+    and counted in ``privfed-failed``. The default accountant is
+    :class:`privfed.accounting.PureCappedRdpAccountant` (RDP, never above the pure
+    composition Σε).
     """
 
     def __init__(
@@ -191,8 +202,12 @@ class LocalDpStrategy(WrappedStrategy):
         accountant: Optional[Any] = None,
         sample_rate: Optional[float] = None,
         budget: Optional[float] = None,
+        on_budget: str = "raise",
     ) -> None:
         super().__init__(inner)
+        if on_budget not in ("raise", "stop"):
+            raise ValueError(f"on_budget must be 'raise' or 'stop', got {on_budget!r}")
+        self.on_budget = on_budget
         if not epsilon > 0:
             raise ValueError(f"epsilon must be positive, got {epsilon}")
         if local_delta != 0.0:
@@ -211,16 +226,26 @@ class LocalDpStrategy(WrappedStrategy):
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
-        if self.stopped or self.ledger.would_exceed(self.event):
+        if self.stopped:
+            return []
+        if self.ledger.would_exceed(self.event):
+            what = f"a round of ε₀ = {self.epsilon_per_report:g} reports"
+            if self.on_budget == "raise":
+                self.ledger.check(server_round, self.event, what)
             self.stopped = True
+            warn("privfed: round %d and later not started: %s would exceed the budget %g",
+                 server_round, what, self.ledger.budget)
             self.ledger.record(server_round, None, 0, "budget reached: round not started")
             return []
         return self.inner.configure_train(server_round, arrays, config, grid)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
-        ok, refused = [], 0
+        ok, refused, failed = [], 0, 0
         for m in replies:
             if m.has_error():
+                failed += 1
+                warn("privfed: round %d: node %s failed: %s", server_round,
+                     m.metadata.src_node_id, m.error.reason)
                 continue
             rec = m.content.config_records.get(PRIVFED_RECORD)
             if (rec is None or float(rec["epsilon"]) > self.epsilon_per_report * (1 + 1e-9)
@@ -228,6 +253,9 @@ class LocalDpStrategy(WrappedStrategy):
                 refused += 1
                 continue
             ok.append(m)
+        if refused:
+            warn("privfed: round %d: %d repl(ies) left out: not privatized, or at more than "
+                 "ε₀ = %g", server_round, refused, self.epsilon_per_report)
         if not ok:
             self.ledger.record(server_round, None, 0, "no privatized reply")
             return None, None
@@ -236,4 +264,5 @@ class LocalDpStrategy(WrappedStrategy):
         metrics = MetricRecord() if metrics is None else metrics
         metrics["privfed-epsilon"] = rec.epsilon
         metrics["privfed-refused"] = refused
+        metrics["privfed-failed"] = failed
         return arrays, metrics

@@ -20,10 +20,16 @@ Cases (δ = 1e-5, noise multiplier 1.1, sample rate 0.01):
   ledger coalesced runs).
 * **PLD step**: `--pld-steps` steps on privfed's `PLDAccountant` (h = 1e-4), then the first
   `get_epsilon` (builds the PLD by one self-composition), one more step and a query (the cached
-  prefix + the last run), and a query with nothing new (cached).
+  prefix + the last run), a query with nothing new (cached), then `--query-rounds` rounds of
+  step + query (as a training loop that logs ε every round), with the same event and with an
+  event that changes every round (nothing coalesces).
 * **Reload**: `state_dict()` → JSON → `load_state_dict()` into a fresh accountant after
   `--reload-steps` steps (RDP and PLD: size of the JSON, seconds to reload, seconds to the first
   ε after reload), and the older one-entry-per-step state of the same ledger (still accepted).
+
+`--legacy` runs only the RDP and PLD step / query / reload cases with the names an older build
+has (`--legacy-rdp-steps`, `--legacy-pld-steps`), for a before/after comparison with that build's
+interpreter.
 
 Opacus 1.5.4's accountant classes are imported with a stand-in for `opacus.optimizers` when torch
 is missing (their accounting code does not use torch; only `opacus.accountants.accountant`
@@ -87,17 +93,64 @@ def median_time(fn, repeats):
     return value, statistics.median(times), min(times)
 
 
+def legacy(args):
+    """The same cases with only the names an older privfed build has (`--legacy`, for a
+    before/after comparison: run this script with that build's interpreter)."""
+    rows = []
+    for name, make, steps in [("RDP", P.RdpAccountant, args.legacy_rdp_steps),
+                              ("PLD", P.PldAccountant, args.legacy_pld_steps)]:
+        a = make()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            a.step(noise_multiplier=Z, sample_rate=Q)
+        t_steps = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        eps = a.get_epsilon(DELTA)
+        t_eps = time.perf_counter() - t0
+        text = json.dumps(a.state_dict())
+        t0 = time.perf_counter()
+        b = make()
+        b.load_state_dict(json.loads(text))
+        t_reload = time.perf_counter() - t0
+        rows.append({"accountant": name, "steps": steps, "step_s": t_steps / steps,
+                     "epsilon": eps, "epsilon_s": t_eps, "state_bytes": len(text),
+                     "reload_s": t_reload})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--legacy", action="store_true",
+                    help="only the names an older build has (before/after comparisons)")
+    ap.add_argument("--legacy-rdp-steps", type=int, default=1000)
+    ap.add_argument("--legacy-pld-steps", type=int, default=200)
     ap.add_argument("--steps", type=int, default=10_000)
     ap.add_argument("--changing-steps", type=int, default=1000)
     ap.add_argument("--pld-steps", type=int, default=10_000)
     ap.add_argument("--reload-steps", type=int, default=20_000)
+    ap.add_argument("--query-rounds", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
     load_start = os.getloadavg()[0]
     log(f"load average (1 min) at start: {load_start:.2f}")
+    if args.legacy:
+        rows = legacy(args)
+        load_end = os.getloadavg()[0]
+        print(f"privfed {privfed.__version__} (legacy names only); load average (1 min) "
+              f"{load_start:.2f} at start, {load_end:.2f} at end\n")
+        print("| accountant | steps | per step | ε after | ε query | state | reload |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['accountant']} | {r['steps']} | {r['step_s'] * 1e3:.4g} ms | "
+                  f"{r['epsilon']:.6f} | {r['epsilon_s'] * 1e3:.4g} ms | {r['state_bytes']:,} B | "
+                  f"{r['reload_s']:.4g} s |")
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump({"script": "scripts/bench/py_accountant_steps.py", "argv": sys.argv,
+                           "load_average_1min": {"start": load_start, "end": load_end},
+                           "rows": rows}, f, indent=2)
+        return
     Opacus, opacus_version, how = load_opacus()
     log(f"opacus: {opacus_version} ({how})")
     rows = []
@@ -173,6 +226,20 @@ def main():
     t0 = time.perf_counter()
     pld.get_epsilon(delta=DELTA)
     row("PLD: ε again, nothing new", "privfed", time.perf_counter() - t0, 1)
+    rounds = args.query_rounds
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        pld.step(noise_multiplier=Z, sample_rate=Q)
+        pld.get_epsilon(delta=DELTA)
+    row(f"PLD: step() and ε every step, {rounds} more steps", "privfed",
+        time.perf_counter() - t0, rounds, "one self-composition of the last run per query")
+    t0 = time.perf_counter()
+    for i in range(rounds):
+        pld.step(noise_multiplier=Z + 1e-9 * (i + 1), sample_rate=Q)
+        pld.get_epsilon(delta=DELTA)
+    row(f"PLD: step() and ε every step, a different event each step, {rounds} steps", "privfed",
+        time.perf_counter() - t0, rounds,
+        "one composition into the cached prefix per step (what every step cost before)")
 
     # ---- reload ----
     r = args.reload_steps

@@ -38,35 +38,43 @@ pub struct LedgerRun {
 /// run, whatever `T` (serde: `{"runs": [{"event": ..., "count": n}, ...]}`; the older form with
 /// one entry per composition, `{"events": [...]}`, still deserializes, coalesced).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(from = "LedgerRepr")]
+#[serde(try_from = "LedgerRepr")]
 pub struct Ledger {
     runs: Vec<LedgerRun>,
 }
 
 /// The serialized forms a ledger is read from: runs, or one entry per composition (older files).
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum LedgerRepr {
-    Runs { runs: Vec<LedgerRun> },
-    Events { events: Vec<DpEvent> },
+#[serde(deny_unknown_fields)]
+struct LedgerRepr {
+    #[serde(default)]
+    runs: Option<Vec<LedgerRun>>,
+    #[serde(default)]
+    events: Option<Vec<DpEvent>>,
 }
 
-impl From<LedgerRepr> for Ledger {
-    fn from(r: LedgerRepr) -> Self {
+impl TryFrom<LedgerRepr> for Ledger {
+    type Error = String;
+
+    fn try_from(r: LedgerRepr) -> std::result::Result<Self, String> {
         let mut ledger = Ledger::new();
-        match r {
-            LedgerRepr::Runs { runs } => {
+        match (r.runs, r.events) {
+            (Some(runs), None) => {
                 for run in runs {
                     ledger.record(&run.event, run.count);
                 }
             }
-            LedgerRepr::Events { events } => {
+            (None, Some(events)) => {
                 for e in &events {
                     ledger.record(e, 1);
                 }
             }
+            (None, None) => {}
+            (Some(_), Some(_)) => {
+                return Err("a ledger has `runs` or (older) `events`, not both".into());
+            }
         }
-        ledger
+        Ok(ledger)
     }
 }
 
@@ -129,17 +137,15 @@ impl Ledger {
     /// (`None` when `event` starts a new run), or an error if it overflows `u64`.
     pub(crate) fn merged_count(&self, event: &DpEvent, count: u64) -> Result<Option<u64>> {
         match self.runs.last() {
-            Some(last) if last.event == *event => last
-                .count
-                .checked_add(count)
-                .map(Some)
-                .ok_or_else(|| {
+            Some(last) if last.event == *event => {
+                last.count.checked_add(count).map(Some).ok_or_else(|| {
                     AccountingError::invalid(
                         "count",
                         count as f64,
                         "the run's total composition count overflows u64",
                     )
-                }),
+                })
+            }
             _ => Ok(None),
         }
     }
@@ -441,6 +447,10 @@ mod tests {
         let old = serde_json::json!({ "events": stepped.ledger().events() });
         let back: Ledger = serde_json::from_value(old).unwrap();
         assert_eq!(&back, stepped.ledger());
+        let both = serde_json::json!({ "events": [], "runs": [] });
+        assert!(serde_json::from_value::<Ledger>(both).is_err());
+        let empty: Ledger = serde_json::from_str("{}").unwrap();
+        assert!(empty.is_empty());
         // A different event starts a new run, then the old event another.
         let g = DpEvent::Gaussian {
             noise_multiplier: 5.0,

@@ -1062,9 +1062,7 @@ mod tests {
             ];
             for j in 3..=alpha {
                 let jf = j as f64;
-                t.push(
-                    jf * q.ln() + log_comb(a, jf) + 2f64.ln() + (jf - 1.0) * jf / (2.0 * z * z),
-                );
+                t.push(jf * q.ln() + log_comb(a, jf) + 2f64.ln() + (jf - 1.0) * jf / (2.0 * z * z));
             }
             let plain = log_sum_exp(&t);
             assert!(wor_gaussian_log_a_int(q, z, alpha, &deltas) <= plain + 1e-12);
@@ -1076,8 +1074,18 @@ mod tests {
         let d2 = g(2.0) - 2.0 * g(1.0) + g(0.0);
         let d3 = g(3.0) - 3.0 * g(2.0) + 3.0 * g(1.0) - g(0.0);
         assert!((deltas[0] - d1.abs().ln()).abs() < 1e-12 || d1 == 0.0);
-        assert!((deltas[1] - d2.ln()).abs() < 1e-12, "{} {}", deltas[1], d2.ln());
-        assert!((deltas[2] - d3.ln()).abs() < 1e-12, "{} {}", deltas[2], d3.ln());
+        assert!(
+            (deltas[1] - d2.ln()).abs() < 1e-12,
+            "{} {}",
+            deltas[1],
+            d2.ln()
+        );
+        assert!(
+            (deltas[2] - d3.ln()).abs() < 1e-12,
+            "{} {}",
+            deltas[2],
+            d3.ln()
+        );
         // Compositions of Gaussians inside are their effective Gaussian.
         let two = DpEvent::Composed {
             events: vec![gauss(2.0), gauss(2.0)],

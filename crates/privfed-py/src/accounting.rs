@@ -25,7 +25,9 @@ pub fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<DpEvent> {
         obj.clone()
     } else {
         let m = obj.py().import("privfed.accounting")?;
-        if m.call_method1("_is_dp_accounting_event", (obj,))?.is_truthy()? {
+        if m.call_method1("_is_dp_accounting_event", (obj,))?
+            .is_truthy()?
+        {
             m.call_method1("_from_dp_accounting", (obj,))?
         } else {
             let ty = obj.get_type().name()?.to_string();
@@ -113,8 +115,7 @@ impl AnyAccountant {
     fn fresh(&self) -> Self {
         match self {
             Self::Rdp(a) => Self::Rdp(
-                RdpAccountant::with_relation(a.orders().to_vec(), a.relation())
-                    .unwrap_or_default(),
+                RdpAccountant::with_relation(a.orders().to_vec(), a.relation()).unwrap_or_default(),
             ),
             Self::Pld(a) => Self::Pld(
                 PldAccountant::with_discretization(a.value_discretization_interval())
@@ -130,10 +131,7 @@ impl AnyAccountant {
             Self::Rdp(a) => {
                 d.set_item("accountant", "rdp")?;
                 d.set_item("orders", PyList::new(py, a.orders())?)?;
-                d.set_item(
-                    "neighbouring_relation",
-                    to_python(py, &a.relation())?,
-                )?;
+                d.set_item("neighbouring_relation", to_python(py, &a.relation())?)?;
             }
             Self::Pld(a) => {
                 d.set_item("accountant", "pld")?;
@@ -373,17 +371,13 @@ impl Accountant {
                 ));
             }
         }
-        let ledger: Ledger = if let Some(runs) = state.get_item("runs")? {
-            let d = PyDict::new(py);
-            d.set_item("runs", runs)?;
-            from_python(&d, "state", Kind::InvalidParameter)?
-        } else if let Some(events) = state.get_item("events")? {
-            let d = PyDict::new(py);
-            d.set_item("events", events)?;
-            from_python(&d, "state", Kind::InvalidParameter)?
-        } else {
-            return Err(invalid("state", "no `runs` (or `events`)"));
-        };
+        let d = PyDict::new(py);
+        match (state.get_item("runs")?, state.get_item("events")?) {
+            (Some(runs), _) => d.set_item("runs", runs)?,
+            (None, Some(events)) => d.set_item("events", events)?,
+            (None, None) => return Err(invalid("state", "no `runs` (or `events`)")),
+        }
+        let ledger: Ledger = from_python(&d, "state", Kind::InvalidParameter)?;
         let mut fresh = self.inner.fresh();
         py.detach(|| {
             ledger

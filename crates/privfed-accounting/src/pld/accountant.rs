@@ -84,7 +84,7 @@ pub struct PldAccountant {
     pub(super) h: f64,
     pub(super) tail: f64,
     pub(super) ledger: Ledger,
-    cache: Mutex<Option<PldCache>>,
+    cache: Mutex<Option<Box<PldCache>>>,
 }
 
 /// The composed state of a prefix of the ledger's runs.
@@ -193,14 +193,16 @@ impl PldAccountant {
         };
         let n = runs.len();
         let mut guard = lock(&self.cache);
-        let cache = guard.get_or_insert_with(|| PldCache {
-            closed: 0,
-            prefix: fresh(),
-            full: None,
+        let cache = guard.get_or_insert_with(|| {
+            Box::new(PldCache {
+                closed: 0,
+                prefix: fresh(),
+                full: None,
+            })
         });
         if cache.closed > n - 1 {
             // Only a cache from another ledger could be longer: start again.
-            *cache = PldCache {
+            **cache = PldCache {
                 closed: 0,
                 prefix: fresh(),
                 full: None,

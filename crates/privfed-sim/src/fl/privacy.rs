@@ -127,11 +127,8 @@ impl Accountant {
         match cfg.neighbouring_relation() {
             NeighbouringRelation::AddOrRemoveOne => Self::new(cfg.accounting.accountant),
             relation => Accountant::Rdp(
-                RdpAccountant::with_relation(
-                    privfed_accounting::rdp::default_orders(),
-                    relation,
-                )
-                .unwrap_or_default(),
+                RdpAccountant::with_relation(privfed_accounting::rdp::default_orders(), relation)
+                    .unwrap_or_default(),
             ),
         }
     }

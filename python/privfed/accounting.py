@@ -9,7 +9,12 @@ Events describe what was released; accountants compose them and answer ε for δ
 
 Every event round-trips through ``to_dict()`` / :func:`event_from_dict` (the serde form of the
 Rust ``privfed_accounting::DpEvent``, as in ``privfed account`` files). Sensitivities are 1 unless
-the event says otherwise, under add/remove-one neighbours. Formulas: docs/ALGORITHMS.md §5.
+the event says otherwise, under add/remove-one neighbours (replace-one for
+:class:`SampledWithoutReplacementDpEvent`). Formulas: docs/ALGORITHMS.md §5.
+
+dp_accounting's own event objects are accepted wherever an event is (converted by their class
+names, so dp_accounting is never imported for it), and ``event.to_dp_event()`` builds one when
+dp_accounting is installed; it is not a dependency of privfed.
 """
 
 from __future__ import annotations
@@ -39,12 +44,14 @@ __all__ = [
     "LocalSampledDpEvent",
     "ComposedDpEvent",
     "SelfComposedDpEvent",
+    "SampledWithoutReplacementDpEvent",
     "RdpCurveDpEvent",
     "NoOpDpEvent",
     "event_from_dict",
     "PrivacyAccountant",
     "RdpAccountant",
     "PldAccountant",
+    "PLDAccountant",
     "PureCappedRdpAccountant",
     "get_noise_multiplier",
     "get_laplace_scale",
@@ -67,6 +74,12 @@ class DpEvent:
 
     def _validate(self) -> None:
         _native.validate_event(self.to_dict())
+
+    def to_dp_event(self) -> Any:
+        """The same event as a dp_accounting ``DpEvent`` (needs ``pip install dp-accounting``).
+        Raises :class:`~privfed.errors.UnsupportedEvent` for privfed's own events that
+        dp_accounting has no class for (pure DP, Skellam, local sampling, RDP curves, ...)."""
+        return _to_dp_event(self.to_dict())
 
 
 @dataclass(frozen=True)
@@ -220,6 +233,31 @@ class SelfComposedDpEvent(DpEvent):
 
 
 @dataclass(frozen=True)
+class SampledWithoutReplacementDpEvent(DpEvent):
+    """``event`` run on ``sample_size`` records drawn uniformly without replacement from
+    ``source_dataset_size`` (e.g. a fixed-size cohort of clients; dp_accounting's name and field
+    order). Stated under **replace-one** neighbours: ``event``'s sensitivities are replace-one
+    sensitivities (a sum of updates clipped to C has sensitivity 2C, so noise of standard deviation
+    z·C is ``GaussianDpEvent(z / 2)`` here). Composed by ``RdpAccountant(neighboring_relation=
+    "replace_one")`` for Gaussian events, as dp_accounting 0.6.0."""
+
+    source_dataset_size: int
+    sample_size: int
+    event: DpEvent
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "type": "sampled_without_replacement",
+            "source_dataset_size": int(self.source_dataset_size),
+            "sample_size": int(self.sample_size),
+            "event": _as_dict(self.event),
+        }
+
+
+@dataclass(frozen=True)
 class RdpCurveDpEvent(DpEvent):
     """A mechanism given by its RDP curve: ``(orders[i], epsilons[i])``-RDP for each i."""
 
@@ -245,7 +283,83 @@ def _as_dict(event: Any) -> Dict[str, Any]:
         return event.to_dict()
     if isinstance(event, dict):
         return event
-    raise TypeError(f"expected a privfed.accounting event or its dict, got {type(event).__name__}")
+    if _is_dp_accounting_event(event):
+        return _from_dp_accounting(event)
+    raise TypeError(
+        "expected a privfed.accounting event, its dict or a dp_accounting event, got "
+        f"{type(event).__name__}"
+    )
+
+
+def _is_dp_accounting_event(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "dp_accounting"
+
+
+def _from_dp_accounting(e: Any) -> Dict[str, Any]:
+    """The serde dict of a dp_accounting event, by class name (dp_accounting is not imported):
+    Gaussian, Laplace, PoissonSampled, SampledWithoutReplacement, SelfComposed, Composed, NoOp.
+    Anything else raises :class:`~privfed.errors.UnsupportedEvent` naming the class."""
+    name = type(e).__name__
+    if name == "GaussianDpEvent":
+        return {"type": "gaussian", "noise_multiplier": float(e.noise_multiplier)}
+    if name == "LaplaceDpEvent":
+        # dp_accounting's Laplace `noise_multiplier` is the scale over the ℓ1 sensitivity.
+        return {"type": "laplace", "scale": float(e.noise_multiplier)}
+    if name == "PoissonSampledDpEvent":
+        return {
+            "type": "poisson_sampled",
+            "rate": float(e.sampling_probability),
+            "event": _from_dp_accounting(e.event),
+        }
+    if name == "SampledWithoutReplacementDpEvent":
+        return {
+            "type": "sampled_without_replacement",
+            "source_dataset_size": int(e.source_dataset_size),
+            "sample_size": int(e.sample_size),
+            "event": _from_dp_accounting(e.event),
+        }
+    if name == "SelfComposedDpEvent":
+        return {"type": "self_composed", "event": _from_dp_accounting(e.event), "count": int(e.count)}
+    if name == "ComposedDpEvent":
+        return {"type": "composed", "events": [_from_dp_accounting(x) for x in e.events]}
+    if name == "NoOpDpEvent":
+        return {"type": "composed", "events": []}
+    from .errors import UnsupportedEvent
+
+    raise UnsupportedEvent(
+        f"dp_accounting's {name} has no privfed counterpart (privfed takes GaussianDpEvent, "
+        "LaplaceDpEvent, PoissonSampledDpEvent, SampledWithoutReplacementDpEvent, "
+        "SelfComposedDpEvent, ComposedDpEvent and NoOpDpEvent)"
+    )
+
+
+def _to_dp_event(d: Dict[str, Any]) -> Any:
+    try:
+        import dp_accounting as dpa
+    except ImportError as err:
+        raise ImportError(
+            "to_dp_event() needs dp_accounting: pip install dp-accounting"
+        ) from err
+    t = d.get("type")
+    if t == "gaussian":
+        return dpa.GaussianDpEvent(d["noise_multiplier"])
+    if t == "laplace":
+        return dpa.LaplaceDpEvent(d["scale"])
+    if t == "poisson_sampled":
+        return dpa.PoissonSampledDpEvent(d["rate"], _to_dp_event(d["event"]))
+    if t == "sampled_without_replacement":
+        return dpa.SampledWithoutReplacementDpEvent(
+            d["source_dataset_size"], d["sample_size"], _to_dp_event(d["event"])
+        )
+    if t == "self_composed":
+        return dpa.SelfComposedDpEvent(_to_dp_event(d["event"]), d["count"])
+    if t == "composed":
+        if not d["events"]:
+            return dpa.NoOpDpEvent()
+        return dpa.ComposedDpEvent([_to_dp_event(e) for e in d["events"]])
+    from .errors import UnsupportedEvent
+
+    raise UnsupportedEvent(f"privfed's {t!r} event has no dp_accounting counterpart")
 
 
 def event_from_dict(d: Dict[str, Any]) -> DpEvent:
@@ -267,6 +381,10 @@ def event_from_dict(d: Dict[str, Any]) -> DpEvent:
         return PoissonSampledDpEvent(d["rate"], event_from_dict(d["event"]))
     if t == "local_sampled":
         return LocalSampledDpEvent(d["rate"], event_from_dict(d["event"]))
+    if t == "sampled_without_replacement":
+        return SampledWithoutReplacementDpEvent(
+            d["source_dataset_size"], d["sample_size"], event_from_dict(d["event"])
+        )
     if t == "composed":
         return ComposedDpEvent([event_from_dict(e) for e in d["events"]])
     if t == "self_composed":
@@ -276,3 +394,14 @@ def event_from_dict(d: Dict[str, Any]) -> DpEvent:
     from .errors import InvalidParameter
 
     raise InvalidParameter(f"unknown privacy event type {t!r}")
+
+
+class PLDAccountant(PldAccountant):
+    """dp_accounting's name and argument order for :class:`PldAccountant`:
+    ``PLDAccountant(neighboring_relation=None, value_discretization_interval=None)`` (the relation
+    must be add/remove-one, by name or as dp_accounting's ``NeighboringRelation``)."""
+
+    def __new__(cls, neighboring_relation: Any = None, value_discretization_interval: Any = None):
+        return super().__new__(
+            cls, value_discretization_interval, neighboring_relation=neighboring_relation
+        )

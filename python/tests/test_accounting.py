@@ -12,11 +12,17 @@ import pytest
 import privfed
 import privfed.accounting as pa
 
-dpa = pytest.importorskip(
-    "dp_accounting", reason="Google's dp_accounting is not installed: pip install dp-accounting==0.6.0"
+try:
+    import dp_accounting as dpa
+    from dp_accounting import pld as dpa_pld
+    from dp_accounting import rdp as dpa_rdp
+except ImportError:  # the comparisons are skipped, saying why; the API tests still run
+    dpa = dpa_pld = dpa_rdp = None
+
+needs_dpa = pytest.mark.skipif(
+    dpa is None,
+    reason="Google's dp_accounting is not installed: pip install dp-accounting==0.6.0",
 )
-from dp_accounting import pld as dpa_pld  # noqa: E402
-from dp_accounting import rdp as dpa_rdp  # noqa: E402
 
 # At the same Rényi orders both compute the same closed forms: the per-order values agree to
 # 1e-6 relative (Rust suite), so ε does too, to 1e-5.
@@ -64,9 +70,10 @@ PAIRS = [
     pair_poisson_gaussian(1.0, 2.0, 10),
     (dpa.SelfComposedDpEvent(dpa.LaplaceDpEvent(2.0), 5), pa.SelfComposedDpEvent(pa.LaplaceDpEvent(2.0), 5)),
     pair_mixed(),
-]
+] if dpa is not None else [pytest.param(None, None, marks=needs_dpa)]
 
 
+@needs_dpa
 @pytest.mark.parametrize("theirs,ours", PAIRS)
 def test_rdp_matches_dp_accounting(theirs, ours):
     ref = dpa_rdp.RdpAccountant()
@@ -78,6 +85,7 @@ def test_rdp_matches_dp_accounting(theirs, ours):
     assert default <= want * (1 + RDP_DEFAULT_MAX_LOOSER), (default, want)
 
 
+@needs_dpa
 @pytest.mark.parametrize("theirs,ours", PAIRS)
 def test_pld_matches_dp_accounting(theirs, ours):
     ref = dpa_pld.PLDAccountant()
@@ -88,6 +96,7 @@ def test_pld_matches_dp_accounting(theirs, ours):
     assert got >= want * (1 - PLD_MAX_BELOW), (got, want)
 
 
+@needs_dpa
 def test_delta_for_epsilon_matches_dp_accounting():
     theirs, ours = pair_poisson_gaussian(0.01, 1.1, 1000)
     ref = dpa_rdp.RdpAccountant()
@@ -97,6 +106,7 @@ def test_delta_for_epsilon_matches_dp_accounting():
     assert abs(got - want) <= 1e-5 * want
 
 
+@needs_dpa
 def test_calibration_matches_dp_accounting():
     z = pa.get_noise_multiplier(2.0, DELTA, 0.01, 1000)
     ref = dpa.calibrate_dp_mechanism(
@@ -122,8 +132,205 @@ def test_step_is_the_poisson_gaussian_event():
     for _ in range(3):
         a.step(noise_multiplier=1.1, sample_rate=0.01)
     b = pa.RdpAccountant().compose(pa.PoissonSampledDpEvent(0.01, pa.GaussianDpEvent(1.1)), count=3)
-    assert a.get_epsilon(DELTA) == pytest.approx(b.get_epsilon(DELTA), rel=1e-12)
-    assert len(a.ledger) == 3
+    assert a.get_epsilon(DELTA) == b.get_epsilon(DELTA)
+    psg = pa.PoissonSampledDpEvent(0.01, pa.GaussianDpEvent(1.1))
+    assert len(a) == 3 and a.ledger == [pa.SelfComposedDpEvent(psg, 3)]
+    assert a.ledger_runs == [(psg, 3)]
+    # Rate 1 is the Gaussian alone.
+    c = pa.RdpAccountant()
+    c.step(noise_multiplier=2.0, sample_rate=1.0, steps=4)
+    assert c.ledger_runs == [(pa.GaussianDpEvent(2.0), 4)]
+
+
+@pytest.mark.parametrize("make", [pa.RdpAccountant, pa.PLDAccountant, pa.PureCappedRdpAccountant])
+def test_repeated_steps_coalesce_into_one_run(make):
+    """Identical steps extend one run: ε as one SelfComposed event (exactly), a compact state
+    that reloads to the same ε, and the older one-entry-per-step state still loads."""
+    kw = {"value_discretization_interval": 1e-3} if make is pa.PLDAccountant else {}
+    a = make(**kw)
+    for _ in range(2000):
+        a.step(noise_multiplier=1.1, sample_rate=0.01)
+    psg = pa.PoissonSampledDpEvent(0.01, pa.GaussianDpEvent(1.1))
+    once = make(**kw).compose(pa.SelfComposedDpEvent(psg, 2000))
+    assert a.get_epsilon(DELTA) == once.get_epsilon(DELTA)
+    assert len(a) == 2000 and len(a.ledger_runs) == 1
+    state = a.state_dict()
+    text = json.dumps(state)
+    assert len(json.dumps(state["runs"])) < 200 and "events" not in state
+    b = make(**kw)
+    b.load_state_dict(json.loads(text))
+    assert b.ledger_runs == a.ledger_runs and b.get_epsilon(DELTA) == a.get_epsilon(DELTA)
+    old = dict(state)
+    runs = old.pop("runs")
+    old["events"] = [r["event"] for r in runs for _ in range(r["count"])]
+    c = make(**kw)
+    c.load_state_dict(old)
+    assert c.ledger_runs == a.ledger_runs and c.get_epsilon(DELTA) == a.get_epsilon(DELTA)
+    # A different step starts a new run; querying in between changes nothing.
+    a.step(noise_multiplier=2.0, sample_rate=0.01)
+    a.get_epsilon(DELTA)
+    a.step(noise_multiplier=1.1, sample_rate=0.01, steps=5)
+    assert [n for _, n in a.ledger_runs] == [2000, 1, 5]
+    assert "2006 compositions in 3 runs" in repr(a)
+
+
+def test_opacus_and_dp_accounting_names():
+    a = pa.RdpAccountant()
+    a.step(noise_multiplier=1.1, sample_rate=0.01, steps=1000)
+    eps, alpha = a.get_privacy_spent(delta=DELTA)
+    assert (eps, alpha) == a.get_epsilon_and_optimal_order(DELTA)
+    assert a.get_privacy_spent(DELTA) == (eps, alpha)
+    assert a.get_epsilon(delta=DELTA) == a.get_epsilon(DELTA) == eps
+    assert a.get_delta(epsilon=eps) == a.get_delta(eps)
+    assert alpha in a.orders
+    # alphas=: the ledger on those orders, as an accountant built with them answers.
+    alphas = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64))
+    b = pa.RdpAccountant(orders=alphas)
+    b.step(noise_multiplier=1.1, sample_rate=0.01, steps=1000)
+    assert a.get_privacy_spent(delta=DELTA, alphas=alphas) == b.get_epsilon_and_optimal_order(DELTA)
+    with pytest.raises(privfed.InvalidParameter, match="delta"):
+        a.get_epsilon()
+    with pytest.raises(privfed.InvalidParameter, match="twice"):
+        a.get_epsilon(DELTA, delta=DELTA)
+    # PLDAccountant: dp_accounting's name and argument order, the same accountant.
+    assert issubclass(pa.PLDAccountant, pa.PldAccountant) and "PLDAccountant" in pa.__all__
+    p = pa.PLDAccountant("add_or_remove_one", 1e-3)
+    q = pa.PldAccountant(1e-3)
+    for acc in (p, q):
+        acc.step(noise_multiplier=1.1, sample_rate=0.01, steps=100)
+    assert p.get_epsilon(delta=DELTA) == q.get_epsilon(DELTA)
+    assert p.state_dict()["discretization"] == 1e-3
+    with pytest.raises(privfed.InvalidParameter, match="neighboring_relation"):
+        pa.PLDAccountant("replace_one")
+    with pytest.raises(privfed.InvalidParameter, match="neighboring_relation"):
+        pa.RdpAccountant(neighboring_relation="swap_two")
+
+
+def _wor(n, m, z):
+    return pa.SampledWithoutReplacementDpEvent(n, m, pa.GaussianDpEvent(z))
+
+
+def test_sampled_without_replacement_needs_replace_one():
+    ev = _wor(1000, 10, 1.0)
+    r1 = pa.RdpAccountant(neighboring_relation="replace_one")
+    assert r1.neighbouring_relation == "replace_one" and r1.supports(ev)
+    r1.compose(ev, count=100)
+    assert 0 < r1.get_epsilon(DELTA) < math.inf
+    poisson = pa.PoissonSampledDpEvent(0.01, pa.GaussianDpEvent(1.0))
+    assert not r1.supports(poisson)
+    with pytest.raises(privfed.UnsupportedEvent, match="add/remove-one"):
+        r1.compose(poisson)
+    for acc in (pa.RdpAccountant(), pa.PLDAccountant()):
+        assert not acc.supports(ev)
+        with pytest.raises(privfed.UnsupportedEvent, match="SampledWithoutReplacement"):
+            acc.compose(ev)
+    with pytest.raises(privfed.UnsupportedEvent, match="Gaussian only"):
+        r1.compose(pa.SampledWithoutReplacementDpEvent(100, 5, pa.LaplaceDpEvent(1.0)))
+    with pytest.raises(privfed.InvalidParameter, match="sample_size"):
+        _wor(10, 11, 1.0)
+    # The relation is part of the state: a replace-one state does not load into the default.
+    with pytest.raises(privfed.InvalidParameter, match="neighbouring_relation"):
+        pa.RdpAccountant().load_state_dict(r1.state_dict())
+    r2 = pa.RdpAccountant(neighboring_relation="replace_one")
+    r2.load_state_dict(r1.state_dict())
+    assert r2.get_epsilon(DELTA) == r1.get_epsilon(DELTA)
+    assert pa.event_from_dict(ev.to_dict()) == ev
+
+
+@needs_dpa
+@pytest.mark.parametrize("n,m,z,steps", [(1000, 10, 1.0, 100), (60000, 256, 1.1, 1000), (100, 10, 1.1, 1)])
+def test_sampled_without_replacement_matches_dp_accounting(n, m, z, steps):
+    theirs = dpa.SelfComposedDpEvent(
+        dpa.SampledWithoutReplacementDpEvent(n, m, dpa.GaussianDpEvent(z)), steps
+    )
+    ref = dpa_rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+    ref.compose(theirs)
+    want = ref.get_epsilon(DELTA)
+    orders = list(ref._orders)
+    ours = pa.RdpAccountant(orders=orders, neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+    # dp_accounting's own event object, composed directly.
+    ours.compose(theirs)
+    got = ours.get_epsilon(DELTA)
+    # Equal, or smaller where privfed's cap by the un-sampled Gaussian bites.
+    assert want * (1 - 1e-6) <= got <= want * (1 + 1e-9) or got < want, (got, want)
+    default = pa.RdpAccountant(neighboring_relation="replace_one").compose(_wor(n, m, z), count=steps)
+    assert default.get_epsilon(DELTA) <= want * (1 + RDP_DEFAULT_MAX_LOOSER)
+
+
+@needs_dpa
+def test_dp_accounting_events_are_accepted_and_produced():
+    theirs, ours = pair_mixed()
+    a = pa.RdpAccountant().compose(theirs)
+    b = pa.RdpAccountant().compose(ours)
+    assert a.get_epsilon(DELTA) == b.get_epsilon(DELTA) and a.ledger == b.ledger
+    assert ours.to_dp_event() == theirs
+    assert a.as_event().to_dp_event() == dpa.ComposedDpEvent([theirs])
+    assert _wor(100, 5, 2.0).to_dp_event() == dpa.SampledWithoutReplacementDpEvent(
+        100, 5, dpa.GaussianDpEvent(2.0)
+    )
+    assert pa.NoOpDpEvent().to_dp_event() == dpa.NoOpDpEvent()
+    # Nested inside privfed's events too.
+    nested = pa.SelfComposedDpEvent(dpa.GaussianDpEvent(3.0), 2)
+    assert nested == pa.SelfComposedDpEvent(pa.GaussianDpEvent(3.0), 2) or nested.to_dict() == (
+        pa.SelfComposedDpEvent(pa.GaussianDpEvent(3.0), 2).to_dict()
+    )
+    with pytest.raises(privfed.UnsupportedEvent, match="RandomizedResponseDpEvent"):
+        pa.RdpAccountant().compose(dpa.RandomizedResponseDpEvent(0.5, 2))
+    with pytest.raises(privfed.UnsupportedEvent, match="pure_dp"):
+        pa.PureDpEvent(1.0).to_dp_event()
+    r1 = pa.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+    assert r1.neighbouring_relation == "replace_one"
+
+
+def test_dp_accounting_events_are_duck_typed():
+    """Converted by class name: a stand-in class from a module named dp_accounting is accepted
+    without dp_accounting installed."""
+
+    class GaussianDpEvent:
+        __module__ = "dp_accounting.dp_event"
+
+        def __init__(self, z):
+            self.noise_multiplier = z
+
+    class TreeAggregationDpEvent:
+        __module__ = "dp_accounting.dp_event"
+
+    a = pa.RdpAccountant().compose(GaussianDpEvent(2.0), count=3)
+    assert a.ledger_runs == [(pa.GaussianDpEvent(2.0), 3)]
+    with pytest.raises(privfed.UnsupportedEvent, match="TreeAggregationDpEvent"):
+        a.compose(TreeAggregationDpEvent())
+    with pytest.raises(privfed.InvalidParameter, match="got object"):
+        a.compose(object())
+
+
+def test_error_messages_name_the_field_not_a_parser_position():
+    a = pa.RdpAccountant()
+    cases = [
+        ({"type": "gaussian", "noise_multiplier": "a"}, "noise_multiplier"),
+        ({"type": "gaussian", "noise_multiplier": math.nan}, "noise_multiplier"),
+        ({"type": "gaussian"}, "noise_multiplier"),
+        ({"type": "poisson_sampled", "rate": 0.1, "event": {"type": "gaussian", "noise_multiplier": [1]}},
+         "noise_multiplier"),
+        ({"type": "teleport"}, "teleport"),
+        ('{"type": "gaussian", "noise_multiplier": nan}', "noise_multiplier"),
+        ('{"type": "gaussian", "noise_multiplier": 1.0} extra', "trailing"),
+    ]
+    for bad, field in cases:
+        with pytest.raises(privfed.InvalidParameter) as info:
+            a.compose(bad)
+        msg = str(info.value)
+        assert field in msg or "expected value" in msg, msg
+        assert "line" not in msg and "column" not in msg, msg
+    with pytest.raises(privfed.InvalidParameter) as info:
+        pa.GaussianDpEvent(math.nan)
+    msg = str(info.value)
+    assert "noise_multiplier" in msg and "line" not in msg and "column" not in msg, msg
+    state = pa.RdpAccountant().state_dict()
+    state["runs"] = [{"event": {"type": "gaussian", "noise_multiplier": 1.0}, "count": -1}]
+    with pytest.raises(privfed.InvalidParameter) as info:
+        pa.RdpAccountant().load_state_dict(state)
+    msg = str(info.value)
+    assert "count" in msg and "line" not in msg, msg
 
 
 def test_ledger_state_dict_round_trip():

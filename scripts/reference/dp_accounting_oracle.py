@@ -3,6 +3,7 @@
 
 Reads a JSON list of queries on stdin, writes a JSON list of answers on stdout.
 Events use privfed's serde form of `DpEvent` (tagged by "type", snake_case).
+RDP queries take an optional "relation": "replace_one" (needed by sampling without replacement).
 Query kinds:
   {"kind": "rdp_curve", "event": E, "orders": [..]} -> {"rdp": [..]} (inf where dropped)
   {"kind": "rdp_epsilon", "event": E, "delta": d}   -> {"epsilon": e, "order": a}
@@ -38,22 +39,34 @@ def to_event(e):
         return dp_event.PoissonSampledDpEvent(e["rate"], to_event(e["event"]))
     if t == "self_composed":
         return dp_event.SelfComposedDpEvent(to_event(e["event"]), e["count"])
+    if t == "sampled_without_replacement":
+        return dp_event.SampledWithoutReplacementDpEvent(
+            e["source_dataset_size"], e["sample_size"], to_event(e["event"])
+        )
     if t == "composed":
         return dp_event.ComposedDpEvent([to_event(x) for x in e["events"]])
     raise ValueError(f"event type {t} has no dp_accounting counterpart")
 
 
+def rdp_accountant(query, **kw):
+    """dp_accounting's RDP accountant under the query's relation ("add_or_remove_one" unless
+    "relation": "replace_one", which sampling without replacement needs)."""
+    if query.get("relation") == "replace_one":
+        kw["neighboring_relation"] = dp_accounting.NeighboringRelation.REPLACE_ONE
+    return rdp.RdpAccountant(**kw)
+
+
 def answer(query):
     kind = query["kind"]
     if kind == "rdp_curve":
-        acc = rdp.RdpAccountant(orders=query["orders"])
+        acc = rdp_accountant(query, orders=query["orders"])
         acc.compose(to_event(query["event"]))
         # JSON has no infinity: dropped orders come back as null.
         return {"rdp": [float(v) if v < float("inf") else None for v in acc._rdp]}
     if kind == "rdp_epsilons":
         # One curve, several (count, delta) pairs: dp_accounting's own conversion on the curve
         # of `count` self-compositions (RDP composes by scaling the curve).
-        acc = rdp.RdpAccountant()
+        acc = rdp_accountant(query)
         acc.compose(to_event(query["event"]))
         out = []
         for count, delta in query["pairs"]:
@@ -61,7 +74,7 @@ def answer(query):
             out.append({"epsilon": float(e), "order": float(a)})
         return out
     if kind in ("rdp_epsilon", "rdp_delta"):
-        acc = rdp.RdpAccountant()
+        acc = rdp_accountant(query)
         acc.compose(to_event(query["event"]))
         if kind == "rdp_epsilon":
             e, a = acc.get_epsilon_and_optimal_order(query["delta"])

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{AccountingError, Result};
 use crate::event::DpEvent;
 
 /// Which data sets are neighbours in the guarantee an accountant reports.
@@ -24,10 +24,58 @@ pub enum NeighbouringRelation {
     ReplaceOne,
 }
 
-/// What an accountant has composed so far, in order (serde: `{"events": [...]}`).
+/// One run of the ledger: `event` composed `count` times in a row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerRun {
+    /// The composed event.
+    pub event: DpEvent,
+    /// How many times in a row it was composed (≥ 1).
+    pub count: u64,
+}
+
+/// What an accountant has composed so far, in order, as runs of identical events: composing the
+/// same event again adds 1 to the last run's count, so the ledger of `T` identical steps is one
+/// run, whatever `T` (serde: `{"runs": [{"event": ..., "count": n}, ...]}`; the older form with
+/// one entry per composition, `{"events": [...]}`, still deserializes, coalesced).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "LedgerRepr")]
 pub struct Ledger {
-    events: Vec<DpEvent>,
+    runs: Vec<LedgerRun>,
+}
+
+/// The serialized forms a ledger is read from: runs, or one entry per composition (older files).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LedgerRepr {
+    #[serde(default)]
+    runs: Option<Vec<LedgerRun>>,
+    #[serde(default)]
+    events: Option<Vec<DpEvent>>,
+}
+
+impl TryFrom<LedgerRepr> for Ledger {
+    type Error = String;
+
+    fn try_from(r: LedgerRepr) -> std::result::Result<Self, String> {
+        let mut ledger = Ledger::new();
+        match (r.runs, r.events) {
+            (Some(runs), None) => {
+                for run in runs {
+                    ledger.record(&run.event, run.count);
+                }
+            }
+            (None, Some(events)) => {
+                for e in &events {
+                    ledger.record(e, 1);
+                }
+            }
+            (None, None) => {}
+            (Some(_), Some(_)) => {
+                return Err("a ledger has `runs` or (older) `events`, not both".into());
+            }
+        }
+        Ok(ledger)
+    }
 }
 
 impl Ledger {
@@ -36,32 +84,89 @@ impl Ledger {
         Self::default()
     }
 
-    /// The composed events, in the order they were composed.
-    pub fn events(&self) -> &[DpEvent] {
-        &self.events
+    /// The runs of identical events, in the order they were composed.
+    pub fn runs(&self) -> &[LedgerRun] {
+        &self.runs
     }
 
-    /// Number of `compose` calls that succeeded.
+    /// The composed events, one entry per composition (each run's event `count` times; the
+    /// cost is the total count: prefer [`Ledger::runs`]).
+    pub fn events(&self) -> Vec<DpEvent> {
+        self.runs
+            .iter()
+            .flat_map(|r| std::iter::repeat_n(&r.event, r.count as usize))
+            .cloned()
+            .collect()
+    }
+
+    /// Number of compositions that succeeded (the sum of the runs' counts, saturating).
     pub fn len(&self) -> usize {
-        self.events.len()
+        self.runs
+            .iter()
+            .fold(0usize, |n, r| n.saturating_add(r.count as usize))
     }
 
     /// True if nothing has been composed.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
+        self.runs.is_empty()
     }
 
-    /// The whole history as one event (`Composed` of the ledger's events): composing it into a
-    /// fresh accountant of the same kind gives the same answers.
+    /// The whole history as one event (`Composed` of the runs, a run of `count > 1` as
+    /// `SelfComposed`): composing it into a fresh accountant of the same kind gives the same
+    /// answers.
     pub fn as_event(&self) -> DpEvent {
         DpEvent::Composed {
-            events: self.events.clone(),
+            events: self
+                .runs
+                .iter()
+                .map(|r| {
+                    if r.count == 1 {
+                        r.event.clone()
+                    } else {
+                        DpEvent::SelfComposed {
+                            event: Box::new(r.event.clone()),
+                            count: r.count,
+                        }
+                    }
+                })
+                .collect(),
         }
     }
 
-    /// Records a successfully composed event.
-    pub(crate) fn record(&mut self, event: &DpEvent) {
-        self.events.push(event.clone());
+    /// The total count the last run would have if `event` were recorded `count` more times
+    /// (`None` when `event` starts a new run), or an error if it overflows `u64`.
+    pub(crate) fn merged_count(&self, event: &DpEvent, count: u64) -> Result<Option<u64>> {
+        match self.runs.last() {
+            Some(last) if last.event == *event => {
+                last.count.checked_add(count).map(Some).ok_or_else(|| {
+                    AccountingError::invalid(
+                        "count",
+                        count as f64,
+                        "the run's total composition count overflows u64",
+                    )
+                })
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Records `count` successful compositions of `event` (nothing for `count == 0`; a count
+    /// that would overflow the last run starts a new one).
+    pub(crate) fn record(&mut self, event: &DpEvent, count: u64) {
+        if count == 0 {
+            return;
+        }
+        if let Some(last) = self.runs.last_mut()
+            && last.event == *event
+            && let Some(total) = last.count.checked_add(count)
+        {
+            last.count = total;
+            return;
+        }
+        self.runs.push(LedgerRun {
+            event: event.clone(),
+            count,
+        });
     }
 }
 
@@ -82,7 +187,16 @@ pub trait PrivacyAccountant {
     fn supports(&self, event: &DpEvent) -> bool;
 
     /// Composes `event` (validated first; on error the accountant is unchanged).
-    fn compose(&mut self, event: &DpEvent) -> Result<()>;
+    fn compose(&mut self, event: &DpEvent) -> Result<()> {
+        self.compose_repeated(event, 1)
+    }
+
+    /// Composes `event` `count` times (the same answers as composing
+    /// `SelfComposed { event, count }`; the ledger records one run). Repeating the last composed
+    /// event only extends the ledger's last run and is O(1) amortised: the accountants keep the
+    /// last event's per-step contribution and compose by count at query time. `count == 0`
+    /// validates `event` and composes nothing. On error the accountant is unchanged.
+    fn compose_repeated(&mut self, event: &DpEvent, count: u64) -> Result<()>;
 
     /// ε at `delta` ∈ (0, 1) of everything composed so far.
     fn get_epsilon(&self, delta: f64) -> Result<f64>;
@@ -169,7 +283,22 @@ mod tests {
             }),
             count: 2,
         });
+        // Sampling without replacement: refused under add/remove-one by every accountant here.
+        v.push(DpEvent::SampledWithoutReplacement {
+            source_dataset_size: 100,
+            sample_size: 10,
+            event: b(DpEvent::Gaussian {
+                noise_multiplier: 1.0,
+            }),
+        });
         // Invalid events: no accountant supports them.
+        v.push(DpEvent::SampledWithoutReplacement {
+            source_dataset_size: 10,
+            sample_size: 11,
+            event: b(DpEvent::Gaussian {
+                noise_multiplier: 1.0,
+            }),
+        });
         v.push(DpEvent::Gaussian {
             noise_multiplier: -1.0,
         });
@@ -198,12 +327,7 @@ mod tests {
             } else {
                 assert_eq!(acc.get_delta(1.0).unwrap(), before, "{}", fresh.name());
             }
-            assert_eq!(
-                acc.ledger().events(),
-                composed.as_slice(),
-                "{}",
-                fresh.name()
-            );
+            assert_eq!(acc.ledger().events(), composed, "{}", fresh.name());
         }
         assert_eq!(
             fresh.neighbouring_relation(),
@@ -250,12 +374,14 @@ mod tests {
                 "LocalSampled(RdpCurve)",
                 "Composed[Gaussian, RdpCurve]",
                 "SelfComposed(SelfComposed(Gaussian x 18446744073709551615) x 2)",
+                "SampledWithoutReplacement(Gaussian)",
             ]
         );
+        let is_wor = |e: &DpEvent| matches!(e, DpEvent::SampledWithoutReplacement { .. });
         assert!(
             events()
                 .iter()
-                .all(|e| rdp.supports(e) == e.validate().is_ok())
+                .all(|e| rdp.supports(e) == (e.validate().is_ok() && !e.any(&is_wor)))
         );
     }
 
@@ -275,6 +401,109 @@ mod tests {
         assert_eq!(dynamic.get_delta(1.0), pld.get_delta(1.0));
         assert_eq!(dynamic.name(), "pld");
         let json = serde_json::to_value(pld.ledger()).unwrap();
-        assert_eq!(json["events"][0], serde_json::to_value(&e).unwrap());
+        assert_eq!(json["runs"][0]["event"], serde_json::to_value(&e).unwrap());
+        assert_eq!(json["runs"][0]["count"], 1);
+    }
+
+    fn psg() -> DpEvent {
+        DpEvent::PoissonSampled {
+            rate: 0.01,
+            event: Box::new(DpEvent::Gaussian {
+                noise_multiplier: 1.1,
+            }),
+        }
+    }
+
+    /// Repeated steps coalesce into one run; the answers are those of one `SelfComposed` (bit
+    /// for bit for RDP: both multiply the per-step curve by the count); the ledger serializes to
+    /// runs and reloads, the older one-entry-per-step form too.
+    fn check_coalescing<A: PrivacyAccountant + Clone>(fresh: &A) {
+        let steps = 2000u64;
+        let mut stepped = fresh.clone();
+        for _ in 0..steps {
+            stepped.compose(&psg()).unwrap();
+        }
+        let mut once = fresh.clone();
+        once.compose(&DpEvent::SelfComposed {
+            event: Box::new(psg()),
+            count: steps,
+        })
+        .unwrap();
+        let mut repeated = fresh.clone();
+        repeated.compose_repeated(&psg(), steps - 1).unwrap();
+        repeated.compose_repeated(&psg(), 0).unwrap();
+        repeated.compose_repeated(&psg(), 1).unwrap();
+        let e = stepped.get_epsilon(1e-5).unwrap();
+        assert_eq!(e, once.get_epsilon(1e-5).unwrap(), "{}", fresh.name());
+        assert_eq!(e, repeated.get_epsilon(1e-5).unwrap(), "{}", fresh.name());
+        assert_eq!(stepped.ledger().runs().len(), 1);
+        assert_eq!(stepped.ledger().len(), steps as usize);
+        assert_eq!(stepped.ledger(), repeated.ledger());
+        let json = serde_json::to_string(stepped.ledger()).unwrap();
+        assert!(json.len() < 200, "{json}");
+        let back: Ledger = serde_json::from_str(&json).unwrap();
+        assert_eq!(&back, stepped.ledger());
+        // The older form: one entry per composition.
+        let old = serde_json::json!({ "events": stepped.ledger().events() });
+        let back: Ledger = serde_json::from_value(old).unwrap();
+        assert_eq!(&back, stepped.ledger());
+        let both = serde_json::json!({ "events": [], "runs": [] });
+        assert!(serde_json::from_value::<Ledger>(both).is_err());
+        let empty: Ledger = serde_json::from_str("{}").unwrap();
+        assert!(empty.is_empty());
+        // A different event starts a new run, then the old event another.
+        let g = DpEvent::Gaussian {
+            noise_multiplier: 5.0,
+        };
+        stepped.compose(&g).unwrap();
+        stepped.compose(&psg()).unwrap();
+        let runs: Vec<u64> = stepped.ledger().runs().iter().map(|r| r.count).collect();
+        assert_eq!(runs, [steps, 1, 1]);
+        let mut replay = fresh.clone();
+        replay.compose(&stepped.ledger().as_event()).unwrap();
+        let (a, b) = (
+            stepped.get_epsilon(1e-5).unwrap(),
+            replay.get_epsilon(1e-5).unwrap(),
+        );
+        assert!((a - b).abs() <= 1e-12 * a, "{}: {a} vs {b}", fresh.name());
+        // A count that would overflow the run is refused and changes nothing.
+        let before = stepped.ledger().clone();
+        assert!(stepped.compose_repeated(&psg(), u64::MAX).is_err());
+        assert_eq!(stepped.ledger(), &before);
+    }
+
+    #[test]
+    fn repeated_events_coalesce() {
+        check_coalescing(&RdpAccountant::new());
+        check_coalescing(&PldAccountant::with_discretization(1e-3).unwrap());
+        check_coalescing(&PureCappedRdpAccountant::new());
+        // Interleaving queries with steps (the PLD cache of the prefix and the last run).
+        let mut pld = PldAccountant::with_discretization(1e-3).unwrap();
+        let g = DpEvent::Gaussian {
+            noise_multiplier: 3.0,
+        };
+        pld.compose(&g).unwrap();
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            pld.compose_repeated(&psg(), 100).unwrap();
+            answers.push(pld.get_epsilon(1e-5).unwrap());
+        }
+        let snapshot = pld.clone();
+        pld.compose(&g).unwrap();
+        let after = pld.get_epsilon(1e-5).unwrap();
+        for (k, got) in answers.iter().enumerate() {
+            let mut fresh = PldAccountant::with_discretization(1e-3).unwrap();
+            fresh.compose(&g).unwrap();
+            fresh
+                .compose(&DpEvent::SelfComposed {
+                    event: Box::new(psg()),
+                    count: 100 * (k as u64 + 1),
+                })
+                .unwrap();
+            assert_eq!(*got, fresh.get_epsilon(1e-5).unwrap(), "after {k}");
+        }
+        // The clone kept its own state; the original moved on.
+        assert_eq!(snapshot.get_epsilon(1e-5).unwrap(), answers[2]);
+        assert!(after > answers[2]);
     }
 }

@@ -63,6 +63,31 @@ pub enum DpEvent {
         /// The mechanism applied to the sample.
         event: Box<DpEvent>,
     },
+    /// The inner event run on a sample of exactly `sample_size` records drawn uniformly without
+    /// replacement from a data set of `source_dataset_size` (dp_accounting's
+    /// `SampledWithoutReplacementDpEvent`), e.g. a fixed-size cohort of clients. The data set
+    /// size is public, so this event is stated under the **replace-one** relation: the inner
+    /// event's sensitivities are replace-one sensitivities (for a sum of updates clipped to norm
+    /// `C`, `2C`: a Gaussian of standard deviation `z·C` on that sum is `Gaussian {
+    /// noise_multiplier: z/2 }` here). Only an accountant built for replace-one neighbours
+    /// composes it ([`crate::RdpAccountant::with_relation`]).
+    ///
+    /// RDP (Gaussian inner event only, as dp_accounting 0.6.0): Wang, Balle and Kasiviswanathan
+    /// 2019 (AISTATS), Theorem 27, with `γ = m/n`, `ε(α) = α/(2z²)` and, for integer `α ≥ 2`,
+    /// `ε'(α) = ln(1 + γ²C(α,2)·min(4(e^{ε(2)} − 1), 2e^{ε(2)}) + Σ_{j=3}^{α} γ^j C(α,j)·
+    /// min(4·√(Δ^{2⌊j/2⌋}·Δ^{2⌈j/2⌉}), 2e^{(j−1)ε(j)}))/(α − 1)`, where `Δ^k` is the k-th
+    /// forward difference at 0 of `k ↦ e^{(k−1)ε(k)}` (above `α = 256` only the second argument
+    /// of each `min`); fractional orders interpolate `(α−1)ε'(α)` linearly between `⌊α⌋` and
+    /// `⌈α⌉` (it is convex, WBK19 Cor. 10); capped by the un-sampled `α/(2z²)` (docs/ALGORITHMS.md
+    /// §5.1). The PLD accountant refuses it (as dp_accounting 0.6.0's).
+    SampledWithoutReplacement {
+        /// Records in the data set, n ≥ 1 (public).
+        source_dataset_size: u64,
+        /// Records in each sample, 1 ≤ m ≤ n.
+        sample_size: u64,
+        /// The mechanism applied to the sample (replace-one sensitivities).
+        event: Box<DpEvent>,
+    },
     /// *Local* sampling: each person takes part with probability `rate` and then releases the
     /// inner event's output, or else releases a visible "did not take part" (e.g. a device that
     /// sends nothing). Unlike [`DpEvent::PoissonSampled`] the sample is not secret, so there is no
@@ -151,9 +176,9 @@ impl DpEvent {
     pub fn declared_pure_epsilon(&self) -> Option<f64> {
         match self {
             DpEvent::PureDp { epsilon } => Some(*epsilon),
-            DpEvent::LocalSampled { event, .. } | DpEvent::PoissonSampled { event, .. } => {
-                event.declared_pure_epsilon()
-            }
+            DpEvent::LocalSampled { event, .. }
+            | DpEvent::PoissonSampled { event, .. }
+            | DpEvent::SampledWithoutReplacement { event, .. } => event.declared_pure_epsilon(),
             DpEvent::Composed { events } => events
                 .iter()
                 .map(DpEvent::declared_pure_epsilon)
@@ -169,6 +194,43 @@ impl DpEvent {
         }
     }
 
+    /// The noise multiplier of the one Gaussian equivalent to this event when it is a Gaussian or
+    /// a composition of Gaussians (`Composed`: `(Σ z_i^{−2})^{−1/2}`; `SelfComposed`: `z/√count`;
+    /// Dong, Roth, Su 2022 / dp_accounting's `_effective_gaussian_noise_multiplier`); `None` for
+    /// anything else, an empty composition or a count of 0.
+    pub fn effective_gaussian_noise_multiplier(&self) -> Option<f64> {
+        match self {
+            DpEvent::Gaussian { noise_multiplier } => Some(*noise_multiplier),
+            DpEvent::Composed { events } if !events.is_empty() => {
+                let mut inv_sq = 0.0;
+                for e in events {
+                    let z = e.effective_gaussian_noise_multiplier()?;
+                    inv_sq += 1.0 / (z * z);
+                }
+                Some(1.0 / inv_sq.sqrt())
+            }
+            DpEvent::SelfComposed { event, count } if *count > 0 => event
+                .effective_gaussian_noise_multiplier()
+                .map(|z| z / (*count as f64).sqrt()),
+            _ => None,
+        }
+    }
+
+    /// True if `pred` holds for this event or any event nested in it.
+    pub fn any(&self, pred: &impl Fn(&DpEvent) -> bool) -> bool {
+        if pred(self) {
+            return true;
+        }
+        match self {
+            DpEvent::PoissonSampled { event, .. }
+            | DpEvent::LocalSampled { event, .. }
+            | DpEvent::SampledWithoutReplacement { event, .. }
+            | DpEvent::SelfComposed { event, .. } => event.any(pred),
+            DpEvent::Composed { events } => events.iter().any(|e| e.any(pred)),
+            _ => false,
+        }
+    }
+
     /// A short human-readable name, used in error messages (e.g. `PoissonSampled(Laplace)`).
     pub fn name(&self) -> String {
         match self {
@@ -179,6 +241,9 @@ impl DpEvent {
             DpEvent::DistributedDiscreteGaussian { .. } => "DistributedDiscreteGaussian".into(),
             DpEvent::PoissonSampled { event, .. } => format!("PoissonSampled({})", event.name()),
             DpEvent::LocalSampled { event, .. } => format!("LocalSampled({})", event.name()),
+            DpEvent::SampledWithoutReplacement { event, .. } => {
+                format!("SampledWithoutReplacement({})", event.name())
+            }
             DpEvent::Composed { events: v } => format!(
                 "Composed[{}]",
                 v.iter().map(|e| e.name()).collect::<Vec<_>>().join(", ")
@@ -234,6 +299,27 @@ impl DpEvent {
             }
             DpEvent::PoissonSampled { rate, event } | DpEvent::LocalSampled { rate, event } => {
                 check_rate(*rate)?;
+                event.validate()?;
+            }
+            DpEvent::SampledWithoutReplacement {
+                source_dataset_size,
+                sample_size,
+                event,
+            } => {
+                if *source_dataset_size == 0 {
+                    return Err(AccountingError::invalid(
+                        "source_dataset_size",
+                        0.0,
+                        "must be at least 1",
+                    ));
+                }
+                if *sample_size == 0 || sample_size > source_dataset_size {
+                    return Err(AccountingError::invalid(
+                        "sample_size",
+                        *sample_size as f64,
+                        format!("must lie in 1..={source_dataset_size} (the source_dataset_size)"),
+                    ));
+                }
                 event.validate()?;
             }
             DpEvent::Composed { events } => {

@@ -1,7 +1,8 @@
 //! Privacy accounting for privfed (formulas in `docs/ALGORITHMS.md` §5, §2.2, §4.3, §1.6).
 //!
 //! * [`DpEvent`]: privacy events as data (Gaussian, Laplace, pure ε-DP, Skellam, Poisson
-//!   sampling, local sampling with visible participation, composition, user RDP curves).
+//!   sampling, sampling without replacement (replace-one), local sampling with visible
+//!   participation, composition, user RDP curves).
 //! * [`PrivacyAccountant`]: the accountant interface (compose, supports, ε for δ, δ for ε, a
 //!   [`Ledger`] of composed events, the [`NeighbouringRelation`] assumed).
 //! * [`RdpAccountant`] and [`PldAccountant`]: compose events, answer ε for δ and δ for ε;
@@ -23,6 +24,10 @@
 //! | `PoissonSampled(other)` | Zhu & Wang 2019 bound | rejected (`UnsupportedEvent`) |
 //! | `LocalSampled(inner)` | `ln(1−q+q·e^{(α−1)ε(α)})/(α−1)` on the inner curve | `q·PLD + (1−q)·δ₀` (Gaussian, Laplace, pure, 1-D Skellam) |
 //! | `RdpCurve` | as given (monotone extension) | rejected (`UnsupportedEvent`) |
+//! | `SampledWithoutReplacement(Gaussian)` | WBK19 Thm. 27, replace-one accountant only | rejected (`UnsupportedEvent`) |
+//!
+//! The [`Ledger`] keeps runs of identical events; composing the last event again is O(1) and
+//! ε is computed at query time ([`PrivacyAccountant::compose_repeated`]).
 //!
 //! Numerics (log-sum-exp, log binomials, `ln Φ`, normal-tail differences, the incomplete beta
 //! function at `(x, 1 − x)`, bisection) come from `privfed-special`, the base crate shared with
@@ -52,7 +57,7 @@ pub mod pure_cap;
 pub mod rdp;
 pub mod skellam;
 
-pub use accountant::{Ledger, NeighbouringRelation, PrivacyAccountant};
+pub use accountant::{Ledger, LedgerRun, NeighbouringRelation, PrivacyAccountant};
 pub use calibrate::{AccountantKind, Calibration};
 pub use error::{AccountingError, Result};
 pub use event::DpEvent;

@@ -118,11 +118,19 @@ impl PureCappedRdpAccountant {
     /// Composes `event`; its pure ε is [`DpEvent::declared_pure_epsilon`] (if `None`, the cap
     /// is off from now on). On error nothing changes.
     pub fn compose(&mut self, event: &DpEvent) -> Result<()> {
-        self.rdp.compose(event)?;
-        self.pure_total = match (self.pure_total, event.declared_pure_epsilon()) {
-            (Some(t), Some(e)) => Some(t + e),
-            _ => None,
-        };
+        self.compose_repeated(event, 1)
+    }
+
+    /// Composes `event` `count` times (pure total `+ count·ε`); O(1) when `event` is the last
+    /// composed event ([`RdpAccountant::compose_repeated`]). On error nothing changes.
+    pub fn compose_repeated(&mut self, event: &DpEvent, count: u64) -> Result<()> {
+        self.rdp.compose_repeated(event, count)?;
+        if count > 0 {
+            self.pure_total = match (self.pure_total, event.declared_pure_epsilon()) {
+                (Some(t), Some(e)) => Some(t + count as f64 * e),
+                _ => None,
+            };
+        }
         Ok(())
     }
 
@@ -197,8 +205,8 @@ impl PrivacyAccountant for PureCappedRdpAccountant {
         self.rdp.supports(event)
     }
 
-    fn compose(&mut self, event: &DpEvent) -> Result<()> {
-        PureCappedRdpAccountant::compose(self, event)
+    fn compose_repeated(&mut self, event: &DpEvent, count: u64) -> Result<()> {
+        PureCappedRdpAccountant::compose_repeated(self, event, count)
     }
 
     fn get_epsilon(&self, delta: f64) -> Result<f64> {
@@ -298,5 +306,6 @@ mod tests {
         assert!(a.compose(&bad).is_err());
         assert_eq!(a.pure_total(), Some(0.5));
         assert_eq!(a.ledger().events(), std::slice::from_ref(&curve));
+        assert_eq!(a.ledger().runs().len(), 1);
     }
 }

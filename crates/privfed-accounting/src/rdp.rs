@@ -277,6 +277,107 @@ fn zhu_wang_bound(q: f64, alpha: u64, base: &[f64]) -> f64 {
     (log_sum_exp(&terms) / (a - 1.0)).max(0.0)
 }
 
+/// The largest integer order at which the sampled-without-replacement bound uses the forward
+/// differences (dp_accounting's `max_alpha`); above it only `2e^{(j−1)ε(j)}` is used.
+const WOR_MAX_EXACT_ORDER: u64 = 256;
+
+/// `ln|Δ^k g(−1)|` for k = 1..=n+1 (index k−1), `g(x) = e^{x(x+1)/(2z²)}`, i.e. the forward
+/// differences at 0 of `k ↦ e^{(k−1)ε(k)}` for the Gaussian's `ε(k) = k/(2z²)`: repeated
+/// differences of `g(−1), g(0), …, g(n+1)` held as (log-magnitude, sign), as dp_accounting's
+/// `_get_forward_diffs`.
+fn wor_forward_diffs(z: f64, n: usize) -> Vec<f64> {
+    let cgf = |x: f64| x * (x + 1.0) / (2.0 * z * z);
+    let mut v: Vec<f64> = (0..n + 3).map(|i| cgf(i as f64 - 1.0)).collect();
+    let mut sign = vec![true; n + 3];
+    let mut deltas = Vec::with_capacity(n + 2);
+    for i in 0..n + 2 {
+        for j in 0..(n + 2 - i) {
+            let (a, b) = (v[j], v[j + 1]);
+            if sign[j] == sign[j + 1] {
+                // |x_{j+1} − x_j| with both of the same sign.
+                let (s, mag) = if b > a {
+                    (true, b + libm::log1p(-(a - b).exp()))
+                } else if b < a {
+                    (false, a + libm::log1p(-(b - a).exp()))
+                } else {
+                    (true, f64::NEG_INFINITY)
+                };
+                v[j] = mag;
+                sign[j] = if sign[j + 1] { s } else { !s };
+            } else {
+                v[j] = log_add(a, b);
+                sign[j] = sign[j + 1];
+            }
+        }
+        deltas.push(v[0]);
+    }
+    deltas
+}
+
+/// `(α−1)·ε'(α)` at integer `α ≥ 1` of the Gaussian on a sample without replacement
+/// ([`DpEvent::SampledWithoutReplacement`]'s formula); `deltas` from `wor_forward_diffs` with
+/// `n ≥ min(α, WOR_MAX_EXACT_ORDER)`.
+fn wor_gaussian_log_a_int(q: f64, z: f64, alpha: u64, deltas: &[f64]) -> f64 {
+    if alpha <= 1 {
+        return 0.0;
+    }
+    let a = alpha as f64;
+    let eps = |x: f64| x / (2.0 * z * z);
+    let cgf = |x: f64| x * (x + 1.0) / (2.0 * z * z);
+    let lq = q.ln();
+    let ln2 = std::f64::consts::LN_2;
+    let ln4 = 2.0 * ln2;
+    // ln(e^{ε(2)} − 1)
+    let log_f2m1 = eps(2.0) + libm::log1p(-(-eps(2.0)).exp());
+    let mut terms = Vec::with_capacity(alpha as usize);
+    terms.push(0.0);
+    terms.push(2.0 * lq + log_comb(a, 2.0) + (ln4 + log_f2m1).min(eps(2.0) + ln2));
+    for i in 3..=alpha {
+        let fi = i as f64;
+        let loose = ln2 + cgf(fi - 1.0);
+        let s = if alpha <= WOR_MAX_EXACT_ORDER {
+            let lo = deltas[(2 * (i / 2) - 1) as usize];
+            let hi = deltas[(2 * i.div_ceil(2) - 1) as usize];
+            (ln4 + 0.5 * (lo + hi)).min(loose)
+        } else {
+            loose
+        };
+        terms.push(s + fi * lq + log_comb(a, fi));
+    }
+    log_sum_exp(&terms)
+}
+
+/// RDP on `orders` of the Gaussian (noise multiplier `z`, replace-one sensitivity 1) applied to
+/// a sample of `m` of `n` records drawn without replacement
+/// ([`DpEvent::SampledWithoutReplacement`]: Wang, Balle, Kasiviswanathan 2019, Thm. 27, as in
+/// dp_accounting 0.6.0, capped by the un-sampled `α/(2z²)`).
+pub fn sampled_without_replacement_gaussian_rdp(q: f64, z: f64, orders: &[f64]) -> Vec<f64> {
+    if q >= 1.0 {
+        return orders.iter().map(|&a| gaussian_rdp(z, a)).collect();
+    }
+    let max_int = orders
+        .iter()
+        .map(|a| a.ceil() as u64)
+        .max()
+        .unwrap_or(2)
+        .min(WOR_MAX_EXACT_ORDER);
+    let deltas = wor_forward_diffs(z, max_int as usize);
+    let at_int = |k: u64| wor_gaussian_log_a_int(q, z, k, &deltas);
+    orders
+        .iter()
+        .map(|&a| {
+            let v = if a.fract() == 0.0 {
+                at_int(a as u64) / (a - 1.0)
+            } else {
+                let (f, c) = (a.floor(), a.ceil());
+                let t = a - f;
+                ((1.0 - t) * at_int(f as u64) + t * at_int(c as u64)) / (a - 1.0)
+            };
+            v.clamp(0.0, gaussian_rdp(z, a))
+        })
+        .collect()
+}
+
 /// The RDP curve of `event` on `orders` (validated event). `accountant` names the caller in
 /// errors.
 pub(crate) fn rdp_curve(event: &DpEvent, orders: &[f64]) -> Result<Vec<f64>> {
@@ -345,6 +446,17 @@ pub(crate) fn rdp_curve(event: &DpEvent, orders: &[f64]) -> Result<Vec<f64>> {
                     .into_iter()
                     .map(|v| v * c)
                     .collect()
+            }
+        }
+        DpEvent::SampledWithoutReplacement {
+            source_dataset_size,
+            sample_size,
+            event: inner,
+        } => {
+            let q = *sample_size as f64 / *source_dataset_size as f64;
+            match inner.effective_gaussian_noise_multiplier() {
+                Some(z) => sampled_without_replacement_gaussian_rdp(q, z, orders),
+                None => return Err(unsupported_wor(event)),
             }
         }
         DpEvent::PoissonSampled { rate, event } => {
@@ -458,15 +570,72 @@ pub struct RdpEpsilon {
     pub optimal_order: f64,
 }
 
+const WOR_INNER: &str = "sampling without replacement is accounted for the Gaussian only (or a \
+composition of Gaussians), as dp_accounting 0.6.0";
+const WOR_RELATION: &str = "sampling without replacement is stated under the replace-one relation: \
+use an RDP accountant built for replace-one neighbours";
+const POISSON_RELATION: &str = "Poisson sampling is accounted under the add/remove-one relation: use \
+an RDP accountant built for add/remove-one neighbours";
+
+fn unsupported_wor(event: &DpEvent) -> AccountingError {
+    AccountingError::UnsupportedEvent {
+        accountant: "rdp",
+        event: event.name(),
+        reason: WOR_INNER.into(),
+    }
+}
+
+/// `Ok` if `event` (valid) can be composed under `relation`: sampling without replacement only
+/// under replace-one (and of Gaussians only), Poisson sampling (rate < 1) only under
+/// add/remove-one; everything else under both, its sensitivities read under that relation.
+fn check_relation(event: &DpEvent, relation: NeighbouringRelation) -> Result<()> {
+    let unsupported = |reason: &str| AccountingError::UnsupportedEvent {
+        accountant: "rdp",
+        event: event.name(),
+        reason: reason.into(),
+    };
+    match relation {
+        NeighbouringRelation::AddOrRemoveOne => {
+            if event.any(&|e| matches!(e, DpEvent::SampledWithoutReplacement { .. })) {
+                return Err(unsupported(WOR_RELATION));
+            }
+        }
+        NeighbouringRelation::ReplaceOne => {
+            if event.any(&|e| matches!(e, DpEvent::PoissonSampled { rate, .. } if *rate < 1.0)) {
+                return Err(unsupported(POISSON_RELATION));
+            }
+        }
+    }
+    if event.any(&|e| {
+        matches!(e, DpEvent::SampledWithoutReplacement { event, .. }
+            if event.effective_gaussian_noise_multiplier().is_none())
+    }) {
+        return Err(unsupported(WOR_INNER));
+    }
+    Ok(())
+}
+
 /// Rényi-DP accountant: keeps `Σ ε_event(α)` on an order grid.
 ///
 /// Supports every [`DpEvent`]: Gaussian, Laplace, pure ε-DP, Skellam (§2.2 bound, integer
 /// orders), user curves, compositions, Poisson sampling (exact for the Gaussian at integer and
-/// fractional orders; Zhu–Wang 2019 for anything else).
+/// fractional orders; Zhu–Wang 2019 for anything else) under add/remove-one neighbours (the
+/// default), and sampling without replacement of Gaussians under replace-one neighbours
+/// ([`RdpAccountant::with_relation`]).
+///
+/// **Cost.** The ledger keeps runs of identical events, and the accountant the curve of the
+/// last run's event per step: composing that event again only adds to the run's count (no
+/// curve is computed), and the total `committed + count·curve` is formed at query time, so `T`
+/// identical steps cost one curve evaluation and answer exactly as one
+/// `SelfComposed { count: T }` does.
 #[derive(Debug, Clone)]
 pub struct RdpAccountant {
     orders: Vec<f64>,
-    rdp: Vec<f64>,
+    /// The curves of every run but the last, summed.
+    committed: Vec<f64>,
+    /// The curve of one composition of the last run's event (empty when the ledger is).
+    last_curve: Vec<f64>,
+    relation: NeighbouringRelation,
     ledger: Ledger,
 }
 
@@ -477,30 +646,39 @@ impl Default for RdpAccountant {
 }
 
 impl RdpAccountant {
-    /// An empty accountant on [`default_orders`].
+    /// An empty accountant on [`default_orders`], add/remove-one neighbours.
     pub fn new() -> Self {
-        let orders = default_orders();
-        let rdp = vec![0.0; orders.len()];
+        Self::build(default_orders(), NeighbouringRelation::AddOrRemoveOne)
+    }
+
+    fn build(orders: Vec<f64>, relation: NeighbouringRelation) -> Self {
+        let committed = vec![0.0; orders.len()];
         Self {
             orders,
-            rdp,
+            committed,
+            last_curve: Vec::new(),
+            relation,
             ledger: Ledger::new(),
         }
     }
 
     /// An empty accountant on a custom grid (orders > 1, finite, strictly increasing).
     pub fn with_orders(orders: Vec<f64>) -> Result<Self> {
+        Self::with_relation(orders, NeighbouringRelation::AddOrRemoveOne)
+    }
+
+    /// An empty accountant on a custom grid whose guarantees are stated under `relation`: under
+    /// [`NeighbouringRelation::ReplaceOne`] it composes
+    /// [`DpEvent::SampledWithoutReplacement`] and refuses Poisson sampling; under
+    /// [`NeighbouringRelation::AddOrRemoveOne`] the reverse (dp_accounting's rules). Every other
+    /// event is composed under either, its sensitivities read under that relation.
+    pub fn with_relation(orders: Vec<f64>, relation: NeighbouringRelation) -> Result<Self> {
         DpEvent::RdpCurve {
             orders: orders.clone(),
             epsilons: vec![0.0; orders.len()],
         }
         .validate()?;
-        let rdp = vec![0.0; orders.len()];
-        Ok(Self {
-            orders,
-            rdp,
-            ledger: Ledger::new(),
-        })
+        Ok(Self::build(orders, relation))
     }
 
     /// The order grid.
@@ -509,13 +687,37 @@ impl RdpAccountant {
     }
 
     /// The accumulated RDP curve, one value per order.
-    pub fn rdp(&self) -> &[f64] {
-        &self.rdp
+    pub fn rdp(&self) -> Vec<f64> {
+        match self.ledger.runs().last() {
+            None => self.committed.clone(),
+            Some(last) => {
+                let c = last.count as f64;
+                self.committed
+                    .iter()
+                    .zip(&self.last_curve)
+                    .map(|(t, v)| t + c * v)
+                    .collect()
+            }
+        }
     }
 
     /// Adds `event`'s RDP curve (validated first; on error nothing is added).
     pub fn compose(&mut self, event: &DpEvent) -> Result<()> {
+        self.compose_repeated(event, 1)
+    }
+
+    /// Adds `count` times `event`'s RDP curve ([`PrivacyAccountant::compose_repeated`]): O(1)
+    /// when `event` is the last composed event, one curve evaluation otherwise.
+    pub fn compose_repeated(&mut self, event: &DpEvent, count: u64) -> Result<()> {
         event.validate()?;
+        check_relation(event, self.relation)?;
+        if count == 0 {
+            return Ok(());
+        }
+        if self.ledger.merged_count(event, count)?.is_some() {
+            self.ledger.record(event, count);
+            return Ok(());
+        }
         let curve = rdp_curve(event, &self.orders)?;
         if curve.iter().any(|v| v.is_nan()) {
             return Err(AccountingError::Numerical(format!(
@@ -523,10 +725,9 @@ impl RdpAccountant {
                 event.name()
             )));
         }
-        for (t, v) in self.rdp.iter_mut().zip(curve) {
-            *t += v;
-        }
-        self.ledger.record(event);
+        self.committed = self.rdp();
+        self.last_curve = curve;
+        self.ledger.record(event, count);
         Ok(())
     }
 
@@ -535,9 +736,14 @@ impl RdpAccountant {
         &self.ledger
     }
 
+    /// The neighbouring relation of the reported guarantees.
+    pub fn relation(&self) -> NeighbouringRelation {
+        self.relation
+    }
+
     /// ε at `delta` ∈ (0,1) with the optimal order ([`rdp_to_epsilon`]).
     pub fn get_epsilon_and_order(&self, delta: f64) -> Result<RdpEpsilon> {
-        let (epsilon, optimal_order) = rdp_to_epsilon(&self.orders, &self.rdp, delta)?;
+        let (epsilon, optimal_order) = rdp_to_epsilon(&self.orders, &self.rdp(), delta)?;
         Ok(RdpEpsilon {
             epsilon,
             optimal_order,
@@ -551,28 +757,29 @@ impl RdpAccountant {
 
     /// δ at `epsilon` ≥ 0 ([`rdp_to_delta`]).
     pub fn get_delta(&self, epsilon: f64) -> Result<f64> {
-        Ok(rdp_to_delta(&self.orders, &self.rdp, epsilon)?.0)
+        Ok(rdp_to_delta(&self.orders, &self.rdp(), epsilon)?.0)
     }
 }
 
-/// Every valid event is supported; neighbouring relation add/remove-one (the relation of every
-/// [`DpEvent`]; Poisson-sampled events use the add/remove bounds of Mironov et al. 2019 and Zhu &
-/// Wang 2019).
+/// Every valid event is supported under its relation (module docs); neighbouring relation
+/// add/remove-one by default (the relation of every [`DpEvent`] but
+/// [`DpEvent::SampledWithoutReplacement`]; Poisson-sampled events use the add/remove bounds of
+/// Mironov et al. 2019 and Zhu & Wang 2019), replace-one when built so.
 impl PrivacyAccountant for RdpAccountant {
     fn name(&self) -> &'static str {
         "rdp"
     }
 
     fn neighbouring_relation(&self) -> NeighbouringRelation {
-        NeighbouringRelation::AddOrRemoveOne
+        self.relation
     }
 
     fn supports(&self, event: &DpEvent) -> bool {
-        event.validate().is_ok()
+        event.validate().is_ok() && check_relation(event, self.relation).is_ok()
     }
 
-    fn compose(&mut self, event: &DpEvent) -> Result<()> {
-        RdpAccountant::compose(self, event)
+    fn compose_repeated(&mut self, event: &DpEvent, count: u64) -> Result<()> {
+        RdpAccountant::compose_repeated(self, event, count)
     }
 
     fn get_epsilon(&self, delta: f64) -> Result<f64> {
@@ -801,5 +1008,127 @@ mod tests {
         })
         .unwrap();
         assert!(c.get_epsilon(1e-5).unwrap().is_finite());
+    }
+
+    fn wor(n: u64, m: u64, inner: DpEvent) -> DpEvent {
+        DpEvent::SampledWithoutReplacement {
+            source_dataset_size: n,
+            sample_size: m,
+            event: Box::new(inner),
+        }
+    }
+
+    fn gauss(z: f64) -> DpEvent {
+        DpEvent::Gaussian {
+            noise_multiplier: z,
+        }
+    }
+
+    #[test]
+    fn sampling_without_replacement_bounds() {
+        let orders = default_orders();
+        let replace_one = || {
+            RdpAccountant::with_relation(orders.clone(), NeighbouringRelation::ReplaceOne).unwrap()
+        };
+        // m = n is the Gaussian itself.
+        let full = rdp_curve(&wor(10, 10, gauss(1.3)), &orders).unwrap();
+        let plain = rdp_curve(&gauss(1.3), &orders).unwrap();
+        assert_eq!(full, plain);
+        // Below the cap, finite, monotone in the order and in the sampling ratio.
+        let mut last_q: Option<Vec<f64>> = None;
+        for m in [1u64, 10, 50, 200] {
+            let c = rdp_curve(&wor(1000, m, gauss(0.9)), &orders).unwrap();
+            for (i, &a) in orders.iter().enumerate() {
+                assert!(c[i].is_finite() && c[i] >= 0.0 && c[i] <= gaussian_rdp(0.9, a));
+                if i > 0 {
+                    assert!(c[i] >= c[i - 1] * (1.0 - 1e-12), "m={m} α={a}");
+                }
+            }
+            if let Some(prev) = &last_q {
+                assert!(c.iter().zip(prev).all(|(x, y)| x >= y));
+            }
+            last_q = Some(c);
+        }
+        // The strengthened terms never exceed the plain `2e^{(j−1)ε(j)}` ones (WBK19 Thm. 9
+        // for the Gaussian, ε(∞) = ∞), computed here directly.
+        let (q, z) = (0.05f64, 1.1f64);
+        let deltas = wor_forward_diffs(z, 64);
+        for alpha in [2u64, 3, 7, 16, 64] {
+            let a = alpha as f64;
+            let e2 = 2.0 / (2.0 * z * z);
+            let mut t = vec![
+                0.0,
+                2.0 * q.ln() + log_comb(a, 2.0) + (4.0 * libm::expm1(e2)).min(2.0 * e2.exp()).ln(),
+            ];
+            for j in 3..=alpha {
+                let jf = j as f64;
+                t.push(jf * q.ln() + log_comb(a, jf) + 2f64.ln() + (jf - 1.0) * jf / (2.0 * z * z));
+            }
+            let plain = log_sum_exp(&t);
+            assert!(wor_gaussian_log_a_int(q, z, alpha, &deltas) <= plain + 1e-12);
+        }
+        // The forward differences of e^{(k−1)ε(k)} at 0, directly for small k: Δ¹ = e^{ε(2)} − 1,
+        // Δ² = e^{3ε(3)}... from the values g_k = e^{(k−1)k/(2z²)}.
+        let g = |k: f64| ((k - 1.0) * k / (2.0 * z * z)).exp();
+        let d1 = g(1.0) - g(0.0);
+        let d2 = g(2.0) - 2.0 * g(1.0) + g(0.0);
+        let d3 = g(3.0) - 3.0 * g(2.0) + 3.0 * g(1.0) - g(0.0);
+        assert!((deltas[0] - d1.abs().ln()).abs() < 1e-12 || d1 == 0.0);
+        assert!(
+            (deltas[1] - d2.ln()).abs() < 1e-12,
+            "{} {}",
+            deltas[1],
+            d2.ln()
+        );
+        assert!(
+            (deltas[2] - d3.ln()).abs() < 1e-12,
+            "{} {}",
+            deltas[2],
+            d3.ln()
+        );
+        // Compositions of Gaussians inside are their effective Gaussian.
+        let two = DpEvent::Composed {
+            events: vec![gauss(2.0), gauss(2.0)],
+        };
+        let c2 = rdp_curve(&wor(100, 5, two), &orders).unwrap();
+        let c1 = rdp_curve(&wor(100, 5, gauss(2.0 / 2f64.sqrt())), &orders).unwrap();
+        for (x, y) in c2.iter().zip(&c1) {
+            assert!((x - y).abs() <= 1e-12 * y.max(1e-300), "{x} vs {y}");
+        }
+        // Relations: replace-one composes it and refuses Poisson sampling; add/remove-one the
+        // reverse; anything but Gaussians inside is refused under both.
+        let mut r1 = replace_one();
+        r1.compose(&wor(100, 5, gauss(1.0))).unwrap();
+        r1.compose(&gauss(3.0)).unwrap();
+        assert_eq!(r1.relation(), NeighbouringRelation::ReplaceOne);
+        assert_eq!(
+            PrivacyAccountant::neighbouring_relation(&r1),
+            NeighbouringRelation::ReplaceOne
+        );
+        let poisson = DpEvent::poisson_gaussian(0.1, 1.0, 3);
+        assert!(!r1.supports(&poisson));
+        assert!(matches!(
+            r1.compose(&poisson),
+            Err(AccountingError::UnsupportedEvent { .. })
+        ));
+        assert!(r1.supports(&DpEvent::poisson_gaussian(1.0, 1.0, 3)));
+        let mut ar = RdpAccountant::new();
+        let e = ar.compose(&wor(100, 5, gauss(1.0))).unwrap_err();
+        assert!(e.to_string().contains("replace-one"), "{e}");
+        let laplace = wor(100, 5, DpEvent::Laplace { scale: 1.0 });
+        for acc in [&mut r1, &mut ar] {
+            let err = acc.compose(&laplace).unwrap_err();
+            assert!(
+                matches!(&err, AccountingError::UnsupportedEvent { event, .. }
+                    if event == "SampledWithoutReplacement(Laplace)"),
+                "{err}"
+            );
+        }
+        assert_eq!(r1.ledger().runs().len(), 2);
+        // Invalid sizes.
+        assert!(wor(0, 0, gauss(1.0)).validate().is_err());
+        assert!(wor(10, 0, gauss(1.0)).validate().is_err());
+        assert!(wor(10, 11, gauss(1.0)).validate().is_err());
+        assert!(wor(10, 1, gauss(-1.0)).validate().is_err());
     }
 }

@@ -10,20 +10,76 @@ use privfed_accounting::calibrate::{
     calibrate_laplace_scale, calibrate_noise_multiplier, calibrate_skellam_variance,
 };
 use privfed_accounting::{
-    AccountantKind, DpEvent, PldAccountant, PrivacyAccountant, PureCappedRdpAccountant,
-    RdpAccountant,
+    AccountantKind, DpEvent, Ledger, NeighbouringRelation, PldAccountant, PrivacyAccountant,
+    PureCappedRdpAccountant, RdpAccountant,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-/// Reads an event: an object with `to_dict()`, a dict in the serde form, or its JSON text.
+/// Reads an event: an object with `to_dict()`, a dict in the serde form, its JSON text, or a
+/// dp_accounting event (converted by `privfed.accounting._from_dp_accounting`, by class name).
 pub fn event_from_py(obj: &Bound<'_, PyAny>) -> PyResult<DpEvent> {
     let d = if obj.hasattr("to_dict")? {
         obj.call_method0("to_dict")?
-    } else {
+    } else if obj.is_instance_of::<PyDict>() || obj.is_instance_of::<PyString>() {
         obj.clone()
+    } else {
+        let m = obj.py().import("privfed.accounting")?;
+        if m.call_method1("_is_dp_accounting_event", (obj,))?
+            .is_truthy()?
+        {
+            m.call_method1("_from_dp_accounting", (obj,))?
+        } else {
+            let ty = obj.get_type().name()?.to_string();
+            return Err(invalid(
+                "event",
+                format!(
+                    "expected a privfed.accounting event, its dict or a dp_accounting event, got {ty}"
+                ),
+            ));
+        }
     };
     from_python(&d, "privacy event", Kind::InvalidParameter)
+}
+
+/// A neighbouring relation from Python: `"add_or_remove_one"`, `"replace_one"` (any case), or
+/// dp_accounting's `NeighboringRelation` member (by its name); `None` is add/remove-one.
+fn relation_from_py(obj: Option<&Bound<'_, PyAny>>) -> PyResult<NeighbouringRelation> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(NeighbouringRelation::AddOrRemoveOne);
+    };
+    let name: String = if let Ok(s) = obj.extract::<String>() {
+        s
+    } else if obj.hasattr("name")? {
+        obj.getattr("name")?.extract()?
+    } else {
+        String::new()
+    };
+    match name.to_ascii_lowercase().as_str() {
+        "add_or_remove_one" => Ok(NeighbouringRelation::AddOrRemoveOne),
+        "replace_one" => Ok(NeighbouringRelation::ReplaceOne),
+        _ => Err(invalid(
+            "neighboring_relation",
+            format!(
+                "expected \"add_or_remove_one\" or \"replace_one\" (or dp_accounting's NeighboringRelation), got {}",
+                obj.repr()?
+            ),
+        )),
+    }
+}
+
+/// The one step of DP-SGD / DP-FedAvg: the Gaussian on a Poisson sample (the Gaussian alone at
+/// rate 1), as `DpEvent::poisson_gaussian` builds it inside its `SelfComposed`.
+fn step_event(sample_rate: f64, noise_multiplier: f64) -> DpEvent {
+    let inner = DpEvent::Gaussian { noise_multiplier };
+    if sample_rate == 1.0 {
+        inner
+    } else {
+        DpEvent::PoissonSampled {
+            rate: sample_rate,
+            event: Box::new(inner),
+        }
+    }
 }
 
 /// The Python event object of a Rust event (`privfed.accounting.event_from_dict`).
@@ -58,11 +114,12 @@ impl AnyAccountant {
     /// A fresh accountant with the same settings.
     fn fresh(&self) -> Self {
         match self {
-            Self::Rdp(a) => {
-                Self::Rdp(RdpAccountant::with_orders(a.orders().to_vec()).unwrap_or_default())
-            }
+            Self::Rdp(a) => Self::Rdp(
+                RdpAccountant::with_relation(a.orders().to_vec(), a.relation()).unwrap_or_default(),
+            ),
             Self::Pld(a) => Self::Pld(
-                PldAccountant::with_discretization(a.discretization()).unwrap_or_default(),
+                PldAccountant::with_discretization(a.value_discretization_interval())
+                    .unwrap_or_default(),
             ),
             Self::Capped(a) => Self::Capped(PureCappedRdpAccountant::from_rdp(
                 RdpAccountant::with_orders(a.rdp().orders().to_vec()).unwrap_or_default(),
@@ -74,10 +131,11 @@ impl AnyAccountant {
             Self::Rdp(a) => {
                 d.set_item("accountant", "rdp")?;
                 d.set_item("orders", PyList::new(py, a.orders())?)?;
+                d.set_item("neighbouring_relation", to_python(py, &a.relation())?)?;
             }
             Self::Pld(a) => {
                 d.set_item("accountant", "pld")?;
-                d.set_item("discretization", a.discretization())?;
+                d.set_item("discretization", a.value_discretization_interval())?;
             }
             Self::Capped(a) => {
                 d.set_item("accountant", "rdp_pure_capped")?;
@@ -113,6 +171,28 @@ fn budget_pair(budget: &Bound<'_, PyAny>) -> PyResult<(f64, f64)> {
     ))
 }
 
+/// One of two spellings of a required argument: positional (dp_accounting's `target_delta`)
+/// or keyword (Opacus's `delta=`).
+fn one_of(name: &str, positional: Option<f64>, keyword: Option<f64>) -> PyResult<f64> {
+    match (positional, keyword) {
+        (Some(v), None) | (None, Some(v)) => Ok(v),
+        (None, None) => Err(invalid(name, "missing")),
+        (Some(_), Some(_)) => Err(invalid(name, "given twice (positionally and by keyword)")),
+    }
+}
+
+/// The ledger as Python events, a run of `count > 1` as `SelfComposedDpEvent(event, count)`.
+fn ledger_to_py<'py>(py: Python<'py>, ledger: &Ledger) -> PyResult<Bound<'py, PyList>> {
+    let items = match ledger.as_event() {
+        DpEvent::Composed { events } => events
+            .iter()
+            .map(|e| event_to_py(py, e))
+            .collect::<PyResult<Vec<_>>>()?,
+        other => vec![event_to_py(py, &other)?],
+    };
+    PyList::new(py, items)
+}
+
 #[pymethods]
 impl Accountant {
     /// A short name: `"rdp"`, `"pld"` or `"rdp_pure_capped"`.
@@ -135,52 +215,59 @@ impl Accountant {
         }
     }
 
-    /// Composes `event` (validated first; on error nothing changes). `count` repeats it.
-    /// Returns `self`, so calls chain.
+    /// Composes `event` `count` times (validated first; on error nothing changes). Composing
+    /// the last composed event again only extends the ledger's last run (O(1)). Returns `self`,
+    /// so calls chain.
     #[pyo3(signature = (event, count=1))]
     fn compose<'py>(
         mut slf: PyRefMut<'py, Self>,
         event: &Bound<'py, PyAny>,
         count: u64,
     ) -> PyResult<PyRefMut<'py, Self>> {
-        let mut e = event_from_py(event)?;
-        if count != 1 {
-            e = DpEvent::SelfComposed {
-                event: Box::new(e),
-                count,
-            };
-        }
+        let e = event_from_py(event)?;
         let py = slf.py();
         let acc = &mut slf.inner;
-        py.detach(|| acc.get_mut().compose(&e)).py()?;
+        py.detach(|| acc.get_mut().compose_repeated(&e, count))
+            .py()?;
         Ok(slf)
     }
 
-    /// ε at `target_delta` ∈ (0, 1) of everything composed so far.
-    fn get_epsilon(&self, py: Python<'_>, target_delta: f64) -> PyResult<f64> {
-        let a = &self.inner;
-        py.detach(|| a.get().get_epsilon(target_delta)).py()
-    }
-
-    /// δ at `target_epsilon` ≥ 0 of everything composed so far.
-    fn get_delta(&self, py: Python<'_>, target_epsilon: f64) -> PyResult<f64> {
-        let a = &self.inner;
-        py.detach(|| a.get().get_delta(target_epsilon)).py()
-    }
-
-    /// Opacus-style: one step of DP-SGD / DP-FedAvg — the Gaussian mechanism with
-    /// `noise_multiplier` on a Poisson sample at `sample_rate` — composed `steps` times.
-    #[pyo3(signature = (*, noise_multiplier, sample_rate, steps=1))]
-    fn step(
-        &mut self,
+    /// ε of everything composed so far at δ ∈ (0, 1), given positionally (dp_accounting's
+    /// `target_delta`) or as `delta=` (Opacus).
+    #[pyo3(signature = (target_delta=None, *, delta=None))]
+    fn get_epsilon(
+        &self,
         py: Python<'_>,
-        noise_multiplier: f64,
-        sample_rate: f64,
-        steps: u64,
-    ) -> PyResult<()> {
-        let e = DpEvent::poisson_gaussian(sample_rate, noise_multiplier, steps);
-        let a = &mut self.inner;
-        py.detach(|| a.get_mut().compose(&e)).py()
+        target_delta: Option<f64>,
+        delta: Option<f64>,
+    ) -> PyResult<f64> {
+        let d = one_of("delta", target_delta, delta)?;
+        let a = &self.inner;
+        py.detach(|| a.get().get_epsilon(d)).py()
+    }
+
+    /// δ of everything composed so far at ε ≥ 0, positionally (`target_epsilon`) or as
+    /// `epsilon=`.
+    #[pyo3(signature = (target_epsilon=None, *, epsilon=None))]
+    fn get_delta(
+        &self,
+        py: Python<'_>,
+        target_epsilon: Option<f64>,
+        epsilon: Option<f64>,
+    ) -> PyResult<f64> {
+        let e = one_of("epsilon", target_epsilon, epsilon)?;
+        let a = &self.inner;
+        py.detach(|| a.get().get_delta(e)).py()
+    }
+
+    /// Opacus-style: `steps` steps of DP-SGD / DP-FedAvg — the Gaussian mechanism with
+    /// `noise_multiplier` on a Poisson sample at `sample_rate` (the Gaussian alone at rate 1).
+    /// Repeated identical steps cost O(1) each: they extend one ledger run, and ε is computed at
+    /// query time.
+    #[pyo3(signature = (*, noise_multiplier, sample_rate, steps=1))]
+    fn step(&mut self, noise_multiplier: f64, sample_rate: f64, steps: u64) -> PyResult<()> {
+        let e = step_event(sample_rate, noise_multiplier);
+        self.inner.get_mut().compose_repeated(&e, steps).py()
     }
 
     /// Whether composing `event` (default: nothing more) would make ε at the budget's δ exceed
@@ -213,41 +300,66 @@ impl Accountant {
         Ok(got > eps)
     }
 
-    /// The composed events, in order (event objects).
+    /// The composed events, in order, runs of the same event coalesced: a run of `count > 1`
+    /// is one `SelfComposedDpEvent(event, count)` (so `T` identical steps are one entry).
     #[getter]
     fn ledger<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        ledger_to_py(py, self.inner.get().ledger())
+    }
+
+    /// The ledger's runs: `(event, count)` pairs, in order.
+    #[getter]
+    fn ledger_runs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let items = self
             .inner
             .get()
             .ledger()
-            .events()
+            .runs()
             .iter()
-            .map(|e| event_to_py(py, e))
+            .map(|r| {
+                let e = event_to_py(py, &r.event)?;
+                PyTuple::new(py, [e, r.count.into_pyobject(py)?.into_any()])
+            })
             .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, items)
     }
 
-    /// Everything composed, as one event (`ComposedDpEvent` of the ledger).
+    /// Number of compositions (a `compose(e, count)` or `step(steps=)` counts `count` / `steps`).
+    fn __len__(&self) -> usize {
+        self.inner.get().ledger().len()
+    }
+
+    /// Everything composed, as one event (`ComposedDpEvent` of the ledger's runs).
     fn as_event<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         event_to_py(py, &self.inner.get().ledger().as_event())
     }
 
-    /// The state: the accountant's settings and its ledger in serde form (JSON-serializable).
+    /// The state: the accountant's settings and its ledger's runs in serde form
+    /// (JSON-serializable; `"runs": [{"event": ..., "count": n}, ...]`, so its size does not grow
+    /// with repeated steps).
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         self.inner.settings(py, &d)?;
-        d.set_item("events", to_python(py, self.inner.get().ledger().events())?)?;
+        d.set_item("runs", to_python(py, self.inner.get().ledger().runs())?)?;
         Ok(d)
     }
 
-    /// Restores a `state_dict()`: the settings must match this accountant's; its events are
-    /// composed again (the accountants are deterministic functions of their ledger).
+    /// Restores a `state_dict()`: the settings must match this accountant's; its runs are
+    /// composed again, each once with its count (the accountants are deterministic functions of
+    /// their ledger). A state with one entry per composition (`"events": [...]`, older
+    /// versions) is read too.
     fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
         let mine = PyDict::new(py);
         self.inner.settings(py, &mine)?;
         for key in mine.keys() {
-            let theirs = state.get_item(&key)?;
             let ours = mine.get_item(&key)?;
+            let theirs = match state.get_item(&key)? {
+                // Older states have no relation: they were add/remove-one.
+                None if key.extract::<String>()? == "neighbouring_relation" => {
+                    Some(PyString::new(py, "add_or_remove_one").into_any())
+                }
+                other => other,
+            };
             let same = match (&theirs, &ours) {
                 (Some(t), Some(o)) => t.eq(o)?,
                 _ => false,
@@ -259,22 +371,32 @@ impl Accountant {
                 ));
             }
         }
-        let Some(events) = state.get_item("events")? else {
-            return Err(invalid("state", "no `events`"));
-        };
-        let events: Vec<DpEvent> = from_python(&events, "ledger", Kind::InvalidParameter)?;
+        let d = PyDict::new(py);
+        match (state.get_item("runs")?, state.get_item("events")?) {
+            (Some(runs), _) => d.set_item("runs", runs)?,
+            (None, Some(events)) => d.set_item("events", events)?,
+            (None, None) => return Err(invalid("state", "no `runs` (or `events`)")),
+        }
+        let ledger: Ledger = from_python(&d, "state", Kind::InvalidParameter)?;
         let mut fresh = self.inner.fresh();
-        py.detach(|| events.iter().try_for_each(|e| fresh.get_mut().compose(e)))
-            .py()?;
+        py.detach(|| {
+            ledger
+                .runs()
+                .iter()
+                .try_for_each(|r| fresh.get_mut().compose_repeated(&r.event, r.count))
+        })
+        .py()?;
         self.inner = fresh;
         Ok(())
     }
 
     fn __repr__(&self) -> String {
+        let l = self.inner.get().ledger();
         format!(
-            "<{} accountant, {} events>",
+            "<{} accountant, {} compositions in {} runs>",
             self.inner.get().name(),
-            self.inner.get().ledger().len()
+            l.len(),
+            l.runs().len()
         )
     }
 }
@@ -287,12 +409,14 @@ pub struct RdpAccountantPy;
 #[pymethods]
 impl RdpAccountantPy {
     #[new]
-    #[pyo3(signature = (orders=None))]
-    fn new(orders: Option<Vec<f64>>) -> PyResult<PyClassInitializer<Self>> {
-        let a = match orders {
-            None => RdpAccountant::new(),
-            Some(o) => RdpAccountant::with_orders(o).py()?,
-        };
+    #[pyo3(signature = (orders=None, neighboring_relation=None))]
+    fn new(
+        orders: Option<Vec<f64>>,
+        neighboring_relation: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let relation = relation_from_py(neighboring_relation)?;
+        let orders = orders.unwrap_or_else(privfed_accounting::rdp::default_orders);
+        let a = RdpAccountant::with_relation(orders, relation).py()?;
         Ok(PyClassInitializer::from(Accountant {
             inner: AnyAccountant::Rdp(a),
         })
@@ -321,19 +445,66 @@ impl RdpAccountantPy {
             _ => Err(error(Kind::Base, "not an RDP accountant")),
         }
     }
+
+    /// Opacus's name and shape: `(epsilon, best_alpha)` at `delta` (the ε and the Rényi order
+    /// that attains it). With `alphas`, the ledger is composed again on those orders (one curve
+    /// per run) and answered there, as Opacus's `alphas=` does.
+    #[pyo3(signature = (delta=None, alphas=None, *, target_delta=None))]
+    fn get_privacy_spent(
+        slf: PyRef<'_, Self>,
+        delta: Option<f64>,
+        alphas: Option<Vec<f64>>,
+        target_delta: Option<f64>,
+    ) -> PyResult<(f64, f64)> {
+        let d = one_of("delta", delta, target_delta)?;
+        let AnyAccountant::Rdp(a) = &slf.as_super().inner else {
+            return Err(error(Kind::Base, "not an RDP accountant"));
+        };
+        let r = match alphas {
+            None => a.get_epsilon_and_order(d).py()?,
+            Some(orders) => {
+                let mut b = RdpAccountant::with_relation(orders, a.relation()).py()?;
+                slf.py()
+                    .detach(|| {
+                        a.ledger()
+                            .runs()
+                            .iter()
+                            .try_for_each(|r| b.compose_repeated(&r.event, r.count))?;
+                        b.get_epsilon_and_order(d)
+                    })
+                    .py()?
+            }
+        };
+        Ok((r.epsilon, r.optimal_order))
+    }
 }
 
 /// The privacy-loss-distribution accountant (discretization `value_discretization_interval`,
 /// default privfed's); composes by FFT. Rejects Poisson sampling of anything but the Gaussian
 /// and Laplace, and user RDP curves.
-#[pyclass(extends = Accountant, module = "privfed.accounting", name = "PldAccountant")]
+#[pyclass(
+    extends = Accountant,
+    subclass,
+    module = "privfed.accounting",
+    name = "PldAccountant"
+)]
 pub struct PldAccountantPy;
 
 #[pymethods]
 impl PldAccountantPy {
     #[new]
-    #[pyo3(signature = (value_discretization_interval=None))]
-    fn new(value_discretization_interval: Option<f64>) -> PyResult<PyClassInitializer<Self>> {
+    #[pyo3(signature = (value_discretization_interval=None, *, neighboring_relation=None))]
+    fn new(
+        value_discretization_interval: Option<f64>,
+        neighboring_relation: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        if relation_from_py(neighboring_relation)? != NeighbouringRelation::AddOrRemoveOne {
+            return Err(invalid(
+                "neighboring_relation",
+                "the PLD accountant is add/remove-one only (sampling without replacement under \
+                 replace-one: RdpAccountant(neighboring_relation=\"replace_one\"))",
+            ));
+        }
         let a = match value_discretization_interval {
             None => PldAccountant::new(),
             Some(h) => PldAccountant::with_discretization(h).py()?,

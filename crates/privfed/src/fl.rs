@@ -262,9 +262,15 @@ fn print_human(s: &privfed_sim::fl::Summary, history: &[RoundMetrics]) -> Result
     }
     match s.final_epsilon {
         Some(e) => lines.push(format!(
-            "ε = {e:.4} at δ = {} ({:?} guarantee){}",
+            "ε = {e:.4} at δ = {} ({:?} guarantee{}){}",
             s.delta,
             s.guarantee,
+            match s.neighbouring_relation {
+                privfed_accounting::NeighbouringRelation::ReplaceOne => {
+                    ", replace-one neighbours: the fixed cohort accounted as sampling without replacement"
+                }
+                _ => "",
+            },
             match s.hypothetical_population {
                 Some(n) => format!(
                     " — accounted for a hypothetical population of {n} clients, not this run's {}",

@@ -6,6 +6,7 @@ use super::{DEFAULT_TAIL_MASS, DEFAULT_VALUE_DISCRETIZATION};
 use crate::accountant::{Ledger, NeighbouringRelation, PrivacyAccountant};
 use crate::error::{AccountingError, Result, check_delta, check_nonnegative};
 use crate::event::DpEvent;
+use std::sync::Mutex;
 
 /// δ of the Gaussian PLD with parameter μ (sum over composed Gaussians of `1/(2z²)`), exactly:
 /// `δ(ε) = Φ((μ − ε)/√(2μ)) − e^ε·Φ((−μ − ε)/√(2μ))`.
@@ -43,6 +44,7 @@ const POISSON_KINDS: &str =
 const DDG: &str =
     "the distributed discrete Gaussian is accounted by its RDP bound only (use the RDP accountant)";
 const LOCAL_KINDS: &str = "local sampling is supported for the Gaussian, Laplace, pure-DP and one-dimensional Skellam events only (use the RDP accountant)";
+const WOR: &str = "sampling without replacement (replace-one neighbours) is accounted by the RDP accountant only, as in dp_accounting 0.6.0";
 const RDP_CURVE: &str = "an RDP curve does not determine a PLD";
 
 /// The sensitivity of a Skellam event the exact (one-dimensional) PLD handles: `l1 == l2`, an
@@ -68,16 +70,57 @@ fn total_count(outer: u64, inner: u64) -> Result<u64> {
 ///
 /// Supports Gaussian, Laplace, pure ε-DP (as randomized response), one-dimensional Skellam
 /// (`l1_sensitivity == l2_sensitivity`, an integer), Poisson-sampled Gaussian and Laplace, compositions.
-/// Rejects Poisson sampling of anything else and user RDP curves with
-/// [`AccountingError::UnsupportedEvent`].
-#[derive(Debug, Clone)]
+/// Rejects Poisson sampling of anything else, sampling without replacement (as dp_accounting
+/// 0.6.0's PLD accountant) and user RDP curves with [`AccountingError::UnsupportedEvent`].
+///
+/// **Lazy.** `compose` checks the event and records it in the ledger (runs of identical
+/// events), nothing more; the PLDs are built at the first query, each run `(event, count)` by
+/// one self-composition by `count`, and cached: the composition of every run but the last is
+/// kept, so a query after more steps of the same event costs one self-composition of the last
+/// run and one composition with the cached prefix. A numerical failure of the discretization
+/// is reported by the query.
+#[derive(Debug)]
 pub struct PldAccountant {
+    pub(super) h: f64,
+    pub(super) tail: f64,
+    pub(super) ledger: Ledger,
+    cache: Mutex<Option<Box<PldCache>>>,
+}
+
+/// The composed state of a prefix of the ledger's runs.
+#[derive(Debug, Clone)]
+struct PldCache {
+    /// How many runs `prefix` holds (all but the last when it was built).
+    closed: usize,
+    prefix: PldState,
+    /// The full state, for `(number of runs, last run's count)`.
+    full: Option<(usize, u64, PldState)>,
+}
+
+impl Clone for PldAccountant {
+    fn clone(&self) -> Self {
+        Self {
+            h: self.h,
+            tail: self.tail,
+            ledger: self.ledger.clone(),
+            cache: Mutex::new(lock(&self.cache).clone()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while the lock was held can only leave a stale cache entry, which is rebuilt.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The composed PLDs of some events.
+#[derive(Debug, Clone)]
+pub(super) struct PldState {
     pub(super) h: f64,
     pub(super) tail: f64,
     pub(super) gaussian_mu: f64,
     pub(super) remove: DiscretePld,
     pub(super) add: DiscretePld,
-    pub(super) ledger: Ledger,
 }
 
 impl Default for PldAccountant {
@@ -98,32 +141,104 @@ impl PldAccountant {
         Ok(Self {
             h,
             tail: DEFAULT_TAIL_MASS,
-            gaussian_mu: 0.0,
-            remove: DiscretePld::identity(h),
-            add: DiscretePld::identity(h),
             ledger: Ledger::new(),
+            cache: Mutex::new(None),
         })
     }
 
-    /// The current grid width (larger than requested if memory bounds forced coarsening).
+    /// The grid width this accountant was built with.
+    pub fn value_discretization_interval(&self) -> f64 {
+        self.h
+    }
+
+    /// The current grid width (larger than requested if memory bounds forced coarsening; builds
+    /// the PLDs if they are not cached, and gives the requested width if that fails).
     pub fn discretization(&self) -> f64 {
-        self.remove.h.max(self.add.h)
+        self.with_state(|s| Ok(s.remove.h.max(s.add.h)))
+            .unwrap_or(self.h)
     }
 
     /// Composes `event` (validated first; on error the accountant is unchanged).
     pub fn compose(&mut self, event: &DpEvent) -> Result<()> {
+        self.compose_repeated(event, 1)
+    }
+
+    /// Composes `event` `count` times ([`PrivacyAccountant::compose_repeated`]): checks it and
+    /// records it; the PLDs are built at query time.
+    pub fn compose_repeated(&mut self, event: &DpEvent, count: u64) -> Result<()> {
         event.validate()?;
-        Self::check_supported(event, 1)?;
-        let mut next = self.clone();
-        next.compose_inner(event, 1)?;
-        next.ledger.record(event);
-        *self = next;
+        Self::check_supported(event, count.max(1))?;
+        if count == 0 {
+            return Ok(());
+        }
+        if let Some(total) = self.ledger.merged_count(event, count)? {
+            Self::check_supported(event, total)?;
+        }
+        self.ledger.record(event, count);
         Ok(())
     }
 
     /// The events composed so far.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// Runs `f` on the composed state of the whole ledger (built from the cache, see the type's
+    /// docs).
+    fn with_state<T>(&self, f: impl FnOnce(&PldState) -> Result<T>) -> Result<T> {
+        let runs = self.ledger.runs();
+        let fresh = || PldState::identity(self.h, self.tail);
+        let Some(last) = runs.last() else {
+            return f(&fresh());
+        };
+        let n = runs.len();
+        let mut guard = lock(&self.cache);
+        let cache = guard.get_or_insert_with(|| {
+            Box::new(PldCache {
+                closed: 0,
+                prefix: fresh(),
+                full: None,
+            })
+        });
+        if cache.closed > n - 1 {
+            // Only a cache from another ledger could be longer: start again.
+            **cache = PldCache {
+                closed: 0,
+                prefix: fresh(),
+                full: None,
+            };
+        }
+        if let Some((len, count, state)) = &cache.full
+            && *len == n
+            && *count == last.count
+        {
+            return f(state);
+        }
+        while cache.closed < n - 1 {
+            let run = &runs[cache.closed];
+            let mut next = cache.prefix.clone();
+            next.compose_inner(&run.event, run.count)?;
+            cache.prefix = next;
+            cache.closed += 1;
+        }
+        let mut state = cache.prefix.clone();
+        state.compose_inner(&last.event, last.count)?;
+        let out = f(&state);
+        cache.full = Some((n, last.count, state));
+        out
+    }
+
+    /// ε at `delta` ∈ (0,1): the larger of the two directions (`+∞` if the mass at `+∞`
+    /// exceeds δ).
+    pub fn get_epsilon(&self, delta: f64) -> Result<f64> {
+        check_delta(delta)?;
+        self.with_state(|s| s.get_epsilon(delta))
+    }
+
+    /// δ at `epsilon` ≥ 0: the larger of the two directions.
+    pub fn get_delta(&self, epsilon: f64) -> Result<f64> {
+        check_nonnegative("epsilon", epsilon)?;
+        self.with_state(|s| s.get_delta(epsilon))
     }
 
     /// `Ok` if a valid `event` repeated `count` times is of a kind this accountant composes
@@ -175,6 +290,7 @@ impl PldAccountant {
                 Self::check_supported(e, total)
             }
             DpEvent::RdpCurve { .. } => Err(Self::unsupported(event, RDP_CURVE)),
+            DpEvent::SampledWithoutReplacement { .. } => Err(Self::unsupported(event, WOR)),
             DpEvent::DistributedDiscreteGaussian { .. } => Err(Self::unsupported(event, DDG)),
         }
     }
@@ -184,6 +300,18 @@ impl PldAccountant {
             accountant: "pld",
             event: event.name(),
             reason: reason.into(),
+        }
+    }
+}
+
+impl PldState {
+    fn identity(h: f64, tail: f64) -> Self {
+        Self {
+            h,
+            tail,
+            gaussian_mu: 0.0,
+            remove: DiscretePld::identity(h),
+            add: DiscretePld::identity(h),
         }
     }
 
@@ -241,7 +369,7 @@ impl PldAccountant {
                 l2_sensitivity,
             } => {
                 let d = skellam_dim(*l1_sensitivity, *l2_sensitivity)
-                    .ok_or_else(|| Self::unsupported(event, SKELLAM_1D))?;
+                    .ok_or_else(|| PldAccountant::unsupported(event, SKELLAM_1D))?;
                 // Symmetric: Sk(μ) vs Δ+Sk(μ) and the reverse have the same PLD.
                 self.add_pair(DiscretePld::skellam(*mu, d, h)?, None, count)?
             }
@@ -265,7 +393,7 @@ impl PldAccountant {
                         Some(DiscretePld::poisson_laplace(*rate, scale, false, h)?),
                         count,
                     )?,
-                    _ => return Err(Self::unsupported(event, POISSON_KINDS)),
+                    _ => return Err(PldAccountant::unsupported(event, POISSON_KINDS)),
                 }
             }
             DpEvent::LocalSampled { rate, event: inner } => {
@@ -285,9 +413,9 @@ impl PldAccountant {
                         l2_sensitivity,
                     } => match skellam_dim(l1_sensitivity, l2_sensitivity) {
                         Some(d) => DiscretePld::skellam(mu, d, h)?,
-                        None => return Err(Self::unsupported(event, LOCAL_KINDS)),
+                        None => return Err(PldAccountant::unsupported(event, LOCAL_KINDS)),
                     },
-                    _ => return Err(Self::unsupported(event, LOCAL_KINDS)),
+                    _ => return Err(PldAccountant::unsupported(event, LOCAL_KINDS)),
                 };
                 self.add_pair(base.locally_sampled(*rate), None, count)?
             }
@@ -299,9 +427,12 @@ impl PldAccountant {
             DpEvent::SelfComposed { event: e, count: c } => {
                 self.compose_inner(e, total_count(count, *c)?)?;
             }
-            DpEvent::RdpCurve { .. } => return Err(Self::unsupported(event, RDP_CURVE)),
+            DpEvent::RdpCurve { .. } => return Err(PldAccountant::unsupported(event, RDP_CURVE)),
+            DpEvent::SampledWithoutReplacement { .. } => {
+                return Err(PldAccountant::unsupported(event, WOR));
+            }
             DpEvent::DistributedDiscreteGaussian { .. } => {
-                return Err(Self::unsupported(event, DDG));
+                return Err(PldAccountant::unsupported(event, DDG));
             }
         }
         Ok(())
@@ -326,8 +457,7 @@ impl PldAccountant {
 
     /// ε at `delta` ∈ (0,1): the larger of the two directions (`+∞` if the mass at `+∞`
     /// exceeds δ).
-    pub fn get_epsilon(&self, delta: f64) -> Result<f64> {
-        check_delta(delta)?;
+    fn get_epsilon(&self, delta: f64) -> Result<f64> {
         if !self.gaussian_mu.is_finite() {
             return Ok(f64::INFINITY); // a Gaussian with (numerically) no noise
         }
@@ -339,8 +469,7 @@ impl PldAccountant {
     }
 
     /// δ at `epsilon` ≥ 0: the larger of the two directions.
-    pub fn get_delta(&self, epsilon: f64) -> Result<f64> {
-        check_nonnegative("epsilon", epsilon)?;
+    fn get_delta(&self, epsilon: f64) -> Result<f64> {
         if !self.gaussian_mu.is_finite() {
             return Ok(1.0);
         }
@@ -367,8 +496,8 @@ impl PrivacyAccountant for PldAccountant {
         event.validate().is_ok() && Self::check_supported(event, 1).is_ok()
     }
 
-    fn compose(&mut self, event: &DpEvent) -> Result<()> {
-        PldAccountant::compose(self, event)
+    fn compose_repeated(&mut self, event: &DpEvent, count: u64) -> Result<()> {
+        PldAccountant::compose_repeated(self, event, count)
     }
 
     fn get_epsilon(&self, delta: f64) -> Result<f64> {

@@ -4,3 +4,4 @@
 mod common;
 mod pld_vs_dp_accounting;
 mod rdp_vs_dp_accounting;
+mod wor_vs_dp_accounting;

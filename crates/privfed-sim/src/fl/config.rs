@@ -33,11 +33,13 @@
 //! delta = 1e-5
 //! accountant = "rdp"            # or "pld"
 //! budget = 8.0                  # optional: stop before ε(δ) would exceed it
+//! # fixed_cohort = "without_replacement"   # fixed cohorts: replace-one amplification (RDP)
 //!
 //! [eval]
 //! every = 5                     # evaluate on the test set every 5 rounds and at the end
 //! ```
 
+use privfed_accounting::NeighbouringRelation;
 use privfed_accounting::calibrate::AccountantKind;
 use privfed_distributed::NoiseShare;
 use privfed_learn::nn::ModelSpec;
@@ -126,7 +128,8 @@ pub enum Sampling {
         rate: f64,
     },
     /// `cohort` clients uniformly without replacement. Accounted **without** amplification by
-    /// sampling (rate 1): the accountants' add/remove bounds are for Poisson sampling.
+    /// sampling (rate 1, add/remove-one neighbours) unless `accounting.fixed_cohort =
+    /// "without_replacement"` ([`FixedCohortAccounting`]).
     Fixed {
         /// Clients per round (≤ the number of clients).
         cohort: usize,
@@ -321,6 +324,25 @@ impl Default for ServerOptimizer {
     }
 }
 
+/// How a fixed-size cohort ([`Sampling::Fixed`]) is accounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FixedCohortAccounting {
+    /// No amplification by sampling (every round at rate 1) under add/remove-one neighbours:
+    /// valid for every mechanism and accountant, and loose when the cohort is a small part of
+    /// the clients.
+    #[default]
+    NoAmplification,
+    /// Amplification by sampling without replacement (`cohort` of the `N` clients, `N` the
+    /// data's clients or `hypothetical_population`) under **replace-one** neighbours (`N` is
+    /// public): each round is `SampledWithoutReplacement { N, cohort, Gaussian { z/2 } }` (a
+    /// replaced client moves the clipped sum by up to `2·clip`), accounted by the RDP accountant
+    /// (Wang, Balle, Kasiviswanathan 2019, as dp_accounting). For `central_gaussian` with the
+    /// RDP accountant only. The reported ε is then a replace-one guarantee (the run summary's
+    /// `neighbouring_relation`), not comparable one-to-one with an add/remove-one ε.
+    WithoutReplacement,
+}
+
 /// What ε is reported against.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -337,6 +359,8 @@ pub struct AccountingConfig {
     /// describes that larger deployment, **not** the simulated one; every output says so. Must
     /// be at least the number of clients.
     pub hypothetical_population: Option<u64>,
+    /// How a fixed-size cohort is accounted (default: no amplification).
+    pub fixed_cohort: FixedCohortAccounting,
 }
 
 impl Default for AccountingConfig {
@@ -346,6 +370,7 @@ impl Default for AccountingConfig {
             accountant: AccountantKind::Rdp,
             budget: None,
             hypothetical_population: None,
+            fixed_cohort: FixedCohortAccounting::NoAmplification,
         }
     }
 }
@@ -618,6 +643,23 @@ impl TrainConfig {
                 "accounting.hypothetical_population needs a private mechanism (privacy.mechanism is none)",
             );
         }
+        if a.fixed_cohort == FixedCohortAccounting::WithoutReplacement {
+            if !matches!(self.sampling, Sampling::Fixed { .. }) {
+                return bad(
+                    "accounting.fixed_cohort = \"without_replacement\" needs sampling.kind = \"fixed\"",
+                );
+            }
+            if !matches!(self.privacy, Privacy::CentralGaussian { .. }) {
+                return bad(
+                    "accounting.fixed_cohort = \"without_replacement\" is implemented for privacy.mechanism = \"central_gaussian\" only",
+                );
+            }
+            if a.accountant != AccountantKind::Rdp {
+                return bad(
+                    "accounting.fixed_cohort = \"without_replacement\" needs accounting.accountant = \"rdp\" (the PLD accountant does not support sampling without replacement)",
+                );
+            }
+        }
         if let Some(b) = a.budget {
             positive("accounting.budget", b)?;
             if matches!(self.privacy, Privacy::None) {
@@ -645,6 +687,34 @@ impl TrainConfig {
                 Sampling::Poisson { rate } => rate,
                 Sampling::Fixed { .. } => 1.0,
             },
+        }
+    }
+
+    /// `(N, cohort)` when rounds are accounted as sampling without replacement
+    /// ([`FixedCohortAccounting::WithoutReplacement`]): `N` the hypothetical population if set,
+    /// else `clients`.
+    pub fn without_replacement(&self, clients: usize) -> Option<(u64, u64)> {
+        match (self.accounting.fixed_cohort, self.sampling) {
+            (FixedCohortAccounting::WithoutReplacement, Sampling::Fixed { cohort }) => Some((
+                self.accounting
+                    .hypothetical_population
+                    .unwrap_or(clients as u64),
+                cohort as u64,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The neighbouring relation of the run's ε: replace-one when a fixed cohort is accounted
+    /// as sampling without replacement, add/remove-one otherwise.
+    pub fn neighbouring_relation(&self) -> NeighbouringRelation {
+        match self.accounting.fixed_cohort {
+            FixedCohortAccounting::WithoutReplacement
+                if matches!(self.sampling, Sampling::Fixed { .. }) =>
+            {
+                NeighbouringRelation::ReplaceOne
+            }
+            _ => NeighbouringRelation::AddOrRemoveOne,
         }
     }
 

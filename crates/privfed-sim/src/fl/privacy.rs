@@ -8,8 +8,12 @@
 //! (through [`crate::secagg::secure_sum`]), calibration in `privfed_accounting::calibrate`. This
 //! module only wires them to a training round.
 
-use privfed_accounting::calibrate::{AccountantKind, calibrate_noise_multiplier};
-use privfed_accounting::{DpEvent, PldAccountant, PrivacyAccountant, RdpAccountant};
+use privfed_accounting::calibrate::{
+    AccountantKind, calibrate_noise_multiplier, calibrate_parameter_with,
+};
+use privfed_accounting::{
+    DpEvent, NeighbouringRelation, PldAccountant, PrivacyAccountant, RdpAccountant,
+};
 use privfed_distributed::{
     ModularSum, NoiseShare, NoiseTarget, PlanRequest, SkellamDecoder, SkellamEncoder,
     SkellamParams, round_event_for,
@@ -69,6 +73,9 @@ pub enum PrivacyPlan {
     Central {
         /// Projection and noise.
         layer: CentralGaussian,
+        /// `(N, cohort)` when each round is accounted as sampling without replacement
+        /// (replace-one neighbours; [`super::config::FixedCohortAccounting`]).
+        without_replacement: Option<(u64, u64)>,
     },
     /// Local randomizer, optional central layer.
     Local {
@@ -113,6 +120,18 @@ impl Accountant {
             AccountantKind::Pld => Accountant::Pld(PldAccountant::new()),
         }
     }
+
+    /// A fresh accountant of the config's kind and neighbouring relation (replace-one: an RDP
+    /// accountant for sampling without replacement; the config's validation sees to the kind).
+    pub fn for_config(cfg: &TrainConfig) -> Self {
+        match cfg.neighbouring_relation() {
+            NeighbouringRelation::AddOrRemoveOne => Self::new(cfg.accounting.accountant),
+            relation => Accountant::Rdp(
+                RdpAccountant::with_relation(privfed_accounting::rdp::default_orders(), relation)
+                    .unwrap_or_default(),
+            ),
+        }
+    }
     fn inner(&self) -> &dyn PrivacyAccountant {
         match self {
             Accountant::Rdp(a) => a,
@@ -137,8 +156,8 @@ impl Accountant {
     pub fn epsilon(&self, delta: f64) -> Result<f64, FlError> {
         Ok(self.inner().get_epsilon(delta)?)
     }
-    /// The events composed so far.
-    pub fn events(&self) -> &[DpEvent] {
+    /// The events composed so far, one per composition (the ledger's runs expanded).
+    pub fn events(&self) -> Vec<DpEvent> {
         self.inner().ledger().events()
     }
     /// ε at δ if `e` were composed next (the accountant is left untouched).
@@ -159,16 +178,32 @@ fn central_layer(
 ) -> Result<CentralGaussian, FlError> {
     let z = match (c.noise_multiplier, c.epsilon) {
         (Some(z), _) => z,
-        (None, Some(eps)) => {
-            calibrate_noise_multiplier(
-                cfg.accounting.accountant,
-                eps,
-                cfg.accounting.delta,
-                cfg.accounted_rate(clients),
-                cfg.rounds,
-            )?
-            .parameter
-        }
+        (None, Some(eps)) => match cfg.without_replacement(clients) {
+            None => {
+                calibrate_noise_multiplier(
+                    cfg.accounting.accountant,
+                    eps,
+                    cfg.accounting.delta,
+                    cfg.accounted_rate(clients),
+                    cfg.rounds,
+                )?
+                .parameter
+            }
+            Some((n, m)) => {
+                let Accountant::Rdp(fresh) = Accountant::for_config(cfg) else {
+                    return Err(FlError::Config(
+                        "sampling without replacement needs the RDP accountant".into(),
+                    ));
+                };
+                calibrate_parameter_with(&fresh, eps, cfg.accounting.delta, |z| {
+                    DpEvent::SelfComposed {
+                        event: Box::new(without_replacement_event(n, m, z)),
+                        count: cfg.rounds,
+                    }
+                })?
+                .parameter
+            }
+        },
         (None, None) => {
             return Err(FlError::Config(
                 "privacy: give noise_multiplier or epsilon".into(),
@@ -176,6 +211,20 @@ fn central_layer(
         }
     };
     Ok(CentralGaussian::new(c.clip, z)?)
+}
+
+/// One round of the central Gaussian (noise multiplier `z` over the clip, i.e. over the
+/// add/remove sensitivity) on a cohort of `m` of `n` clients drawn without replacement, under
+/// replace-one neighbours: the replace-one sensitivity of the clipped sum is `2·clip`, so the
+/// inner Gaussian's noise multiplier is `z/2`.
+pub fn without_replacement_event(n: u64, m: u64, z: f64) -> DpEvent {
+    DpEvent::SampledWithoutReplacement {
+        source_dataset_size: n,
+        sample_size: m,
+        event: Box::new(DpEvent::Gaussian {
+            noise_multiplier: z / 2.0,
+        }),
+    }
 }
 
 impl PrivacyPlan {
@@ -209,6 +258,7 @@ impl PrivacyPlan {
                         epsilon,
                     },
                 )?,
+                without_replacement: cfg.without_replacement(clients),
             },
             Privacy::Separated {
                 epsilon,
@@ -361,7 +411,7 @@ impl PrivacyPlan {
     /// The central noise multiplier (central layers only).
     pub fn noise_multiplier(&self) -> Option<f64> {
         match self {
-            PrivacyPlan::Central { layer } => Some(layer.noise_multiplier()),
+            PrivacyPlan::Central { layer, .. } => Some(layer.noise_multiplier()),
             PrivacyPlan::Local {
                 central: Some(layer),
                 ..
@@ -378,7 +428,17 @@ impl PrivacyPlan {
     pub fn round_event(&self, rate: f64, contributors: usize) -> Result<Option<DpEvent>, FlError> {
         let inner = match self {
             PrivacyPlan::None => return Ok(None),
-            PrivacyPlan::Central { layer }
+            PrivacyPlan::Central {
+                layer,
+                without_replacement: Some((n, m)),
+            } => {
+                return Ok(Some(without_replacement_event(
+                    *n,
+                    *m,
+                    layer.noise_multiplier(),
+                )));
+            }
+            PrivacyPlan::Central { layer, .. }
             | PrivacyPlan::Local {
                 central: Some(layer),
                 ..
@@ -565,7 +625,7 @@ pub fn aggregate<R: Rng + CryptoRng + ?Sized>(
             wrap_suspected: false,
             aborted: false,
         },
-        PrivacyPlan::Central { layer }
+        PrivacyPlan::Central { layer, .. }
         | PrivacyPlan::Local {
             central: Some(layer),
             ..

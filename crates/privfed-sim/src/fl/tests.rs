@@ -672,3 +672,91 @@ fn a_server_step_that_overflows_stops_the_run_after_its_round() {
         "no evaluation of a non-finite model"
     );
 }
+
+#[test]
+fn a_fixed_cohort_can_be_accounted_as_sampling_without_replacement() {
+    // 50 clients, cohort 10, z = 1.1 over the clip: each round is the Gaussian with noise
+    // multiplier z/2 (replace-one sensitivity 2·clip) on 10 of 50 drawn without replacement.
+    let data = blobs(50, 10);
+    let (z, t) = (1.1, 5u64);
+    let mut cfg = config(central(z), Sampling::Fixed { cohort: 10 }, t);
+    cfg.accounting.fixed_cohort = FixedCohortAccounting::WithoutReplacement;
+    let tr = run(cfg.clone(), &data, 2);
+    let one = DpEvent::SampledWithoutReplacement {
+        source_dataset_size: 50,
+        sample_size: 10,
+        event: Box::new(DpEvent::Gaussian {
+            noise_multiplier: z / 2.0,
+        }),
+    };
+    let mut acc = RdpAccountant::with_relation(
+        privfed_accounting::rdp::default_orders(),
+        privfed_accounting::NeighbouringRelation::ReplaceOne,
+    )
+    .unwrap();
+    acc.compose_repeated(&one, t).unwrap();
+    let expect = acc.get_epsilon(1e-5).unwrap();
+    let s = tr.summary();
+    let got = s.final_epsilon.unwrap();
+    assert!((got - expect).abs() <= 1e-12 * expect, "{got} vs {expect}");
+    assert_eq!(
+        s.neighbouring_relation,
+        privfed_accounting::NeighbouringRelation::ReplaceOne
+    );
+    assert_eq!(tr.events(), vec![one; t as usize]);
+    // The default stays no amplification under add/remove-one.
+    let plain = run(
+        config(central(z), Sampling::Fixed { cohort: 10 }, t),
+        &data,
+        2,
+    );
+    let expect_plain = epsilon_of(
+        AccountantKind::Rdp,
+        &DpEvent::poisson_gaussian(1.0, z, t),
+        1e-5,
+    )
+    .unwrap();
+    let s = plain.summary();
+    assert!((s.final_epsilon.unwrap() - expect_plain).abs() <= 1e-12 * expect_plain);
+    assert_eq!(
+        s.neighbouring_relation,
+        privfed_accounting::NeighbouringRelation::AddOrRemoveOne
+    );
+    // An ε target calibrates z for the without-replacement event.
+    let mut target = config(
+        Privacy::CentralGaussian {
+            clip: 1.0,
+            noise_multiplier: None,
+            epsilon: Some(3.0),
+        },
+        Sampling::Fixed { cohort: 10 },
+        t,
+    );
+    target.accounting.fixed_cohort = FixedCohortAccounting::WithoutReplacement;
+    let e = run(target, &data, 2).summary().final_epsilon.unwrap();
+    assert!(e <= 3.0 && e > 3.0 * (1.0 - 1e-4), "{e}");
+    // Where it does not apply, the config says so.
+    for (mutate, what) in [
+        (
+            (|c: &mut TrainConfig| c.sampling = Sampling::Poisson { rate: 0.2 })
+                as fn(&mut TrainConfig),
+            "sampling.kind",
+        ),
+        (
+            |c: &mut TrainConfig| c.accounting.accountant = AccountantKind::Pld,
+            "accounting.accountant",
+        ),
+        (
+            |c: &mut TrainConfig| c.privacy = Privacy::None,
+            "central_gaussian",
+        ),
+    ] {
+        let mut bad = cfg.clone();
+        mutate(&mut bad);
+        let err = match Trainer::new(bad, &data, 1) {
+            Ok(_) => panic!("{what}: accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(what), "{err}");
+    }
+}

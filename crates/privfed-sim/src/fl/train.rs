@@ -175,6 +175,9 @@ pub struct Summary {
     pub hypothetical_population: Option<u64>,
     /// What ε protects against.
     pub guarantee: Guarantee,
+    /// The neighbouring relation of `final_epsilon` (replace-one when a fixed cohort is
+    /// accounted as sampling without replacement).
+    pub neighbouring_relation: privfed_accounting::NeighbouringRelation,
     /// ε of one local report (local mechanisms).
     pub local_epsilon: Option<f64>,
     /// The central noise multiplier (central layers; calibrated if a target was given).
@@ -362,7 +365,7 @@ impl<'d> Trainer<'d> {
             },
         };
         Ok(Self {
-            accountant: Accountant::new(cfg.accounting.accountant),
+            accountant: Accountant::for_config(&cfg),
             cfg,
             data,
             model,
@@ -400,7 +403,7 @@ impl<'d> Trainer<'d> {
     }
 
     /// The events composed so far (one per private round).
-    pub fn events(&self) -> &[DpEvent] {
+    pub fn events(&self) -> Vec<DpEvent> {
         self.accountant.events()
     }
 
@@ -727,6 +730,7 @@ impl<'d> Trainer<'d> {
             delta: self.cfg.accounting.delta,
             hypothetical_population: self.cfg.accounting.hypothetical_population,
             guarantee: self.plan.guarantee(),
+            neighbouring_relation: self.cfg.neighbouring_relation(),
             local_epsilon: self.plan.local_epsilon(),
             noise_multiplier: self.plan.noise_multiplier(),
             stopped: self.state.stopped.clone(),
@@ -796,7 +800,7 @@ impl<'d> Trainer<'d> {
                 OptState::Sgd { .. } => "sgd".into(),
                 OptState::Adam { .. } => "adam".into(),
             },
-            events: self.accountant.events().to_vec(),
+            events: self.accountant.events(),
             history: self.state.history.clone(),
             stopped: self.state.stopped.clone(),
             arrays: arrays.iter().map(|a| a.len()).collect(),

@@ -173,6 +173,12 @@ impl Pipeline {
             let batch: Vec<WriteOp> = p.ops.drain(..n).collect();
             p.writer_only = p.ops.iter().any(|op| !op.inline());
             p.released = !p.ops.is_empty();
+            if !batch.is_empty() {
+                // Set before the pending lock is released, to when the batch's oldest write was
+                // queued: `busy_for` never sees the batch in neither place, nor younger than it
+                // is.
+                *self.lock_committing() = Some(p.since.unwrap_or_else(Instant::now));
+            }
             if p.ops.is_empty() {
                 p.since = None;
             }
@@ -183,7 +189,6 @@ impl Pipeline {
         }
         if !batch.is_empty() {
             let WriterCore { writer, rng } = w;
-            *self.lock_committing() = Some(Instant::now());
             writer.commit(batch, rng);
             *self.lock_committing() = None;
         }

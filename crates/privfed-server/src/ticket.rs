@@ -23,7 +23,7 @@
 //! that take 3 s ≈ 44,000 times. A used ticket is remembered (for replays) until its slot is
 //! reused, i.e. for at least `max_tickets` draws.
 //! Memory: [`TicketBook::SLOT_BYTES`] per slot, at most `max_tickets` slots per model
-//! (≈ 15 MiB with the defaults).
+//! (at most 16 MiB with the defaults: a slot is at most 128 bytes, a test checks it).
 
 //! The book holds a [`Weak`] reference to the drawn instance's [`Handle`] (a small allocation
 //! pointing at the weights, so an outstanding ticket never keeps the weights' memory alive). The

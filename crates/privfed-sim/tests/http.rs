@@ -133,8 +133,10 @@ fn draw_submit_read_and_errors_over_http() {
     // The update (exact in f32) overwrote one instance: drawing often enough finds it
     // (missing it in 200 draws has probability (3/4)^200 ≈ 1e-25).
     assert!((0..200).any(|_| srv.draw(&mut rng).unwrap().weights == update));
-    // A weight beyond the f32 range: the server answers 400, an error, not an outcome.
-    let e = srv.submit(&d, &[1e39, 0.0, 0.0], &mut rng).unwrap_err();
+    // A weight beyond the f32 range: the server answers 400, an error, not an outcome. (With a
+    // fresh draw: a used ticket is answered with its first outcome before any body is read.)
+    let fresh = srv.draw(&mut rng).unwrap();
+    let e = srv.submit(&fresh, &[1e39, 0.0, 0.0], &mut rng).unwrap_err();
     assert_eq!(status(&e), Some(400), "{e}");
     // The same name again: 409; a wrong token: 403; no token: 401; an unknown model: 404.
     let e = HttpModelServer::create(live.admin(), &spec("m", 3, 4, 0.5, None)).unwrap_err();

@@ -3,9 +3,9 @@
 //! update that can be refused without its body is refused before one byte of the body is read.
 
 use crate::serving::{TOKEN, fast, read_until_closed, secs, status_of};
+use privfed_server::EmbeddedStore;
 use privfed_server::store::embedded::{EmbeddedOptions, OpenMode};
 use privfed_server::ticket::{DrawQuota, TicketLimits};
-use privfed_server::{AppState, EmbeddedStore};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,27 +26,10 @@ async fn server(max_tickets: usize, per_client: Option<usize>) -> crate::serving
         ..EmbeddedOptions::default()
     };
     let store = EmbeddedStore::open_with(&dir.0, OpenMode::Create, options).unwrap();
-    let mut state = AppState::new(store, TOKEN);
-    state.draw_quota = per_client.map(|n| DrawQuota::new(n, secs(30)));
-    let state = Arc::new(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(privfed_server::serve_with(
-        listener,
-        state.clone(),
-        async {
-            let _ = rx.await;
-        },
-        fast(|_| {}),
-    ));
-    crate::serving::Srv {
-        addr,
-        state: Some(state),
-        stop: Some(tx),
-        task,
-        dir,
-    }
+    crate::serving::start_with(dir, store, fast(|_| {}), |state| {
+        state.draw_quota = per_client.map(|n| DrawQuota::new(n, secs(30)));
+    })
+    .await
 }
 
 /// A client whose connections come from `127.0.0.{last}`.

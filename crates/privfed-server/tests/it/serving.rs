@@ -42,6 +42,16 @@ pub fn secs(s: u64) -> Duration {
 pub async fn start(config: ServeConfig, tweak: impl FnOnce(&mut AppState<EmbeddedStore>)) -> Srv {
     let dir = common::TempDir::new("limits");
     let store = EmbeddedStore::create(&dir.0).unwrap();
+    start_with(dir, store, config, tweak).await
+}
+
+/// [`start`] with a store already opened in `dir`.
+pub async fn start_with(
+    dir: common::TempDir,
+    store: EmbeddedStore,
+    config: ServeConfig,
+    tweak: impl FnOnce(&mut AppState<EmbeddedStore>),
+) -> Srv {
     let mut state = AppState::new(store, TOKEN);
     tweak(&mut state);
     let state = Arc::new(state);

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 /// unmounted on drop. A dead-man child thaws it after 120 s should this process die frozen.
 struct FreezableMount {
     dir: PathBuf,
-    base: crate::common::TempDir,
+    /// Removed (with the image) on drop, after the unmount.
+    _base: crate::common::TempDir,
     deadman: Option<Child>,
 }
 
@@ -50,7 +51,7 @@ impl FreezableMount {
         )?;
         Ok(Self {
             dir,
-            base,
+            _base: base,
             deadman: None,
         })
     }
@@ -81,12 +82,10 @@ impl Drop for FreezableMount {
     fn drop(&mut self) {
         self.thaw();
         let _ = run("umount", &["-l", self.dir.to_str().unwrap()]);
-        let _ = &self.base;
     }
 }
 
-async fn status(c: &reqwest::Client, req: reqwest::RequestBuilder) -> u16 {
-    let _ = c;
+async fn status(req: reqwest::RequestBuilder) -> u16 {
     req.send().await.unwrap().status().as_u16()
 }
 
@@ -142,21 +141,21 @@ async fn a_frozen_data_directory_is_unhealthy_within_the_commit_deadline() {
         c.post(url("/v1/models/m/updates"))
             .json(&serde_json::json!({"weights": [0.5, 0.5, 0.5, 0.5]}))
     };
-    assert_eq!(status(&c, update()).await, 202);
-    assert_eq!(status(&c, c.get(url("/healthz"))).await, 200);
+    assert_eq!(status(update()).await, 202);
+    assert_eq!(status(c.get(url("/healthz"))).await, 200);
 
     mount.freeze();
     let t0 = Instant::now();
-    assert_eq!(status(&c, update()).await, 503, "a write on a frozen disk");
+    assert_eq!(status(update()).await, 503, "a write on a frozen disk");
     let answered = t0.elapsed();
     eprintln!("the stalled write answered 503 after {answered:?}");
     assert!(
         answered < DEADLINE + secs(3),
         "the stalled write answered after {answered:?} (deadline {DEADLINE:?})"
     );
-    assert_eq!(status(&c, c.get(url("/healthz"))).await, 503);
+    assert_eq!(status(c.get(url("/healthz"))).await, 503);
     let t1 = Instant::now();
-    assert_eq!(status(&c, update()).await, 503);
+    assert_eq!(status(update()).await, 503);
     assert!(
         t1.elapsed() < secs(1),
         "a write while stalled is refused at once, not after another deadline"
@@ -165,7 +164,7 @@ async fn a_frozen_data_directory_is_unhealthy_within_the_commit_deadline() {
     mount.thaw();
     let t2 = Instant::now();
     loop {
-        if status(&c, c.get(url("/healthz"))).await == 200 {
+        if status(c.get(url("/healthz"))).await == 200 {
             break;
         }
         assert!(
@@ -174,7 +173,7 @@ async fn a_frozen_data_directory_is_unhealthy_within_the_commit_deadline() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(status(&c, update()).await, 202);
+    assert_eq!(status(update()).await, 202);
     let snap: serde_json::Value = c
         .get(url("/v1/models/m"))
         .send()

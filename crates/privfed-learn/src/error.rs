@@ -54,7 +54,7 @@ pub enum LearnError {
     /// one server strategy run against a server that uses another).
     #[error("unsupported: {0}")]
     Unsupported(String),
-    /// A dataset file is missing, unreadable or malformed (raised by `privfed_sim::data`; this crate
+    /// A dataset file is missing, unreadable or malformed (raised by `privfed_fl::datasets`; this crate
     /// reads no files).
     #[error("dataset file {path}: {reason}")]
     Data {

@@ -26,7 +26,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 // `plan`'s default β is written as a literal in its signature so that Python's
 // `inspect.signature` shows the number; it must stay the simulator's and the CLI's default.
-const _: () = assert!(privfed_sim::fl::privacy::DEFAULT_BETA == 0.606_530_659_712_633_4);
+const _: () = assert!(privfed_fl::privacy::DEFAULT_BETA == 0.606_530_659_712_633_4);
 
 fn share_from_str(share: &str) -> PyResult<NoiseShare> {
     match share {
@@ -209,7 +209,7 @@ impl SkellamPlan {
 /// `delta`: the smallest noise that reaches it after `rounds` rounds at `sampling_rate`) and
 /// `noise_stddev` (the local σ per client, unscaled). `beta` is the conditional-rounding
 /// parameter (default `e^{−1/2}`, as paper 001, `privfed dme skellam` and the FL config's
-/// `privfed_sim::fl::privacy::DEFAULT_BETA`; 0: plain stochastic rounding), `k` the aggregate
+/// `privfed_fl::privacy::DEFAULT_BETA`; 0: plain stochastic rounding), `k` the aggregate
 /// standard deviations the modular range holds. `clients` is the minimum number of
 /// contributors the noise and ε are for; `max_contributors` (default `clients`) the most
 /// encodings a sum can hold (the cohort before dropouts), which the range is sized for. Raises

@@ -5,10 +5,10 @@
 
 use privfed_accounting::AccountingError;
 use privfed_distributed::DistributedError;
+use privfed_fl::FlError;
 use privfed_learn::LearnError;
 use privfed_mechanisms::MechanismError;
 use privfed_secagg::SecAggError;
-use privfed_sim::fl::FlError;
 use privfed_sim::secagg::SecAggSimError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -165,7 +165,11 @@ impl ToPyErr for FlError {
         let kind = match self {
             // A config field, a data set that cannot be loaded, a model that does not fit the
             // data, a checkpoint from another run: all things the run's configuration must fix.
-            FlError::Config(_) | FlError::Learn(_) | FlError::Checkpoint(_) => Kind::ConfigError,
+            FlError::Config(_) | FlError::Learn(_) | FlError::Data(_) | FlError::Checkpoint(_) => {
+                Kind::ConfigError
+            }
+            // A run's directory or output file: the operating system's refusal.
+            FlError::Io(m) => return pyo3::exceptions::PyOSError::new_err(m),
             FlError::Mechanism(e) => return e.to_pyerr(),
             FlError::Accounting(e) => return e.to_pyerr(),
             FlError::Distributed(e) => return e.to_pyerr(),

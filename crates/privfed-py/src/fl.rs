@@ -1,4 +1,4 @@
-//! The federated-learning simulator (`privfed_sim::fl`; `docs/FEDERATED_LEARNING.md`) and its
+//! The federated-learning simulator (`privfed_fl`; `docs/FEDERATED_LEARNING.md`) and its
 //! models (`privfed_learn::nn`) — re-exported by `privfed.fl`.
 //!
 //! * `fl_train(config, …)`: one run as `privfed fl train` does it (checkpoints it resumes from,
@@ -14,7 +14,6 @@
 //! is taken back briefly, so Ctrl-C stops a run (after its checkpoint is written).
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use crate::arrays::read_floats;
 use crate::errors::{Kind, PyResultExt, error, invalid};
@@ -22,25 +21,24 @@ use crate::intarrays::read_u32;
 use crate::json::{from_python, to_python};
 use crate::rng::rng_from_seed;
 use numpy::PyArray1;
+use privfed_fl::config::{LocalTraining, TrainConfig};
+use privfed_fl::data::Shard;
+use privfed_fl::datasets::default_data_dir;
+use privfed_fl::run::{Run, RunConfig, RunOptions};
+use privfed_fl::spec::DataSpec;
+use privfed_fl::train::{StopKind, local_sgd, write_atomically};
+use privfed_fl::{FlError, RoundMetrics, StepOutcome, Trainer as TrainerRs};
 use privfed_learn::nn::{Batch, Inputs, Model as ModelRs, ModelSpec, Scratch};
-use privfed_sim::data::default_data_dir;
-use privfed_sim::fl::config::{LocalTraining, TrainConfig};
-use privfed_sim::fl::data::{FederatedData, Shard};
-use privfed_sim::fl::run::{RunConfig, figure};
-use privfed_sim::fl::spec::DataSpec;
-use privfed_sim::fl::train::{StopKind, checkpoint_seed, history_csv, local_sgd, write_atomically};
-use privfed_sim::fl::{FlError, RoundMetrics, StepOutcome, Trainer as TrainerRs};
-use privfed_sim::plot::write_figure;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-/// The dependent of [`TrainerCell`]: a run borrowing its data.
+/// The dependent of [`TrainerCell`]: a trainer borrowing its run's data.
 type Dep<'a> = TrainerRs<'a>;
 
 self_cell::self_cell!(
-    /// A run that owns its data (the library's `Trainer` borrows it).
+    /// A run and its trainer (the library's `Trainer` borrows the data the `Run` owns).
     struct TrainerCell {
-        owner: FederatedData,
+        owner: Run,
         #[covariant]
         dependent: Dep,
     }
@@ -104,37 +102,21 @@ fn data_dir_of(data_dir: Option<PathBuf>) -> PathBuf {
     data_dir.unwrap_or_else(default_data_dir)
 }
 
-/// Loads the data of `run` (its seed fixed first: from `checkpoint` when the config has none).
-fn load(
+/// Opens `run` (data loaded, checkpoint read) and builds its trainer, without the GIL.
+fn open_cell(
     py: Python<'_>,
-    run: &mut RunConfig,
-    data_dir: &Path,
-    checkpoint: Option<&[u8]>,
-) -> PyResult<FederatedData> {
-    if let Some(bytes) = checkpoint
-        && run.train.seed.is_none()
-    {
-        run.train.seed = Some(checkpoint_seed(bytes).py()?);
-    }
-    let loaded = py.detach(|| run.load_data(data_dir)).map_err(|e| {
-        error(
-            Kind::ConfigError,
-            format!("loading the data from {}: {e}", data_dir.display()),
-        )
-    })?;
-    Ok(loaded.data)
-}
-
-fn build_cell(
-    train: TrainConfig,
-    data: FederatedData,
-    threads: usize,
-    checkpoint: Option<&[u8]>,
-) -> Result<TrainerCell, FlError> {
-    TrainerCell::try_new(data, |d| match checkpoint {
-        Some(bytes) => TrainerRs::resume(train, d, threads, bytes),
-        None => TrainerRs::new(train, d, threads),
+    config: RunConfig,
+    options: RunOptions,
+    checkpoint: Option<Vec<u8>>,
+) -> PyResult<TrainerCell> {
+    py.detach(|| {
+        let run = match checkpoint {
+            Some(bytes) => Run::resume_from(config, options, bytes)?,
+            None => Run::open(config, options)?,
+        };
+        TrainerCell::try_new(run, |r| r.trainer())
     })
+    .py()
 }
 
 /// The per-round progress line (stderr, no GIL).
@@ -153,27 +135,28 @@ fn progress_line(m: &RoundMetrics, rounds: u64) {
     eprintln!("{s}");
 }
 
-/// What a caller of [`run_rounds`] wants around each round.
-struct RunOptions<'a> {
+/// Runs up to `limit` rounds: each without the GIL (the run's own checkpoint, the extra
+/// `checkpoint` file and the progress line included), the GIL taken back between rounds to check
+/// for Ctrl-C. Returns the rounds run.
+fn run_rounds(
+    py: Python<'_>,
+    cell: &mut TrainerCell,
     limit: u64,
-    checkpoint: Option<&'a Path>,
+    checkpoint: Option<&Path>,
     progress: bool,
-}
-
-/// Runs up to `opt.limit` rounds: each without the GIL (progress line and checkpoint
-/// included), the GIL taken back between rounds to check for Ctrl-C. Returns the rounds run.
-fn run_rounds(py: Python<'_>, cell: &mut TrainerCell, opt: &RunOptions<'_>) -> PyResult<u64> {
+) -> PyResult<u64> {
     let mut done = 0u64;
-    while done < opt.limit {
+    while done < limit {
         let outcome = py
             .detach(|| {
-                cell.with_dependent_mut(|_, t| {
+                cell.with_dependent_mut(|run, t| {
                     let out = t.step()?;
                     if let StepOutcome::Round(m) = &out {
-                        if let Some(p) = opt.checkpoint {
+                        run.round_done(t)?;
+                        if let Some(p) = checkpoint {
                             write_atomically(p, &t.checkpoint()?)?;
                         }
-                        if opt.progress {
+                        if progress {
                             progress_line(m.as_ref(), t.config().rounds);
                         }
                     }
@@ -188,34 +171,6 @@ fn run_rounds(py: Python<'_>, cell: &mut TrainerCell, opt: &RunOptions<'_>) -> P
         py.check_signals()?;
     }
     Ok(done)
-}
-
-fn write_outputs(dir: &Path, t: &TrainerRs<'_>, config_file: Option<&Path>) -> Result<(), String> {
-    let csv = dir.join("metrics.csv");
-    std::fs::write(&csv, history_csv(t.history()))
-        .map_err(|e| format!("writing {}: {e}", csv.display()))?;
-    let summary = dir.join("summary.json");
-    let mut s = serde_json::to_value(t.summary()).map_err(|e| e.to_string())?;
-    if let serde_json::Value::Object(map) = &mut s {
-        map.insert(
-            "config".into(),
-            serde_json::to_value(t.config()).map_err(|e| e.to_string())?,
-        );
-        map.insert(
-            "config_file".into(),
-            serde_json::json!(config_file.map(|p| p.display().to_string())),
-        );
-    }
-    let text = serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?;
-    std::fs::write(&summary, text).map_err(|e| format!("writing {}: {e}", summary.display()))?;
-    if t.history().iter().any(|m| m.accuracy.is_some()) {
-        let title = format!("{} ({} rounds)", t.summary().data, t.round());
-        let fig = figure(&title, t.history());
-        for name in ["run.svg", "run.png"] {
-            write_figure(&fig, &dir.join(name)).map_err(|e| format!("{name}: {e}"))?;
-        }
-    }
-    Ok(())
 }
 
 /// Trains one run as `privfed fl train` does and returns its report (the keys of `--json`:
@@ -242,72 +197,33 @@ fn fl_train<'py>(
     threads: Option<usize>,
     progress: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let t0 = Instant::now();
-    let (mut run, config_file) = read_config(config)?;
-    let threads = worker_threads(threads)?;
-    let data_dir = data_dir_of(data_dir);
-    let io = |what: &str, p: &Path, e: std::io::Error| {
-        error(Kind::ConfigError, format!("{what} {}: {e}", p.display()))
+    let (run, config_file) = read_config(config)?;
+    let options = RunOptions {
+        data_dir: data_dir_of(data_dir),
+        out_dir,
+        checkpoint,
+        fresh,
+        threads: worker_threads(threads)?,
+        config_file,
     };
-    if let Some(dir) = &out_dir {
-        std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
-    }
-    let ckpt = checkpoint.or_else(|| out_dir.as_ref().map(|d| d.join("checkpoint.bin")));
-    if fresh && let Some(p) = &ckpt {
-        match std::fs::remove_file(p) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io("removing", p, e)),
-        }
-    }
-    let existing = match &ckpt {
-        Some(p) if p.exists() => Some(std::fs::read(p).map_err(|e| io("reading", p, e))?),
-        _ => None,
-    };
-    let data = load(py, &mut run, &data_dir, existing.as_deref())?;
-    let train = run.train.clone();
-    let mut cell = py
-        .detach(|| build_cell(train, data, threads, existing.as_deref()))
-        .py()?;
-    if progress && existing.is_some() {
+    let mut cell = open_cell(py, run, options, None)?;
+    if progress && cell.borrow_owner().resumes() {
         eprintln!("resuming from round {}", cell.borrow_dependent().round());
     }
-    let opt = RunOptions {
-        limit: max_rounds.unwrap_or(u64::MAX),
-        checkpoint: ckpt.as_deref(),
+    run_rounds(
+        py,
+        &mut cell,
+        max_rounds.unwrap_or(u64::MAX),
+        None,
         progress,
-    };
-    run_rounds(py, &mut cell, &opt)?;
-    let t = cell.borrow_dependent();
-    if let Some(p) = &ckpt {
-        // Also after a budget stop, so a rerun sees the stop instead of retrying the round.
-        py.detach(|| write_atomically(p, &t.checkpoint()?)).py()?;
-    }
-    if let Some(dir) = &out_dir {
-        py.detach(|| write_outputs(dir, t, config_file.as_deref()))
-            .map_err(pyo3::exceptions::PyOSError::new_err)?;
-    }
-    let mut report = serde_json::to_value(t.summary())
-        .map_err(|e| error(Kind::Base, format!("serializing the summary: {e}")))?;
-    if let serde_json::Value::Object(map) = &mut report {
-        map.insert(
-            "rounds".into(),
-            serde_json::to_value(t.history())
-                .map_err(|e| error(Kind::Base, format!("serializing the rounds: {e}")))?,
-        );
-        map.insert(
-            "seconds".into(),
-            serde_json::json!(t0.elapsed().as_secs_f64()),
-        );
-        map.insert("threads".into(), serde_json::json!(threads));
-        if let Some(d) = &out_dir {
-            map.insert("out".into(), serde_json::json!(d.display().to_string()));
-        }
-    }
+    )?;
+    let report = py
+        .detach(|| cell.borrow_owner().finish(cell.borrow_dependent()))
+        .py()?;
     to_python(py, &report)
 }
 
-/// A training run a round at a time (`privfed_sim::fl::Trainer` over data it owns): the data
+/// A training run a round at a time (`privfed_fl::Trainer` over data it owns): the data
 /// is loaded (and partitioned from the run's seed), the model built, the privacy mechanisms
 /// resolved and calibrated when it is created. Bit-identical for any `threads`.
 #[pyclass(module = "privfed.fl", name = "Trainer")]
@@ -343,12 +259,15 @@ impl Trainer {
         data_dir: Option<PathBuf>,
         threads: Option<usize>,
     ) -> PyResult<Self> {
-        let (mut run, _) = read_config(config)?;
-        let threads = worker_threads(threads)?;
-        let data = load(py, &mut run, &data_dir_of(data_dir), None)?;
-        let train = run.train.clone();
-        let cell = py.detach(|| build_cell(train, data, threads, None)).py()?;
-        Ok(Self { cell })
+        let (run, _) = read_config(config)?;
+        let options = RunOptions {
+            data_dir: data_dir_of(data_dir),
+            threads: worker_threads(threads)?,
+            ..RunOptions::default()
+        };
+        Ok(Self {
+            cell: open_cell(py, run, options, None)?,
+        })
     }
 
     /// Resumes a run from a checkpoint (a path, or the bytes of `checkpoint()`) with the
@@ -364,14 +283,15 @@ impl Trainer {
         threads: Option<usize>,
     ) -> PyResult<Self> {
         let (bytes, _) = read_checkpoint(checkpoint)?;
-        let (mut run, _) = read_config(config)?;
-        let threads = worker_threads(threads)?;
-        let data = load(py, &mut run, &data_dir_of(data_dir), Some(&bytes))?;
-        let train = run.train.clone();
-        let cell = py
-            .detach(|| build_cell(train, data, threads, Some(&bytes)))
-            .py()?;
-        Ok(Self { cell })
+        let (run, _) = read_config(config)?;
+        let options = RunOptions {
+            data_dir: data_dir_of(data_dir),
+            threads: worker_threads(threads)?,
+            ..RunOptions::default()
+        };
+        Ok(Self {
+            cell: open_cell(py, run, options, Some(bytes))?,
+        })
     }
 
     /// Runs the next round (without the GIL) and returns its record (`round`, `sampled`,
@@ -414,12 +334,13 @@ impl Trainer {
         progress: bool,
         checkpoint: Option<PathBuf>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opt = RunOptions {
-            limit: rounds.unwrap_or(u64::MAX),
-            checkpoint: checkpoint.as_deref(),
+        run_rounds(
+            py,
+            &mut self.cell,
+            rounds.unwrap_or(u64::MAX),
+            checkpoint.as_deref(),
             progress,
-        };
-        run_rounds(py, &mut self.cell, &opt)?;
+        )?;
         to_python(py, &self.t().summary())
     }
 
@@ -492,13 +413,13 @@ impl Trainer {
     /// Number of clients in the data.
     #[getter]
     fn clients(&self) -> usize {
-        self.cell.borrow_owner().clients.len()
+        self.cell.borrow_owner().data().clients.len()
     }
     fn __repr__(&self) -> String {
         let t = self.t();
         format!(
             "<Trainer data={:?} round={}/{}>",
-            self.cell.borrow_owner().name,
+            self.cell.borrow_owner().data().name,
             t.round(),
             t.config().rounds
         )
@@ -706,7 +627,7 @@ impl Model {
     }
 
     /// Local training exactly as the simulator's clients do it
-    /// (`privfed_sim::fl::train::local_sgd`): `epochs` passes of minibatch SGD over the
+    /// (`privfed_fl::train::local_sgd`): `epochs` passes of minibatch SGD over the
     /// shuffled rows from `params`, each step `θ ← θ − η(∇L(θ) + μ(θ − params))` with
     /// `η = learning_rate`, `μ = proximal`, at most `max_steps` steps. Returns the new
     /// parameters (`float32`), or `(params, mean_loss)` with `return_loss=True`. The shuffle

@@ -13,12 +13,13 @@ use crate::intarrays::{read_u64_vector, write_u64};
 use crate::json::{from_python, to_python};
 use crate::rng::{hex_key, os_key, rng_from_seed};
 use privfed_mechanisms::rng::NoiseRng;
+use privfed_secagg::local::SecAggThreat;
 use privfed_secagg::messages::{decode, encode};
 use privfed_secagg::{
     Client, ClientMessage, GraphChoice, GraphSpec, Receipt, RoundConfig as ConfigRs, RoundStatus,
     Server, ServerMessage, Stage,
 };
-use privfed_sim::secagg::{SecAggSimConfig, SecAggThreat, simulate_in_process};
+use privfed_sim::secagg::{SecAggSimConfig, simulate_in_process};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 

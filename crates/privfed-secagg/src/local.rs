@@ -12,6 +12,7 @@ use crate::error::{Result, SecAggError};
 use crate::identity::{Credentials, DeviceKey, Roster};
 use crate::mask::modulus_mask;
 use crate::messages::{ClientMessage, ServerMessage, Stage, decode, encode};
+use crate::plan::{GraphChoice, round_config_for};
 use crate::server::{Aggregate, RoundStatus, Server};
 
 /// The plain sum of the named clients' inputs mod 2^`bits` (client `id` holds
@@ -296,4 +297,97 @@ impl LocalRound {
             RoundStatus::Collecting(_) => unreachable!("loop runs until the round is over"),
         }
     }
+}
+
+/// Which server the clients of an in-process round defend against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SecAggThreat {
+    /// The honest-but-curious protocol (four stages, unsigned keys).
+    HonestButCurious,
+    /// The active mode with a roster: every device enrolled by an authority the clients trust.
+    #[default]
+    Active,
+    /// The active mode without a roster (the server could add Sybils).
+    ActiveWithoutRoster,
+}
+
+impl SecAggThreat {
+    /// The report's name of the threat model.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecAggThreat::HonestButCurious => "honest-but-curious",
+            SecAggThreat::Active | SecAggThreat::ActiveWithoutRoster => "active",
+        }
+    }
+
+    /// Whether the round's devices are enrolled on a roster.
+    pub fn roster(self) -> bool {
+        self == SecAggThreat::Active
+    }
+}
+
+/// A round configuration in `threat` ([`round_config_for`] with a session id drawn from `rng`)
+/// and, in the active mode, every client's credentials: the devices are enrolled by a fresh
+/// authority ([`Enrollment`], keys from `rng`), and the configuration names their roster.
+pub fn prepare_round<R: Rng + CryptoRng + ?Sized>(
+    threat: SecAggThreat,
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    graph: GraphChoice,
+    rng: &mut R,
+) -> Result<(RoundConfig, Option<Vec<Credentials>>)> {
+    let model = match threat {
+        SecAggThreat::HonestButCurious => ThreatModel::HonestButCurious,
+        _ => ThreatModel::Active { roster: None },
+    };
+    let mut session_id = [0u8; 32];
+    rng.fill_bytes(&mut session_id);
+    let mut config = round_config_for(model, clients, bits, dim, dropout, graph, session_id)?;
+    let credentials = match threat {
+        SecAggThreat::HonestButCurious => None,
+        SecAggThreat::Active => {
+            let enrollment = Enrollment::new(clients as usize, rng);
+            config.threat_model = enrollment.threat_model();
+            Some(enrollment.into_credentials()?)
+        }
+        SecAggThreat::ActiveWithoutRoster => Some(
+            (0..clients)
+                .map(|_| Credentials {
+                    device: DeviceKey::generate(rng),
+                    roster: None,
+                })
+                .collect(),
+        ),
+    };
+    Ok((config, credentials))
+}
+
+/// Sums `inputs` (client `i + 1` holds `inputs[i]`; an empty vector for a client that drops)
+/// through a real in-process round in `threat` in which the clients marked in `dropped` share
+/// keys and then drop before sending masked input. The protocol's secrets come from `rng` (the
+/// OS generator in production simulations). A round with too few survivors is
+/// [`SecAggError::Aborted`] and reveals nothing.
+pub fn secure_sum<R: Rng + CryptoRng + ?Sized>(
+    threat: SecAggThreat,
+    bits: u32,
+    dim: usize,
+    inputs: Vec<Vec<u64>>,
+    dropped: &[bool],
+    rng: &mut R,
+) -> Result<Aggregate> {
+    let n = inputs.len() as u32;
+    let dropout = dropped.iter().filter(|&&d| d).count() as f64 / n.max(1) as f64;
+    let (config, credentials) =
+        prepare_round(threat, n, bits, dim, dropout, GraphChoice::Auto, rng)?;
+    let drops = dropped
+        .iter()
+        .map(|&d| d.then_some(Stage::MaskedInput))
+        .collect();
+    let mut round = match credentials {
+        Some(c) => LocalRound::with_credentials(config, inputs, drops, c)?,
+        None => LocalRound::new(config, inputs, drops)?,
+    };
+    round.run(rng)
 }

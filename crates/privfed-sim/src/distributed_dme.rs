@@ -11,7 +11,6 @@
 //! simulation can see and a server cannot) and the decoder's wrap flag, and ε per trial from the
 //! survivors.
 
-use crate::dme::t_quantile_975;
 use privfed_distributed::modular::to_signed;
 use privfed_distributed::{
     DistributedError, ModularSum, NoiseShare, NoiseTarget, PlanRequest, SkellamDecoder,
@@ -20,6 +19,7 @@ use privfed_distributed::{
 use privfed_mechanisms::gaussian::{analytic_gaussian_sigma, gaussian_epsilon};
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
 use privfed_mechanisms::sampling::{fill_standard_normal, uniform_on_sphere};
+use privfed_plot::stats::t_quantile_975;
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 use std::time::Instant;
@@ -50,12 +50,12 @@ pub struct DistributedDmeConfig {
     pub seed: Option<u64>,
     /// Probability that a client drops out before sending, in `[0, 1)`.
     pub dropout: f64,
-    /// Sum the encodings through a real secure-aggregation round ([`crate::secagg::secure_sum`]:
+    /// Sum the encodings through a real secure-aggregation round ([`privfed_secagg::local::secure_sum`]:
     /// every client advertises and shares keys, the dropped ones then go silent and their masks
     /// are recovered) instead of the in-process modular sum. Skellam and DDG only.
     pub secure_aggregation: bool,
     /// The threat model of that round (the active mode by default).
-    pub secure_aggregation_threat: crate::secagg::SecAggThreat,
+    pub secure_aggregation_threat: privfed_secagg::local::SecAggThreat,
 }
 
 /// Why a run failed.
@@ -73,7 +73,7 @@ pub enum DistributedDmeError {
     Mechanism(#[from] privfed_mechanisms::MechanismError),
     /// From secure aggregation (including a round that aborted).
     #[error(transparent)]
-    SecAgg(#[from] crate::secagg::SecAggSimError),
+    SecAgg(#[from] privfed_secagg::SecAggError),
 }
 
 /// The report (`privfed dme skellam|gaussian --json`).
@@ -254,12 +254,13 @@ pub fn run_distributed_dme(
                     for &i in &alive {
                         dropped[i] = false;
                     }
-                    let out = crate::secagg::secure_sum(
+                    let out = privfed_secagg::local::secure_sum(
                         cfg.secure_aggregation_threat,
                         req.bits,
                         skellam.padded_dim,
                         encodings,
                         &dropped,
+                        &mut rand::rng(),
                     )?;
                     // The accountant is told how many contributed: the protocol's survivors.
                     if out.survivors.len() != m {
@@ -370,7 +371,7 @@ mod tests {
             seed: Some(4),
             dropout,
             secure_aggregation: false,
-            secure_aggregation_threat: crate::secagg::SecAggThreat::Active,
+            secure_aggregation_threat: privfed_secagg::local::SecAggThreat::Active,
         }
     }
 

@@ -15,6 +15,8 @@ use rand::SeedableRng;
 use serde::Serialize;
 use std::time::Instant;
 
+use privfed_plot::stats::t_quantile_975;
+
 /// Client chunks per trial (fixed, so results do not depend on the thread count).
 pub const CHUNKS: usize = 16;
 
@@ -124,21 +126,6 @@ fn run_chunk<M: LocalRandomizer>(
         progress(1);
     }
     Ok(sums)
-}
-
-/// Two-sided 95% (upper 97.5%) Student-t quantile for `df` degrees of freedom: the table to three
-/// decimals for `df ≤ 30`, `1.959964 + 2.4/df` beyond; NaN for `df = 0`.
-pub fn t_quantile_975(df: usize) -> f64 {
-    const TABLE: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    match df {
-        0 => f64::NAN,
-        1..=30 => TABLE[df - 1],
-        _ => 1.959_964 + 2.4 / df as f64,
-    }
 }
 
 /// Mean, 95% interval and standard error of per-trial MSEs (`t_{0.975, T−1} · se` half-width;
@@ -287,14 +274,6 @@ mod tests {
             seed: Some(11),
             threads: Some(threads),
         }
-    }
-
-    #[test]
-    fn t_quantiles() {
-        assert!(t_quantile_975(0).is_nan());
-        assert_eq!(t_quantile_975(1), 12.706);
-        assert_eq!(t_quantile_975(30), 2.042);
-        assert!((t_quantile_975(1000) - 1.962_364).abs() < 1e-12);
     }
 
     #[test]

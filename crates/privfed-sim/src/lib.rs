@@ -2,11 +2,6 @@
 //!
 //! Simulations and experiments of privfed deployments (systems layer: this crate may read data
 //! files and write results):
-//! * [`data`]: datasets of paper 003 — MNIST (IDX), UCI Adult, the synthetic production model —
-//!   and the data-directory lookup (`$PRIVFED_DATA_DIR`, else `../shared/data`);
-//! * [`fl`]: federated learning — federated datasets (MNIST and Adult under iid, label-shard or
-//!   Dirichlet partitions, Tiny Shakespeare by speaking role, paper 000's synthetic logistic
-//!   problem) described by [`fl::spec::DataSpec`] in TOML run configs;
 //! * [`simulate`]: the Draw-and-Discard training simulation (paper 003 §V, `docs/ALGORITHMS.md`
 //!   §4.4) over any [`simulate::ModelServer`]: in memory ([`simulate::InProcessServer`]) or a live
 //!   server over HTTP ([`http::HttpModelServer`], through the device-side `privfed-client`);
@@ -16,11 +11,11 @@
 //!   MSE with its 95% interval against the exact prediction);
 //! * [`distributed_dme`]: the same with distributed DP (paper 001): Skellam encoding, modular
 //!   sum, decoding, dropouts, wraps and per-trial ε; the continuous-Gaussian baseline;
-//! * [`experiments`]: paper 003's Draw-and-Discard grids and paper 004's MVU experiments;
+//! * [`experiments`]: paper 003's Draw-and-Discard grids, paper 004's MVU experiments and
+//!   papers 000 and 001's federated-learning experiments (grids of `privfed-fl` runs);
 //! * [`mechanism`]: building a mechanism from options ([`mechanism::MechanismSpec`]), including
 //!   designing or loading an MVU design;
-//! * [`plot`]: SVG figures (line plots, log axes, 95% bands or bars, legends), from data or from
-//!   an experiment's CSV (`privfed plot`).
+//! * [`secagg`]: secure-aggregation rounds in process, over HTTP and against a lying server.
 //!
 //! The protocol itself (client step, server engine) is `privfed-ddml`; models are
 //! `privfed-learn`. Randomness comes in as `rng: &mut R` with `R: Rng + CryptoRng`; a seeded
@@ -32,7 +27,8 @@
 //! ```
 //! use privfed_ddml::client::ClientNoise;
 //! use privfed_mechanisms::rng::seeded_rng_for_experiments;
-//! use privfed_sim::{data::synthetic_production, simulate::{SimConfig, simulate_in_process}};
+//! use privfed_fl::datasets::synthetic_production;
+//! use privfed_sim::simulate::{SimConfig, simulate_in_process};
 //!
 //! let mut rng = seeded_rng_for_experiments(7);
 //! let dataset = synthetic_production(2_000, 500, &mut rng).unwrap();
@@ -44,16 +40,14 @@
 //! ```
 
 pub mod adversary;
-pub mod data;
 pub mod distributed_dme;
 pub mod dme;
 // The guides' Rust blocks as doctests (compiled only by `cargo test --doc`).
 #[cfg(doctest)]
 mod doc_blocks;
 pub mod experiments;
-pub mod fl;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod mechanism;
-pub mod plot;
 pub mod secagg;
 pub mod simulate;

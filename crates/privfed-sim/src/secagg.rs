@@ -13,86 +13,16 @@ use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
 pub use privfed_secagg::adversary::{Attack, StrategyOutcome};
 pub use privfed_secagg::local::plain_sum;
 use privfed_secagg::local::{Enrollment, LocalRound, Observer, Party};
+use privfed_secagg::local::{SecAggThreat, prepare_round};
 use privfed_secagg::mask::modulus_mask;
 pub use privfed_secagg::plan::{
     DEFAULT_CORRUPT_FRACTION, DEFAULT_GRINDING_BITS, GraphChoice, round_config, round_config_for,
 };
 use privfed_secagg::{
-    Aggregate, ClientId, Credentials, DeviceKey, GraphSpec, RoundConfig, SecAggError, Stage,
-    ThreatModel,
+    Aggregate, ClientId, Credentials, GraphSpec, RoundConfig, SecAggError, Stage, ThreatModel,
 };
 use rand::{Rng, RngExt};
 use serde::Serialize;
-
-/// Which server a simulated round's clients defend against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SecAggThreat {
-    /// The honest-but-curious protocol (four stages, unsigned keys).
-    HonestButCurious,
-    /// The active mode with a roster: every device enrolled by an authority the clients trust.
-    #[default]
-    Active,
-    /// The active mode without a roster (the server could add Sybils).
-    ActiveWithoutRoster,
-}
-
-impl SecAggThreat {
-    /// The report's name of the threat model.
-    pub fn name(self) -> &'static str {
-        match self {
-            SecAggThreat::HonestButCurious => "honest-but-curious",
-            SecAggThreat::Active | SecAggThreat::ActiveWithoutRoster => "active",
-        }
-    }
-
-    /// Whether the round's devices are enrolled on a roster.
-    pub fn roster(self) -> bool {
-        self == SecAggThreat::Active
-    }
-}
-
-/// A round configuration in `threat` and, in the active mode, every client's credentials: the
-/// devices are enrolled by a fresh authority (keys from the OS), and the configuration names
-/// their roster.
-pub fn prepare_round(
-    threat: SecAggThreat,
-    clients: u32,
-    bits: u32,
-    dim: usize,
-    dropout: f64,
-    graph: GraphChoice,
-) -> Result<(RoundConfig, Option<Vec<Credentials>>), SecAggSimError> {
-    let model = match threat {
-        SecAggThreat::HonestButCurious => ThreatModel::HonestButCurious,
-        _ => ThreatModel::Active { roster: None },
-    };
-    let mut config = round_config_for(
-        model,
-        clients,
-        bits,
-        dim,
-        dropout,
-        graph,
-        fresh_session_id(),
-    )?;
-    let credentials = match threat {
-        SecAggThreat::HonestButCurious => None,
-        SecAggThreat::Active => {
-            let enrollment = Enrollment::new(clients as usize, &mut rand::rng());
-            config.threat_model = enrollment.threat_model();
-            Some(enrollment.into_credentials()?)
-        }
-        SecAggThreat::ActiveWithoutRoster => Some(
-            (0..clients)
-                .map(|_| Credentials {
-                    device: DeviceKey::generate(&mut rand::rng()),
-                    roster: None,
-                })
-                .collect(),
-        ),
-    };
-    Ok((config, credentials))
-}
 
 /// A simulated round.
 #[derive(Debug, Clone, PartialEq)]
@@ -268,6 +198,7 @@ pub fn simulate_in_process(
         cfg.dim,
         cfg.dropout,
         cfg.graph,
+        &mut rand::rng(),
     )?;
     let (inputs, drops) = inputs_and_dropouts(cfg, &config);
     let mut secrets = rand::rng();
@@ -383,35 +314,6 @@ pub fn report(
         transport,
         seed: cfg.seed,
     }
-}
-
-/// Sums `inputs` (client `i + 1` holds `inputs[i]`; an empty vector for a client that drops)
-/// through a real in-process round in which the clients marked in `dropped` share keys and then
-/// drop before sending masked input. The distributed-DP simulation routes its encodings through
-/// this; the protocol's secrets come from the OS.
-pub fn secure_sum(
-    threat: SecAggThreat,
-    bits: u32,
-    dim: usize,
-    inputs: Vec<Vec<u64>>,
-    dropped: &[bool],
-) -> Result<Aggregate, SecAggSimError> {
-    let n = inputs.len() as u32;
-    let dropout = dropped.iter().filter(|&&d| d).count() as f64 / n.max(1) as f64;
-    let (config, credentials) = prepare_round(threat, n, bits, dim, dropout, GraphChoice::Auto)?;
-    let drops = dropped
-        .iter()
-        .map(|&d| d.then_some(Stage::MaskedInput))
-        .collect();
-    let mut round = match credentials {
-        Some(c) => LocalRound::with_credentials(config, inputs, drops, c)?,
-        None => LocalRound::new(config, inputs, drops)?,
-    };
-    let mut secrets = rand::rng();
-    while round.next_stage().is_some() {
-        round.run_stage(&mut secrets)?;
-    }
-    finished(&round)
 }
 
 /// The report of `privfed secagg simulate --adversary …`: a lying server played against real
@@ -531,6 +433,7 @@ pub fn simulate_attack(
 /// Runs one round against the coordinator at `server` (created there with `admin_token`):
 /// `clients` concurrent device tasks join, take part (the dropped ones stop before their stage),
 /// and the result is fetched and checked. `progress` is told each stage as the round leaves it.
+#[cfg(feature = "http")]
 pub async fn simulate_over_http(
     cfg: &SecAggSimConfig,
     server: &str,
@@ -789,24 +692,5 @@ mod tests {
         let e = simulate_in_process(&cfg(10, 0.6, Some(Stage::MaskedInput)), &|_| {}).unwrap_err();
         assert!(matches!(e, SecAggSimError::Aborted(_)), "{e}");
         assert!(e.to_string().contains("aborted"));
-    }
-
-    #[test]
-    fn secure_sum_matches_the_plain_sum() {
-        let mut r = seeded_rng_for_experiments(5);
-        let inputs: Vec<Vec<u64>> = (0..8)
-            .map(|i| {
-                if i == 3 {
-                    Vec::new()
-                } else {
-                    (0..12).map(|_| r.random::<u64>() & 0xfff).collect()
-                }
-            })
-            .collect();
-        let mut dropped = vec![false; 8];
-        dropped[3] = true;
-        let out = secure_sum(SecAggThreat::Active, 12, 12, inputs.clone(), &dropped).unwrap();
-        assert_eq!(out.survivors, vec![1, 2, 3, 5, 6, 7, 8]);
-        assert_eq!(out.sum, plain_sum(&inputs, &out.survivors, 12));
     }
 }

@@ -24,12 +24,12 @@
 //! `weights_max_abs_error = max_j |b̄_j − w_j|`.
 
 use crate::adversary::AdversaryReport;
-use crate::data::Dataset;
 use privfed_ddml::client::{ClientNoise, ClientStep, PrivacyUnit};
 use privfed_ddml::engine::{
     DdmlStats, DrawAndDiscard, Outcome, SpamFilter, Strategy, initialize_with_std,
     predicted_intra_model_variance,
 };
+use privfed_fl::datasets::Dataset;
 use privfed_learn::error::{LearnError, Result, check_positive};
 use privfed_learn::glm::{Example, Glm};
 use privfed_mechanisms::laplace::sample_laplace;
@@ -294,7 +294,11 @@ pub struct SimReport {
 }
 
 /// Mean loss and accuracy of `weights` over all rows of `table`, in chunks (no full copy).
-pub fn evaluate(glm: &Glm, weights: &[f64], table: &crate::data::Table) -> Result<(f64, f64)> {
+pub fn evaluate(
+    glm: &Glm,
+    weights: &[f64],
+    table: &privfed_fl::datasets::Table,
+) -> Result<(f64, f64)> {
     if table.is_empty() {
         return Err(LearnError::Empty("evaluation set"));
     }
@@ -715,7 +719,7 @@ pub fn variance_stabilization_trace<R: Rng + CryptoRng + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{DatasetKind, SYNTHETIC_TRUE_WEIGHTS, Table, synthetic_production};
+    use privfed_fl::datasets::{DatasetKind, SYNTHETIC_TRUE_WEIGHTS, Table, synthetic_production};
     use privfed_mechanisms::rng::seeded_rng_for_experiments;
 
     /// Thm. 1 by simulation: 300 runs, k = 10, p = 20, Laplace b = 0.5 (σ² = 0.5, prediction
@@ -1024,8 +1028,8 @@ mod tests {
         ignore = "shared/data (mnist, adult) not found beside the repository"
     )]
     fn mnist_short_run_learns() {
-        let dir = crate::data::shared_data();
-        let full = crate::data::load_mnist(&dir).unwrap();
+        let dir = privfed_testkit::shared_data();
+        let full = privfed_fl::datasets::load_mnist(&dir).unwrap();
         let idx: Vec<usize> = (0..20_000).collect();
         let rows: Vec<f32> = idx
             .iter()
@@ -1053,8 +1057,8 @@ mod tests {
         ignore = "shared/data (mnist, adult) not found beside the repository"
     )]
     fn adult_short_run_learns() {
-        let dir = crate::data::shared_data();
-        let d = crate::data::load_adult(&dir).unwrap();
+        let dir = privfed_testkit::shared_data();
+        let d = privfed_fl::datasets::load_adult(&dir).unwrap();
         let mut cfg = SimConfig::paper_defaults(10);
         cfg.learning_rate = 0.05;
         cfg.passes = 2;

@@ -2,7 +2,9 @@
 //!
 //! The statistical tests privfed's own test suites use, in one place: chi-square goodness of fit
 //! against exact probabilities ([`chi2`]), one- and two-sample Kolmogorov–Smirnov ([`ks`]), and
-//! z-tests for a mean and for a variance ([`ztest`]). A dev-dependency only (`publish = false`).
+//! z-tests for a mean and for a variance ([`ztest`]), and where the shared datasets are
+//! ([`shared_data`]), and the build-time probes that decide which tests can run ([`probe`]). A
+//! dev- and build-dependency only (`publish = false`).
 //!
 //! Every test takes its significance level `α` explicitly and every assert helper states what it
 //! rejects, so each call site says its false-positive rate (FPR).
@@ -27,13 +29,16 @@
 //! forms, and calibration: under `H₀`, over many seeds, each test rejects at a rate near `α`.
 
 pub mod chi2;
+mod data;
 pub mod ks;
+pub mod probe;
 pub mod ztest;
 
 pub use chi2::{
     ChiSquare, MIN_EXPECTED, assert_chi_square_gof, assert_chi_square_statistic, chi_square_gof,
     chi_square_sf,
 };
+pub use data::shared_data;
 pub use ks::{
     assert_ks_fits, assert_ks_same_distribution, ks_critical, ks_p_value_bound, ks_statistic,
     ks_two_sample_critical, ks_two_sample_statistic,

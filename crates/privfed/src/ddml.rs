@@ -30,8 +30,10 @@ use privfed_ddml::client::{ClientNoise, PrivacyUnit};
 use privfed_ddml::engine::Strategy;
 use privfed_ddml::guard::{GuardSpec, UpdateGuard};
 use privfed_ddml::wire::CreateModel;
+use privfed_fl::datasets::{
+    Dataset, default_data_dir, load_adult, load_mnist, synthetic_production,
+};
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
-use privfed_sim::data::{Dataset, default_data_dir, load_adult, load_mnist, synthetic_production};
 use privfed_sim::experiments::Observer;
 use privfed_sim::experiments::ddml::{self as experiments, ExperimentsConfig};
 use privfed_sim::http::HttpModelServer;

@@ -1,18 +1,16 @@
-//! `privfed fl`: federated training with privacy (issue 13) — `fl train --config FILE` runs one
-//! configured training run ([`privfed_sim::fl`]), with ε on the progress bar, CSV/JSON/figure
-//! output and checkpoints that a killed run resumes from.
+//! `privfed fl`: federated training with privacy — `fl train --config FILE` drives one
+//! [`privfed_fl::run::Run`] (checkpoints a killed run resumes from, CSV/JSON/figure outputs)
+//! with ε on the progress bar; `fl experiment` runs a paper's grid (`privfed_sim::experiments::fl`).
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use privfed_sim::data::default_data_dir;
-use privfed_sim::fl::run::{RunConfig, figure};
-use privfed_sim::fl::train::{history_csv, write_atomically};
-use privfed_sim::fl::{RoundMetrics, Trainer};
-use privfed_sim::plot::write_figure;
-use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use privfed_fl::RoundMetrics;
+use privfed_fl::datasets::default_data_dir;
+use privfed_fl::run::{Run, RunConfig, RunOptions};
+use privfed_plot::write_figure;
+use serde_json::json;
+use std::path::PathBuf;
 
 /// `privfed fl …`.
 #[derive(Debug, Subcommand)]
@@ -136,123 +134,44 @@ fn bar_message(m: &RoundMetrics) -> String {
 }
 
 fn train(a: &TrainArgs) -> Result<()> {
-    let t0 = Instant::now();
-    let mut cfg = RunConfig::read(&a.config)?;
-    let data_dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let ckpt = a
-        .checkpoint
-        .clone()
-        .or_else(|| a.out.as_ref().map(|d| d.join("checkpoint.bin")));
-    if a.fresh
-        && let Some(p) = &ckpt
-    {
-        match std::fs::remove_file(p) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("removing {}", p.display())),
-        }
-    }
-    let existing = match &ckpt {
-        Some(p) if p.exists() => {
-            Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)
-        }
-        _ => None,
+    let options = RunOptions {
+        data_dir: a.data_dir.clone().unwrap_or_else(default_data_dir),
+        out_dir: a.out.clone(),
+        checkpoint: a.checkpoint.clone(),
+        fresh: a.fresh,
+        threads: worker_threads(a.threads)?,
+        config_file: Some(a.config.clone()),
     };
-    let threads = worker_threads(a.threads)?;
-    // A resumed run takes its seed from the checkpoint (the data partition depends on it).
-    if let Some(bytes) = &existing
-        && cfg.train.seed.is_none()
-    {
-        cfg.train.seed = Some(privfed_sim::fl::train::checkpoint_seed(bytes)?);
+    let run = Run::open(RunConfig::read(&a.config)?, options)?;
+    let mut trainer = run.trainer()?;
+    if run.resumes() && !a.quiet && !a.json {
+        eprintln!("resuming from round {}", trainer.round());
     }
-    let loaded = cfg
-        .load_data(&data_dir)
-        .with_context(|| format!("loading the data from {}", data_dir.display()))?;
-    let data = &loaded.data;
-    let mut trainer = match &existing {
-        Some(bytes) => {
-            let t =
-                Trainer::resume(cfg.train.clone(), data, threads, bytes).with_context(|| {
-                    format!(
-                        "resuming from {} (use --fresh to start over)",
-                        ckpt.as_deref()
-                            .map_or(String::new(), |p| p.display().to_string())
-                    )
-                })?;
-            if !a.quiet && !a.json {
-                eprintln!("resuming from round {}", t.round());
-            }
-            t
-        }
-        None => Trainer::new(cfg.train.clone(), data, threads)?,
-    };
-    let pb = bar(cfg.train.rounds, trainer.round(), a.quiet);
+    let pb = bar(run.config().train.rounds, trainer.round(), a.quiet);
     let mut this_invocation = 0u64;
     let limit = a.max_rounds.unwrap_or(u64::MAX);
     while this_invocation < limit {
         match trainer.step()? {
-            privfed_sim::fl::StepOutcome::Round(m) => {
+            privfed_fl::StepOutcome::Round(m) => {
                 this_invocation += 1;
                 pb.set_position(m.round);
                 pb.set_message(bar_message(&m));
-                if let Some(p) = &ckpt {
-                    write_atomically(p, &trainer.checkpoint()?)?;
-                }
+                run.round_done(&trainer)?;
             }
-            privfed_sim::fl::StepOutcome::Finished => break,
+            privfed_fl::StepOutcome::Finished => break,
         }
     }
     pb.finish_and_clear();
-    let summary = trainer.summary();
-    if let Some(p) = &ckpt {
-        // Also after a budget stop, so a rerun sees the stop instead of retrying the round.
-        write_atomically(p, &trainer.checkpoint()?)?;
-    }
-    if let Some(dir) = &a.out {
-        write_outputs(dir, &trainer, &a.config)?;
-    }
-    let mut report = serde_json::to_value(&summary)?;
-    if let Value::Object(map) = &mut report {
-        map.insert("rounds".into(), serde_json::to_value(trainer.history())?);
-        map.insert("seconds".into(), json!(t0.elapsed().as_secs_f64()));
-        map.insert("threads".into(), json!(threads));
-        if let Some(d) = &a.out {
-            map.insert("out".into(), json!(d.display().to_string()));
-        }
-    }
+    let report = run.finish(&trainer)?;
     if a.json {
         crate::output::emit(&serde_json::to_string_pretty(&report)?)?;
     } else {
-        print_human(&summary, trainer.history())?;
+        print_human(&report.summary, &report.rounds)?;
     }
     Ok(())
 }
 
-fn write_outputs(dir: &Path, trainer: &Trainer<'_>, config: &Path) -> Result<()> {
-    let csv = dir.join("metrics.csv");
-    std::fs::write(&csv, history_csv(trainer.history()))
-        .with_context(|| format!("writing {}", csv.display()))?;
-    let summary = dir.join("summary.json");
-    let mut s = serde_json::to_value(trainer.summary())?;
-    if let Value::Object(map) = &mut s {
-        map.insert("config".into(), serde_json::to_value(trainer.config())?);
-        map.insert("config_file".into(), json!(config.display().to_string()));
-    }
-    std::fs::write(&summary, serde_json::to_string_pretty(&s)?)
-        .with_context(|| format!("writing {}", summary.display()))?;
-    if trainer.history().iter().any(|m| m.accuracy.is_some()) {
-        let title = format!("{} ({} rounds)", trainer.summary().data, trainer.round());
-        let fig = figure(&title, trainer.history());
-        write_figure(&fig, &dir.join("run.svg"))?;
-        write_figure(&fig, &dir.join("run.png"))?;
-    }
-    Ok(())
-}
-
-fn print_human(s: &privfed_sim::fl::Summary, history: &[RoundMetrics]) -> Result<()> {
+fn print_human(s: &privfed_fl::Summary, history: &[RoundMetrics]) -> Result<()> {
     let mut lines = vec![format!(
         "{}: {} clients, {} parameters, {}/{} rounds",
         s.data, s.clients, s.params, s.rounds_completed, s.rounds_configured
@@ -304,11 +223,11 @@ fn print_human(s: &privfed_sim::fl::Summary, history: &[RoundMetrics]) -> Result
 }
 
 fn experiment(a: &ExperimentArgs) -> Result<()> {
-    use privfed_sim::fl::experiments::{
+    use privfed_fl::train::RoundMetrics;
+    use privfed_sim::experiments::fl::{
         ResultRow, experiment, figure as exp_figure, results_csv, rounds_csv, run_experiment,
         with_seeds,
     };
-    use privfed_sim::fl::train::RoundMetrics;
     let exp = with_seeds(experiment(&a.name, a.quick)?, a.seeds)?;
     let data_dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
     let threads = worker_threads(a.threads)?;
@@ -347,7 +266,7 @@ fn experiment(a: &ExperimentArgs) -> Result<()> {
             write_csvs(rows, rounds).map_err(|e| {
                 let msg = format!("{e:#}");
                 write_err = Some(e);
-                privfed_sim::fl::FlError::Checkpoint(msg)
+                privfed_fl::FlError::Checkpoint(msg)
             })
         },
     )

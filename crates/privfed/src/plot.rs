@@ -1,10 +1,10 @@
 //! `privfed plot`: an SVG or PNG figure from a CSV an experiment wrote
-//! ([`privfed_sim::plot::table`]).
+//! ([`privfed_plot::table`]).
 
 use anyhow::{Result, bail};
 use clap::Args;
-use privfed_sim::plot::table::{Table, TableSpec, figure_from_table};
-use privfed_sim::plot::{ErrorStyle, ImageFormat, Scale, write_png, write_svg};
+use privfed_plot::table::{Table, TableSpec, figure_from_table};
+use privfed_plot::{ErrorStyle, ImageFormat, Scale, write_png, write_svg};
 use std::path::PathBuf;
 
 /// Arguments of `privfed plot`.
@@ -80,7 +80,7 @@ pub struct PlotArgs {
     #[arg(long, short)]
     out: PathBuf,
     /// PNG only: pixels per SVG unit (2 gives twice the SVG's width and height).
-    #[arg(long, default_value_t = privfed_sim::plot::DEFAULT_PNG_SCALE)]
+    #[arg(long, default_value_t = privfed_plot::DEFAULT_PNG_SCALE)]
     png_scale: f64,
 }
 

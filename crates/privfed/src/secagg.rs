@@ -4,9 +4,10 @@
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use privfed_secagg::Stage;
+use privfed_secagg::local::SecAggThreat;
 use privfed_sim::secagg::{
     Attack, DEFAULT_CORRUPT_FRACTION, DEFAULT_GRINDING_BITS, GraphChoice, SecAggSimConfig,
-    SecAggSimReport, SecAggThreat, simulate_attack, simulate_in_process, simulate_over_http,
+    SecAggSimReport, simulate_attack, simulate_in_process, simulate_over_http,
 };
 use std::sync::Arc;
 

@@ -121,3 +121,37 @@ proptest! {
         }
     }
 }
+
+/// `local::secure_sum` in each threat model: the survivors' exact sum with one client dropped
+/// after sharing keys; below the threshold the round aborts and reveals nothing.
+#[test]
+fn secure_sum_matches_the_plain_sum_in_every_threat_model() {
+    use privfed_secagg::local::{SecAggThreat, secure_sum};
+    for threat in [
+        SecAggThreat::HonestButCurious,
+        SecAggThreat::Active,
+        SecAggThreat::ActiveWithoutRoster,
+    ] {
+        let mut r = rng(5);
+        let mut inputs = random_inputs(&mut r, 8, 12, 12);
+        inputs[3].clear();
+        let mut dropped = vec![false; 8];
+        dropped[3] = true;
+        let out = secure_sum(threat, 12, 12, inputs.clone(), &dropped, &mut r).unwrap();
+        assert_eq!(out.survivors, vec![1, 2, 3, 5, 6, 7, 8], "{threat:?}");
+        assert_eq!(
+            out.sum,
+            plain_sum(&inputs, &out.survivors, 12),
+            "{threat:?}"
+        );
+
+        let gone = vec![true, true, true, true, true, true, false, false];
+        let kept: Vec<Vec<u64>> = inputs
+            .iter()
+            .zip(&gone)
+            .map(|(v, &g)| if g { Vec::new() } else { v.clone() })
+            .collect();
+        let e = secure_sum(threat, 12, 12, kept, &gone, &mut r).unwrap_err();
+        assert!(matches!(e, SecAggError::Aborted(_)), "{threat:?}: {e}");
+    }
+}

@@ -10,16 +10,16 @@
 //! files.
 
 use super::{ExperimentError, Observer, write_file};
-use crate::data::{
-    SYNTHETIC_FEATURE_NAMES, SYNTHETIC_TRUE_WEIGHTS, default_data_dir, load_mnist,
-    synthetic_production,
-};
 use crate::simulate::{
     MeanStdError, SimConfig, SimReport, simulate_in_process, summarize_repeats,
     variance_stabilization_trace,
 };
 use privfed_ddml::client::ClientNoise;
 use privfed_ddml::engine::{Strategy, predicted_intra_model_variance};
+use privfed_fl::datasets::{
+    SYNTHETIC_FEATURE_NAMES, SYNTHETIC_TRUE_WEIGHTS, default_data_dir, load_mnist,
+    synthetic_production,
+};
 use privfed_mechanisms::rng::seeded_rng_for_experiments;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -6,6 +6,7 @@
 //! standard error); results are CSV text (written to files by [`ddml`], returned by [`mvu`]).
 
 pub mod ddml;
+pub mod fl;
 pub mod mvu;
 pub mod paper001;
 

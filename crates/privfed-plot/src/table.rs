@@ -20,7 +20,7 @@
 use super::{
     Axis, ErrorStyle, Figure, Panel, PlotError, Point, Result, Scale, Series, SeriesData, Style,
 };
-use crate::dme::t_quantile_975;
+use crate::stats::t_quantile_975;
 use std::collections::BTreeMap;
 use std::path::Path;
 

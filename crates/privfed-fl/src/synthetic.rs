@@ -509,7 +509,7 @@ mod tests {
         assert_eq!(s.data.train_rows(), 20_000);
         assert_eq!(s.data.test.rows(), 500);
         let (mut resid, mut var) = (0.0, 0.0);
-        let mut buf = crate::fl::data::BatchBuf::default();
+        let mut buf = crate::data::BatchBuf::default();
         for c in &s.data.clients {
             let b = c.gather(&(0..c.rows()).collect::<Vec<_>>(), &mut buf);
             let x = match b.inputs {

@@ -5,7 +5,7 @@
 //! Every formula lives in the layer that owns it: clipping, the central projection and noise in
 //! `privfed_mechanisms::central`, the local randomizers in `privfed_mechanisms`, the Skellam
 //! pipeline and its round event in `privfed_distributed`, the secure sum in `privfed_secagg`
-//! (through [`crate::secagg::secure_sum`]), calibration in `privfed_accounting::calibrate`. This
+//! (through [`privfed_secagg::local::secure_sum`]), calibration in `privfed_accounting::calibrate`. This
 //! module only wires them to a training round.
 
 use privfed_accounting::calibrate::{
@@ -308,7 +308,7 @@ impl PrivacyPlan {
                 dither_bound,
                 central,
             } => {
-                let (report, _) = crate::mechanism::design_mvu_timed(
+                let report = privfed_compression::designer::design_mvu(
                     input_bits,
                     output_bits,
                     metric_epsilon,
@@ -660,18 +660,19 @@ pub fn aggregate<R: Rng + CryptoRng + ?Sized>(
                 })
                 .collect();
             let (sum, contributors) = if *secure_aggregation {
-                match crate::secagg::secure_sum(
-                    crate::secagg::SecAggThreat::HonestButCurious,
+                match privfed_secagg::local::secure_sum(
+                    privfed_secagg::local::SecAggThreat::HonestButCurious,
                     bits,
                     padded,
                     encoded,
                     dropped,
+                    &mut rand::rng(),
                 ) {
                     Ok(agg) => {
                         let n = agg.survivors.len();
                         (agg.sum, n)
                     }
-                    Err(crate::secagg::SecAggSimError::Aborted(_)) => {
+                    Err(privfed_secagg::SecAggError::Aborted(_)) => {
                         return Ok(Aggregated {
                             mean: None,
                             contributors: 0,

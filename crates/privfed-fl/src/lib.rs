@@ -1,11 +1,17 @@
-//! Federated learning simulation (issue 13): local randomizers, central DP, distributed DP and
-//! real secure aggregation in one training loop, with the ε of every round accounted
-//! (`docs/FEDERATED_LEARNING.md`).
+//! # privfed-fl
 //!
-//! Federated data:
+//! Federated learning (systems layer): local randomizers, central DP, distributed DP and real
+//! secure aggregation in one training loop, with the ε of every round accounted
+//! (`docs/FEDERATED_LEARNING.md`). The CLI (`privfed fl train`) and the Python bindings
+//! (`privfed.fl.train`) drive the same [`run::Run`]; papers 000 and 001's experiment grids are in
+//! `privfed-sim`.
+//!
+//! Data:
+//! * [`datasets`]: MNIST (IDX), UCI Adult and paper 003's synthetic production model, read from a
+//!   data directory (`$PRIVFED_DATA_DIR`, else `../shared/data`); never downloaded;
 //! * [`data`]: the shard types ([`data::Shard`], [`data::FederatedData`]);
 //! * [`partition`]: seeded iid, label-shard (McMahan et al.) and Dirichlet(α) partitions;
-//! * [`tabular`]: MNIST and UCI Adult over clients (the loaders of [`crate::data`]);
+//! * [`tabular`]: MNIST and UCI Adult over clients;
 //! * [`shakespeare`]: Tiny Shakespeare with one client per speaking role, character vocabulary;
 //! * [`synthetic`]: paper 000 §5.1's synthetic logistic problem with `θ*` and its population loss;
 //! * [`spec`]: [`spec::DataSpec`], the dataset of a TOML run config, and subsampling.
@@ -14,12 +20,14 @@
 //! * [`config`]: the training sections of a run config, every field checked;
 //! * [`privacy`]: the mechanisms a config resolves to, the client side, aggregation, events;
 //! * [`train`]: the round loop, accounting, budgets, checkpoints ([`Trainer`]);
-//! * [`run`]: a whole TOML run config (data + training) and a run's figure;
-//! * [`experiments`]: papers 000 and 001's experiments as grids of runs.
+//! * [`run`]: a whole TOML run config (data + training) and a run's figure.
+//!
+//! Randomness comes in as a seed in the config or from the OS; the secure-aggregation rounds
+//! draw their secrets from the OS.
 
 pub mod config;
 pub mod data;
-pub mod experiments;
+pub mod datasets;
 pub mod partition;
 pub mod privacy;
 pub mod run;
@@ -54,6 +62,12 @@ pub enum FlError {
     /// The secure-aggregation round failed.
     #[error("secure aggregation: {0}")]
     SecAgg(String),
+    /// The data set could not be loaded (which directory, which file, why).
+    #[error("{0}")]
+    Data(String),
+    /// A run's directory or file could not be created, read or written (which, and why).
+    #[error("{0}")]
+    Io(String),
     /// A checkpoint could not be written, read or used.
     #[error("checkpoint: {0}")]
     Checkpoint(String),

@@ -369,8 +369,8 @@ impl DataSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::shared_data;
-    use crate::fl::data::{RowKind, Shard};
+    use crate::data::{RowKind, Shard};
+    use privfed_testkit::shared_data;
 
     #[derive(Debug, Deserialize)]
     struct Config {

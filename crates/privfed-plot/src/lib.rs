@@ -1,3 +1,5 @@
+//! # privfed-plot
+//!
 //! Figures for the experiments: line plots with several series, linear or log axes, 95% bands or
 //! error bars, legends, axis labels and titles, written as SVG or PNG.
 //!
@@ -33,7 +35,7 @@
 //!
 //! ## Example
 //! ```
-//! use privfed_sim::plot::{Axis, Figure, Panel, Point, Series, Style, render_png, render_svg};
+//! use privfed_plot::{Axis, Figure, Panel, Point, Series, Style, render_png, render_svg};
 //!
 //! let pts = |c: f64| (1..=6).map(|e| Point::with_interval(e as f64, c / e as f64, 0.9 * c / e as f64, 1.1 * c / e as f64)).collect();
 //! let panel = Panel {
@@ -54,6 +56,7 @@
 //! ```
 
 mod png;
+pub mod stats;
 mod svg;
 pub mod table;
 mod ticks;

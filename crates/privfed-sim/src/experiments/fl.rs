@@ -16,13 +16,13 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::FlError;
-use super::config::Seed;
-use super::run::RunConfig;
-use super::spec::{Extras, Loaded};
-use super::train::{RoundMetrics, StopKind, Summary, Trainer, opt};
-use crate::plot::table::mean_with_interval;
-use crate::plot::{Axis, Figure, Panel, Point, Series, Style};
+use privfed_fl::FlError;
+use privfed_fl::config::Seed;
+use privfed_fl::run::RunConfig;
+use privfed_fl::spec::{Extras, Loaded};
+use privfed_fl::train::{RoundMetrics, StopKind, Summary, Trainer, opt};
+use privfed_plot::table::mean_with_interval;
+use privfed_plot::{Axis, Figure, Panel, Point, Series, Style};
 
 /// The experiments, by name.
 pub const NAMES: [&str; 4] = [
@@ -388,7 +388,7 @@ pub type ExperimentOutput = (Vec<ResultRow>, Vec<(usize, RoundMetrics)>);
 /// Variants' data, loaded once per distinct (data spec, seed).
 #[derive(Default)]
 struct DataCache {
-    loaded: Vec<(super::spec::DataSpec, Option<Seed>, Loaded)>,
+    loaded: Vec<(privfed_fl::spec::DataSpec, Option<Seed>, Loaded)>,
 }
 
 impl DataCache {
@@ -728,7 +728,7 @@ mod tests {
         ignore = "shared/data (mnist, adult) not found beside the repository"
     )]
     fn every_full_grid_can_start() {
-        let dir = crate::data::shared_data();
+        let dir = privfed_testkit::shared_data();
         for name in NAMES {
             let exp = experiment(name, false).unwrap();
             check_experiment(&exp, &dir).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -879,7 +879,7 @@ mod tests {
         assert_eq!(series.len(), 1);
         assert_eq!(series[0].name, "final_accuracy (1 of 2 runs diverged)");
         match &series[0].data {
-            crate::plot::SeriesData::Points(p) => {
+            privfed_plot::SeriesData::Points(p) => {
                 assert_eq!(p.len(), 1);
                 assert_eq!(p[0].x, 20.0);
             }
@@ -918,7 +918,7 @@ mod tests {
         let points = series
             .iter()
             .find_map(|s| match &s.data {
-                crate::plot::SeriesData::Points(p) if !p.is_empty() => Some(p),
+                privfed_plot::SeriesData::Points(p) if !p.is_empty() => Some(p),
                 _ => None,
             })
             .expect("a series with points");

@@ -567,17 +567,11 @@ pub fn default_data_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("../shared/data"))
 }
 
-/// The team's shared datasets beside the repository (`shared/data`), as the tests find them;
-/// the tests that read them run only with `cfg(has_shared_data)` (see `build.rs`).
-#[cfg(test)]
-pub(crate) fn shared_data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use privfed_mechanisms::rng::seeded_rng_for_experiments;
+    use privfed_testkit::shared_data;
     use std::io::Write;
 
     /// A fresh temporary directory for one test.

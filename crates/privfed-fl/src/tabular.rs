@@ -1,15 +1,15 @@
-//! MNIST and UCI Adult as federated datasets: the loaders of [`crate::data`] (same files, same
+//! MNIST and UCI Adult as federated datasets: the loaders of [`crate::datasets`] (same files, same
 //! features) with the training rows spread over clients by a [`Partition`].
 //!
 //! * **MNIST**: 784 dense features (pixels `/255`, in `[0, 1]`), 10 classes; the clients share the
 //!   60,000 training images (e.g. 1,000 clients × 60 with an iid split, or McMahan et al.'s
 //!   `label_shards` with 2 shards per client); the test shard is the 10,000-image test set.
-//! * **UCI Adult**: the 105-feature encoding of [`crate::data`] (intercept, scaled numerics,
+//! * **UCI Adult**: the 105-feature encoding of [`crate::datasets`] (intercept, scaled numerics,
 //!   one-hot categoricals), 2 classes (1 = `>50K`); the clients share the 32,561 rows of
 //!   `adult.data` (iid, or Dirichlet over the label for skewed income mixes); the test shard is
 //!   `adult.test` (16,281 rows).
 //!
-//! Any [`Dataset`] of [`crate::data`] can be federated the same way with [`federate_dataset`]
+//! Any [`Dataset`] of [`crate::datasets`] can be federated the same way with [`federate_dataset`]
 //! (the synthetic production model of paper 003 included).
 
 use std::path::Path;
@@ -19,9 +19,9 @@ use privfed_mechanisms::Rng;
 
 use super::data::{FederatedData, Shard};
 use super::partition::Partition;
-use crate::data::{Dataset, DatasetKind, Table, load_adult, load_mnist};
+use crate::datasets::{Dataset, DatasetKind, Table, load_adult, load_mnist};
 
-/// Number of classes of a dataset of [`crate::data`] (10 for MNIST, 2 otherwise).
+/// Number of classes of a dataset of [`crate::datasets`] (10 for MNIST, 2 otherwise).
 pub fn classes_of(kind: DatasetKind) -> usize {
     match kind {
         DatasetKind::Mnist => 10,
@@ -134,10 +134,10 @@ pub fn adult<R: Rng + ?Sized>(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::data::shared_data;
-    use crate::fl::data::RowKind;
-    use crate::fl::partition::label_counts;
+    use crate::data::RowKind;
+    use crate::partition::label_counts;
     use privfed_mechanisms::rng::seeded_rng_for_experiments;
+    use privfed_testkit::shared_data;
     use std::sync::OnceLock;
 
     /// MNIST loaded once for all the tests of this crate that need it.

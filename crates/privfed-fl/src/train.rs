@@ -947,7 +947,7 @@ pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), FlEr
 }
 
 /// A CSV cell of an optional number (empty when absent).
-pub(crate) fn opt(v: Option<f64>) -> String {
+pub fn opt(v: Option<f64>) -> String {
     v.map_or(String::new(), |x| format!("{x}"))
 }
 

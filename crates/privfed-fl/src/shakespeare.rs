@@ -373,8 +373,8 @@ pub fn shakespeare(data_dir: &Path, config: &ShakespeareConfig) -> Result<Shakes
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::shared_data;
-    use crate::fl::data::RowKind;
+    use crate::data::RowKind;
+    use privfed_testkit::shared_data;
 
     const SMALL: &str = "ALICE:\nabcdefghij\nklm\n\nBOB:\nxyz\n\nALICE:\nnopq\n\nCAROL:\n\n";
 

@@ -49,12 +49,12 @@ def python_blocks(text: str):
     return out
 
 
-def run_block(code: str, where: str, line: int) -> dict:
-    """Runs `code` in a fresh namespace. Line numbers in its traceback are the guide's (`line`
-    is that of its first code line); an exception is re-raised as an AssertionError naming
-    `where:line`."""
+def run_block(code: str, where: str, line: int, path: str | None = None) -> dict:
+    """Runs `code` in a fresh namespace, compiled as the file `path` (default `where`) so that
+    its traceback shows the guide's own lines (`line` is that of its first code line); an
+    exception is re-raised as an AssertionError naming `where:line`."""
     ns = {"__name__": "__doc_block__"}
-    compiled = compile("\n" * (line - 1) + code, where, "exec")
+    compiled = compile("\n" * (line - 1) + code, path or where, "exec")
     try:
         exec(compiled, ns)
     except Exception as e:  # noqa: BLE001 - any exception is the block failing
@@ -89,7 +89,7 @@ def test_block_runs_as_written(guide, line, words, code, request, monkeypatch, t
     if "needs_data" in words:
         monkeypatch.setenv("PRIVFED_DATA_DIR", str(request.getfixturevalue("shared_data")))
     monkeypatch.chdir(tmp_path)
-    run_block(code, guide, line)
+    run_block(code, guide, line, str(REPO / guide))
 
 
 def test_a_failing_block_is_reported_with_its_line(tmp_path):

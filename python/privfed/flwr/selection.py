@@ -131,7 +131,7 @@ def selection_from_run_config(run_config: Optional[Mapping[str, Any]], *, includ
     with ``privfed-`` raises :class:`privfed.errors.ConfigError` (a misspelt key would
     otherwise be ignored silently)."""
     rc = dict(run_config or {})
-    unknown = sorted(k for k in rc if str(k).startswith("privfed") and k not in RUN_CONFIG_KEYS)
+    unknown = sorted(k for k in rc if str(k).startswith("privfed-") and k not in RUN_CONFIG_KEYS)
     if unknown:
         raise errors.ConfigError(
             f"{who}: unknown run-config key(s) {unknown}; privfed.flwr reads "

@@ -532,18 +532,20 @@ def test_strategy_skips_int64_arrays_and_excluded_ones(caplog):
     app = Updates(lambda nid, rnd, dim: np.full(dim, 0.01 * nid))
     strat = _central(nodes, exclude="bn.running_var", noise_multiplier=1e-9)
     with caplog.at_level(logging.INFO, logger="privfed.flwr"):
-        _, result = _run(strat, app.app, nodes, 1, _bn_model())
-    (rnd,) = strat.rounds
-    assert rnd.names == ["w", "bn.running_mean"]
+        _, result = _run(strat, app.app, nodes, 2, _bn_model())
+    # FedAvg averages the int64 counter to float64; the strategy keeps the model's dtype, so
+    # round 2 skips it again instead of taking it for a float parameter
+    assert [r.names for r in strat.rounds] == [["w", "bn.running_mean"]] * 2
     out = result.arrays
-    assert int(np.asarray(out["bn.num_batches_tracked"].numpy())) == 10  # 7 + 3 from each
+    nbt = np.asarray(out["bn.num_batches_tracked"].numpy())
+    assert nbt.dtype == np.int64 and int(nbt) == 13  # 7 + 3 + 3 (each client adds 3)
     # excluded: FedAvg's weighted average of what the clients sent (weights 11, 12, 13)
     w = np.array([11, 12, 13], float)
-    sent = [1 + np.full(3, 0.01 * n, np.float32).astype(np.float64) for n in nodes]
-    np.testing.assert_allclose(out["bn.running_var"].numpy(),
-                               np.average(sent, axis=0, weights=w), rtol=1e-6)
-    # selected: global + mean of the (unclipped, small) updates, noise negligible
-    np.testing.assert_allclose(out["w"].numpy(), _bn_model()["w"] + 0.02, atol=1e-6)
+    step = np.average([0.01 * n for n in nodes], weights=w)
+    np.testing.assert_allclose(out["bn.running_var"].numpy(), np.full(3, 1 + 2 * step),
+                               rtol=1e-6)
+    # selected: global + the unweighted mean of the (unclipped, small) updates, twice
+    np.testing.assert_allclose(out["w"].numpy(), _bn_model()["w"] + 2 * 0.02, atol=1e-6)
     msgs = [r.getMessage() for r in caplog.records if "not privatized" in r.getMessage()]
     assert any("CentralDpStrategy" in m and "bn.num_batches_tracked (int64" in m and
                "bn.running_var (excluded)" in m for m in msgs), msgs

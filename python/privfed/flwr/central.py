@@ -425,7 +425,8 @@ class CentralDpStrategy(WrappedStrategy):
             bits.append(got[1])
         rnd.contributors = len(ok)
         if not ok:
-            self.ledger.record(server_round, None, 0, "no acceptable reply: nothing released")
+            rec = self.ledger.record(server_round, None, 0, "no acceptable reply: nothing released")
+            rnd.epsilon = rec.epsilon
             self.rounds.append(rnd)
             return None, None
         k, c = rnd.sampled, rnd.clipping_norm
@@ -457,6 +458,8 @@ class CentralDpStrategy(WrappedStrategy):
                 del m.content[CENTRAL_RECORD]
         handed = ok
         arrays, metrics = self.inner.aggregate_train(server_round, handed)
+        if arrays is not None:
+            arrays = _keep_dtypes(arrays, p["arrays"])
         metrics = MetricRecord() if metrics is None else metrics
         metrics["privfed-epsilon"] = rec.epsilon
         metrics["privfed-clipping-norm"] = c
@@ -467,3 +470,24 @@ class CentralDpStrategy(WrappedStrategy):
             metrics["privfed-unclipped-fraction"] = float(rnd.unclipped_fraction)
         return arrays, metrics
 
+
+
+def _keep_dtypes(arrays: ArrayRecord, model: ArrayRecord) -> ArrayRecord:
+    """``arrays`` with each array in the dtype it has in ``model``: FedAvg's weighted average
+    turns an int64 counter (BatchNorm's ``num_batches_tracked``) into float64, which the next
+    round would then take for a parameter and clip and noise. Integer arrays are rounded back
+    (``rint``); arrays ``model`` lacks are left as they are."""
+    from flwr.app import Array
+
+    out = {}
+    changed = False
+    for k, a in arrays.items():
+        v = a.numpy()
+        if k in model.keys():
+            want = model[k].numpy().dtype
+            if v.dtype != want:
+                changed = True
+                v = np.rint(v) if np.issubdtype(want, np.integer) else v
+                v = np.asarray(v).astype(want)
+        out[k] = Array(np.asarray(v))
+    return ArrayRecord(array_dict=out) if changed else arrays

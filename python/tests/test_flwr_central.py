@@ -227,7 +227,9 @@ def test_noise_standard_deviation_is_z_c_over_k(adaptive):
     kw = dict(adaptive=True, clipped_count_stddev=2.0) if adaptive else {}
     strat = _central(nodes, noise_multiplier=z, clipping_norm=c, seed=2024, **kw)
     _run(strat, app.app, nodes, 4, _float_model(shape=(101, 50)))
-    z_delta = adjusted_noise_multiplier(z, 2.0) if adaptive else z
+    # Andrew et al.'s z_Δ, written out here (not the library's function)
+    z_delta = (z ** -2 - (2 * 2.0) ** -2) ** -0.5 if adaptive else z
+    assert z_delta == pytest.approx(adjusted_noise_multiplier(z, 2.0) if adaptive else z)
     if adaptive:
         assert z_delta > z
     draws = np.concatenate([r.mean for r in strat.rounds])

@@ -24,7 +24,11 @@ pub struct CentralGaussian {
 impl CentralGaussian {
     #[new]
     #[pyo3(signature = (clip_norm, noise_multiplier, *, seed=None))]
-    fn new(clip_norm: f64, noise_multiplier: f64, seed: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn new(
+        clip_norm: f64,
+        noise_multiplier: f64,
+        seed: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         Ok(Self {
             inner: CentralGaussianMech::new(clip_norm, noise_multiplier).py()?,
             rng: SharedRng::new(seed)?,
@@ -54,7 +58,10 @@ impl CentralGaussian {
         if f.dims.len() != 1 {
             return Err(error(
                 Kind::InvalidInput,
-                format!("project takes one vector of shape (dim,); got shape {:?}", f.dims),
+                format!(
+                    "project takes one vector of shape (dim,); got shape {:?}",
+                    f.dims
+                ),
             ));
         }
         let p = py.detach(|| self.inner.project(&f.data));
@@ -79,8 +86,14 @@ impl CentralGaussian {
         let dim = f.dims[1];
         let mut rng = self.rng.fork();
         let m = &self.inner;
-        let rows: Vec<&[f64]> = if dim == 0 { Vec::new() } else { f.data.chunks(dim).collect() };
-        let mean = py.detach(|| m.aggregate(rows, dim, batch_size, &mut rng)).py()?;
+        let rows: Vec<&[f64]> = if dim == 0 {
+            Vec::new()
+        } else {
+            f.data.chunks(dim).collect()
+        };
+        let mean = py
+            .detach(|| m.aggregate(rows, dim, batch_size, &mut rng))
+            .py()?;
         let out = new_output(py, &[dim]);
         out.readwrite().as_slice_mut()?.copy_from_slice(&mean);
         Ok(out)

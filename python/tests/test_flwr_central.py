@@ -293,7 +293,9 @@ def test_budget_stops_before_the_round_that_would_exceed_it():
     budget = (eps(2) + eps(3)) / 2  # two rounds fit, the third would not
     app = Updates(lambda nid, rnd, dim: np.full(dim, 0.01))
     strat = _central(nodes, noise_multiplier=z, delta=delta, budget=budget)
-    with pytest.raises(PrivacyBudgetExceeded, match=r"round 3: .* past the budget"):
+    with pytest.raises(PrivacyBudgetExceeded,
+                       match=r"round 3: .* would take ε from [0-9.]+ to [0-9.]+ at δ = 1e-05, "
+                             r"past the budget"):
         grid, _ = _run(strat, app.app, nodes, 5, _float_model())
     assert len(strat.rounds) == 2 and strat.ledger.epsilon <= budget
     assert strat.ledger.epsilon == pytest.approx(eps(2), rel=1e-12)
@@ -632,12 +634,14 @@ def test_distributed_dp_skips_int64_arrays_end_to_end(caplog):
     plan = dist.plan(dim, 1.0, 16, len(nodes), noise_stddev=0.01)
     strat = DistributedDpStrategy(_fedavg(nodes), plan=plan, delta=1e-5, stage_timeout=None)
     with caplog.at_level(logging.INFO, logger="privfed.flwr"):
-        _, result = _run(strat, app.app, nodes, 1, model)
-    (o,) = strat.rounds
-    assert not o.aborted and o.contributors == 4 and o.names == ["w", "bn.running_mean",
-                                                                  "bn.running_var"]
-    assert int(result.arrays["bn.num_batches_tracked"].numpy()) == 7
-    np.testing.assert_allclose(result.arrays["w"].numpy(), model["w"] + 0.01, atol=0.01)
+        _, result = _run(strat, app.app, nodes, 2, model)
+    assert len(strat.rounds) == 2
+    for o in strat.rounds:  # round 2 too: the counter is still int64 (kept through FedAvg)
+        assert not o.aborted and o.contributors == 4
+        assert o.names == ["w", "bn.running_mean", "bn.running_var"]
+    nbt = np.asarray(result.arrays["bn.num_batches_tracked"].numpy())
+    assert nbt.dtype == np.int64 and int(nbt) == 7
+    np.testing.assert_allclose(result.arrays["w"].numpy(), model["w"] + 0.02, atol=0.02)
     msgs = [r.getMessage() for r in caplog.records if "not privatized" in r.getMessage()]
     for who in ("distributed_dp_mod", "DistributedDpStrategy"):
         assert any(who in m and "bn.num_batches_tracked (int64" in m for m in msgs), (who, msgs)
@@ -664,3 +668,21 @@ def test_distributed_mod_refuses_unknown_keys_records_and_selections():
     with pytest.raises(ProtocolError, match="'privfed-central' this mod does not handle"):
         mod(_train_message(model, dict(adv, **{"privfed-central": {"clip": 1.0}})), _context(),
             _trainer())
+
+
+def test_local_dp_keeps_int64_counters_across_rounds(caplog):
+    """privatize_mod sends num_batches_tracked back as received; FedAvg would average it to
+    float64, LocalDpStrategy keeps it int64, so round 2 skips it again (no float noise on a
+    counter)."""
+    import privfed
+    from privfed.flwr import LocalDpStrategy, privatize_mod
+
+    nodes = [1, 2, 3]
+    mod = privatize_mod(lambda d: privfed.PrivUnitG(epsilon=4.0, dim=d), clip=0.1)
+    app = Updates(lambda nid, rnd, d: np.full(d, 0.01), [mod])
+    strat = LocalDpStrategy(_fedavg(nodes), epsilon=mod.randomizer(21).epsilon, delta=1e-5)
+    with caplog.at_level(logging.INFO, logger="privfed.flwr"):
+        _, result = _run(strat, app.app, nodes, 2, _bn_model())
+    nbt = np.asarray(result.arrays["bn.num_batches_tracked"].numpy())
+    assert nbt.dtype == np.int64 and int(nbt) == 7
+    assert [h.contributors for h in strat.history] == [3, 3]

@@ -48,7 +48,7 @@ from flwr.serverapp.strategy import Strategy
 from .. import accounting, errors
 from .._privfed import CentralGaussian
 from .ledger import PrivacyLedger, uncalled_mod_error, warn
-from .records import check_same_layout, single_array_record
+from .records import check_same_layout, keep_dtypes, single_array_record
 from .selection import (
     ArraySelection,
     Patterns,
@@ -122,6 +122,7 @@ class CentralDpMod:
         self.selection = ArraySelection.of(include, exclude)  # validates the patterns now
         self.include, self.exclude = include, exclude
         self.arrays_key = arrays_key
+        self._logged: set = set()
 
     def __call__(self, msg: Message, ctxt: Context, call_next: Callable) -> Message:
         if msg.metadata.message_type != MessageType.TRAIN:
@@ -141,7 +142,8 @@ class CentralDpMod:
         _, received = single_array_record(msg.content, self.arrays_key)
         received = received.copy() if hasattr(received, "copy") else received
         names, skipped = sel.split(received)
-        log_skipped(who, skipped, "sent as trained (the server aggregates them without noise)")
+        log_skipped(who, skipped, "sent as trained (the server aggregates them without noise)",
+                    self._logged)
         g = flatten_selected(received, names)
         out = call_next(msg, ctxt)
         if out.has_error():
@@ -302,6 +304,7 @@ class CentralDpStrategy(WrappedStrategy):
         self.rounds: List[CentralRound] = []
         self.stopped = False
         self._pending: Optional[Dict[str, Any]] = None
+        self._logged: set = set()
 
     @property
     def history(self):
@@ -328,7 +331,8 @@ class CentralDpStrategy(WrappedStrategy):
             return []
         names, skipped = self.selection.split(arrays)
         log_skipped("CentralDpStrategy", skipped,
-                    "aggregated by the inner strategy as the clients sent them, without noise")
+                    "aggregated by the inner strategy as the clients sent them, without noise",
+                    self._logged)
         msgs = list(self.inner.configure_train(server_round, arrays, config, grid))
         if not msgs:
             return []
@@ -459,7 +463,7 @@ class CentralDpStrategy(WrappedStrategy):
         handed = ok
         arrays, metrics = self.inner.aggregate_train(server_round, handed)
         if arrays is not None:
-            arrays = _keep_dtypes(arrays, p["arrays"])
+            arrays = keep_dtypes(arrays, p["arrays"])
         metrics = MetricRecord() if metrics is None else metrics
         metrics["privfed-epsilon"] = rec.epsilon
         metrics["privfed-clipping-norm"] = c
@@ -471,23 +475,3 @@ class CentralDpStrategy(WrappedStrategy):
         return arrays, metrics
 
 
-
-def _keep_dtypes(arrays: ArrayRecord, model: ArrayRecord) -> ArrayRecord:
-    """``arrays`` with each array in the dtype it has in ``model``: FedAvg's weighted average
-    turns an int64 counter (BatchNorm's ``num_batches_tracked``) into float64, which the next
-    round would then take for a parameter and clip and noise. Integer arrays are rounded back
-    (``rint``); arrays ``model`` lacks are left as they are."""
-    from flwr.app import Array
-
-    out = {}
-    changed = False
-    for k, a in arrays.items():
-        v = a.numpy()
-        if k in model.keys():
-            want = model[k].numpy().dtype
-            if v.dtype != want:
-                changed = True
-                v = np.rint(v) if np.issubdtype(want, np.integer) else v
-                v = np.asarray(v).astype(want)
-        out[k] = Array(np.asarray(v))
-    return ArrayRecord(array_dict=out) if changed else arrays

@@ -45,7 +45,7 @@ from .. import accounting, errors
 from .. import distributed as dist
 from .. import secagg as sa
 from .ledger import PrivacyLedger, uncalled_mod_error, warn
-from .records import check_same_layout, single_array_record
+from .records import check_same_layout, keep_dtypes, single_array_record
 from .selection import (
     ArraySelection,
     Patterns,
@@ -123,6 +123,7 @@ class DistributedDpMod:
             raise uncalled_mod_error("DistributedDpMod", "DistributedDpMod()", args)
         ArraySelection.of(include, exclude)  # refuse malformed patterns now
         self.include, self.exclude = include, exclude
+        self._logged: set = set()
         self.arrays_key = arrays_key
         self.min_local_noise_stddev = min_local_noise_stddev
         self.max_clip = max_clip
@@ -217,7 +218,7 @@ class DistributedDpMod:
                 f"distributed_dp_mod: the server's plan covers the arrays {list(rec['arrays'])}, "
                 f"this client selects {names} (same privfed-include/-exclude on both sides?)")
         log_skipped("distributed_dp_mod", skipped, "not sent (the server keeps their global "
-                    "values)")
+                    "values)", self._logged)
         g = flatten_selected(received, names)
         out = call_next(msg, ctxt)
         if out.has_error():
@@ -378,6 +379,7 @@ class DistributedDpStrategy(WrappedStrategy):
     ) -> None:
         super().__init__(inner)
         self.selection = ArraySelection.of(include, exclude)
+        self._logged: set = set()
         if on_abort not in ("skip", "raise"):
             raise ValueError(f"on_abort must be 'skip' or 'raise', got {on_abort!r}")
         if on_budget not in ("raise", "stop"):
@@ -463,7 +465,8 @@ class DistributedDpStrategy(WrappedStrategy):
             raise ValueError(
                 f"the plan is for a model of {self.dim} parameters, the model has {n} "
                 f"({shapes}{left}); plan with dim={n}")
-        log_skipped("DistributedDpStrategy", skipped, "kept at their global values")
+        log_skipped("DistributedDpStrategy", skipped, "kept at their global values",
+                    self._logged)
         return names
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, *args: Any, **kw: Any):
@@ -649,6 +652,8 @@ class DistributedDpStrategy(WrappedStrategy):
                               "metrics": MetricRecord({"num-examples": res.contributors})})
         reply = Message(content=content, reply_to=res.template)
         arrays, metrics = self.inner.aggregate_train(server_round, [reply])
+        if arrays is not None:
+            arrays = keep_dtypes(arrays, res.arrays)
         metrics = MetricRecord() if metrics is None else metrics
         metrics["privfed-epsilon"] = res.epsilon
         metrics["privfed-contributors"] = res.contributors

@@ -12,7 +12,7 @@ from flwr.serverapp.strategy import Strategy
 
 from .. import accounting
 from .ledger import PrivacyLedger, uncalled_mod_error, warn
-from .records import check_same_layout, single_array_record
+from .records import check_same_layout, keep_dtypes, single_array_record
 from .selection import (
     ArraySelection,
     Patterns,
@@ -126,6 +126,7 @@ class PrivatizeMod:
         self.arrays_key = arrays_key
         ArraySelection.of(include, exclude)  # refuse malformed patterns now
         self.include, self.exclude = include, exclude
+        self._logged: set = set()
         self._factory: Optional[Callable[[int], Any]] = None
         self._by_dim: Dict[int, Any] = {}
         if callable(randomizer) and not hasattr(randomizer, "privatize"):
@@ -158,7 +159,8 @@ class PrivatizeMod:
         _, received = single_array_record(msg.content, self.arrays_key)
         received = received.copy() if hasattr(received, "copy") else received
         names, skipped = sel.split(received)
-        log_skipped(who, skipped, "sent back as received (nothing of them leaves the device)")
+        log_skipped(who, skipped, "sent back as received (nothing of them leaves the device)",
+                    self._logged)
         global_vec = flatten_selected(received, names)
         out = call_next(msg, ctxt)
         if out.has_error():
@@ -216,7 +218,8 @@ class LocalDpStrategy(WrappedStrategy):
     WARNING and no more rounds). Error replies are logged as WARNINGs with the client's text
     and counted in ``privfed-failed``. The default accountant is
     :class:`privfed.accounting.PureCappedRdpAccountant` (RDP, never above the pure
-    composition Σε).
+    composition Σε). The aggregate keeps the model's dtypes (an int64 counter FedAvg averaged
+    to float64 is rounded back, so the clients skip it again next round).
     """
 
     def __init__(
@@ -246,6 +249,7 @@ class LocalDpStrategy(WrappedStrategy):
         self.ledger = PrivacyLedger(delta, accountant, budget)
         self.event = local_round_event(epsilon, sample_rate)
         self.stopped = False
+        self._model: Optional[ArrayRecord] = None  # the round's global model
 
     @property
     def history(self):
@@ -264,6 +268,7 @@ class LocalDpStrategy(WrappedStrategy):
                  server_round, what, self.ledger.budget)
             self.ledger.record(server_round, None, 0, "budget reached: round not started")
             return []
+        self._model = arrays  # its dtypes are kept through the inner aggregation
         return self.inner.configure_train(server_round, arrays, config, grid)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
@@ -287,6 +292,8 @@ class LocalDpStrategy(WrappedStrategy):
             self.ledger.record(server_round, None, 0, "no privatized reply")
             return None, None
         arrays, metrics = self.inner.aggregate_train(server_round, ok)
+        if arrays is not None and self._model is not None:
+            arrays = keep_dtypes(arrays, self._model)
         rec = self.ledger.record(server_round, self.event, len(ok))
         metrics = MetricRecord() if metrics is None else metrics
         metrics["privfed-epsilon"] = rec.epsilon

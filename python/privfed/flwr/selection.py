@@ -7,7 +7,7 @@ One home for three rules every privfed.flwr mod and strategy follows:
   :mod:`fnmatch` patterns on the array's key in its ArrayRecord (``"*.num_batches_tracked"``,
   ``"bn*"``, an exact name). Integer and boolean arrays (PyTorch's ``num_batches_tracked`` is
   int64) are never clipped or noised: adding real noise to a counter and casting it back is
-  meaningless. What is skipped, and why, is logged (INFO, once per distinct set per process).
+  meaningless. What is skipped, and why, is logged (INFO, once per distinct set and mod or strategy).
   An ``include`` pattern that matches no array is an error (a typo would leave arrays out of
   the privatized set); so is a selection that leaves nothing to privatize.
 * **Run config.** Client mods read ``privfed-include`` and ``privfed-exclude`` (comma-separated
@@ -105,18 +105,16 @@ class ArraySelection:
         return selected, skipped
 
 
-_LOGGED: set = set()
-
-
-def log_skipped(who: str, skipped: Mapping[str, str], fate: str) -> None:
+def log_skipped(who: str, skipped: Mapping[str, str], fate: str, seen: set) -> None:
     """One INFO line naming what ``who`` skipped and what happens to it (``fate``); repeated
-    only when the skipped set changes (a mod runs on every round)."""
+    only when the skipped set changes (``seen``: the calling mod's or strategy's own set, as a
+    mod runs on every round)."""
     if not skipped:
         return
-    key = (who, tuple(sorted(skipped.items())), fate)
-    if key in _LOGGED:
+    key = (tuple(sorted(skipped.items())), fate)
+    if key in seen:
         return
-    _LOGGED.add(key)
+    seen.add(key)
     parts = ", ".join(f"{n} ({why})" for n, why in skipped.items())
     msg = "privfed: %s: not privatized: %s; %s"
     flwr_log(logging.INFO, msg, who, parts, fate)

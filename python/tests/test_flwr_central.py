@@ -67,7 +67,8 @@ def _bn_model(seed=1):
 
 
 def _float_names(arrays):
-    return [k for k, v in arrays.items() if np.issubdtype(np.asarray(v.numpy()).dtype, np.floating)]
+    return [k for k, v in arrays.items()
+            if np.issubdtype(np.asarray(v.numpy()).dtype, np.floating)]
 
 
 def _flat(record, names=None):
@@ -103,7 +104,8 @@ class Updates:
             for k, a in g.items():
                 v = a.numpy()
                 if k in names:
-                    out[k] = (v.astype(np.float64) + u[at:at + v.size].reshape(v.shape)).astype(v.dtype)
+                    step = u[at:at + v.size].reshape(v.shape)
+                    out[k] = (v.astype(np.float64) + step).astype(v.dtype)
                     at += v.size
                 else:
                     out[k] = np.asarray(v + 3)
@@ -237,7 +239,8 @@ def test_noise_standard_deviation_is_z_c_over_k(adaptive):
     # adaptive: C moves between rounds; standardize each round by its own σ
     sig = np.concatenate([np.full(r.mean.size, z_delta * r.clipping_norm / k)
                           for r in strat.rounds])
-    assert all(r.noise_stddev == pytest.approx(z_delta * r.clipping_norm / k) for r in strat.rounds)
+    assert all(r.noise_stddev == pytest.approx(z_delta * r.clipping_norm / k)
+               for r in strat.rounds)
     if not adaptive:
         assert cs == [c] * 4
     x = draws / sig

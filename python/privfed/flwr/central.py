@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord
@@ -226,6 +226,8 @@ class CentralDpStrategy(WrappedStrategy):
        default k/20 as in the paper) moves C toward the ``target_clipped_quantile`` γ with
        ``clip_norm_lr`` η_C (Flower's argument names). z_Δ as in
        :func:`adjusted_noise_multiplier`. The next C is sent to the clients in client mode.
+       A client left out counts as a zero update and a 0 bit; b̄ divides by the cohort k
+       (public), not by the replies received (which depend on the clients).
     5. The event is composed into the ledger (``RdpAccountant(neighboring_relation=
        "replace_one")`` by default) and ε(δ) logged; the metrics gain ``privfed-epsilon``,
        ``privfed-clipping-norm``, ``privfed-contributors``, ``privfed-refused``,
@@ -233,9 +235,14 @@ class CentralDpStrategy(WrappedStrategy):
        :class:`CentralRound` per round.
 
     ``population`` is required: the accounting's amplification by sampling depends on it, and
-    no default can be safe. The inner strategy must sample its cohort uniformly without
-    replacement (Flower's built-in strategies do, with Python's ``random``) and must not see
-    anything else of the replies than what this wrapper hands it.
+    no default can be safe. There is no ``num_sampled_clients`` (Flower's wrappers take one to
+    size the noise in advance): k is the cohort the inner strategy actually addressed, public
+    and known before any reply, so the noise and the event always match the round. The inner
+    strategy must sample its cohort uniformly without replacement (Flower's built-in strategies
+    do, with Python's ``random``) and must not see anything else of the replies than what
+    this wrapper hands it. Its aggregate is returned in the model's dtypes
+    (:func:`privfed.flwr.records.keep_dtypes`: FedAvg would turn an int64 counter into float64,
+    which the next round would take for a parameter).
     """
 
     def __init__(
@@ -262,7 +269,8 @@ class CentralDpStrategy(WrappedStrategy):
         super().__init__(inner)
         z, c = float(noise_multiplier), float(clipping_norm)
         if not (math.isfinite(z) and z > 0):
-            raise ValueError(f"noise_multiplier must be positive and finite, got {noise_multiplier}")
+            raise ValueError(
+                f"noise_multiplier must be positive and finite, got {noise_multiplier}")
         if not (math.isfinite(c) and c > 0):
             raise ValueError(f"clipping_norm must be positive and finite, got {clipping_norm}")
         if clipping not in ("server", "client"):
@@ -275,7 +283,8 @@ class CentralDpStrategy(WrappedStrategy):
                 f"population must be the number of clients cohorts are drawn from (an int ≥ 1), "
                 f"got {population!r}")
         if not 0.0 <= target_clipped_quantile <= 1.0:
-            raise ValueError(f"target_clipped_quantile must be in [0, 1], got {target_clipped_quantile}")
+            raise ValueError(
+                f"target_clipped_quantile must be in [0, 1], got {target_clipped_quantile}")
         if not (math.isfinite(clip_norm_lr) and clip_norm_lr > 0):
             raise ValueError(f"clip_norm_lr must be positive, got {clip_norm_lr}")
         if clipped_count_stddev is not None:
@@ -389,7 +398,8 @@ class CentralDpStrategy(WrappedStrategy):
             return delta, int(np.linalg.norm(delta) <= rnd.clipping_norm)
         rec = m.content.config_records.get(CENTRAL_RECORD)
         if rec is None:
-            return f"node {nid}: no {CENTRAL_RECORD!r} record (is its ClientApp's mod central_dp_mod()?)"
+            return (f"node {nid}: no {CENTRAL_RECORD!r} record (is its ClientApp's mod "
+                    "central_dp_mod()?)")
         extra = sorted(k for k in rec.keys() if k not in _FROM_CLIENT_KEYS)
         if extra or any(k not in rec for k in _FROM_CLIENT_KEYS):
             return f"node {nid}: record {CENTRAL_RECORD!r} has keys {sorted(rec.keys())}"
@@ -429,20 +439,23 @@ class CentralDpStrategy(WrappedStrategy):
             bits.append(got[1])
         rnd.contributors = len(ok)
         if not ok:
-            rec = self.ledger.record(server_round, None, 0, "no acceptable reply: nothing released")
+            rec = self.ledger.record(server_round, None, 0,
+                                     "no acceptable reply: nothing released")
             rnd.epsilon = rec.epsilon
             self.rounds.append(rnd)
             return None, None
         k, c = rnd.sampled, rnd.clipping_norm
         # the noisy mean: privfed's projection onto the C-ball, sum / k, N(0, (z_Δ·C/k)²)
-        mech = CentralGaussian(c, rnd.noise_multiplier, seed=_derived_seed(self.seed, server_round, "update"))
+        mech = CentralGaussian(c, rnd.noise_multiplier,
+                               seed=_derived_seed(self.seed, server_round, "update"))
         mean = np.asarray(mech.aggregate(np.stack(deltas), float(k)), dtype=np.float64)
         rnd.mean = mean
         if self.adaptive:
             # noisy count of unclipped updates: Σ b_i + N(0, σ_b²) (a 1-D sum at "clip" 1,
             # batch 1, noise multiplier σ_b), then C ← C·exp(−η_C(b̄ − γ))
             sb = self.count_stddev(k)
-            counter = CentralGaussian(1.0, sb, seed=_derived_seed(self.seed, server_round, "count"))
+            counter = CentralGaussian(1.0, sb,
+                                      seed=_derived_seed(self.seed, server_round, "count"))
             noisy = float(counter.aggregate(np.asarray(bits, dtype=np.float64)[:, None], 1.0)[0])
             rnd.unclipped = int(sum(bits))
             rnd.unclipped_fraction = noisy / k

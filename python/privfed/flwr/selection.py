@@ -7,7 +7,8 @@ One home for three rules every privfed.flwr mod and strategy follows:
   :mod:`fnmatch` patterns on the array's key in its ArrayRecord (``"*.num_batches_tracked"``,
   ``"bn*"``, an exact name). Integer and boolean arrays (PyTorch's ``num_batches_tracked`` is
   int64) are never clipped or noised: adding real noise to a counter and casting it back is
-  meaningless. What is skipped, and why, is logged (INFO, once per distinct set and mod or strategy).
+  meaningless. What is skipped, and why, is logged (INFO, once per distinct set and mod or
+  strategy).
   An ``include`` pattern that matches no array is an error (a typo would leave arrays out of
   the privatized set); so is a selection that leaves nothing to privatize.
 * **Run config.** Client mods read ``privfed-include`` and ``privfed-exclude`` (comma-separated

@@ -17,10 +17,11 @@ Central DP (the server sees every update, the released model is protected):
   without replacement under replace-one neighbours and stops before the budget is exceeded;
   ``clipping="client"`` with :func:`central_dp_mod` (client) clips on the device.
 
-Every mod and strategy privatizes the floating-point arrays selected by ``include`` /
-``exclude`` patterns (mods: also ``privfed-include`` / ``privfed-exclude`` in the run config, read
-on every call); integer arrays (e.g. ``num_batches_tracked``) are skipped and named in the log
-(:mod:`privfed.flwr.selection`).
+Every mod, and the strategies that see the arrays (central, distributed), privatizes the
+floating-point arrays selected by ``include`` / ``exclude`` patterns (mods: also
+``privfed-include`` / ``privfed-exclude`` in the run config, read on every call); integer arrays
+(e.g. ``num_batches_tracked``) are skipped and named in the log (:mod:`privfed.flwr.selection`),
+and every strategy returns the model in its own dtypes.
 
 Distributed DP with secure aggregation (over :mod:`privfed.distributed` and :mod:`privfed.secagg`):
 

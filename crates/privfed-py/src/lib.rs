@@ -13,6 +13,7 @@
 
 mod accounting;
 mod arrays;
+mod central;
 mod ddml;
 mod distributed;
 mod errors;
@@ -31,6 +32,7 @@ use pyo3::prelude::*;
 fn _privfed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     mechanisms::register(m)?;
+    central::register(m)?;
     accounting::register(m)?;
     mvu::register(m)?;
     distributed::register(m)?;

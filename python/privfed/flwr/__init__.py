@@ -10,6 +10,19 @@ Server side (strategy wrappers around any ``flwr.serverapp.strategy.Strategy``):
 * :class:`LocalDpStrategy` — checks that every reply was privatized at the declared ε, composes
   one event per round into a privfed accountant and reports ε(δ) after every round.
 
+Central DP (the server sees every update, the released model is protected):
+
+* :class:`CentralDpStrategy` (server) — clips each client's update to C (fixed, or adaptive
+  after Andrew et al. 2021), adds Gaussian noise to the mean, accounts each round as a sample
+  without replacement under replace-one neighbours and stops before the budget is exceeded;
+  ``clipping="client"`` with :func:`central_dp_mod` (client) clips on the device.
+
+Every mod, and the strategies that see the arrays (central, distributed), privatizes the
+floating-point arrays selected by ``include`` / ``exclude`` patterns (mods: also
+``privfed-include`` / ``privfed-exclude`` in the run config, read on every call); integer arrays
+(e.g. ``num_batches_tracked``) are skipped and named in the log (:mod:`privfed.flwr.selection`),
+and every strategy returns the model in its own dtypes.
+
 Distributed DP with secure aggregation (over :mod:`privfed.distributed` and :mod:`privfed.secagg`):
 
 * :func:`distributed_dp_mod` (client) and :class:`DistributedDpStrategy` (server): paper 001's
@@ -31,6 +44,14 @@ except ImportError as exc:  # pragma: no cover - exercised by test_flwr's subpro
         'pip install "privfed[flwr]"'
     ) from exc
 
+from .central import (
+    CentralDpMod,
+    CentralDpStrategy,
+    CentralRound,
+    adjusted_noise_multiplier,
+    central_dp_mod,
+    central_round_event,
+)
 from .distributed import (
     DistributedDpMod,
     DistributedDpStrategy,
@@ -43,6 +64,7 @@ from .distributed import (
 from .ledger import PrivacyLedger, RoundRecord
 from .local import LocalDpStrategy, PrivatizeMod, clip_and_privatize, local_round_event, privatize_mod
 from .records import flatten_arrays, unflatten_like
+from .selection import ArraySelection
 
 __all__ = [
     "PrivatizeMod",
@@ -50,6 +72,13 @@ __all__ = [
     "LocalDpStrategy",
     "clip_and_privatize",
     "local_round_event",
+    "CentralDpStrategy",
+    "CentralDpMod",
+    "central_dp_mod",
+    "CentralRound",
+    "adjusted_noise_multiplier",
+    "central_round_event",
+    "ArraySelection",
     "DistributedDpMod",
     "distributed_dp_mod",
     "DistributedDpStrategy",

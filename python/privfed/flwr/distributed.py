@@ -45,13 +45,24 @@ from .. import accounting, errors
 from .. import distributed as dist
 from .. import secagg as sa
 from .ledger import PrivacyLedger, uncalled_mod_error, warn
-from .records import check_same_layout, flatten_arrays, single_array_record, unflatten_like
+from .records import check_same_layout, keep_dtypes, single_array_record
+from .selection import (
+    ArraySelection,
+    Patterns,
+    check_records,
+    flatten_selected,
+    log_skipped,
+    replace_selected,
+    selection_from_run_config,
+)
 from .strategy_base import WrappedStrategy
 
 #: The ConfigRecord of every secure-aggregation message (both ways) and of the client's state.
 SECAGG_RECORD = "privfed-secagg"
 STATE_RECORD = "privfed-secagg-state"
 STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
+#: The keys a server's "privfed-secagg" record may carry (any other is refused by the mod).
+_SECAGG_KEYS = ("stage", "config", "client-id", "round", "plan", "message", "arrays")
 
 
 def _config_from_bytes(data: bytes):
@@ -83,8 +94,15 @@ class DistributedDpMod:
     rebuilt at each stage (the SuperNode, or the simulation engine, keeps the Context in
     memory). It is deleted after the unmasking answer.
 
+    Only the selected arrays are encoded: float arrays matching ``include`` and no ``exclude``
+    pattern (``privfed-include`` / ``privfed-exclude`` in ``Context.run_config``, read on every
+    call, replace them); the masked-input request names the arrays the server's plan covers and
+    a different selection is refused. Skipped arrays (integer ones such as
+    ``num_batches_tracked`` always; an INFO line names them) are not sent at all.
+
     A TRAIN message without the ``"privfed-secagg"`` record is refused (an error reply): the
-    mod never sends an update in the clear. ``min_local_noise_stddev`` and ``max_clip`` let the
+    mod never sends an update in the clear; so is one with another ``privfed…`` record or
+    unknown keys in its own. ``min_local_noise_stddev`` and ``max_clip`` let the
     client refuse a plan that would give it less noise, or a larger sensitivity, than it
     accepts. ``encoder_seed(context, server_round)`` (experiments only) fixes the encoder's
     randomness; never use it for a real release.
@@ -98,9 +116,14 @@ class DistributedDpMod:
         max_clip: Optional[float] = None,
         encoder_seed: Optional[Callable[[Context, int], Any]] = None,
         threads: Optional[int] = 1,
+        include: Patterns = None,
+        exclude: Patterns = None,
     ) -> None:
         if args:
             raise uncalled_mod_error("DistributedDpMod", "DistributedDpMod()", args)
+        ArraySelection.of(include, exclude)  # refuse malformed patterns now
+        self.include, self.exclude = include, exclude
+        self._logged: set = set()
         self.arrays_key = arrays_key
         self.min_local_noise_stddev = min_local_noise_stddev
         self.max_clip = max_clip
@@ -136,6 +159,10 @@ class DistributedDpMod:
     def __call__(self, msg: Message, ctxt: Context, call_next: Callable) -> Message:
         if msg.metadata.message_type != MessageType.TRAIN:
             return call_next(msg, ctxt)
+        check_records(msg.content, {SECAGG_RECORD: _SECAGG_KEYS}, "distributed_dp_mod")
+        # the run config is read on every call (a misspelt privfed- key fails every stage)
+        sel = selection_from_run_config(ctxt.run_config, include=self.include,
+                                        exclude=self.exclude, who="distributed_dp_mod")
         rec = msg.content.config_records.get(SECAGG_RECORD)
         if rec is None:
             raise errors.ProtocolError(
@@ -170,7 +197,7 @@ class DistributedDpMod:
                     f"the server sent stage {stage}, the client expects {client.next_stage}")
             server_msg = bytes(rec["message"])
             if stage == "masked_input":
-                x = self._encode_update(msg, ctxt, call_next, st)
+                x = self._encode_update(msg, ctxt, call_next, st, sel, rec)
                 if isinstance(x, Message):  # the ClientApp failed: pass its error on
                     return x
                 answer = bytes(client.handle(server_msg, x))
@@ -183,15 +210,22 @@ class DistributedDpMod:
         out = RecordDict({SECAGG_RECORD: ConfigRecord({"stage": stage, "message": answer})})
         return Message(out, reply_to=msg)
 
-    def _encode_update(self, msg, ctxt, call_next, st):
+    def _encode_update(self, msg, ctxt, call_next, st, sel, rec):
         _, received = single_array_record(msg.content, self.arrays_key)
-        g = flatten_arrays(received)
+        names, skipped = sel.split(received)
+        if "arrays" in rec and list(rec["arrays"]) != names:
+            raise errors.ProtocolError(
+                f"distributed_dp_mod: the server's plan covers the arrays {list(rec['arrays'])}, "
+                f"this client selects {names} (same privfed-include/-exclude on both sides?)")
+        log_skipped("distributed_dp_mod", skipped, "not sent (the server keeps their global "
+                    "values)", self._logged)
+        g = flatten_selected(received, names)
         out = call_next(msg, ctxt)
         if out.has_error():
             return out
         _, returned = single_array_record(out.content, self.arrays_key)
         check_same_layout(received, returned)
-        update = flatten_arrays(returned) - g
+        update = flatten_selected(returned, names) - g
         params = json.loads(str(st["plan"]))
         if update.size != int(params["dim"]):
             raise errors.ProtocolError(
@@ -277,6 +311,7 @@ class RoundOutcome:
     template: Optional[Message] = None
     arrays: Optional[ArrayRecord] = None
     arrays_key: str = "arrays"
+    names: List[str] = field(default_factory=list)  # the arrays the sum covers
 
     @property
     def contributors(self) -> int:
@@ -339,8 +374,12 @@ class DistributedDpStrategy(WrappedStrategy):
         max_consecutive_aborts: Optional[int] = 2,
         sample_rate: Optional[float] = None,
         apply_on_wrap: bool = False,
+        include: Patterns = None,
+        exclude: Patterns = None,
     ) -> None:
         super().__init__(inner)
+        self.selection = ArraySelection.of(include, exclude)
+        self._logged: set = set()
         if on_abort not in ("skip", "raise"):
             raise ValueError(f"on_abort must be 'skip' or 'raise', got {on_abort!r}")
         if on_budget not in ("raise", "stop"):
@@ -415,14 +454,20 @@ class DistributedDpStrategy(WrappedStrategy):
             ev = accounting.PoissonSampledDpEvent(float(self.sample_rate), ev)
         return ev
 
-    def check_arrays(self, arrays: ArrayRecord) -> None:
-        """ValueError unless the model's length is the plan's ``dim``."""
-        n = int(flatten_arrays(arrays).size)
+    def check_arrays(self, arrays: ArrayRecord) -> List[str]:
+        """The selected arrays' names (``include``/``exclude``, float arrays only); ValueError
+        unless their length is the plan's ``dim``."""
+        names, skipped = self.selection.split(arrays)
+        n = int(sum(arrays[k].numpy().size for k in names))
         if n != self.dim:
-            shapes = {k: tuple(a.shape) for k, a in arrays.items()}
+            shapes = {k: tuple(arrays[k].shape) for k in names}
+            left = f"; not privatized: {sorted(skipped)}" if skipped else ""
             raise ValueError(
                 f"the plan is for a model of {self.dim} parameters, the model has {n} "
-                f"({shapes}); plan with dim={n}")
+                f"({shapes}{left}); plan with dim={n}")
+        log_skipped("DistributedDpStrategy", skipped, "kept at their global values",
+                    self._logged)
+        return names
 
     def start(self, grid: Grid, initial_arrays: ArrayRecord, *args: Any, **kw: Any):
         """Checks the plan against ``initial_arrays``, then runs the inner loop."""
@@ -435,7 +480,7 @@ class DistributedDpStrategy(WrappedStrategy):
         self._pending = None
         if self.stopped:
             return []
-        self.check_arrays(arrays)
+        names = self.check_arrays(arrays)
         msgs = list(self.inner.configure_train(server_round, arrays, config, grid))
         if not msgs:
             return []
@@ -451,7 +496,7 @@ class DistributedDpStrategy(WrappedStrategy):
             return []
         cfg = sa.round_config(n, int(self.params["bits"]), int(self.params["padded_dim"]),
                             dropout=self.dropout, graph=self.graph)
-        self._pending = self._secure_round(server_round, msgs, cfg, grid)
+        self._pending = self._secure_round(server_round, msgs, cfg, grid, names)
         # The round ran over the grid already; Strategy.start sends nothing more.
         return []
 
@@ -510,13 +555,13 @@ class DistributedDpStrategy(WrappedStrategy):
         return res
 
     def _secure_round(self, server_round: int, msgs: List[Message], cfg: Any,
-                      grid: Grid) -> RoundOutcome:
+                      grid: Grid, names: List[str]) -> RoundOutcome:
         by_node = {m.metadata.dst_node_id: m for m in msgs}
         nodes = sorted(by_node)
         ids = {nid: i + 1 for i, nid in enumerate(nodes)}
         key, arrays = single_array_record(msgs[0].content)
         res = RoundOutcome(server_round, _session_id(cfg), ids, len(nodes), arrays=arrays,
-                           arrays_key=key)
+                           arrays_key=key, names=list(names))
         server = sa.SecAggServer(cfg)
         cfg_bytes = bytes(cfg.to_bytes())
         alive = list(nodes)
@@ -534,6 +579,8 @@ class DistributedDpStrategy(WrappedStrategy):
                     except errors.ProtocolError:
                         continue  # pruned: no part in this stage
                     rec = ConfigRecord({"stage": stage, "message": m})
+                    if stage == "masked_input":  # the arrays the plan covers
+                        rec["arrays"] = list(names)
                 if stage == "masked_input":
                     content = RecordDict(dict(by_node[nid].content.items()))
                     content[SECAGG_RECORD] = rec
@@ -599,12 +646,14 @@ class DistributedDpStrategy(WrappedStrategy):
             return None, None
         if res.wrap_suspected and not self.apply_on_wrap:
             return None, None
-        g = flatten_arrays(res.arrays)
-        new = unflatten_like(g + res.mean, res.arrays)
+        g = flatten_selected(res.arrays, res.names)
+        new = replace_selected(res.arrays, res.names, g + res.mean)
         content = RecordDict({res.arrays_key: new,
                               "metrics": MetricRecord({"num-examples": res.contributors})})
         reply = Message(content=content, reply_to=res.template)
         arrays, metrics = self.inner.aggregate_train(server_round, [reply])
+        if arrays is not None:
+            arrays = keep_dtypes(arrays, res.arrays)
         metrics = MetricRecord() if metrics is None else metrics
         metrics["privfed-epsilon"] = res.epsilon
         metrics["privfed-contributors"] = res.contributors

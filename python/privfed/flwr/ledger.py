@@ -77,8 +77,14 @@ class PrivacyLedger:
         """ε(δ) if ``event`` were composed now (on a copy made through ``state_dict``; None
         when the accountant cannot be copied that way)."""
         try:
-            twin = type(self.accountant)()
-            twin.load_state_dict(self.accountant.state_dict())
+            state = self.accountant.state_dict()
+            try:
+                twin = type(self.accountant)()
+                twin.load_state_dict(state)
+            except Exception:  # noqa: BLE001 - other settings (e.g. replace-one RDP): rebuild
+                twin = type(self.accountant)(
+                    orders=state["orders"], neighboring_relation=state["neighbouring_relation"])
+                twin.load_state_dict(state)
             twin.compose(event)
             return float(twin.get_epsilon(self.delta))
         except Exception:  # noqa: BLE001 - only the message's number is lost

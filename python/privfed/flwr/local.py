@@ -12,7 +12,16 @@ from flwr.serverapp.strategy import Strategy
 
 from .. import accounting
 from .ledger import PrivacyLedger, uncalled_mod_error, warn
-from .records import check_same_layout, flatten_arrays, single_array_record, unflatten_like
+from .records import check_same_layout, keep_dtypes, single_array_record
+from .selection import (
+    ArraySelection,
+    Patterns,
+    check_records,
+    flatten_selected,
+    log_skipped,
+    replace_selected,
+    selection_from_run_config,
+)
 from .strategy_base import WrappedStrategy
 
 #: The ConfigRecord a privatized reply carries (mechanism name and its ε, δ).
@@ -84,11 +93,17 @@ class PrivatizeMod:
     """ClientApp mod: the TRAIN reply's update is replaced by a local randomizer's report.
 
     The mod reads the model the server sent (the message's ArrayRecord), lets the ClientApp
-    train (``call_next``), and computes the update ``u = returned − received`` over all arrays
-    (in the record's key order). It then clips ``u`` (:func:`clip_and_privatize`), privatizes it
-    and replies with ``received + report`` in place of the trained model, so a FedAvg-style
-    strategy averages ``global + report``. The reply also carries a ConfigRecord ``"privfed"``
-    with the mechanism's name, ε and δ, which :class:`LocalDpStrategy` checks.
+    train (``call_next``), and computes the update ``u = returned − received`` over the
+    selected arrays (in the record's key order): floating-point arrays whose names match
+    ``include`` and not ``exclude`` (fnmatch patterns; ``privfed-include`` /
+    ``privfed-exclude`` in ``Context.run_config``, read on every call, replace them). It then
+    clips ``u`` (:func:`clip_and_privatize`), privatizes it and replies with
+    ``received + report`` on the selected arrays, so a FedAvg-style strategy averages
+    ``global + report``. **Every other array is sent back as received** (integer arrays such as
+    ``num_batches_tracked``, excluded ones; an INFO line names them): nothing leaves the device
+    unprivatized, whoever sets the run config. The reply also carries a ConfigRecord
+    ``"privfed"`` with the mechanism's name, ε and δ, which :class:`LocalDpStrategy` checks.
+    A TRAIN message carrying a ``privfed…`` record (another privfed strategy's) is refused.
 
     ``randomizer`` is a privfed :class:`~privfed.LocalRandomizer` of the model's dimension, or a
     callable ``dim -> randomizer`` (built once per dimension and process, e.g.
@@ -102,11 +117,16 @@ class PrivatizeMod:
         clip: float,
         *,
         arrays_key: Optional[str] = None,
+        include: Patterns = None,
+        exclude: Patterns = None,
     ) -> None:
         if not math.isfinite(clip) or clip <= 0:
             raise ValueError(f"clip must be positive and finite, got {clip}")
         self.clip = float(clip)
         self.arrays_key = arrays_key
+        ArraySelection.of(include, exclude)  # refuse malformed patterns now
+        self.include, self.exclude = include, exclude
+        self._logged: set = set()
         self._factory: Optional[Callable[[int], Any]] = None
         self._by_dim: Dict[int, Any] = {}
         if callable(randomizer) and not hasattr(randomizer, "privatize"):
@@ -132,18 +152,25 @@ class PrivatizeMod:
     def __call__(self, msg: Message, ctxt: Context, call_next: Callable) -> Message:
         if msg.metadata.message_type != MessageType.TRAIN:
             return call_next(msg, ctxt)
+        who = "privatize_mod"
+        check_records(msg.content, {}, who)
+        sel = selection_from_run_config(ctxt.run_config, include=self.include,
+                                        exclude=self.exclude, who=who)
         _, received = single_array_record(msg.content, self.arrays_key)
         received = received.copy() if hasattr(received, "copy") else received
-        global_vec = flatten_arrays(received)
+        names, skipped = sel.split(received)
+        log_skipped(who, skipped, "sent back as received (nothing of them leaves the device)",
+                    self._logged)
+        global_vec = flatten_selected(received, names)
         out = call_next(msg, ctxt)
         if out.has_error():
             return out
         key, returned = single_array_record(out.content, self.arrays_key)
         check_same_layout(received, returned)
-        update = flatten_arrays(returned) - global_vec
+        update = flatten_selected(returned, names) - global_vec
         r = self.randomizer(update.size)
         report = clip_and_privatize(r, update, self.clip)
-        out.content.array_records[key] = unflatten_like(global_vec + report, received)
+        out.content.array_records[key] = replace_selected(received, names, global_vec + report)
         out.content[PRIVFED_RECORD] = ConfigRecord(
             {"mechanism": str(r.name), "epsilon": float(r.epsilon), "delta": float(r.delta),
              "clip": self.clip}
@@ -152,7 +179,8 @@ class PrivatizeMod:
 
 
 def privatize_mod(randomizer: RandomizerOrFactory, clip: Any = None, *extra: Any,
-                  arrays_key: Optional[str] = None) -> PrivatizeMod:
+                  arrays_key: Optional[str] = None, include: Patterns = None,
+                  exclude: Patterns = None) -> PrivatizeMod:
     """A :class:`PrivatizeMod` (``ClientApp(mods=[privatize_mod(...)])``).
 
     Passing the factory itself (``mods=[privatize_mod]``) makes Flower call it with a message:
@@ -162,7 +190,8 @@ def privatize_mod(randomizer: RandomizerOrFactory, clip: Any = None, *extra: Any
                                  (randomizer, clip, *extra))
     if clip is None:
         raise TypeError("privatize_mod needs clip= (the l2 norm each update is clipped to)")
-    return PrivatizeMod(randomizer, clip, arrays_key=arrays_key)
+    return PrivatizeMod(randomizer, clip, arrays_key=arrays_key, include=include,
+                        exclude=exclude)
 
 
 def local_round_event(epsilon: float, sample_rate: Optional[float] = None) -> Any:
@@ -189,7 +218,8 @@ class LocalDpStrategy(WrappedStrategy):
     WARNING and no more rounds). Error replies are logged as WARNINGs with the client's text
     and counted in ``privfed-failed``. The default accountant is
     :class:`privfed.accounting.PureCappedRdpAccountant` (RDP, never above the pure
-    composition Σε).
+    composition Σε). The aggregate keeps the model's dtypes (an int64 counter FedAvg averaged
+    to float64 is rounded back, so the clients skip it again next round).
     """
 
     def __init__(
@@ -219,6 +249,7 @@ class LocalDpStrategy(WrappedStrategy):
         self.ledger = PrivacyLedger(delta, accountant, budget)
         self.event = local_round_event(epsilon, sample_rate)
         self.stopped = False
+        self._model: Optional[ArrayRecord] = None  # the round's global model
 
     @property
     def history(self):
@@ -237,6 +268,7 @@ class LocalDpStrategy(WrappedStrategy):
                  server_round, what, self.ledger.budget)
             self.ledger.record(server_round, None, 0, "budget reached: round not started")
             return []
+        self._model = arrays  # its dtypes are kept through the inner aggregation
         return self.inner.configure_train(server_round, arrays, config, grid)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
@@ -260,6 +292,8 @@ class LocalDpStrategy(WrappedStrategy):
             self.ledger.record(server_round, None, 0, "no privatized reply")
             return None, None
         arrays, metrics = self.inner.aggregate_train(server_round, ok)
+        if arrays is not None and self._model is not None:
+            arrays = keep_dtypes(arrays, self._model)
         rec = self.ledger.record(server_round, self.event, len(ok))
         metrics = MetricRecord() if metrics is None else metrics
         metrics["privfed-epsilon"] = rec.epsilon

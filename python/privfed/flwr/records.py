@@ -55,3 +55,23 @@ def check_same_layout(a: ArrayRecord, b: ArrayRecord) -> None:
     for k in ka:
         if tuple(a[k].shape) != tuple(b[k].shape):
             raise ValueError(f"array {k!r}: reply shape {b[k].shape} != model shape {a[k].shape}")
+
+
+def keep_dtypes(arrays: ArrayRecord, model: ArrayRecord) -> ArrayRecord:
+    """``arrays`` (an inner strategy's aggregate) with each array in the dtype it has in
+    ``model`` (the round's global model). Flower's FedAvg multiplies every array by a float
+    weight, which turns an int64 counter (BatchNorm's ``num_batches_tracked``) into float64;
+    the next round would then take it for a parameter and clip and noise it. Integer arrays
+    are rounded back (``rint``); arrays ``model`` lacks are left as they are."""
+    out = {}
+    changed = False
+    for k, a in arrays.items():
+        v = a.numpy()
+        if k in model.keys():
+            want = model[k].numpy().dtype
+            if v.dtype != want:
+                changed = True
+                v = np.rint(v) if np.issubdtype(want, np.integer) else v
+                v = np.asarray(v).astype(want)
+        out[k] = Array(np.asarray(v))
+    return ArrayRecord(array_dict=out) if changed else arrays

@@ -4,7 +4,7 @@
 //!
 //! The loaders take the data directory as a path and never download anything. The files are read unchanged
 //! (users fetch the originals themselves); every failure — missing file, truncated gzip stream,
-//! wrong magic number, wrong count, malformed row — is a [`LearnError::Data`] naming the file.
+//! wrong magic number, wrong count, malformed row — is a [`DataError::File`] naming the file.
 //!
 //! Features are stored compactly as `f32` in a row-major [`Table`]; [`Table::example`] builds the
 //! `f64` [`Example`] the models take.
@@ -55,8 +55,28 @@
 //! no `D·E2` crosses; the second list (−0.51, −0.68, 1.65) is taken as `D·E21, D·E22, D·E23`,
 //! which makes the 33 weights the paper counts (1 + 8 main effects + 24 crosses).
 
+use privfed_learn::LearnError;
 use privfed_learn::glm::{Example, Glm};
-use privfed_learn::{LearnError, Result};
+
+/// Why a data set could not be loaded or built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DataError {
+    /// A dataset file is missing, unreadable or malformed.
+    #[error("dataset file {path}: {reason}")]
+    File {
+        /// The file (or directory) concerned.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A table or model that cannot be built from the data (a parameter, a length, a label).
+    #[error(transparent)]
+    Learn(#[from] LearnError),
+}
+
+/// Result alias of the loaders.
+pub type Result<T, E = DataError> = std::result::Result<T, E>;
 use privfed_mechanisms::Rng;
 use rand::RngExt;
 use std::collections::BTreeMap;
@@ -76,14 +96,15 @@ impl Table {
     /// mismatch or `features = 0`.
     pub fn new(features: usize, x: Vec<f32>, y: Vec<f64>) -> Result<Self> {
         if features == 0 {
-            return Err(LearnError::invalid("features", 0.0, "must be ≥ 1"));
+            return Err(LearnError::invalid("features", 0.0, "must be ≥ 1").into());
         }
         if x.len() != y.len() * features {
             return Err(LearnError::DimensionMismatch {
                 what: "table features",
                 expected: y.len() * features,
                 got: x.len(),
-            });
+            }
+            .into());
         }
         Ok(Self { features, x, y })
     }
@@ -170,8 +191,8 @@ pub struct Dataset {
     pub true_weights: Option<Vec<f64>>,
 }
 
-fn data_err(path: &Path, reason: impl Into<String>) -> LearnError {
-    LearnError::Data {
+pub(crate) fn data_err(path: &Path, reason: impl Into<String>) -> DataError {
+    DataError::File {
         path: path.display().to_string(),
         reason: reason.into(),
     }
@@ -548,7 +569,7 @@ pub fn synthetic_production<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<Dataset> {
     if train == 0 || test == 0 {
-        return Err(LearnError::Empty("synthetic dataset"));
+        return Err(LearnError::Empty("synthetic dataset").into());
     }
     Ok(Dataset {
         kind: DatasetKind::SyntheticProduction,
@@ -651,7 +672,7 @@ mod tests {
         // Missing directory.
         let e = load_mnist(&dir).unwrap_err();
         assert!(
-            matches!(&e, LearnError::Data { path, reason } if path.ends_with("train-images-idx3-ubyte.gz") && reason.contains("cannot open")),
+            matches!(&e, DataError::File { path, reason } if path.ends_with("train-images-idx3-ubyte.gz") && reason.contains("cannot open")),
             "{e}"
         );
         let m = dir.join("mnist");
@@ -698,7 +719,7 @@ mod tests {
         );
         // Adult: missing, wrong field count, bad label, bad number, wrong row count.
         let e = load_adult(&dir).unwrap_err();
-        assert!(matches!(e, LearnError::Data { .. }), "{e}");
+        assert!(matches!(e, DataError::File { .. }), "{e}");
         let a = dir.join("adult");
         std::fs::create_dir_all(&a).unwrap();
         let good = "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K";

@@ -47,9 +47,12 @@ pub enum FlError {
     /// A bad config field (the message names it as in the TOML file).
     #[error("config: {0}")]
     Config(String),
-    /// From the models or data.
+    /// From the models.
     #[error(transparent)]
     Learn(#[from] privfed_learn::LearnError),
+    /// From a data set's files or its partition.
+    #[error(transparent)]
+    Dataset(#[from] datasets::DataError),
     /// From a mechanism.
     #[error(transparent)]
     Mechanism(#[from] privfed_mechanisms::MechanismError),
@@ -62,7 +65,8 @@ pub enum FlError {
     /// The secure-aggregation round failed.
     #[error("secure aggregation: {0}")]
     SecAgg(String),
-    /// The data set could not be loaded (which directory, which file, why).
+    /// The run's data could not be loaded: which directory, and the [`datasets::DataError`] or
+    /// config error, as text.
     #[error("{0}")]
     Data(String),
     /// A run's directory or file could not be created, read or written (which, and why).

@@ -14,7 +14,7 @@
 //! ```
 //! A speaker line is the first line of a block and ends with `:`; the name is what precedes the
 //! colon, trimmed, and must not be empty. A block whose first line is not a speaker line, or a
-//! file with no turns at all, is a [`LearnError::Data`] naming the file (and the line). A speaker
+//! file with no turns at all, is a [`DataError::File`] naming the file (and the line). A speaker
 //! line followed directly by a blank line is an empty turn (the file has 125 of them, where stage
 //! business was cut) and contributes no text. Lines inside a turn may end in `:` too (1,540 do).
 //!
@@ -48,13 +48,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use privfed_learn::{LearnError, Result};
+use crate::datasets::{DataError, Result};
+use privfed_learn::LearnError;
 use serde::{Deserialize, Serialize};
 
 use super::data::{FederatedData, Shard};
 
-fn data_err(path: &Path, reason: impl Into<String>) -> LearnError {
-    LearnError::Data {
+fn data_err(path: &Path, reason: impl Into<String>) -> DataError {
+    DataError::File {
         path: path.display().to_string(),
         reason: reason.into(),
     }
@@ -87,7 +88,7 @@ impl Vocab {
         chars.sort_unstable();
         chars.dedup();
         if chars.is_empty() {
-            return Err(LearnError::Empty("vocabulary"));
+            return Err(LearnError::Empty("vocabulary").into());
         }
         let index = chars
             .iter()
@@ -121,7 +122,7 @@ impl Vocab {
     ///
     /// # Errors
     /// A character not in the vocabulary ([`LearnError::InvalidLabel`] with its code point).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, LearnError> {
         text.chars()
             .map(|c| {
                 self.token(c).ok_or_else(|| LearnError::InvalidLabel {
@@ -136,7 +137,7 @@ impl Vocab {
     ///
     /// # Errors
     /// A token `≥ len()`.
-    pub fn decode(&self, tokens: &[u32]) -> Result<String> {
+    pub fn decode(&self, tokens: &[u32]) -> Result<String, LearnError> {
         tokens
             .iter()
             .map(|&t| {
@@ -167,7 +168,7 @@ pub struct Turn {
 /// in errors.
 ///
 /// # Errors
-/// [`LearnError::Data`] naming `path`: a block that does not start with a `NAME:` line (with its
+/// [`DataError::File`] naming `path`: a block that does not start with a `NAME:` line (with its
 /// line number), or no turns at all (an empty or blank file).
 pub fn parse_turns(text: &str, path: &Path) -> Result<Vec<Turn>> {
     let mut turns: Vec<Turn> = Vec::new();
@@ -242,17 +243,18 @@ impl ShakespeareConfig {
     /// `seq_len` or `min_sequences` zero, `test_fraction` outside `(0, 1)`.
     pub fn validate(&self) -> Result<()> {
         if self.seq_len == 0 {
-            return Err(LearnError::invalid("seq_len", 0.0, "must be ≥ 1"));
+            return Err(LearnError::invalid("seq_len", 0.0, "must be ≥ 1").into());
         }
         if self.min_sequences == 0 {
-            return Err(LearnError::invalid("min_sequences", 0.0, "must be ≥ 1"));
+            return Err(LearnError::invalid("min_sequences", 0.0, "must be ≥ 1").into());
         }
         if !(self.test_fraction > 0.0 && self.test_fraction < 1.0) {
             return Err(LearnError::invalid(
                 "test_fraction",
                 self.test_fraction,
                 "must be in (0, 1)",
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -276,7 +278,7 @@ pub struct Shakespeare {
 /// Builds federated Shakespeare from the text of the file (`path` only names it in errors).
 ///
 /// # Errors
-/// As [`parse_turns`] and [`ShakespeareConfig::validate`]; [`LearnError::Data`] naming `path` when
+/// As [`parse_turns`] and [`ShakespeareConfig::validate`]; [`DataError::File`] naming `path` when
 /// no role keeps `min_sequences` training sequences or no role has a test sequence.
 pub fn shakespeare_from_text(
     text: &str,
@@ -361,7 +363,7 @@ pub fn shakespeare_from_text(
 /// [module documentation](self)).
 ///
 /// # Errors
-/// [`LearnError::Data`] naming the file when it cannot be read or is not UTF-8; as
+/// [`DataError::File`] naming the file when it cannot be read or is not UTF-8; as
 /// [`shakespeare_from_text`].
 pub fn shakespeare(data_dir: &Path, config: &ShakespeareConfig) -> Result<Shakespeare> {
     let path = data_dir.join("tinyshakespeare").join("input.txt");
@@ -431,7 +433,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            matches!(&e, LearnError::Data { path, .. } if path == "small.txt"),
+            matches!(&e, DataError::File { path, .. } if path == "small.txt"),
             "{e}"
         );
         for (bad, field) in [
@@ -478,7 +480,7 @@ mod tests {
         ] {
             let e = parse_turns(text, p).unwrap_err();
             assert!(
-                matches!(&e, LearnError::Data { path, reason } if path == "bad/input.txt" && reason.contains(needle)),
+                matches!(&e, DataError::File { path, reason } if path == "bad/input.txt" && reason.contains(needle)),
                 "{text:?}: {e}"
             );
         }

@@ -35,7 +35,8 @@
 
 use std::path::Path;
 
-use privfed_learn::{LearnError, Result};
+use crate::datasets::Result;
+use privfed_learn::LearnError;
 use privfed_mechanisms::Rng;
 use privfed_mechanisms::rng::seeded_rng_for_experiments;
 use serde::{Deserialize, Serialize};
@@ -68,16 +69,14 @@ impl Subsample {
     /// `clients = 0` (named `subsample.clients`), `test_fraction` outside `(0, 1]`.
     pub fn validate(&self) -> Result<()> {
         if self.clients == Some(0) {
-            return Err(LearnError::invalid("subsample.clients", 0.0, "must be ≥ 1"));
+            return Err(LearnError::invalid("subsample.clients", 0.0, "must be ≥ 1").into());
         }
         if let Some(f) = self.test_fraction
             && !(f > 0.0 && f <= 1.0)
         {
-            return Err(LearnError::invalid(
-                "subsample.test_fraction",
-                f,
-                "must be in (0, 1]",
-            ));
+            return Err(
+                LearnError::invalid("subsample.test_fraction", f, "must be in (0, 1]").into(),
+            );
         }
         Ok(())
     }
@@ -278,7 +277,7 @@ impl DataSpec {
                 clients, partition, ..
             } => {
                 if *clients == 0 {
-                    return Err(LearnError::invalid("clients", 0.0, "must be ≥ 1"));
+                    return Err(LearnError::invalid("clients", 0.0, "must be ≥ 1").into());
                 }
                 partition.validate()?;
             }
@@ -370,6 +369,7 @@ impl DataSpec {
 mod tests {
     use super::*;
     use crate::data::{RowKind, Shard};
+    use crate::datasets::DataError;
     use privfed_testkit::shared_data;
 
     #[derive(Debug, Deserialize)]
@@ -514,12 +514,15 @@ mod tests {
             let spec = parse(text).unwrap();
             let e = spec.validate().unwrap_err();
             assert!(
-                matches!(&e, LearnError::InvalidParameter { name, .. } if *name == field),
+                matches!(&e, DataError::Learn(LearnError::InvalidParameter { name, .. }) if *name == field),
                 "{text}: {e}"
             );
             // The loaders validate first: no file is read.
             let e = spec.load(Path::new("/nonexistent"), 1).unwrap_err();
-            assert!(matches!(e, LearnError::InvalidParameter { .. }), "{e}");
+            assert!(
+                matches!(e, DataError::Learn(LearnError::InvalidParameter { .. })),
+                "{e}"
+            );
         }
     }
 

@@ -14,7 +14,8 @@
 
 use std::path::Path;
 
-use privfed_learn::{LearnError, Result};
+use crate::datasets::Result;
+use privfed_learn::LearnError;
 use privfed_mechanisms::Rng;
 
 use super::data::{FederatedData, Shard};
@@ -33,7 +34,7 @@ pub fn classes_of(kind: DatasetKind) -> usize {
 ///
 /// # Errors
 /// A label that is not an integer in `0..classes`.
-pub fn class_labels(table: &Table, classes: usize) -> Result<Vec<u32>> {
+pub fn class_labels(table: &Table, classes: usize) -> Result<Vec<u32>, LearnError> {
     table
         .labels()
         .iter()
@@ -67,7 +68,7 @@ pub fn table_shard(
         x.extend_from_slice(table.row(i));
         y.push(labels[i]);
     }
-    Shard::dense(f, classes, x, y)
+    Ok(Shard::dense(f, classes, x, y)?)
 }
 
 /// Spreads a loaded dataset's training rows over `clients` clients by `partition`; the test shard
@@ -92,11 +93,11 @@ pub fn federate_dataset<R: Rng + ?Sized>(
     let test_labels = class_labels(&dataset.test, classes)?;
     let all: Vec<usize> = (0..dataset.test.len()).collect();
     let test = table_shard(&dataset.test, &test_labels, classes, &all)?;
-    FederatedData::new(
+    Ok(FederatedData::new(
         format!("{}/{}/{clients}", dataset.kind.name(), partition.name()),
         shards,
         test,
-    )
+    )?)
 }
 
 /// Federated MNIST from `data_dir/mnist/` ([`load_mnist`]): 784 features, 10 classes, the 60,000
@@ -104,7 +105,7 @@ pub fn federate_dataset<R: Rng + ?Sized>(
 /// shard.
 ///
 /// # Errors
-/// The loader's [`LearnError::Data`] naming the file; as [`federate_dataset`].
+/// The loader's [`DataError::File`] naming the file; as [`federate_dataset`].
 pub fn mnist<R: Rng + ?Sized>(
     data_dir: &Path,
     partition: &Partition,
@@ -120,7 +121,7 @@ pub fn mnist<R: Rng + ?Sized>(
 /// shard.
 ///
 /// # Errors
-/// The loader's [`LearnError::Data`] naming the file; as [`federate_dataset`].
+/// The loader's [`DataError::File`] naming the file; as [`federate_dataset`].
 pub fn adult<R: Rng + ?Sized>(
     data_dir: &Path,
     partition: &Partition,
@@ -135,6 +136,7 @@ pub fn adult<R: Rng + ?Sized>(
 pub(crate) mod tests {
     use super::*;
     use crate::data::RowKind;
+    use crate::datasets::DataError;
     use crate::partition::label_counts;
     use privfed_mechanisms::rng::seeded_rng_for_experiments;
     use privfed_testkit::shared_data;
@@ -240,6 +242,6 @@ pub(crate) mod tests {
             .count();
         assert!(skewed > 50, "{skewed} clients with a 90% label");
         let e = mnist(&dir.join("nowhere"), &Partition::Iid, 10, &mut rng).unwrap_err();
-        assert!(matches!(e, LearnError::Data { .. }), "{e}");
+        assert!(matches!(e, DataError::File { .. }), "{e}");
     }
 }

@@ -1,5 +1,6 @@
 //! Typed errors of the learning crate, shared by the crates built on it (`privfed-ddml`,
-//! `privfed-sim`).
+//! `privfed-fl`, `privfed-sim`). Dataset files are read above this crate, and their errors are
+//! `privfed_fl::datasets::DataError`.
 
 /// Everything that can go wrong in models, and in the client steps, Draw-and-Discard logic and
 /// simulations built on them.
@@ -54,15 +55,6 @@ pub enum LearnError {
     /// one server strategy run against a server that uses another).
     #[error("unsupported: {0}")]
     Unsupported(String),
-    /// A dataset file is missing, unreadable or malformed (raised by `privfed_fl::datasets`; this crate
-    /// reads no files).
-    #[error("dataset file {path}: {reason}")]
-    Data {
-        /// The file (or directory) concerned.
-        path: String,
-        /// What is wrong with it.
-        reason: String,
-    },
 }
 
 impl LearnError {

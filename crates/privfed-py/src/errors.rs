@@ -152,7 +152,6 @@ impl ToPyErr for LearnError {
             | LearnError::InvalidLabel { .. }
             | LearnError::Empty(_)
             | LearnError::Unsupported(_) => Kind::InvalidInput,
-            LearnError::Data { .. } => Kind::ConfigError,
             LearnError::Mechanism(e) => return e.to_pyerr(),
             _ => Kind::Base,
         };
@@ -165,9 +164,11 @@ impl ToPyErr for FlError {
         let kind = match self {
             // A config field, a data set that cannot be loaded, a model that does not fit the
             // data, a checkpoint from another run: all things the run's configuration must fix.
-            FlError::Config(_) | FlError::Learn(_) | FlError::Data(_) | FlError::Checkpoint(_) => {
-                Kind::ConfigError
-            }
+            FlError::Config(_)
+            | FlError::Learn(_)
+            | FlError::Data(_)
+            | FlError::Dataset(_)
+            | FlError::Checkpoint(_) => Kind::ConfigError,
             // A run's directory or output file: the operating system's refusal.
             FlError::Io(m) => return pyo3::exceptions::PyOSError::new_err(m),
             FlError::Mechanism(e) => return e.to_pyerr(),

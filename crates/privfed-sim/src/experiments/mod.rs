@@ -56,6 +56,9 @@ pub enum ExperimentError {
     /// A simulation or summary failed.
     #[error(transparent)]
     Learn(#[from] LearnError),
+    /// A data set could not be built (the synthetic one).
+    #[error(transparent)]
+    Data(#[from] privfed_fl::datasets::DataError),
     /// A data set could not be loaded.
     #[error("loading {what} from {}", path.display())]
     Load {
@@ -65,7 +68,7 @@ pub enum ExperimentError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: LearnError,
+        source: privfed_fl::datasets::DataError,
     },
     /// A result file or directory could not be written.
     #[error("{action} {}", path.display())]

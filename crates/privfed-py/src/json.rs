@@ -121,25 +121,21 @@ pub fn from_python<T: DeserializeOwned>(
     kind: Kind,
 ) -> PyResult<T> {
     let fail = |m: String| error(kind, format!("invalid {what}: {m}"));
-    if let Ok(s) = obj.cast::<PyString>() {
-        let text = s.to_string();
-        let mut de = serde_json::Deserializer::from_str(&text);
-        return match serde_path_to_error::deserialize::<_, T>(&mut de) {
-            Ok(v) => de
-                .end()
-                .map(|()| v)
-                .map_err(|e| fail(format!("trailing characters: {}", without_position(&e)))),
-            Err(e) => {
-                let p = e.path().to_string();
-                Err(fail(format!(
-                    "{}: {}",
-                    field(&p),
-                    without_position(e.inner())
-                )))
-            }
-        };
-    }
-    let value = to_value(obj, "").map_err(fail)?;
+    // JSON text is read into a value first, so both forms reach `T` the same way (and an error
+    // inside an internally tagged enum is located the same way).
+    let value = if let Ok(s) = obj.cast::<PyString>() {
+        serde_json::from_str::<Value>(&s.to_string())
+            .map_err(|e| fail(format!("not JSON: {}", without_position(&e))))?
+    } else {
+        to_value(obj, "").map_err(fail)?
+    };
+    from_value(value, what, kind)
+}
+
+/// Deserializes a JSON value as `T`, with `what` naming it in errors: `invalid {what}: field
+/// `a.b`: ...` (a value has no text, so no parser positions).
+pub fn from_value<T: DeserializeOwned>(value: Value, what: &str, kind: Kind) -> PyResult<T> {
+    let fail = |m: String| error(kind, format!("invalid {what}: {m}"));
     serde_path_to_error::deserialize::<_, T>(value.clone()).map_err(|e| {
         let mut p = e.path().to_string();
         let msg = e.inner().to_string();

@@ -121,14 +121,30 @@ pub fn from_python<T: DeserializeOwned>(
     kind: Kind,
 ) -> PyResult<T> {
     let fail = |m: String| error(kind, format!("invalid {what}: {m}"));
-    // JSON text is read into a value first, so both forms reach `T` the same way (and an error
-    // inside an internally tagged enum is located the same way).
-    let value = if let Ok(s) = obj.cast::<PyString>() {
-        serde_json::from_str::<Value>(&s.to_string())
-            .map_err(|e| fail(format!("not JSON: {}", without_position(&e))))?
-    } else {
-        to_value(obj, "").map_err(fail)?
-    };
+    if let Ok(s) = obj.cast::<PyString>() {
+        let text = s.to_string();
+        let mut de = serde_json::Deserializer::from_str(&text);
+        return match serde_path_to_error::deserialize::<_, T>(&mut de) {
+            Ok(v) => de
+                .end()
+                .map(|()| v)
+                .map_err(|e| fail(format!("trailing characters: {}", without_position(&e)))),
+            Err(e) => {
+                let p = e.path().to_string();
+                match serde_json::from_str::<Value>(&text) {
+                    // Valid JSON that is not a `T`, with the path lost (inside an internally
+                    // tagged enum): the value is searched for the field, as for a dict.
+                    Ok(value) if p.is_empty() || p == "." => from_value(value, what, kind),
+                    _ => Err(fail(format!(
+                        "{}: {}",
+                        field(&p),
+                        without_position(e.inner())
+                    ))),
+                }
+            }
+        };
+    }
+    let value = to_value(obj, "").map_err(fail)?;
     from_value(value, what, kind)
 }
 

@@ -10,8 +10,9 @@
 #
 # PYTHON (default: .venv/bin/python, else python3) must have privfed and flwr installed, with
 # flower-superlink, flower-supernode and flwr beside it (pip install ".[flwr]" into a venv).
-# The shared MNIST files are read from $PRIVFED_DATA_DIR, else ../shared/data. A missing Flower
-# fails the run (PRIVFED_EXPECT_FLWR=1); extra arguments go to pytest.
+# The shared MNIST files are read from $PRIVFED_DATA_DIR, else ../shared/data. A missing Flower,
+# Ray or data set fails the run (CI=1: python/tests/conftest.py's policy); extra arguments go to
+# pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${1:-}"
@@ -26,5 +27,5 @@ for exe in flower-superlink flower-supernode flwr; do
     exit 1
   fi
 done
-export PRIVFED_EXPECT_FLWR=1
+export CI="${CI:-1}"
 exec "$PY" -m pytest -q -s -rs -m deployment python/tests/test_flwr_deployment.py "$@"

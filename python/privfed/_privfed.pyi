@@ -4,24 +4,26 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, final, overload
+
+from typing_extensions import Self
 
 import numpy as np
 import numpy.typing as npt
 
 __version__: str
 
-Seed = Union[None, int, bytes, str]
-FloatArray = Union[npt.NDArray[np.float32], npt.NDArray[np.float64]]
-ArrayLike = Union[FloatArray, float, Sequence[float], Sequence[Sequence[float]]]
+_Seed = Union[None, int, bytes, str]
+_FloatArray = Union[npt.NDArray[np.float32], npt.NDArray[np.float64]]
+_ArrayLike = Union[_FloatArray, float, Sequence[float], Sequence[Sequence[float]]]
 
 class LocalRandomizer:
     """Base class of the local randomizers (immutable; exact ε from the parameters)."""
 
-    def privatize(self, x: ArrayLike, *, threads: Optional[int] = None) -> Any:
+    def privatize(self, x: _ArrayLike, *, threads: Optional[int] = None) -> Any:
         """Unbiased privatization of a vector (dim,), a batch (n, dim), or scalars (dim == 1).
         Returns the input's dtype (float32/float64); a Python float for a float input."""
-    def variance_at(self, x: ArrayLike) -> float: ...
+    def variance_at(self, x: _ArrayLike) -> float: ...
     @property
     def variance(self) -> float:
         """The exact worst-case E‖M(x) − x‖² over the domain."""
@@ -41,82 +43,93 @@ class LocalRandomizer:
     def dp_event(self) -> Any:
         """The privacy event of one release (a privfed.accounting event)."""
 
+@final
 class PrivUnit2(LocalRandomizer):
-    def __init__(
-        self,
+    def __new__(
+        cls,
         epsilon: float,
         dim: int,
         *,
         parameterization: str = "optimized",
         epsilon0: Optional[float] = None,
-        seed: Seed = None,
-    ) -> None: ...
+        seed: _Seed = None,
+    ) -> Self: ...
 
+@final
 class PrivUnitG(LocalRandomizer):
-    def __init__(
-        self, epsilon: float, dim: int, *, parameterization: str = "optimized", seed: Seed = None
-    ) -> None: ...
+    def __new__(
+        cls, epsilon: float, dim: int, *, parameterization: str = "optimized", seed: _Seed = None
+    ) -> Self: ...
 
+@final
 class PrivUnitInf(LocalRandomizer):
-    def __init__(self, epsilon: float, dim: int, *, seed: Seed = None) -> None: ...
+    def __new__(cls, epsilon: float, dim: int, *, seed: _Seed = None) -> Self: ...
 
+@final
 class ScalarDP(LocalRandomizer):
-    def __init__(
-        self, epsilon: float, r_max: float = 1.0, *, k: Optional[int] = None, seed: Seed = None
-    ) -> None: ...
+    def __new__(
+        cls, epsilon: float, r_max: float = 1.0, *, k: Optional[int] = None, seed: _Seed = None
+    ) -> Self: ...
 
+@final
 class ScalarRelDP(LocalRandomizer):
-    def __init__(
-        self, epsilon: float, r_max: float, a: float, kappa: float, *, seed: Seed = None
-    ) -> None: ...
+    def __new__(
+        cls, epsilon: float, r_max: float, a: float, kappa: float, *, seed: _Seed = None
+    ) -> Self: ...
 
+@final
 class GRR(LocalRandomizer):
-    def __init__(
-        self, epsilon: float, bits: int, lo: float = -1.0, hi: float = 1.0, *, seed: Seed = None
-    ) -> None: ...
+    def __new__(
+        cls, epsilon: float, bits: int, lo: float = -1.0, hi: float = 1.0, *, seed: _Seed = None
+    ) -> Self: ...
 
+@final
 class BitwiseRR(LocalRandomizer):
-    def __init__(
-        self, epsilon: float, bits: int, lo: float = -1.0, hi: float = 1.0, *, seed: Seed = None
-    ) -> None: ...
+    def __new__(
+        cls, epsilon: float, bits: int, lo: float = -1.0, hi: float = 1.0, *, seed: _Seed = None
+    ) -> Self: ...
 
+@final
 class Separated(LocalRandomizer):
-    def __init__(
-        self,
+    def __new__(
+        cls,
         epsilon: float,
         dim: int,
         r_max: float = 1.0,
         *,
         magnitude_epsilon: Optional[float] = None,
-        seed: Seed = None,
-    ) -> None: ...
+        seed: _Seed = None,
+    ) -> Self: ...
 
+@final
 class Laplace(LocalRandomizer):
-    def __init__(
-        self,
+    def __new__(
+        cls,
         epsilon: float,
         dim: int = 1,
         *,
         norm: str = "l2",
         radius: float = 1.0,
-        seed: Seed = None,
-    ) -> None: ...
+        seed: _Seed = None,
+    ) -> Self: ...
 
+@final
 class Gaussian(LocalRandomizer):
-    def __init__(
-        self,
+    def __new__(
+        cls,
         epsilon: float,
         delta: float,
         dim: int = 1,
         *,
         norm: str = "l2",
         radius: float = 1.0,
-        seed: Seed = None,
-    ) -> None: ...
+        seed: _Seed = None,
+    ) -> Self: ...
 
+@final
 class MVU(LocalRandomizer):
-    def __init__(
-        self,
+    def __new__(
+        cls,
         epsilon: float,
         bits: int = 3,
         lo: float = -1.0,
@@ -125,21 +138,25 @@ class MVU(LocalRandomizer):
         input_bits: Optional[int] = None,
         output_bits: Optional[int] = None,
         design: Optional[MvuDesign] = None,
-        seed: Seed = None,
-    ) -> None: ...
+        seed: _Seed = None,
+    ) -> Self: ...
 
+@final
 class CentralGaussian:
     """Clip each row to ``clip_norm`` (l2), average over ``batch_size``, add Gaussian noise of
     standard deviation ``noise_multiplier * clip_norm / batch_size`` (privfed's generator)."""
-    def __init__(self, clip_norm: float, noise_multiplier: float, *, seed: Seed = None) -> None: ...
+    def __new__(
+        cls, clip_norm: float, noise_multiplier: float, *, seed: _Seed = None
+    ) -> Self: ...
     @property
     def clip_norm(self) -> float: ...
     @property
     def noise_multiplier(self) -> float: ...
     def noise_std(self, batch_size: float) -> float: ...
-    def project(self, v: ArrayLike) -> npt.NDArray[np.float64]: ...
-    def aggregate(self, updates: ArrayLike, batch_size: float) -> npt.NDArray[np.float64]: ...
+    def project(self, v: npt.ArrayLike) -> npt.NDArray[np.float64]: ...
+    def aggregate(self, updates: npt.ArrayLike, batch_size: float) -> npt.NDArray[np.float64]: ...
 
+@final
 class MvuDesign:
     @staticmethod
     def from_json(obj: Union[str, Dict[str, Any]]) -> MvuDesign: ...
@@ -164,20 +181,20 @@ class MvuDesign:
     @property
     def grid_variances(self) -> npt.NDArray[np.float64]: ...
 
-def design_mvu(
+def design(
     input_bits: int, output_bits: int, epsilon: float, *, constraint: str = "ldp", power: int = 1
 ) -> MvuDesign: ...
 
-Event = Any  # a privfed.accounting.DpEvent, its dict, or a dp_accounting event
-Relation = Any  # "add_or_remove_one" | "replace_one" | dp_accounting.NeighboringRelation
+_Event = Any  # a privfed.accounting.DpEvent, its dict, or a dp_accounting event
+_Relation = Any  # "add_or_remove_one" | "replace_one" | dp_accounting.NeighboringRelation
 
 class PrivacyAccountant:
     @property
     def name(self) -> str: ...
     @property
     def neighbouring_relation(self) -> Any: ...
-    def supports(self, event: Event) -> bool: ...
-    def compose(self, event: Event, count: int = 1) -> PrivacyAccountant: ...
+    def supports(self, event: _Event) -> bool: ...
+    def compose(self, event: _Event, count: int = 1) -> PrivacyAccountant: ...
     def get_epsilon(
         self, target_delta: Optional[float] = None, *, delta: Optional[float] = None
     ) -> float: ...
@@ -185,7 +202,7 @@ class PrivacyAccountant:
         self, target_epsilon: Optional[float] = None, *, epsilon: Optional[float] = None
     ) -> float: ...
     def step(self, *, noise_multiplier: float, sample_rate: float, steps: int = 1) -> None: ...
-    def would_exceed(self, budget: Any, event: Optional[Event] = None) -> bool: ...
+    def would_exceed(self, budget: Any, event: Optional[_Event] = None) -> bool: ...
     @property
     def ledger(self) -> List[Any]: ...
     @property
@@ -195,10 +212,11 @@ class PrivacyAccountant:
     def state_dict(self) -> Dict[str, Any]: ...
     def load_state_dict(self, state: Dict[str, Any]) -> None: ...
 
+@final
 class RdpAccountant(PrivacyAccountant):
-    def __init__(
-        self, orders: Optional[Sequence[float]] = None, neighboring_relation: Relation = None
-    ) -> None: ...
+    def __new__(
+        cls, orders: Optional[Sequence[float]] = None, neighboring_relation: _Relation = None
+    ) -> Self: ...
     @property
     def orders(self) -> List[float]: ...
     def get_epsilon_and_optimal_order(self, target_delta: float) -> Tuple[float, float]: ...
@@ -211,15 +229,16 @@ class RdpAccountant(PrivacyAccountant):
     ) -> Tuple[float, float]: ...
 
 class PldAccountant(PrivacyAccountant):
-    def __init__(
-        self,
+    def __new__(
+        cls,
         value_discretization_interval: Optional[float] = None,
         *,
-        neighboring_relation: Relation = None,
-    ) -> None: ...
+        neighboring_relation: _Relation = None,
+    ) -> Self: ...
 
+@final
 class PureCappedRdpAccountant(PrivacyAccountant):
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
 
 def get_noise_multiplier(
     target_epsilon: float,
@@ -247,14 +266,13 @@ def get_skellam_variance(
     *,
     accountant: str = "rdp",
 ) -> float: ...
-def validate_event(event: Event) -> None: ...
+def validate_event(event: _Event) -> None: ...
 
 # ---- end of section: randomizers, accounting, MVU
 
 # ---- section: distributed DP, secure aggregation, Draw-and-Discard, FL
 # (crates/privfed-py/src/{distributed,secagg,ddml,fl}.rs)
 
-_Seed = Union[int, bytes, str, None]
 _Floats = npt.ArrayLike
 _Ints = npt.ArrayLike
 _Path = Union[str, os.PathLike[str]]
@@ -264,9 +282,10 @@ _Path = Union[str, os.PathLike[str]]
 # and Liu 2021). Source: crates/privfed-py/src/distributed.rs.
 # ============================================================================================
 
+@final
 class SkellamPlan:
     """Paper 001's round plan: scale, local/central noise, wrap probability, expected error by
-    source, ε. Immutable; from :func:`plan_distributed`."""
+    source, ε. Immutable; from :func:`plan`."""
 
     @property
     def epsilon(self) -> Optional[float]: ...
@@ -302,7 +321,7 @@ class SkellamPlan:
         """E‖x̂ − x̄‖² over `contributors` clients: quantization, noise, wrap, total."""
     def describe(self) -> Dict[str, Any]: ...
 
-def plan_distributed(
+def plan(
     dim: int,
     clip: float,
     bits: int,
@@ -325,18 +344,19 @@ def plan_distributed(
 def rotation_seed(session_id: bytes, round: int) -> bytes:
     """HKDF-SHA256 seed (32 bytes) of the round's randomized Hadamard rotation."""
 
+@final
 class SkellamEncoder:
     """A client's encoder (paper 001 Alg. 1): clip, scale, rotate, conditional rounding,
     Skellam (or DDG) share, wrap mod 2^bits. OS-seeded noise; `seed=` for experiments."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         plan: Union[SkellamPlan, Dict[str, Any]],
         rotation_seed: bytes,
         *,
         share: Optional[Literal["skellam", "ddg"]] = None,
         seed: _Seed = None,
-    ) -> None: ...
+    ) -> Self: ...
     @overload
     def encode(
         self, x: _Floats, *, return_stats: Literal[False] = False, threads: Optional[int] = None
@@ -352,10 +372,11 @@ class SkellamEncoder:
     @property
     def padded_dim(self) -> int: ...
 
+@final
 class ModularSum:
     """A running sum in Z_{2^bits}^length (the in-process stand-in for secure aggregation)."""
 
-    def __init__(self, bits: int, length: int) -> None: ...
+    def __new__(cls, bits: int, length: int) -> Self: ...
     def add(self, v: _Ints) -> None:
         """One vector (length,), or each row of (n, length); on error nothing is added."""
     @property
@@ -367,6 +388,7 @@ class ModularSum:
     @property
     def length(self) -> int: ...
 
+@final
 class Decoded:
     """A decoded round: the private mean and sum, and the wrap report."""
 
@@ -384,15 +406,16 @@ class Decoded:
     def wrap_suspected(self) -> bool: ...
     def to_dict(self) -> Dict[str, Any]: ...
 
+@final
 class SkellamDecoder:
     """The server's decoder for one round."""
 
-    def __init__(
-        self, plan: Union[SkellamPlan, Dict[str, Any]], rotation_seed: bytes
-    ) -> None: ...
+    def __new__(
+        cls, plan: Union[SkellamPlan, Dict[str, Any]], rotation_seed: bytes
+    ) -> Self: ...
     def decode(self, modular_sum: _Ints, contributors: int) -> Decoded: ...
 
-def skellam_round_event(plan: Union[SkellamPlan, Dict[str, Any]], contributors: int) -> Any:
+def round_event(plan: Union[SkellamPlan, Dict[str, Any]], contributors: int) -> Any:
     """The round's privfed.accounting event with the clients that actually contributed
     (privfed.distributed.round_event)."""
 
@@ -401,6 +424,7 @@ def skellam_round_event(plan: Union[SkellamPlan, Dict[str, Any]], contributors: 
 # Client ids are 1..clients. Source: crates/privfed-py/src/secagg.rs.
 # ============================================================================================
 
+@final
 class RoundConfig:
     """A round's public parameters (validated, immutable; equality by value)."""
 
@@ -427,10 +451,10 @@ class RoundConfig:
     @property
     def binding(self) -> bytes: ...
     def neighbours(self, client_id: int) -> List[int]: ...
-    def __getitem__(self, key: str) -> Any: ...
+    def __getitem__(self, key: str, /) -> Any: ...
     def keys(self) -> List[str]: ...
 
-def secagg_round_config(
+def round_config(
     clients: int,
     bits: int,
     dim: int,
@@ -453,10 +477,11 @@ def plan_secagg_plus(
 ) -> Dict[str, Any]:
     """SecAgg+'s degree and threshold (Bell et al. 2020 §4), as `privfed secagg plan --json`."""
 
+@final
 class SecAggClient:
     """One client of one round; secrets stay in Rust. `seed=` only for experiments."""
 
-    def __init__(self, config: RoundConfig, client_id: int, *, seed: _Seed = None) -> None: ...
+    def __new__(cls, config: RoundConfig, client_id: int, *, seed: _Seed = None) -> Self: ...
     @property
     def advertise_message(self) -> bytes: ...
     def handle(self, server_message: bytes, input: Optional[_Ints] = None) -> bytes:
@@ -472,10 +497,11 @@ class SecAggClient:
     @property
     def config(self) -> RoundConfig: ...
 
+@final
 class SecAggServer:
     """The server of one round (no clock: the caller closes stages)."""
 
-    def __init__(self, config: RoundConfig) -> None: ...
+    def __new__(cls, config: RoundConfig) -> Self: ...
     def receive(self, client_message: bytes) -> Literal["accepted", "duplicate"]: ...
     def message_for(self, client_id: int) -> bytes: ...
     def close_stage(self) -> Literal["collecting", "finished", "aborted"]: ...
@@ -499,15 +525,15 @@ class SecAggServer:
     @staticmethod
     def from_bytes(data: bytes) -> SecAggServer: ...
 
-def secagg_decode_message(data: bytes, *, sender: Literal["server", "client"]) -> Dict[str, Any]:
+def decode_message(data: bytes, *, sender: Literal["server", "client"]) -> Dict[str, Any]:
     """A wire message as a dict (privfed.secagg.decode_message)."""
 
-def secagg_encode_message(
+def encode_message(
     message: Dict[str, Any], *, sender: Literal["server", "client"]
 ) -> bytes:
     """The wire bytes of a message dict (privfed.secagg.encode_message)."""
 
-def secagg_simulate(
+def simulate(
     clients: int,
     dim: int,
     bits: int = 32,
@@ -530,11 +556,12 @@ def secagg_simulate(
 # Source: crates/privfed-py/src/ddml.rs.
 # ============================================================================================
 
+@final
 class ClientStep:
     """B' = B − γ·clip(G) + noise (Laplace for ε-DP, Gaussian for (ε, δ)-DP, or none)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         learning_rate: float,
         num_weights: int,
         *,
@@ -543,7 +570,7 @@ class ClientStep:
         delta: Optional[float] = None,
         unit: Literal["feature", "model"] = "feature",
         seed: _Seed = None,
-    ) -> None: ...
+    ) -> Self: ...
     def privatize_step(self, model: _Floats, gradient: _Floats) -> npt.NDArray[np.floating]: ...
     def apply(
         self,
@@ -573,10 +600,10 @@ class ClientStep:
     def delta(self) -> float: ...
     def to_dict(self) -> Dict[str, Any]: ...
 
-def ddml_encode_weights(weights: _Floats) -> bytes:
+def encode_weights(weights: _Floats) -> bytes:
     """Little-endian float32 bytes (privfed.ddml.encode_weights)."""
 
-def ddml_decode_weights(data: bytes) -> npt.NDArray[np.float32]:
+def decode_weights(data: bytes) -> npt.NDArray[np.float32]:
     """privfed.ddml.decode_weights."""
 
 # ============================================================================================
@@ -585,7 +612,7 @@ def ddml_decode_weights(data: bytes) -> npt.NDArray[np.float32]:
 
 _Config = Union[str, os.PathLike[str], Dict[str, Any]]
 
-def fl_train(
+def train(
     config: _Config,
     *,
     data_dir: Optional[_Path] = None,
@@ -598,12 +625,13 @@ def fl_train(
 ) -> Dict[str, Any]:
     """One run as `privfed fl train --json` (privfed.fl.train)."""
 
+@final
 class Trainer:
     """A run a round at a time over data it owns."""
 
-    def __init__(
-        self, config: _Config, *, data_dir: Optional[_Path] = None, threads: Optional[int] = None
-    ) -> None: ...
+    def __new__(
+        cls, config: _Config, *, data_dir: Optional[_Path] = None, threads: Optional[int] = None
+    ) -> Self: ...
     @staticmethod
     def resume(
         checkpoint: Union[_Path, bytes],
@@ -644,10 +672,11 @@ class Trainer:
     @property
     def clients(self) -> int: ...
 
+@final
 class Model:
     """One of the simulator's models over flat float32 parameters (spec: the [model] table)."""
 
-    def __init__(self, spec: Union[Dict[str, Any], str]) -> None: ...
+    def __new__(cls, spec: Union[Dict[str, Any], str]) -> Self: ...
     @property
     def num_params(self) -> int: ...
     @property

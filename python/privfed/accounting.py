@@ -32,6 +32,11 @@ get_noise_multiplier = _native.get_noise_multiplier
 get_laplace_scale = _native.get_laplace_scale
 get_skellam_variance = _native.get_skellam_variance
 
+# The native functions carry their public names; this module is where users find them.
+for _f in (get_noise_multiplier, get_laplace_scale, get_skellam_variance):
+    _f.__module__ = __name__
+del _f
+
 __all__ = [
     "Budget",
     "DpEvent",
@@ -401,7 +406,9 @@ class PLDAccountant(PldAccountant):
     ``PLDAccountant(neighboring_relation=None, value_discretization_interval=None)`` (the relation
     must be add/remove-one, by name or as dp_accounting's ``NeighboringRelation``)."""
 
-    def __new__(cls, neighboring_relation: Any = None, value_discretization_interval: Any = None):
+    def __new__(
+        cls, neighboring_relation: Any = None, value_discretization_interval: Any = None
+    ) -> "PLDAccountant":
         return super().__new__(
             cls, value_discretization_interval, neighboring_relation=neighboring_relation
         )

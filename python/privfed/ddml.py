@@ -15,7 +15,12 @@ The server side (engine, update guard, HTTP API) is ``privfed serve``.
 from . import _privfed as _native
 
 ClientStep = _native.ClientStep
-encode_weights = _native.ddml_encode_weights
-decode_weights = _native.ddml_decode_weights
+encode_weights = _native.encode_weights
+decode_weights = _native.decode_weights
+
+# The native functions carry their public names; this module is where users find them.
+for _f in (encode_weights, decode_weights):
+    _f.__module__ = __name__
+del _f
 
 __all__ = ["ClientStep", "encode_weights", "decode_weights"]

@@ -28,9 +28,14 @@ SkellamEncoder = _native.SkellamEncoder
 SkellamDecoder = _native.SkellamDecoder
 ModularSum = _native.ModularSum
 Decoded = _native.Decoded
-plan = _native.plan_distributed
+plan = _native.plan
 rotation_seed = _native.rotation_seed
-round_event = _native.skellam_round_event
+round_event = _native.round_event
+
+# The native functions carry their public names; this module is where users find them.
+for _f in (plan, rotation_seed, round_event):
+    _f.__module__ = __name__
+del _f
 
 __all__ = [
     "SkellamPlan",

@@ -28,6 +28,7 @@ from . import _privfed as _native
 
 Trainer = _native.Trainer
 Model = _native.Model
-train = _native.fl_train
+train = _native.train
+train.__module__ = __name__
 
 __all__ = ["Trainer", "Model", "train"]

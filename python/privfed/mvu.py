@@ -7,6 +7,11 @@ validated :class:`MvuDesign`; ``privfed.MVU(epsilon, design=d, lo=..., hi=...)``
 from . import _privfed as _native
 
 MvuDesign = _native.MvuDesign
-design = _native.design_mvu
+design = _native.design
+
+# The native functions carry their public names; this module is where users find them.
+for _f in (design,):
+    _f.__module__ = __name__
+del _f
 
 __all__ = ["MvuDesign", "design"]

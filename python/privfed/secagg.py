@@ -39,11 +39,16 @@ from . import _privfed as _native
 RoundConfig = _native.RoundConfig
 SecAggClient = _native.SecAggClient
 SecAggServer = _native.SecAggServer
-round_config = _native.secagg_round_config
+round_config = _native.round_config
 plan_secagg_plus = _native.plan_secagg_plus
-simulate = _native.secagg_simulate
-decode_message = _native.secagg_decode_message
-encode_message = _native.secagg_encode_message
+simulate = _native.simulate
+decode_message = _native.decode_message
+encode_message = _native.encode_message
+
+# The native functions carry their public names; this module is where users find them.
+for _f in (round_config, plan_secagg_plus, simulate, decode_message, encode_message):
+    _f.__module__ = __name__
+del _f
 
 __all__ = [
     "RoundConfig",

@@ -1,15 +1,21 @@
 """Shared fixtures of the binding tests: the privfed CLI (for comparisons with the Rust results)
-and the team's shared data sets. A test that needs something absent is skipped with the reason,
-never passed silently; under CI (env ``CI`` set) a missing CLI or data set fails instead, as the
-Rust tests do."""
+and the team's shared data sets; and the one policy for anything optional a test needs.
+
+**Optional dependencies** (a Python package such as flwr or dp_accounting, Flower's executables,
+the CLI, the shared data): a test that needs one that is absent calls :func:`missing` (or carries
+``@pytest.mark.requires("module", install="pip install ...")``, which calls it). Under CI (env
+``CI`` set, and not ``0`` or ``false``) that fails the test, as the Rust tests do; elsewhere the
+test is skipped with the reason. Nothing passes silently."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -17,10 +23,44 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-def _missing(reason: str):
-    if os.environ.get("CI"):
+def under_ci() -> bool:
+    """Whether this run is CI's (env ``CI`` set, and not ``0`` or ``false``)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def missing(reason: str) -> NoReturn:
+    """The test needs something absent (`reason` says what and how to get it): a failure under
+    CI, a skip with the reason elsewhere."""
+    if under_ci():
         pytest.fail(f"{reason} (required under CI)")
     pytest.skip(reason)
+
+
+def have_module(name: str) -> bool:
+    """Whether `name` is importable as an installed module (not a stray directory of that name,
+    such as Ray's temp dir ``ray/`` in the working directory, which imports as an empty namespace
+    package)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin is not None
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "requires(*modules, install): the test needs these Python modules; absent, it fails "
+        "under CI and is skipped elsewhere (conftest.missing)",
+    )
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("requires"):
+        absent = [m for m in mark.args if not have_module(m)]
+        if absent:
+            install = mark.kwargs.get("install")
+            missing(f"{', '.join(absent)} not installed" + (f": {install}" if install else ""))
 
 
 def _cli_path() -> str | None:
@@ -45,7 +85,7 @@ def cli():
     """Runs the Rust `privfed` CLI with arguments and returns its parsed `--json` output."""
     path = _cli_path()
     if path is None:
-        _missing(
+        missing(
             "the privfed CLI is not built: run `cargo build --release -p privfed` "
             "(or set PRIVFED_CLI to the binary)"
         )
@@ -65,7 +105,7 @@ def shared_data() -> Path:
     Rust crates read it), else ../shared/data beside the repository."""
     path = Path(os.environ.get("PRIVFED_DATA_DIR", SHARED_DATA))
     if not (path / "mnist").is_dir():
-        _missing(f"the shared data sets are not at {path} (set PRIVFED_DATA_DIR)")
+        missing(f"the shared data sets are not at {path} (set PRIVFED_DATA_DIR)")
     return path
 
 

@@ -16,12 +16,11 @@ try:
     import dp_accounting as dpa
     from dp_accounting import pld as dpa_pld
     from dp_accounting import rdp as dpa_rdp
-except ImportError:  # the comparisons are skipped, saying why; the API tests still run
+except ImportError:  # the comparisons follow conftest's policy; the API tests still run
     dpa = dpa_pld = dpa_rdp = None
 
-needs_dpa = pytest.mark.skipif(
-    dpa is None,
-    reason="Google's dp_accounting is not installed: pip install dp-accounting==0.6.0",
+needs_dpa = pytest.mark.requires(
+    "dp_accounting", install="Google's dp_accounting: pip install dp-accounting==0.6.0"
 )
 
 # At the same Rényi orders both compute the same closed forms: the per-order values agree to

@@ -1,17 +1,15 @@
 """privfed.flwr: the Flower mods and strategies, in process (the Deployment Engine's tests are in
 test_flwr_deployment.py).
 
-Tests that need Flower skip with the reason when flwr is not installed (``pip install
-"privfed[flwr]"``; with ``PRIVFED_EXPECT_FLWR=1`` they fail instead); the example's also when
-Ray (``flwr[simulation]``) is missing, and when the shared data sets are absent (failed under
-CI, as conftest does). All seeds are fixed.
+Tests that need Flower (``pip install "privfed[flwr]"``), the example's also Ray
+(``flwr[simulation]``) and the shared data sets, follow conftest's policy: skipped with the
+reason when it is absent, failed under CI. All seeds are fixed.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -27,25 +25,11 @@ from privfed import distributed as _dist
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "flwr" / "run_simulation.py"
 
-try:
-    import flwr  # noqa: F401
-
-    HAVE_FLWR = True
-except ImportError:
-    HAVE_FLWR = False
-# Without Flower the tests that need it skip with the reason; PRIVFED_EXPECT_FLWR=1 (for a CI
-# that installs ".[flwr]") makes them run and fail instead.
-EXPECT_FLWR = os.environ.get("PRIVFED_EXPECT_FLWR", "") not in ("", "0")
-needs_flwr = pytest.mark.skipif(
-    not HAVE_FLWR and not EXPECT_FLWR,
-    reason='flwr is not installed: pip install "privfed[flwr]" (PRIVFED_EXPECT_FLWR=1: fail)')
+HAVE_FLWR = importlib.util.find_spec("flwr") is not None
+needs_flwr = pytest.mark.requires("flwr", install='pip install "privfed[flwr]"')
 # The example runs on Flower's simulation engine (Ray); the other tests need flwr alone.
-_ray = importlib.util.find_spec("ray")
-HAVE_RAY = _ray is not None and _ray.origin is not None  # not a stray ray/ dir (Ray's temp dir)
-needs_simulation = pytest.mark.skipif(
-    not (HAVE_FLWR and HAVE_RAY) and not EXPECT_FLWR,
-    reason="the example needs Flower's simulation engine: pip install \"flwr[simulation]\" "
-           "(PRIVFED_EXPECT_FLWR=1: fail)")
+needs_simulation = pytest.mark.requires(
+    "flwr", "ray", install='the example needs Flower\'s simulation engine: pip install "flwr[simulation]"')
 
 
 @pytest.fixture(autouse=True)

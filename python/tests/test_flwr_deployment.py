@@ -6,8 +6,7 @@ Marked ``deployment`` and deselected by default (pyproject's addopts); run them 
 ``python -m pytest -m deployment python/tests/test_flwr_deployment.py`` or
 ``scripts/flwr_deployment_e2e.sh``. They need Flower's executables (``flower-superlink``,
 ``flower-supernode``, ``flwr``) beside this Python and the shared MNIST files; without them they
-skip with the reason, and fail instead with ``PRIVFED_EXPECT_FLWR=1`` (Flower) or ``CI`` set
-(the data), as the other Flower tests do.
+follow conftest's policy (skipped with the reason, failed under CI).
 
 What is checked, per privacy mode:
 
@@ -41,6 +40,7 @@ import privfed
 from privfed import accounting
 from privfed import distributed as dist
 
+from conftest import have_module, missing
 from flwr_deployment import QUIET_FLOWER, Deployment, flower_bin_dir, free_port, pid_listening_on
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,17 +51,12 @@ RUN_SECONDS = 300  # a run that has not finished by then fails the test
 pytestmark = pytest.mark.deployment
 
 BIN = flower_bin_dir(sys.executable)
-EXPECT_FLWR = os.environ.get("PRIVFED_EXPECT_FLWR", "") not in ("", "0")
 
 
 def _need_flower():
-    if BIN is not None:
-        return
-    reason = (f"Flower's executables (flower-superlink, flower-supernode, flwr) are not beside "
-              f"{sys.executable}: pip install \"privfed[flwr]\"")
-    if EXPECT_FLWR:
-        pytest.fail(reason + " (PRIVFED_EXPECT_FLWR=1: required)")
-    pytest.skip(reason)
+    if BIN is None:
+        missing(f"Flower's executables (flower-superlink, flower-supernode, flwr) are not beside "
+                f"{sys.executable}: pip install \"privfed[flwr]\"")
 
 
 def _node_configs(audit: Path, hold_at: dict | None = None):
@@ -250,16 +245,12 @@ def test_flwr_run_on_the_simulation_engine(tmp_path, shared_data):
     """``flwr run`` against a ``:local:`` connection: the CLI starts a detached SuperLink in
     simulation mode (Ray) on the ports we give it; it is stopped afterwards by the pid that
     listens on its port."""
-    import importlib.util
     import signal
     import subprocess
 
     _need_flower()
-    if importlib.util.find_spec("ray") is None:
-        reason = 'the simulation engine needs Ray: pip install "flwr[simulation]"'
-        if EXPECT_FLWR:
-            pytest.fail(reason + " (PRIVFED_EXPECT_FLWR=1: required)")
-        pytest.skip(reason)
+    if not have_module("ray"):
+        missing('the simulation engine needs Ray: pip install "flwr[simulation]"')
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text(

@@ -1,11 +1,10 @@
 """docs/FLOWER.md's Python blocks run as written: each is executed on its own, in a fresh
 namespace, and a block that defines a ServerApp and a ClientApp is then run for real, the
 ServerApp against the ClientApp on ten in-process nodes (flwr_harness.InProcessGrid: Flower's
-serialisation, one Context per node). Skipped without Flower as test_flwr.py is."""
+serialisation, one Context per node). Without Flower: skipped, or failed under CI (conftest's policy)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -14,16 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "FLOWER.md"
 
-try:
-    import flwr  # noqa: F401
-
-    HAVE_FLWR = True
-except ImportError:
-    HAVE_FLWR = False
-EXPECT_FLWR = os.environ.get("PRIVFED_EXPECT_FLWR", "") not in ("", "0")
-needs_flwr = pytest.mark.skipif(
-    not HAVE_FLWR and not EXPECT_FLWR,
-    reason='flwr is not installed: pip install "privfed[flwr]" (PRIVFED_EXPECT_FLWR=1: fail)')
+needs_flwr = pytest.mark.requires("flwr", install='pip install "privfed[flwr]"')
 
 
 def python_blocks(text: str):

@@ -63,3 +63,35 @@ def test_every_exported_name_resolves():
         assert hasattr(privfed, name), name
     for mod in ("accounting", "mvu", "distributed", "secagg", "ddml", "fl", "errors"):
         assert isinstance(getattr(privfed, mod), types.ModuleType), mod
+
+
+def test_missing_optional_dependency_fails_under_ci_and_skips_elsewhere(tmp_path):
+    """conftest's one policy, run on a test that needs a module that does not exist."""
+    import os
+    import subprocess
+    import sys
+
+    here = Path(__file__).resolve().parent
+    (tmp_path / "test_needs.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.requires('privfed_no_such_module', install='pip install it')\n"
+        "def test_needs():\n    pass\n"
+    )
+
+    def run(ci):
+        env = {k: v for k, v in os.environ.items() if k != "CI"}
+        env["PYTHONPATH"] = str(here) + os.pathsep + env.get("PYTHONPATH", "")
+        if ci is not None:
+            env["CI"] = ci
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "conftest", "-p", "no:cacheprovider",
+             "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_needs.py")],
+            capture_output=True, text=True, env=env, timeout=120,
+        )
+
+    for ci in (None, "0", "false"):
+        out = run(ci)
+        assert out.returncode == 0 and "1 skipped" in out.stdout, out.stdout + out.stderr
+        assert "privfed_no_such_module not installed: pip install it" in out.stdout, out.stdout
+    out = run("1")
+    assert out.returncode != 0 and "required under CI" in out.stdout, out.stdout + out.stderr

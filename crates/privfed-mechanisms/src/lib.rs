@@ -62,6 +62,7 @@ pub mod grid_rr;
 pub mod hadamard;
 pub mod laplace;
 pub mod mvu;
+mod norm;
 pub mod poisson_table;
 pub mod privunit2;
 pub mod privunit_inf;

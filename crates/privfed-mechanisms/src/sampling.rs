@@ -67,7 +67,7 @@ pub fn uniform_on_sphere<R: Rng + ?Sized>(dim: usize, rng: &mut R) -> Result<Vec
     let mut v = vec![0.0; dim];
     loop {
         fill_standard_normal(rng, &mut v);
-        let n = crate::domain::l2_norm(&v);
+        let n = crate::norm::l2_norm(&v);
         // n == 0 has probability zero; loop rather than divide by it.
         if n > 0.0 {
             v.iter_mut().for_each(|x| *x /= n);
@@ -452,7 +452,7 @@ mod tests {
     fn sphere_points_are_unit() {
         let mut rng = seeded_rng_for_experiments(16);
         let v = uniform_on_sphere(1000, &mut rng).unwrap();
-        assert!((crate::domain::l2_norm(&v) - 1.0).abs() < 1e-12);
+        assert!((crate::norm::l2_norm(&v) - 1.0).abs() < 1e-12);
         assert!(uniform_on_sphere(0, &mut rng).is_err());
         assert!(SphereCapSampler::new(1, 0.1).is_err());
         assert!(SphereCapSampler::new(10, 1.0).is_err());

@@ -265,6 +265,7 @@ impl ClientStep {
 
 /// Weights in the server's binary format (little-endian `float32` bytes).
 #[pyfunction]
+#[pyo3(name = "encode_weights")]
 fn ddml_encode_weights<'py>(
     py: Python<'py>,
     weights: &Bound<'py, PyAny>,
@@ -277,6 +278,7 @@ fn ddml_encode_weights<'py>(
 /// Weights from the server's binary format (a `float32` array); a length that is not a
 /// multiple of 4 is an `InvalidInput`.
 #[pyfunction]
+#[pyo3(name = "decode_weights")]
 fn ddml_decode_weights<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyArray1<f32>>> {
     let w = privfed_ddml::wire::decode_f32(data).ok_or_else(|| {
         error(

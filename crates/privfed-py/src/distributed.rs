@@ -12,7 +12,7 @@ use crate::accounting::event_to_py;
 use crate::arrays::{Floats, read_floats};
 use crate::errors::{Kind, PyResultExt, error, invalid};
 use crate::intarrays::{read_u64, read_u64_vector, write_u64};
-use crate::json::{from_python, to_python};
+use crate::json::{from_python, from_value, to_python};
 use crate::mechanisms::count;
 use crate::rng::{SharedRng, threads};
 use numpy::PyArray1;
@@ -85,12 +85,7 @@ fn params_of(obj: &Bound<'_, PyAny>, share: Option<&str>) -> PyResult<(SkellamPa
     if let Some(m) = d.as_object_mut() {
         m.remove("padded_dim");
     }
-    let config: SkellamConfig = serde_json::from_value(d).map_err(|e| {
-        invalid(
-            "plan",
-            format!("not a SkellamPlan nor its params dict: {e}"),
-        )
-    })?;
+    let config: SkellamConfig = from_value(d, "plan parameters", Kind::InvalidParameter)?;
     let params = SkellamParams::new(config).py()?;
     Ok((params, share_from_str(share.unwrap_or("skellam"))?))
 }
@@ -215,7 +210,7 @@ impl SkellamPlan {
 /// encodings a sum can hold (the cohort before dropouts), which the range is sized for. Raises
 /// `InfeasibleParameters` naming the knob to move when no parameters reach the target.
 #[pyfunction]
-#[pyo3(name = "plan_distributed", signature = (dim, clip, bits, clients, *, epsilon=None, delta=None, noise_stddev=None, sampling_rate=1.0, rounds=1, k=4.0, beta=0.6065306597126334, share="skellam", max_contributors=None))]
+#[pyo3(signature = (dim, clip, bits, clients, *, epsilon=None, delta=None, noise_stddev=None, sampling_rate=1.0, rounds=1, k=4.0, beta=0.6065306597126334, share="skellam", max_contributors=None))]
 #[allow(clippy::too_many_arguments)]
 fn plan(
     py: Python<'_>,
@@ -564,7 +559,6 @@ impl SkellamDecoder {
 /// (`privfed.accounting.SkellamDpEvent`, or the DDG event for `share="ddg"` plans): accounted
 /// with the noise of those who actually contributed, never the planned cohort's.
 #[pyfunction]
-#[pyo3(name = "skellam_round_event")]
 fn round_event<'py>(
     py: Python<'py>,
     plan: &Bound<'py, PyAny>,

@@ -1,7 +1,7 @@
 //! The federated-learning simulator (`privfed_fl`; `docs/FEDERATED_LEARNING.md`) and its
 //! models (`privfed_learn::nn`) — re-exported by `privfed.fl`.
 //!
-//! * `fl_train(config, …)`: one run as `privfed fl train` does it (checkpoints it resumes from,
+//! * `train(config, …)` (`fl_train` here): one run as `privfed fl train` does it (checkpoints it resumes from,
 //!   outputs), returning the summary of `--json`;
 //! * `Trainer`: the same run a round at a time, with its parameters, history, events and
 //!   checkpoints;
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::arrays::read_floats;
 use crate::errors::{Kind, PyResultExt, error, invalid};
 use crate::intarrays::read_u32;
-use crate::json::{from_python, to_python};
+use crate::json::{from_python, from_value, to_python};
 use crate::rng::rng_from_seed;
 use numpy::PyArray1;
 use privfed_fl::config::{LocalTraining, TrainConfig};
@@ -69,10 +69,8 @@ fn read_config(obj: &Bound<'_, PyAny>) -> PyResult<(RunConfig, Option<PathBuf>)>
         let data = map
             .remove("data")
             .ok_or_else(|| config_error("config: missing the [data] table"))?;
-        let data: DataSpec = serde_json::from_value(data)
-            .map_err(|e| config_error(format!("config: [data]: {e}")))?;
-        let train: TrainConfig =
-            serde_json::from_value(v).map_err(|e| config_error(format!("config: {e}")))?;
+        let data: DataSpec = from_value(data, "config [data]", Kind::ConfigError)?;
+        let train: TrainConfig = from_value(v, "config", Kind::ConfigError)?;
         return Ok((RunConfig { data, train }, None));
     }
     let is_path = py
@@ -184,7 +182,7 @@ fn run_rounds(
 /// an existing one is resumed from (`fresh=True` starts over). `max_rounds` stops this call
 /// early (the run stays resumable). A budget stop ends the run normally, with `stopped` set.
 #[pyfunction]
-#[pyo3(signature = (config, *, data_dir=None, out_dir=None, checkpoint=None, fresh=false, max_rounds=None, threads=None, progress=true))]
+#[pyo3(name = "train", signature = (config, *, data_dir=None, out_dir=None, checkpoint=None, fresh=false, max_rounds=None, threads=None, progress=true))]
 #[allow(clippy::too_many_arguments)]
 fn fl_train<'py>(
     py: Python<'py>,

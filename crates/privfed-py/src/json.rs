@@ -131,15 +131,27 @@ pub fn from_python<T: DeserializeOwned>(
                 .map_err(|e| fail(format!("trailing characters: {}", without_position(&e)))),
             Err(e) => {
                 let p = e.path().to_string();
-                Err(fail(format!(
-                    "{}: {}",
-                    field(&p),
-                    without_position(e.inner())
-                )))
+                match serde_json::from_str::<Value>(&text) {
+                    // Valid JSON that is not a `T`, with the path lost (inside an internally
+                    // tagged enum): the value is searched for the field, as for a dict.
+                    Ok(value) if p.is_empty() || p == "." => from_value(value, what, kind),
+                    _ => Err(fail(format!(
+                        "{}: {}",
+                        field(&p),
+                        without_position(e.inner())
+                    ))),
+                }
             }
         };
     }
     let value = to_value(obj, "").map_err(fail)?;
+    from_value(value, what, kind)
+}
+
+/// Deserializes a JSON value as `T`, with `what` naming it in errors: `invalid {what}: field
+/// `a.b`: ...` (a value has no text, so no parser positions).
+pub fn from_value<T: DeserializeOwned>(value: Value, what: &str, kind: Kind) -> PyResult<T> {
+    let fail = |m: String| error(kind, format!("invalid {what}: {m}"));
     serde_path_to_error::deserialize::<_, T>(value.clone()).map_err(|e| {
         let mut p = e.path().to_string();
         let msg = e.inner().to_string();

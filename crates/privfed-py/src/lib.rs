@@ -2,7 +2,9 @@
 //! Python package `privfed` (`python/privfed`). They wrap the library crates — never the
 //! command line. The native module is flat (one namespace, one stub file
 //! `python/privfed/_privfed.pyi`); the Python modules (`privfed.accounting`, `privfed.mvu`, …)
-//! re-export it by topic. Conventions:
+//! re-export it by topic. Each function is registered under its public name (`plan`, `design`,
+//! `simulate`, …, unique across the flat module) and its Python module sets `__module__`, so
+//! `help()` and argument errors show what the user called. Conventions:
 //! * numpy in, numpy out (`float32`/`float64`; 1-D or batched 2-D), inputs copied and the GIL
 //!   released during work;
 //! * an OS-seeded CSPRNG by default, `seed=` for experiments (`rng`);

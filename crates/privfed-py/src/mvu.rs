@@ -52,7 +52,7 @@ fn constraint(kind: &str, power: u32) -> PyResult<DpConstraint> {
 /// Returns the design with the designer's report (`report`: variance, worst-case variance, the
 /// exact ε, gRR's variance at the same budget, solver calls).
 #[pyfunction]
-#[pyo3(name = "design_mvu", signature = (input_bits, output_bits, epsilon, *, constraint="ldp", power=1))]
+#[pyo3(name = "design", signature = (input_bits, output_bits, epsilon, *, constraint="ldp", power=1))]
 fn design_py(
     py: Python<'_>,
     input_bits: u32,

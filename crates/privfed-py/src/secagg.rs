@@ -281,7 +281,7 @@ impl RoundConfig {
 /// exactly `degree` and `threshold` when both are given). `session_id`: 32 bytes or 64 hex
 /// digits, fresh from the OS when omitted (it must be fresh for every round).
 #[pyfunction]
-#[pyo3(signature = (clients, bits, dim, *, dropout=0.0, graph="auto", degree=None, threshold=None, session_id=None))]
+#[pyo3(name = "round_config", signature = (clients, bits, dim, *, dropout=0.0, graph="auto", degree=None, threshold=None, session_id=None))]
 #[allow(clippy::too_many_arguments)]
 fn secagg_round_config(
     clients: u32,
@@ -552,7 +552,7 @@ impl SecAggServer {
 /// A wire message (`bytes`) as a dict (its serde form), for inspection and for tests that play
 /// a misbehaving party. `sender` is `"server"` (a message to a client) or `"client"`.
 #[pyfunction]
-#[pyo3(signature = (data, *, sender))]
+#[pyo3(name = "decode_message", signature = (data, *, sender))]
 fn secagg_decode_message<'py>(
     py: Python<'py>,
     data: &[u8],
@@ -571,7 +571,7 @@ fn secagg_decode_message<'py>(
 /// The wire bytes of a message dict (the form `decode_message` returns). Nothing is checked but
 /// the form: the receiving party validates everything, as it must for any bytes.
 #[pyfunction]
-#[pyo3(signature = (message, *, sender))]
+#[pyo3(name = "encode_message", signature = (message, *, sender))]
 fn secagg_encode_message<'py>(
     py: Python<'py>,
     message: &Bound<'py, PyAny>,
@@ -605,7 +605,7 @@ fn secagg_encode_message<'py>(
 /// `privfed secagg simulate --json` (`exact`, `survivors`, `threshold`, `seconds`,
 /// `bytes_per_client`, …). An aborted round raises `ProtocolAbort`.
 #[pyfunction]
-#[pyo3(signature = (clients, dim, bits=32, dropout=0.0, *, dropout_stage="masked_input", graph="auto", degree=None, threshold=None, seed=None, threat_model="active"))]
+#[pyo3(name = "simulate", signature = (clients, dim, bits=32, dropout=0.0, *, dropout_stage="masked_input", graph="auto", degree=None, threshold=None, seed=None, threat_model="active"))]
 #[allow(clippy::too_many_arguments)]
 fn secagg_simulate<'py>(
     py: Python<'py>,

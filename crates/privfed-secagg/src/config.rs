@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Result, SecAggError};
-use crate::messages::Stage;
+pub use crate::ids::ClientId;
+use crate::ids::Stage;
 
 const HONEST_BUT_CURIOUS_STAGES: [Stage; 4] = [
     Stage::AdvertiseKeys,
@@ -13,9 +14,6 @@ const HONEST_BUT_CURIOUS_STAGES: [Stage; 4] = [
     Stage::MaskedInput,
     Stage::Unmasking,
 ];
-
-/// A client's id in a round: 1..=n (0 is never an id; it is Shamir's secret point).
-pub type ClientId = u32;
 
 /// The wire protocol's version; messages of another version are refused.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -19,8 +19,8 @@ use sha2::Sha256;
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroizing;
 
-use crate::config::ClientId;
 use crate::error::{Result, SecAggError};
+use crate::ids::ClientId;
 
 const SALT: &[u8] = b"privfed/secagg/v1";
 const SHARE_AD: &[u8] = b"privfed/secagg/v1/share";

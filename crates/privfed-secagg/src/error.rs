@@ -1,7 +1,6 @@
 //! Typed errors of the protocol. Each names what was wrong; none carries secret material.
 
-use crate::config::ClientId;
-use crate::messages::Stage;
+use crate::ids::{ClientId, Stage};
 
 /// Why an operation of the protocol failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
-use crate::config::ClientId;
 use crate::error::{Result, SecAggError};
+use crate::ids::ClientId;
 
 const ROSTER_LABEL: &[u8] = b"privfed/secagg/v1/roster";
 const KEYS_LABEL: &[u8] = b"privfed/secagg/v1/round-keys";

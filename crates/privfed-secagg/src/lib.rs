@@ -73,6 +73,7 @@ pub mod config;
 pub mod crypto;
 pub mod error;
 pub mod identity;
+mod ids;
 pub mod local;
 pub mod mask;
 pub mod messages;

@@ -7,51 +7,13 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use sha2::{Digest, Sha256};
 
-use crate::config::{ClientId, PROTOCOL_VERSION};
+use crate::config::PROTOCOL_VERSION;
 use crate::error::{Result, SecAggError};
 use crate::identity::SignatureBytes;
+use crate::ids::ClientId;
+pub use crate::ids::Stage;
 use crate::mask::modulus_mask;
 use crate::shamir::Share;
-
-/// The stages of a round, in order, named by what the clients send in them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stage {
-    /// Clients send their two public keys.
-    AdvertiseKeys,
-    /// Clients send encrypted shares of their secrets to their neighbours.
-    ShareKeys,
-    /// Clients send their masked input.
-    MaskedInput,
-    /// Active mode only: survivors sign the set U3 of clients whose masked input the server
-    /// holds.
-    ConsistencyCheck,
-    /// Clients send the shares that remove the masks.
-    Unmasking,
-}
-
-impl Stage {
-    /// All stages in order (an honest-but-curious round skips [`Stage::ConsistencyCheck`]:
-    /// see [`crate::RoundConfig::stages`]).
-    pub const ALL: [Stage; 5] = [
-        Stage::AdvertiseKeys,
-        Stage::ShareKeys,
-        Stage::MaskedInput,
-        Stage::ConsistencyCheck,
-        Stage::Unmasking,
-    ];
-
-    /// A short name (for logs, metrics and reports).
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::AdvertiseKeys => "advertise_keys",
-            Stage::ShareKeys => "share_keys",
-            Stage::MaskedInput => "masked_input",
-            Stage::ConsistencyCheck => "consistency_check",
-            Stage::Unmasking => "unmasking",
-        }
-    }
-}
 
 /// Version, round binding and the client a message is from or for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

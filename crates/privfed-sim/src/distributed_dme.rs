@@ -85,7 +85,7 @@ pub struct DistributedDmeReport {
     pub dim: usize,
     /// Clients n (before dropout).
     pub clients: usize,
-    /// Bits b (Skellam).
+    /// Bits b of the modular sum (Skellam, DDG; 0 for Gaussian, which has no modulus).
     pub bits: u32,
     /// Clip c.
     pub clip: f64,
@@ -127,6 +127,39 @@ pub struct DistributedDmeReport {
     pub seconds: f64,
     /// Whether the sum went through real secure aggregation.
     pub secure_aggregation: bool,
+}
+
+/// The options the continuous-Gaussian baseline uses, checked by name: dimension, clients, clip
+/// and a local σ (an ε target and δ are checked by the analytic Gaussian). `bits`, `k` and `β`
+/// size the quantized pipelines and are not read.
+fn check_gaussian(req: &PlanRequest) -> Result<(), DistributedDmeError> {
+    if req.dim == 0 {
+        return Err(DistributedDmeError::Invalid(
+            "dim",
+            "must be at least 1".into(),
+        ));
+    }
+    if req.clients == 0 {
+        return Err(DistributedDmeError::Invalid(
+            "clients",
+            "must be at least 1".into(),
+        ));
+    }
+    if !(req.clip.is_finite() && req.clip > 0.0) {
+        return Err(DistributedDmeError::Invalid(
+            "clip",
+            format!("must be finite and > 0, got {}", req.clip),
+        ));
+    }
+    if let NoiseTarget::LocalStddev(s) = req.noise
+        && !(s.is_finite() && s > 0.0)
+    {
+        return Err(DistributedDmeError::Invalid(
+            "noise_stddev",
+            format!("must be finite and > 0, got {s}"),
+        ));
+    }
+    Ok(())
 }
 
 /// `n` vectors of norm `c` in uniformly random directions.
@@ -181,19 +214,29 @@ pub fn run_distributed_dme(
         Some(s) => seeded_rng_for_experiments(s),
         None => rand::make_rng::<ExperimentRng>(),
     };
-    // The plan (also the source of validation for the shared options); DDG plans its noise
-    // with its own accounting.
+    // The quantized pipelines are planned (the plan also validates the shared options; DDG
+    // plans its noise with its own accounting). The continuous Gaussian has no modulus, scale or
+    // rounding, so it is not planned: the planner would size `bits` it never uses and refuse a
+    // width that is too small for the Skellam pipeline.
     let share = match cfg.noise {
         DistributedNoise::Ddg => NoiseShare::DiscreteGaussian,
         _ => NoiseShare::Skellam,
     };
-    let skellam = plan(&PlanRequest { share, ..*req })?;
-    let (planned_epsilon, local_sigma) = match cfg.noise {
-        DistributedNoise::Skellam | DistributedNoise::Ddg => (
+    let quantized = match cfg.noise {
+        DistributedNoise::Skellam | DistributedNoise::Ddg => {
+            Some(plan(&PlanRequest { share, ..*req })?)
+        }
+        DistributedNoise::Gaussian => {
+            check_gaussian(req)?;
+            None
+        }
+    };
+    let (planned_epsilon, local_sigma) = match &quantized {
+        Some(skellam) => (
             skellam.epsilon.unwrap_or(f64::INFINITY),
             skellam.local_noise_stddev,
         ),
-        DistributedNoise::Gaussian => {
+        None => {
             let sigma_c = match req.noise {
                 NoiseTarget::Epsilon(eps) => analytic_gaussian_sigma(eps, delta, req.clip)?,
                 NoiseTarget::LocalStddev(s) => s * (n as f64).sqrt(),
@@ -228,8 +271,8 @@ pub fn run_distributed_dme(
         let truth: Vec<f64> = (0..d)
             .map(|j| alive.iter().map(|&i| xs[i][j]).sum::<f64>() / m as f64)
             .collect();
-        let estimate = match cfg.noise {
-            DistributedNoise::Skellam | DistributedNoise::Ddg => {
+        let estimate = match &quantized {
+            Some(skellam) => {
                 let seed = rotation_seed(b"privfed dme", trial as u64);
                 let enc = SkellamEncoder::with_noise(skellam.params, seed, share)?;
                 let dec = SkellamDecoder::new(skellam.params, seed)?;
@@ -282,7 +325,7 @@ pub fn run_distributed_dme(
                 worst_eps = worst_eps.max(eps);
                 decoded.mean
             }
-            DistributedNoise::Gaussian => {
+            None => {
                 let mut total = vec![0.0; d];
                 let mut z = vec![0.0; d];
                 for &i in &alive {
@@ -320,7 +363,7 @@ pub fn run_distributed_dme(
         mechanism: cfg.noise,
         dim: d,
         clients: n,
-        bits: req.bits,
+        bits: quantized.as_ref().map_or(0, |_| req.bits),
         clip: req.clip,
         trials: cfg.trials,
         seed: cfg.seed,
@@ -336,10 +379,7 @@ pub fn run_distributed_dme(
         epsilon: worst_eps,
         planned_epsilon,
         delta,
-        scale: match cfg.noise {
-            DistributedNoise::Skellam | DistributedNoise::Ddg => skellam.scale,
-            DistributedNoise::Gaussian => 0.0,
-        },
+        scale: quantized.as_ref().map_or(0.0, |p| p.scale),
         local_noise_stddev: local_sigma,
         seconds: start.elapsed().as_secs_f64(),
         secure_aggregation: cfg.secure_aggregation,

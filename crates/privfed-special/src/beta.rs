@@ -1,87 +1,12 @@
 //! The regularized incomplete beta function `I_x(a,b)`, its complement and their logs.
 
-use super::gamma::{LN_SQRT_2PI, STIRLING_MIN, beta_delta, ln_beta, stirling_delta};
+use super::gamma::{LN_SQRT_2PI, STIRLING_MIN, beta_delta, ln_beta};
+use super::point::{Point, two_sum};
 
 /// Relative size of the last continued-fraction factor at which the fraction is accepted.
 const CF_EPS: f64 = 1e-15;
 /// Guard against division by zero in the modified Lentz algorithm.
 const CF_TINY: f64 = 1e-300;
-
-/// A point of `[0, 1]` together with its complement, in the form the evaluation needs.
-///
-/// Exactly one of `x`, `y = 1 − x` is the *defining* value (`x_exact`); the other is its rounded
-/// complement and is never used where its rounding error would matter: the logs are
-/// `ln x = ln(x)`, `ln y = log1p(−x)` when `x` defines the point, and symmetrically otherwise.
-/// (At `b = 5·10⁵` the rounding of `1 − x` alone would cost `b·2⁻⁵⁴ ≈ 3·10⁻¹¹` relative error.)
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Point {
-    pub(crate) x: f64,
-    pub(crate) y: f64,
-    pub(crate) ln_x: f64,
-    pub(crate) ln_y: f64,
-    pub(crate) x_exact: bool,
-}
-
-impl Point {
-    /// The point `x` (for `x > ½`, `1 − x` is exact and becomes the defining value).
-    pub(crate) fn from_x(x: f64) -> Self {
-        if x <= 0.5 {
-            Point {
-                x,
-                y: 1.0 - x,
-                ln_x: x.ln(),
-                ln_y: (-x).ln_1p(),
-                x_exact: true,
-            }
-        } else {
-            Point::from_y(1.0 - x)
-        }
-    }
-
-    /// The point with complement `y` (`y` exact).
-    pub(crate) fn from_y(y: f64) -> Self {
-        if y <= 0.5 {
-            Point {
-                x: 1.0 - y,
-                y,
-                ln_x: (-y).ln_1p(),
-                ln_y: y.ln(),
-                x_exact: false,
-            }
-        } else {
-            Point::from_x(1.0 - y)
-        }
-    }
-
-    /// The reflected point `1 − x` (for `I_x(a,b) = 1 − I_{1−x}(b,a)`).
-    pub(crate) fn reflect(self) -> Self {
-        Point {
-            x: self.y,
-            y: self.x,
-            ln_x: self.ln_y,
-            ln_y: self.ln_x,
-            x_exact: !self.x_exact,
-        }
-    }
-
-    /// `x·(a+b) − a = b − y·(a+b)`, with one rounding (fused multiply-add on the exact value,
-    /// `a + b` split into its rounded sum and the exact rounding error).
-    fn deviation(&self, a: f64, b: f64) -> f64 {
-        let (s, err) = two_sum(a, b);
-        if self.x_exact {
-            self.x.mul_add(s, -a) + self.x * err
-        } else {
-            -(self.y.mul_add(s, -b) + self.y * err)
-        }
-    }
-}
-
-/// Error-free sum (Knuth's TwoSum): `a + b = s + err` exactly, `s = fl(a + b)`.
-pub(crate) fn two_sum(a: f64, b: f64) -> (f64, f64) {
-    let s = a + b;
-    let bb = s - a;
-    (s, (a - (s - bb)) + (b - bb))
-}
 
 /// `rlog1(e) = e − ln(1+e) ≥ 0` for `e > −1`, without cancellation for small `|e|`:
 /// with `u = e/(2+e)`, `ln(1+e) = 2·atanh(u)`, so `rlog1(e) = u·e − 2·(u³/3 + u⁵/5 + …)`.
@@ -418,11 +343,6 @@ pub fn ln_beta_pdf(a: f64, b: f64, x: f64) -> f64 {
     }
     let p = Point::from_x(x);
     ln_prefactor(a, b, &p) - p.ln_x - p.ln_y
-}
-
-/// `δ(2a) − 2δ(a)` for `a ≥ 10` (the Stirling correction of `B(a,a)`).
-pub(crate) fn symmetric_delta(a: f64) -> f64 {
-    stirling_delta(2.0 * a) - 2.0 * stirling_delta(a)
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! Inverses of the incomplete beta function in log space.
 
-use super::beta::{Point, ln_one_minus_exp, tails};
+use super::beta::{ln_one_minus_exp, tails};
 use super::gamma::ln_beta;
 use super::normal::norm_sf_inv_ln;
+use super::point::Point;
 
 /// Bracket of the search in the log-odds `w = ln(x/(1−x))`: `e^{−745}` underflows.
 const W_MAX: f64 = 745.0;

@@ -80,6 +80,7 @@ mod gamma;
 mod gamma_inc;
 mod logspace;
 mod normal;
+mod point;
 mod poisson;
 mod solve;
 mod temme;

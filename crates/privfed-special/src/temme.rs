@@ -17,8 +17,8 @@
 //! 30 terms reach `10⁻¹⁷`. `Γ(k+½, X)` follows from `Γ(½, X) = √π·erfc(√X)` by the stable upward
 //! recurrence `Γ(s+1, X) = s·Γ(s, X) + X^s e^{−X}`.
 
-use super::beta::{Point, symmetric_delta};
 use super::gamma::{STIRLING, ln_beta};
+use super::point::{Point, symmetric_delta};
 
 /// Smallest `a` for which the expansion is used.
 pub(crate) const TEMME_MIN_A: f64 = 100.0;

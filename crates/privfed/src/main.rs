@@ -16,7 +16,8 @@ mod plot;
 mod secagg;
 mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::{Arg, Command as ClapCommand, CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::any::TypeId;
 
 /// mimalloc instead of the system allocator: the server and the load generator allocate per
 /// request (hyper buffers, bodies), and glibc's malloc/free took ~12% of the server's CPU
@@ -110,8 +111,54 @@ fn report(v: anyhow::Result<serde_json::Value>, json: bool) -> anyhow::Result<()
     Ok(())
 }
 
+/// Whether `arg` is an option (not a positional) that takes one numeric value per occurrence.
+fn is_numeric_option(arg: &Arg) -> bool {
+    let numeric = [
+        TypeId::of::<f64>(),
+        TypeId::of::<f32>(),
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<i8>(),
+        TypeId::of::<i16>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<isize>(),
+    ];
+    let ty = arg.get_value_parser().type_id();
+    let is_option = arg.get_long().is_some() || arg.get_short().is_some();
+    // An option with several values per occurrence would take a following flag as a value.
+    let one_value = arg
+        .get_num_args()
+        .is_none_or(|n| n.max_values() <= 1 && n.takes_values());
+    is_option && one_value && numeric.iter().any(|t| ty == *t)
+}
+
+/// `cmd` and every subcommand with each numeric option accepting a value that starts with `-`,
+/// so `--delta -1e-5` or `--ticket-step-secs -1` reaches the option's own validation (which
+/// names it) instead of being read as short flags. (clap's negative-number detection misses
+/// exponents such as `-1e-5`, so hyphen values are allowed outright on these options only.)
+fn numeric_options_take_negative_values(cmd: ClapCommand) -> ClapCommand {
+    cmd.mut_args(|arg| {
+        if is_numeric_option(&arg) {
+            arg.allow_hyphen_values(true)
+        } else {
+            arg
+        }
+    })
+    .mut_subcommands(numeric_options_take_negative_values)
+}
+
+/// Parses the command line (exits with clap's message on a parse error).
+fn parse() -> Cli {
+    let matches = numeric_options_take_negative_values(Cli::command()).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     let result = match cli.command {
         Command::Describe(args) => describe::run(&args),
         Command::Dme(args) => dme::run(&args),

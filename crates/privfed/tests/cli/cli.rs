@@ -1,6 +1,6 @@
 //! The CLI through the real binary.
 
-use crate::common::{fails_with, json_ok, privfed};
+use crate::common::{fails_with, json_ok, privfed, words};
 
 #[test]
 fn describe_privunit2_reports_the_optimum() {
@@ -378,6 +378,59 @@ fn bad_input_is_a_clear_error() {
         &["describe", "privunit-inf", "--epsilon", "1", "--dim", "0"],
         "dim",
     );
+}
+
+/// A negative-looking value, exponent included (`-1e-5`, which clap's own negative-number check
+/// does not recognize), reaches the option: the error names the option and the bad value instead
+/// of clap's "unexpected argument '-1' found". One representative option per subcommand family.
+#[test]
+fn negative_looking_values_name_the_option() {
+    let cases: [(&str, &[&str]); 7] = [
+        (
+            "account --accountant rdp --noise-multiplier 1.1 --steps 10 --delta -1e-5",
+            &["delta", "-0.00001"],
+        ),
+        (
+            "calibrate --accountant rdp --target-epsilon 1 --steps 10 --delta -1e-5",
+            &["delta", "-0.00001"],
+        ),
+        (
+            "describe gaussian --epsilon 1 --dim 3 --delta -1e-5",
+            &["delta", "-0.00001"],
+        ),
+        (
+            "dme gaussian --clip 1 --epsilon 1 --delta -1e-5 --clients 5 --dim 3 --quiet",
+            &["delta", "-0.00001"],
+        ),
+        (
+            "mvu design --input-bits 2 --output-bits 2 --epsilon -1e-3",
+            &["epsilon", "-0.001"],
+        ),
+        (
+            "secagg plan --clients 100 --dropout -1e-2",
+            &["dropout", "-0.01"],
+        ),
+        (
+            "serve --ticket-step-secs -1",
+            &["--ticket-step-secs", "'-1'"],
+        ),
+    ];
+    for (line, needles) in cases {
+        let args = words(line);
+        let out = privfed(&args);
+        assert!(!out.status.success(), "privfed {line} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !err.contains("unexpected argument"),
+            "privfed {line}: {err}"
+        );
+        for n in needles {
+            assert!(
+                err.contains(n),
+                "privfed {line}: stderr {err:?} lacks {n:?}"
+            );
+        }
+    }
 }
 
 /// `privfed … | head` closes the pipe: the binary must end quietly with status 0, not panic in

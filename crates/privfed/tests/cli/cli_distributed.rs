@@ -1,7 +1,7 @@
 //! `privfed describe skellam` (the planner) and `privfed dme skellam|gaussian --clip` (paper 001's
 //! distributed DME) through the real binary.
 
-use crate::common::{fails_with, json_ok, privfed};
+use crate::common::{fails_with, json_ok, privfed, words};
 
 /// Issue 11's golden values: n = 100, c = 1, local σ = 0.1, d = 2^20, k = 4.
 #[test]
@@ -239,6 +239,37 @@ fn dme_gaussian_with_clip_is_the_distributed_baseline() {
         "--quiet",
     ]);
     assert!(local.get("wraps").is_none());
+}
+
+/// The continuous-Gaussian baseline has no modulus: it runs without --bits (whose default, 3, is
+/// far too small for a Skellam plan of 20 clients), any --bits leaves the run unchanged, and its
+/// own bad options are named.
+#[test]
+fn dme_gaussian_with_clip_does_not_read_bits() {
+    let base = words(
+        "dme gaussian --clip 1 --epsilon 2 --delta 1e-5 --clients 20 --dim 50 --trials 5 \
+         --seed 7 --json --quiet",
+    );
+    let plain = json_ok(&base);
+    assert_eq!(plain["mechanism"], "gaussian");
+    assert_eq!(plain["bits"].as_u64(), Some(0), "no modulus: {plain}");
+    for bits in ["1", "16"] {
+        let mut args = base.clone();
+        args.extend_from_slice(&["--bits", bits]);
+        let v = json_ok(&args);
+        assert_eq!(v["mse"], plain["mse"], "--bits {bits} changed the run");
+    }
+    let mut args = base.clone();
+    args[3] = "0";
+    fails_with(&args, "clip");
+    let sigma =
+        words("dme gaussian --clip 1 --noise-stddev 0 --delta 1e-5 --clients 20 --dim 50 --quiet");
+    fails_with(&sigma, "noise_stddev");
+    // Skellam still needs the bits it uses.
+    fails_with(
+        &words("dme skellam --clip 1 --epsilon 2 --delta 1e-5 --clients 20 --dim 50 --quiet"),
+        "bits",
+    );
 }
 
 #[test]

@@ -4,14 +4,13 @@ mod shares (include/exclude, non-float arrays skipped, run-config keys, unknown 
 Rounds run with real Flower objects: Flower's FedAvg samples the cohort, messages go through
 Flower's serialisation to a real ClientApp (flwr_harness.InProcessGrid). Statistical checks
 state their false-positive rate; every seed is fixed (``seed=`` of the strategy is for
-experiments only). Skipped without Flower as test_flwr.py is (PRIVFED_EXPECT_FLWR=1: fail).
+experiments only). Without Flower they skip, or fail under CI (conftest's `requires` marker).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 
 import numpy as np
 import pytest
@@ -25,10 +24,7 @@ try:
     HAVE_FLWR = True
 except ImportError:
     HAVE_FLWR = False
-EXPECT_FLWR = os.environ.get("PRIVFED_EXPECT_FLWR", "") not in ("", "0")
-pytestmark = pytest.mark.skipif(
-    not HAVE_FLWR and not EXPECT_FLWR,
-    reason='flwr is not installed: pip install "privfed[flwr]" (PRIVFED_EXPECT_FLWR=1: fail)')
+pytestmark = pytest.mark.requires("flwr", install='pip install "privfed[flwr]"')
 
 
 @pytest.fixture(autouse=True)

@@ -43,7 +43,8 @@ def parse_args(argv=None):
     p.add_argument("--clip", type=float, default=d.clip, help="l2 clip of each update")
     p.add_argument("--delta", type=float, default=d.delta)
     p.add_argument("--accountant", choices=["auto", "rdp", "pld", "pure"], default=d.accountant,
-                   help="auto: pure-capped RDP for local, RDP for distributed")
+                   help="auto: pure-capped RDP for local, RDP for distributed, RDP under "
+                        "replace-one neighbours for central (its only accountant)")
     p.add_argument("--local-mechanism", choices=["privunitg", "privunit2", "laplace"],
                    default=d.local_mechanism)
     p.add_argument("--local-epsilon", type=float, default=d.local_epsilon)
@@ -52,7 +53,8 @@ def parse_args(argv=None):
     p.add_argument("--bits", type=int, default=d.bits, help="distributed: modulus 2^bits")
     p.add_argument("--dropout-tolerance", type=float, default=d.dropout_tolerance)
     p.add_argument("--noise-multiplier", type=float, default=d.noise_multiplier,
-                   help="central: Gaussian noise multiplier (Flower's server-side clipping)")
+                   help="central: Gaussian noise multiplier z of privfed's CentralDpStrategy "
+                        "(noise z·clip/cohort on the mean)")
     p.add_argument("--flower-shares", default="1.0",
                    help="flower-secaggplus: num_shares (1.0 = complete graph; an int k = k-1 "
                         "neighbours)")

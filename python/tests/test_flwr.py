@@ -678,3 +678,27 @@ def test_example_distributed_dp_end_to_end(tmp_path, shared_data):
     # planned for 4 of the 5 (dropout tolerance 0.2): at most the target ε
     assert rounds[-1]["epsilon"] <= 100.0 * (1 + 1e-9)
     assert rounds[-1]["accuracy"] > 0.5
+
+
+@needs_simulation
+def test_example_central_dp_end_to_end(tmp_path, shared_data):
+    """The example's central mode is privfed's CentralDpStrategy: each of the 2 rounds samples
+    5 of the 10 virtual clients and is accounted as SampledWithoutReplacementDpEvent(10, 5,
+    GaussianDpEvent(z/2)) under replace-one neighbours; ε after each round is
+    RdpAccountant(neighboring_relation="replace_one") composed directly, and the noise on the
+    mean is z·C/k."""
+    z = 1.0
+    res, stdout = _run_example(tmp_path, shared_data, "--privacy", "central",
+                               "--noise-multiplier", str(z), "--clip", "1.0")
+    rounds = res["rounds"]
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    acct = accounting.RdpAccountant(neighboring_relation="replace_one")
+    for r in rounds[1:]:
+        assert r["population"] == 10 and r["sampled"] == 5
+        assert r["contributors"] == 5 and r["refused"] == 0 and r["failed"] == 0
+        assert r["clipping_norm"] == 1.0 and r["noise_stddev"] == pytest.approx(z / 5)
+        acct.compose(accounting.SampledWithoutReplacementDpEvent(
+            10, 5, accounting.GaussianDpEvent(z / 2)))
+        assert r["epsilon"] == pytest.approx(acct.get_epsilon(1e-5), rel=1e-12)
+    assert 0 < rounds[1]["epsilon"] < rounds[2]["epsilon"]
+    assert "ε =" in stdout

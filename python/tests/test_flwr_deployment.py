@@ -18,7 +18,11 @@ What is checked, per privacy mode:
   close to the plain mean of the clipped updates as the plan's noise predicts;
 * a SuperNode killed (SIGKILL) while it holds its masked input: the round completes with the
   three others, ε accounted with three;
-* local DP and central DP: contributors and ε per round;
+* local DP: contributors and ε per round;
+* central DP (privfed's CentralDpStrategy): the sample (4 of 4), ε per round against
+  ``SampledWithoutReplacementDpEvent(N, m, GaussianDpEvent(z/2))`` composed under replace-one
+  neighbours, the released mean as close to the mean of the clipped updates as the noise
+  predicts;
 * a run whose strategy refuses its parameters ends ``finished:failed`` with the cause;
 * a run whose ClientApps all raise: each client's error text is in the run's log;
 * the same app on the simulation engine through ``flwr run`` and a ``:local:`` connection
@@ -219,13 +223,48 @@ def test_deployment_local_dp_accounts_each_round(deployment, tmp_path, shared_da
 
 
 def test_deployment_central_dp_accounts_each_round(deployment, tmp_path, shared_data):
-    res, doc = _run(deployment, tmp_path, shared_data, privacy="central", noise_multiplier=1.0)
+    """Central DP through privfed's CentralDpStrategy (z = 1, C = 1): every round is the
+    cohort of 4 of the 4 SuperNodes, accounted as SampledWithoutReplacementDpEvent(4, 4,
+    GaussianDpEvent(z/2)) under replace-one neighbours (the clipped sum moves by up to 2C when
+    one client's data is replaced); ε after each round is RdpAccountant(neighboring_relation=
+    "replace_one") composed directly. The released mean is the mean of the clipped updates
+    (which the SuperNodes' audit hook wrote in the clear) plus noise of standard deviation
+    z·C/k: its squared error against that plain mean sums 7,850 nearly independent terms of
+    expectation (z·C/k)² each, relative standard deviation √(2/7850) ≈ 1.6%, so the bounds 0.8
+    and 1.25 times the expectation are more than 12 of them away. Below the lower bound the
+    noise is missing; above the upper, the mean is of other (or unclipped) updates."""
+    z, clip = 1.0, 1.0
+    res, doc = _run(deployment, tmp_path, shared_data, privacy="central", noise_multiplier=z,
+                    clip=clip)
     _completed(res, doc, deployment)
-    acct = accounting.RdpAccountant()
-    for row in doc["rounds"][1:]:
-        assert row["contributors"] == NODES
-        acct.compose(accounting.GaussianDpEvent(1.0))
+    nodes = _nodes(deployment.audit)
+    assert len(nodes) == NODES
+    rounds = doc["rounds"]
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    acct = accounting.RdpAccountant(neighboring_relation="replace_one")
+    for row in rounds[1:]:
+        rnd = int(row["round"])
+        assert row["contributors"] == NODES and row["refused"] == 0 and row["failed"] == 0
+        assert row["population"] == NODES and row["sampled"] == NODES
+        assert row["clipping_norm"] == clip and row["noise_multiplier"] == z
+        assert row["noise_stddev"] == pytest.approx(z * clip / NODES, rel=1e-12)
+        acct.compose(accounting.SampledWithoutReplacementDpEvent(
+            NODES, NODES, accounting.GaussianDpEvent(z / 2)))
         assert row["epsilon"] == pytest.approx(acct.get_epsilon(1e-5), rel=1e-12)
+        updates = [np.load(deployment.audit / f"update-{nid}-r{rnd}.npy") for nid in nodes]
+        # the clipping is active: the test would not see a missing projection otherwise
+        assert max(np.linalg.norm(u) for u in updates) > clip
+        plain = np.mean([u * min(1.0, clip / np.linalg.norm(u)) for u in updates], axis=0)
+        got = np.asarray(row["mean"], dtype=np.float64)
+        err = float(np.sum((got - plain) ** 2))
+        expected = plain.size * (z * clip / NODES) ** 2
+        assert 0.8 * expected < err < 1.25 * expected, (err, expected)
+    # the same noise multiplier without sampling under add/remove-one (what Flower's own
+    # wrapper was accounted with before) gives another ε: the event above is the one used
+    flower_like = accounting.RdpAccountant()
+    for _ in rounds[1:]:
+        flower_like.compose(accounting.GaussianDpEvent(z))
+    assert rounds[-1]["epsilon"] != pytest.approx(flower_like.get_epsilon(1e-5), rel=1e-3)
 
 
 # ================================================================= a failed run is a failure

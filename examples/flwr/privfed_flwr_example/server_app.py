@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+from flwr.serverapp.strategy import FedAvg
 
 from . import task
 
@@ -37,7 +37,9 @@ class Settings:
     learning_rate: float = 0.1
     clip: float = 1.0
     delta: float = 1e-5
-    accountant: str = "auto"  # auto (local: pure-capped RDP, distributed: RDP) | rdp | pld | pure
+    # auto (local: pure-capped RDP; distributed: RDP; central: RDP under replace-one, its only
+    # accountant) | rdp | pld | pure
+    accountant: str = "auto"
     # local DP
     local_mechanism: str = "privunitg"
     local_epsilon: float = 8.0
@@ -46,7 +48,8 @@ class Settings:
     bits: int = 16
     dropout_tolerance: float = 0.2  # expected fraction of the cohort that may drop
     max_consecutive_aborts: int = 2  # aborted secure-aggregation rounds in a row that stop the run
-    # central DP (Flower's server-side fixed clipping; privfed accounts it)
+    # central DP (privfed's CentralDpStrategy: the server clips each update to ``clip`` and adds
+    # Gaussian noise of standard deviation noise_multiplier·clip/cohort to the mean)
     noise_multiplier: float = 1.0
     timeout: float = 600.0  # seconds a round (a secure-aggregation stage) waits for replies
     result_file: str = ""  # "" = none; else JSON of the rounds, written after every round
@@ -68,39 +71,17 @@ def _accountant(name: str, mode: str):
 
     if name == "auto":
         name = "pure" if mode == "local" else "rdp"  # central, distributed: RDP
+    if mode == "central":
+        # A central round is a fixed-size cohort drawn without replacement, whose amplification
+        # privfed accounts under replace-one neighbours only (CentralDpStrategy's docs): RDP
+        # with that relation is the one accountant that composes it.
+        if name != "rdp":
+            raise ValueError(f"privacy = central is accounted with RDP under replace-one "
+                             f"neighbours; accountant = {name!r} cannot compose its rounds "
+                             "(use auto or rdp)")
+        return accounting.RdpAccountant(neighboring_relation="replace_one")
     return {"rdp": accounting.RdpAccountant, "pld": accounting.PldAccountant,
             "pure": accounting.PureCappedRdpAccountant}[name]()
-
-
-class CentralDpAccounted(DifferentialPrivacyServerSideFixedClipping):
-    """Central DP as Flower ships it (the server clips each update to ``clip`` and adds
-    Gaussian noise of standard deviation ``noise_multiplier·clip/cohort`` to the mean), with
-    each aggregated round composed into a privfed accountant as ``GaussianDpEvent(z)`` (the
-    mean of ``cohort`` equally weighted updates moves by at most ``clip/cohort`` when one
-    client is added or removed; no amplification: Flower samples a fixed-size cohort).
-    The ServerApp sees every update in the clear: this protects the released model only."""
-
-    def __init__(self, inner, *, noise_multiplier: float, clip: float, cohort: int,
-                 delta: float, accountant) -> None:
-        from privfed import accounting
-        from privfed.flwr import PrivacyLedger
-
-        super().__init__(inner, noise_multiplier=noise_multiplier, clipping_norm=clip,
-                         num_sampled_clients=cohort)
-        self.event = accounting.GaussianDpEvent(float(noise_multiplier))
-        self.ledger = PrivacyLedger(delta, accountant)
-
-    def aggregate_train(self, server_round, replies):
-        replies = list(replies)
-        arrays, metrics = super().aggregate_train(server_round, replies)
-        if arrays is not None:
-            ok = sum(1 for r in replies if not r.has_error())
-            rec = self.ledger.record(server_round, self.event, ok)
-            metrics = MetricRecord() if metrics is None else metrics
-            metrics["privfed-epsilon"] = rec.epsilon
-        else:
-            self.ledger.record(server_round, None, 0, "not aggregated: nothing released")
-        return arrays, metrics
 
 
 def make_strategy(s: Settings):
@@ -122,9 +103,13 @@ def make_strategy(s: Settings):
         return LocalDpStrategy(fedavg, epsilon=eps, delta=s.delta,
                                accountant=_accountant(s.accountant, s.privacy))
     if s.privacy == "central":
-        return CentralDpAccounted(fedavg, noise_multiplier=s.noise_multiplier, clip=s.clip,
-                                  cohort=s.cohort, delta=s.delta,
-                                  accountant=_accountant(s.accountant, s.privacy))
+        from privfed.flwr import CentralDpStrategy
+
+        # the server clips each update to ``clip`` and adds the noise (no client mod); each
+        # round is accounted as a cohort drawn from the num_clients SuperNodes
+        return CentralDpStrategy(fedavg, noise_multiplier=s.noise_multiplier,
+                                 clipping_norm=s.clip, population=s.num_clients,
+                                 delta=s.delta, accountant=_accountant(s.accountant, s.privacy))
     if s.privacy == "distributed":
         from privfed.flwr import DistributedDpStrategy
 
@@ -148,8 +133,8 @@ def train_config(s: Settings) -> ConfigRecord:
 
 def run(grid: Grid, s: Settings, info: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """Runs the strategy on ``grid``; returns one dict per round (accuracy, ε, seconds).
-    ``info`` receives the strategy's plan (distributed) and per-round secure-aggregation
-    timings."""
+    ``info`` receives the strategy's plan (distributed) and per-round details: the
+    secure-aggregation stages (distributed), the sample, clipping norm and noise (central)."""
     strategy = make_strategy(s)
     if info is not None and hasattr(strategy, "params"):
         info["plan"] = dict(strategy.params)
@@ -165,6 +150,15 @@ def run(grid: Grid, s: Settings, info: Optional[Dict[str, Any]] = None) -> List[
         contributors = None
         if ledger is not None and ledger.history and server_round > 0:
             contributors = ledger.history[-1].contributors
+        # the strategy's record of this round (central: CentralRound, distributed:
+        # RoundOutcome; none for a round that sent nothing)
+        outcomes = getattr(strategy, "rounds", None)
+        o = outcomes[-1] if outcomes and server_round > 0 else None
+        if o is not None and o.server_round != server_round:
+            o = None
+        if s.privacy == "central" and o is not None:
+            # ε(δ) after this round as the strategy reports it (also its privfed-epsilon metric)
+            eps, contributors = o.epsilon, o.contributors
         now = time.perf_counter()
         row = {"round": server_round, "accuracy": acc, "test_loss": loss, "epsilon": eps,
                "delta": s.delta, "contributors": contributors,
@@ -175,18 +169,10 @@ def run(grid: Grid, s: Settings, info: Optional[Dict[str, Any]] = None) -> List[
             c = "" if contributors is None else f"  contributors {contributors:3d}"
             print(f"round {server_round:3d}  accuracy {acc:.4f}  test loss {loss:.4f}  "
                   f"ε = {eps:.4f} (δ = {s.delta:g}){c}  [{row['seconds']:.1f} s]", flush=True)
-        outcomes = getattr(strategy, "rounds", None)
-        if outcomes and server_round > 0 and outcomes[-1].server_round == server_round:
-            o = outcomes[-1]
-            row.update({"sampled": o.sampled, "aborted": o.aborted,
-                        "abort_reason": o.abort_reason, "wrap_suspected": o.wrap_suspected,
-                        "stage_seconds": {k: round(v, 4) for k, v in o.stage_seconds.items()}})
-            if s.result_file:  # what the deployment test checks the decoded sum with
-                row.update({"session_id": o.session_id.hex(),
-                            "survivor_nodes": [int(n) for n in o.survivor_nodes],
-                            "node_to_client": {str(k): v for k, v in o.node_to_client.items()},
-                            "errors": {str(k): v for k, v in o.errors.items()},
-                            "mean": None if o.mean is None else [float(x) for x in o.mean]})
+        if o is not None and s.privacy == "central":
+            _central_row(row, o, s)
+        elif o is not None and s.privacy == "distributed":
+            _distributed_row(row, o, s)
         if info is not None:
             info["rounds"] = rows
             write_result(s, info, "running")
@@ -202,6 +188,30 @@ def run(grid: Grid, s: Settings, info: Optional[Dict[str, Any]] = None) -> List[
         evaluate_fn=evaluate_fn,
     )
     return rows
+
+
+def _distributed_row(row: Dict[str, Any], o, s: Settings) -> None:
+    """A secure-aggregation round (privfed.flwr.RoundOutcome) in the round's row."""
+    row.update({"sampled": o.sampled, "aborted": o.aborted,
+                "abort_reason": o.abort_reason, "wrap_suspected": o.wrap_suspected,
+                "stage_seconds": {k: round(v, 4) for k, v in o.stage_seconds.items()}})
+    if s.result_file:  # what the deployment test checks the decoded sum with
+        row.update({"session_id": o.session_id.hex(),
+                    "survivor_nodes": [int(n) for n in o.survivor_nodes],
+                    "node_to_client": {str(k): v for k, v in o.node_to_client.items()},
+                    "errors": {str(k): v for k, v in o.errors.items()},
+                    "mean": None if o.mean is None else [float(x) for x in o.mean]})
+
+
+def _central_row(row: Dict[str, Any], o, s: Settings) -> None:
+    """A central-DP round (privfed.flwr.CentralRound) in the round's row: the sample it was
+    accounted as (k of n), the clipping norm and the noise on the mean."""
+    row.update({"population": o.population, "sampled": o.sampled,
+                "refused": o.refused, "failed": o.failed,
+                "clipping_norm": o.clipping_norm, "noise_multiplier": o.noise_multiplier,
+                "noise_stddev": o.noise_stddev})
+    if s.result_file:  # the released noisy mean update, which the deployment test checks
+        row["mean"] = None if o.mean is None else [float(x) for x in o.mean]
 
 
 def write_result(s: Settings, info: Dict[str, Any], status: str, error: str = "") -> None:

@@ -300,7 +300,7 @@ impl DataSpec {
     /// `tinyshakespeare/input.txt`); the synthetic problem reads nothing.
     ///
     /// # Errors
-    /// As [`DataSpec::validate`]; [`LearnError::Data`] naming a missing or malformed file; as the
+    /// As [`DataSpec::validate`]; [`DataError::File`](crate::datasets::DataError::File) naming a missing or malformed file; as the
     /// partition (e.g. more clients than rows).
     pub fn load_with_rng<R: Rng + ?Sized>(&self, data_dir: &Path, rng: &mut R) -> Result<Loaded> {
         self.validate()?;

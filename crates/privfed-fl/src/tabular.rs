@@ -105,7 +105,7 @@ pub fn federate_dataset<R: Rng + ?Sized>(
 /// shard.
 ///
 /// # Errors
-/// The loader's [`DataError::File`] naming the file; as [`federate_dataset`].
+/// The loader's [`DataError::File`](crate::datasets::DataError::File) naming the file; as [`federate_dataset`].
 pub fn mnist<R: Rng + ?Sized>(
     data_dir: &Path,
     partition: &Partition,
@@ -121,7 +121,7 @@ pub fn mnist<R: Rng + ?Sized>(
 /// shard.
 ///
 /// # Errors
-/// The loader's [`DataError::File`] naming the file; as [`federate_dataset`].
+/// The loader's [`DataError::File`](crate::datasets::DataError::File) naming the file; as [`federate_dataset`].
 pub fn adult<R: Rng + ?Sized>(
     data_dir: &Path,
     partition: &Partition,

@@ -56,7 +56,7 @@ from .selection import (
     flatten_selected,
     log_skipped,
     replace_selected,
-    selection_from_run_config,
+    train_selected,
 )
 from .strategy_base import WrappedStrategy
 
@@ -137,27 +137,18 @@ class CentralDpMod:
         clip = float(rec["clip"])
         if not (math.isfinite(clip) and clip > 0):
             raise errors.ProtocolError(f"{who}: the server's clipping norm {clip} is not positive")
-        sel = selection_from_run_config(ctxt.run_config, include=self.include,
-                                        exclude=self.exclude, who=who)
-        _, received = single_array_record(msg.content, self.arrays_key)
-        received = received.copy() if hasattr(received, "copy") else received
-        names, skipped = sel.split(received)
-        log_skipped(who, skipped, "sent as trained (the server aggregates them without noise)",
-                    self._logged)
-        g = flatten_selected(received, names)
-        out = call_next(msg, ctxt)
-        if out.has_error():
+        out, u = train_selected(self, msg, ctxt, call_next, who,
+                                "sent as trained (the server aggregates them without noise)")
+        if u is None:
             return out
-        key, returned = single_array_record(out.content, self.arrays_key)
-        check_same_layout(received, returned)
-        delta = flatten_selected(returned, names) - g
+        delta = u.update
         if not np.all(np.isfinite(delta)):
             raise ValueError(f"{who}: the update has non-finite entries")
         unclipped = bool(np.linalg.norm(delta) <= clip)
         clipped = CentralGaussian(clip, 1.0).project(delta)  # privfed's projection (no noise)
-        out.content.array_records[key] = replace_selected(returned, names, g + clipped)
+        out.content.array_records[u.key] = replace_selected(u.returned, u.names, u.start + clipped)
         out.content[CENTRAL_RECORD] = ConfigRecord(
-            {"clip": clip, "unclipped": int(unclipped), "arrays": list(names)})
+            {"clip": clip, "unclipped": int(unclipped), "arrays": u.names})
         return out
 
 

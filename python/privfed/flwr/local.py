@@ -12,15 +12,13 @@ from flwr.serverapp.strategy import Strategy
 
 from .. import accounting
 from .ledger import PrivacyLedger, uncalled_mod_error, warn
-from .records import check_same_layout, keep_dtypes, single_array_record
+from .records import keep_dtypes
 from .selection import (
     ArraySelection,
     Patterns,
     check_records,
-    flatten_selected,
-    log_skipped,
     replace_selected,
-    selection_from_run_config,
+    train_selected,
 )
 from .strategy_base import WrappedStrategy
 
@@ -154,23 +152,14 @@ class PrivatizeMod:
             return call_next(msg, ctxt)
         who = "privatize_mod"
         check_records(msg.content, {}, who)
-        sel = selection_from_run_config(ctxt.run_config, include=self.include,
-                                        exclude=self.exclude, who=who)
-        _, received = single_array_record(msg.content, self.arrays_key)
-        received = received.copy() if hasattr(received, "copy") else received
-        names, skipped = sel.split(received)
-        log_skipped(who, skipped, "sent back as received (nothing of them leaves the device)",
-                    self._logged)
-        global_vec = flatten_selected(received, names)
-        out = call_next(msg, ctxt)
-        if out.has_error():
+        out, u = train_selected(self, msg, ctxt, call_next, who,
+                                "sent back as received (nothing of them leaves the device)")
+        if u is None:
             return out
-        key, returned = single_array_record(out.content, self.arrays_key)
-        check_same_layout(received, returned)
-        update = flatten_selected(returned, names) - global_vec
+        update = u.update
         r = self.randomizer(update.size)
         report = clip_and_privatize(r, update, self.clip)
-        out.content.array_records[key] = replace_selected(received, names, global_vec + report)
+        out.content.array_records[u.key] = replace_selected(u.received, u.names, u.start + report)
         out.content[PRIVFED_RECORD] = ConfigRecord(
             {"mechanism": str(r.name), "epsilon": float(r.epsilon), "delta": float(r.delta),
              "clip": self.clip}

@@ -31,6 +31,7 @@ from flwr.app import ArrayRecord, RecordDict
 from flwr.supercore import log as flwr_log
 
 from .. import errors
+from .records import check_same_layout, single_array_record
 
 LOG = logging.getLogger("privfed.flwr")
 
@@ -162,6 +163,40 @@ def check_records(content: RecordDict, expected: Mapping[str, Iterable[str]], wh
             raise errors.ProtocolError(
                 f"{who}: record {name!r} has unknown key(s) {extra} (known: {sorted(known)}); "
                 "the server may be a newer privfed")
+
+
+@dataclass
+class TrainedUpdate:
+    """A ClientApp's training reply seen through a mod's array selection."""
+
+    key: str  # the reply's ArrayRecord key
+    received: ArrayRecord  # the model the server sent (a copy)
+    returned: ArrayRecord  # the model the ClientApp trained
+    names: List[str]  # the arrays the mod privatizes, in order
+    start: np.ndarray  # the received named arrays, flattened
+    update: np.ndarray  # returned − received over the named arrays
+
+
+def train_selected(mod: Any, msg: Any, ctxt: Any, call_next: Any, who: str,
+                   fate: str) -> Tuple[Any, Optional[TrainedUpdate]]:
+    """What every client mod does around the ClientApp: select the arrays from ``run_config``
+    and the mod's ``include``/``exclude``, log the skipped ones with their ``fate``, run the
+    ClientApp (``call_next``) and take the update over the selected arrays. Returns the reply
+    and the update, or the reply and ``None`` when the reply carries an error."""
+    sel = selection_from_run_config(ctxt.run_config, include=mod.include,
+                                    exclude=mod.exclude, who=who)
+    _, received = single_array_record(msg.content, mod.arrays_key)
+    received = received.copy() if hasattr(received, "copy") else received
+    names, skipped = sel.split(received)
+    log_skipped(who, skipped, fate, mod._logged)
+    start = flatten_selected(received, names)
+    out = call_next(msg, ctxt)
+    if out.has_error():
+        return out, None
+    key, returned = single_array_record(out.content, mod.arrays_key)
+    check_same_layout(received, returned)
+    update = flatten_selected(returned, names) - start
+    return out, TrainedUpdate(key, received, returned, list(names), start, update)
 
 
 def flatten_selected(record: ArrayRecord, names: Sequence[str]) -> np.ndarray:

@@ -90,7 +90,7 @@ if [ -f $E/paper001_dme_theirs.csv ]; then
     --title "privfed (50 trials) and the authors' TensorFlow code (10 trials), n = 100, d = 250"
 fi
 
-# ---- Federated learning (issue 13; `privfed fl experiment NAME --out experiments/fl`) ----
+# ---- Federated learning (`privfed fl experiment NAME --out experiments/fl`) ----
 # (paper000-logistic's figure is the one `fl experiment` draws: its ε = ∞ reference is a row of
 # the same series, which `privfed plot` does not mix with points.)
 # The reference runs (central Gaussian: no quantization) have bits = inf in the CSV; `privfed plot`

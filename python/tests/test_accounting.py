@@ -27,9 +27,9 @@ needs_dpa = pytest.mark.requires(
 # 1e-6 relative (Rust suite), so ε does too, to 1e-5.
 RDP_SAME_ORDERS_REL = 1e-5
 # On privfed's default grid (a superset of dp_accounting's) ε may only be smaller, or larger by
-# at most 0.5% (issue 3).
+# at most 0.5%.
 RDP_DEFAULT_MAX_LOOSER = 0.005
-# PLD: within 0.5% (issue 3), and never more than 0.2% below (both are pessimistic).
+# PLD: within 0.5%, and never more than 0.2% below (both are pessimistic).
 PLD_REL = 0.005
 PLD_MAX_BELOW = 0.002
 CALIBRATION_REL = 0.01

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Side-by-side PLD benchmark (issue 3): privfed vs dp_accounting 0.6.0 on the same machine, one run.
+# Side-by-side PLD benchmark: privfed vs dp_accounting 0.6.0 on the same machine, one run.
 # Usage: scripts/bench/bench_pld.sh   (from the repository root)
 set -e
 cargo build --release -q -p privfed-accounting --example bench_pld

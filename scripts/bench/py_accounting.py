@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""privfed.accounting vs dp_accounting 0.6.0 from Python, side by side in one run (issue 14).
+"""privfed.accounting vs dp_accounting 0.6.0 from Python, side by side in one run.
 
 Usage (from the repository root; see scripts/bench/PY_BENCH.md):
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PrivUnit2 from Python, side by side in one run (issue 14): privfed vs the Rust CLI vs the public
+"""PrivUnit2 from Python, side by side in one run: privfed vs the Rust CLI vs the public
 numpy implementations (google-research rcc_dp, pfl-research before it removed PrivUnit2).
 
 Usage (from the repository root; see scripts/bench/PY_BENCH.md):

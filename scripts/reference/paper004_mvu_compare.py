@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compare privfed's MVU designer with paper 004's own reference designer (issue 5).
+"""Compare privfed's MVU designer with paper 004's own reference designer.
 
 The reference is the paper's code, facebookresearch/dp_compression on GitHub (`optimize_mvu.py`,
 `mechanisms.py`). It is NOT on PyPI and is not shipped with privfed: obtain a checkout separately

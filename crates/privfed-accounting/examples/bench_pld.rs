@@ -1,5 +1,5 @@
 //! Benchmark: PLD accounting of the Poisson-subsampled Gaussian, q = 0.01, z = 1.1,
-//! 10^4 steps, δ = 1e-5 (issue 3). Compare with `scripts/bench/bench_pld_dp_accounting.py`.
+//! 10^4 steps, δ = 1e-5. Compare with `scripts/bench/bench_pld_dp_accounting.py`.
 //!
 //! `cargo run --release -p privfed-accounting --example bench_pld`
 

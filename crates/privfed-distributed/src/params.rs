@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn heuristic_scale_golden_values() {
-        // n = 100, c = 1, local σ = 0.1 (central 1), d = 2^20, k = 4 (issue 11's golden values,
+        // n = 100, c = 1, local σ = 0.1 (central 1), d = 2^20, k = 4 (golden values,
         // from the paper's code): s ≈ 8153 at b = 16, ≈ 510 at b = 12.
         let s16 = heuristic_scale(0.1, 1.0, 16, 100, 1 << 20, 4.0).unwrap();
         let s12 = heuristic_scale(0.1, 1.0, 12, 100, 1 << 20, 4.0).unwrap();

@@ -6,7 +6,7 @@
 //! ```
 //!
 //! The numbers and the side-by-side comparison with candle and PyTorch are in `BENCHMARKS.md`
-//! ("FL models (issue 13)").
+//! ("FL models").
 
 use std::time::Instant;
 

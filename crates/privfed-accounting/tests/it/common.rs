@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 /// Every tolerance used against the reference implementation, in one place.
 pub mod tol {
-    /// RDP ε may exceed dp_accounting's by at most this relative amount (issue 3). Our grid
+    /// RDP ε may exceed dp_accounting's by at most this relative amount. Our grid
     /// contains dp_accounting's, so for equal per-order values it can only be smaller.
     pub const RDP_EPS_MAX_LOOSER: f64 = 0.005;
     /// Per-order RDP values at dp_accounting's orders: relative agreement (both directions)
@@ -19,7 +19,7 @@ pub mod tol {
     /// Fractional-order subsampled-Gaussian RDP against 40-digit mpmath quadrature (relative).
     /// The largest error seen is 4.1e-15 (q = 0.01, z = 1.1, α = 1.1).
     pub const RDP_FRACTIONAL_REL: f64 = 1e-13;
-    /// PLD ε within this relative distance of dp_accounting's (issue 3: 0.5%).
+    /// PLD ε within this relative distance of dp_accounting's (the target: 0.5%).
     pub const PLD_EPS_REL: f64 = 0.005;
     /// PLD ε may be below dp_accounting's by at most this relative amount ("never meaningfully
     /// below": both are pessimistic approximations of the same true ε; a difference beyond
@@ -28,7 +28,7 @@ pub mod tol {
     /// PLD δ at a fixed ε, relative (δ moves much faster than ε: 2% in δ is well under 0.5%
     /// in ε for these cases).
     pub const PLD_DELTA_REL: f64 = 0.02;
-    /// Calibrated noise multipliers within this relative distance (issue 3: 1%).
+    /// Calibrated noise multipliers within this relative distance (the target: 1%).
     pub const CALIBRATION_REL: f64 = 0.01;
 }
 

@@ -1,4 +1,4 @@
-//! The designer against paper 004's own reference designer (issue 5).
+//! The designer against paper 004's own reference designer.
 //!
 //! `experiments/paper004_reference_designs.csv` records what the paper's code
 //! (facebookresearch/dp_compression, `optimize_mvu.py --method tr`: scipy trust-constr; not on

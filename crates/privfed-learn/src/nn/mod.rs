@@ -1,4 +1,4 @@
-//! Models with gradients for federated training (issue 13).
+//! Models with gradients for federated training.
 //!
 //! Every model keeps its parameters as **one flat `f32` vector**, so a client's update (new
 //! parameters minus old) is a slice the mechanisms take directly, and the server optimizer, the

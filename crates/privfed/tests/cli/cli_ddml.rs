@@ -207,7 +207,7 @@ fn mnist_short_run_learns() {
 )]
 fn adult_short_run_learns() {
     // Two passes at paper 003's ε = ln 32 end, on average over seeds, at the majority-class
-    // rate (0.762 ± 0.003 over 40 seeds, before and after the generator change of issue 15;
+    // rate (0.762 ± 0.003 over 40 seeds, before and after the AES-CTR generator change;
     // only ~1 seed in 4 exceeds 0.78), so "learns" is checked where the signal dominates the
     // noise: at ε = 100 the same run reaches 0.825 ± 0.003 (12 seeds), 15 standard deviations
     // above the 0.78 threshold, while a run that did not learn stays near 0.76.

@@ -3,7 +3,7 @@
 
 use crate::common::{fails_with, json_ok, privfed, words};
 
-/// Issue 11's golden values: n = 100, c = 1, local σ = 0.1, d = 2^20, k = 4.
+/// Golden values: n = 100, c = 1, local σ = 0.1, d = 2^20, k = 4.
 #[test]
 fn describe_skellam_golden_values() {
     let base = [

@@ -591,7 +591,7 @@ fn simulate_server_errors() {
     assert_eq!(model_info(url, "taken").unwrap().updates_accepted, 0);
 }
 
-/// Issue 16 item 7: `privfed serve` on a directory without a store refuses to start (the old
+/// `privfed serve` on a directory without a store refuses to start (the old
 /// binary silently created an empty store, losing every model without a word); `--init-store`
 /// creates one, and refuses when one exists.
 #[test]

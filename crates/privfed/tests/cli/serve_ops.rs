@@ -1,4 +1,4 @@
-//! `privfed serve` as an operator runs it (issue 16, items 5, 7 and 8): JSON logs on stderr for
+//! `privfed serve` as an operator runs it: JSON logs on stderr for
 //! start-up, requests (at debug) and shutdown; SIGTERM with a client holding a partial request
 //! exits within the shutdown deadline and releases the store for a replacement; a failing disk
 //! makes the server fail closed; bad flags fail; both group-commit modes acknowledge and count

@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 from flwr.app import Context
 from flwr.client import ClientApp as LegacyClientApp
 from flwr.client import NumPyClient
@@ -51,14 +50,39 @@ def _client_fn(context: Context):
 client_app = LegacyClientApp(client_fn=_client_fn, mods=[secaggplus_mod])
 
 
-def make_server_app(s, sink: Optional[Dict[str, Any]] = None, num_shares: Any = 1.0,
+def make_server_app(s=None, sink: Optional[Dict[str, Any]] = None, num_shares: Any = 1.0,
                     reconstruction_threshold: Any = 0.5) -> ServerApp:
-    """FedAvg under SecAgg+ with the example's settings ``s`` (server_app.Settings).
+    """FedAvg under SecAgg+ with the example's settings ``s`` (server_app.Settings; None: from
+    the run config of ``flwr run``, as on the Deployment Engine).
 
     ``num_shares = 1.0`` is the complete graph (plain SecAgg), the default threshold half the
-    neighbourhood; ``clipping_range = 8`` (Flower's default) bounds the model's weights."""
+    neighbourhood; ``clipping_range = 8`` (Flower's default) bounds the model's weights. With a
+    ``result-file`` in the settings the rounds are written there as the privfed ServerApp
+    writes them (``server_app.write_result``)."""
+    from .server_app import Settings, write_result
+
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context: Context) -> None:
+        settings = s if s is not None else Settings.from_run_config(dict(context.run_config))
+        rows: List[Dict[str, Any]] = []
+        info: Dict[str, Any] = {"rounds": rows}
+        try:
+            _run(grid, context, settings, rows, num_shares, reconstruction_threshold)
+        except Exception as exc:
+            write_result(settings, info, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        write_result(settings, info, "completed")
+        if sink is not None:
+            sink["rounds"] = rows
+
+    return app
+
+
+def _run(grid, context: Context, s, rows: List[Dict[str, Any]], num_shares: Any,
+         reconstruction_threshold: Any) -> None:
     test = task.test_data(s.data_dir)
-    rows: List[Dict[str, Any]] = []
     t_last = [time.perf_counter()]
 
     def evaluate_fn(server_round, parameters, config):
@@ -86,18 +110,16 @@ def make_server_app(s, sink: Optional[Dict[str, Any]] = None, num_shares: Any = 
         min_fit_clients=s.cohort, min_available_clients=s.num_clients,
         initial_parameters=ndarrays_to_parameters([init[k] for k in KEYS]),
         evaluate_fn=evaluate_fn, on_fit_config_fn=fit_config)
-    app = ServerApp()
+    ctx = LegacyContext(context=context, config=ServerConfig(num_rounds=s.num_rounds,
+                                                             round_timeout=s.timeout),
+                        strategy=strategy)
+    workflow = DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(
+        num_shares=num_shares, reconstruction_threshold=reconstruction_threshold,
+        max_weight=float(60_000 // s.num_clients), timeout=s.timeout))
+    workflow(grid, ctx)
 
-    @app.main()
-    def main(grid, context: Context) -> None:
-        ctx = LegacyContext(context=context, config=ServerConfig(num_rounds=s.num_rounds,
-                                                                 round_timeout=s.timeout),
-                            strategy=strategy)
-        workflow = DefaultWorkflow(fit_workflow=SecAggPlusWorkflow(
-            num_shares=num_shares, reconstruction_threshold=reconstruction_threshold,
-            max_weight=float(60_000 // s.num_clients), timeout=s.timeout))
-        workflow(grid, ctx)
-        if sink is not None:
-            sink["rounds"] = rows
 
-    return app
+#: The ServerApp ``flwr run`` starts when a copy of the app names it in its pyproject
+#: (``serverapp = "privfed_flwr_example.flower_secaggplus:server_app"``, ``clientapp =
+#: "privfed_flwr_example.flower_secaggplus:client_app"``); settings from the run config.
+server_app = make_server_app()

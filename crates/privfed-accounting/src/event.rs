@@ -124,6 +124,26 @@ pub enum DpEvent {
 }
 
 impl DpEvent {
+    /// The privacy event of one release of a local randomizer, the one place a randomizer is
+    /// mapped to its event: `Gaussian(σ/Δ₂)` for the Gaussian mechanism, `Laplace(b/Δ₁)` for
+    /// Laplace (accounted through its RDP curve, tighter than its pure ε under composition), and
+    /// `PureDp(ε)` for every ε-LDP randomizer (its [`Guarantee`](privfed_mechanisms::Guarantee)'s
+    /// ε).
+    pub fn of_randomizer(r: &privfed_mechanisms::AnyRandomizer) -> Self {
+        use privfed_mechanisms::{AnyRandomizer, LocalRandomizer};
+        match r {
+            AnyRandomizer::Gaussian(g) => DpEvent::Gaussian {
+                noise_multiplier: g.sigma() / g.sensitivity(),
+            },
+            AnyRandomizer::Laplace(l) => DpEvent::Laplace {
+                scale: l.scale() / l.sensitivity(),
+            },
+            m => DpEvent::PureDp {
+                epsilon: m.guarantee().epsilon(),
+            },
+        }
+    }
+
     /// `count` repetitions of a Poisson-sampled Gaussian: the DP-SGD / DP-FedAvg event.
     pub fn poisson_gaussian(rate: f64, noise_multiplier: f64, count: u64) -> Self {
         let inner = DpEvent::Gaussian { noise_multiplier };
@@ -361,6 +381,45 @@ impl DpEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_randomizer_maps_to_its_release_event() {
+        use privfed_mechanisms::{
+            AnyRandomizer, Domain, gaussian::Gaussian, grid_rr::GridRr, laplace::Laplace,
+        };
+        // σ = 3 on the ℓ2 ball of radius 0.5 (Δ₂ = 1): noise multiplier 3.
+        let ball = Domain::L2Ball {
+            dim: 4,
+            radius: 0.5,
+        };
+        let g = Gaussian::with_sigma(3.0, 1e-5, ball).unwrap();
+        let z = g.sigma() / g.sensitivity();
+        assert!((z - 3.0).abs() < 1e-12, "{z}");
+        assert_eq!(
+            DpEvent::of_randomizer(&AnyRandomizer::Gaussian(g)),
+            DpEvent::Gaussian {
+                noise_multiplier: z
+            }
+        );
+        let l = Laplace::new(
+            2.0,
+            Domain::L1Ball {
+                dim: 4,
+                radius: 0.5,
+            },
+        )
+        .unwrap();
+        let DpEvent::Laplace { scale } = DpEvent::of_randomizer(&AnyRandomizer::Laplace(l)) else {
+            panic!("Laplace maps to a Laplace event");
+        };
+        // b/Δ₁ = 1/ε for the Laplace mechanism calibrated to ε.
+        assert!((scale - 0.5).abs() < 1e-12, "{scale}");
+        let rr = GridRr::scalar_dp(1.5, 1.0).unwrap();
+        assert_eq!(
+            DpEvent::of_randomizer(&AnyRandomizer::GridRr(rr)),
+            DpEvent::PureDp { epsilon: 1.5 }
+        );
+    }
 
     #[test]
     fn sampled_steps_pick_local_sampling_for_pure_dp_only() {

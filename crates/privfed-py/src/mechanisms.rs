@@ -253,18 +253,7 @@ impl Randomizer {
     /// the Gaussian mechanism, `LaplaceDpEvent(b/Δ₁)` for Laplace (tighter under RDP than its
     /// pure ε), `PureDpEvent(ε)` for the ε-LDP randomizers.
     fn dp_event<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let e = match &self.inner {
-            AnyRandomizer::Gaussian(g) => DpEvent::Gaussian {
-                noise_multiplier: g.sigma() / g.sensitivity(),
-            },
-            AnyRandomizer::Laplace(l) => DpEvent::Laplace {
-                scale: l.scale() / l.sensitivity(),
-            },
-            m => DpEvent::PureDp {
-                epsilon: m.guarantee().epsilon(),
-            },
-        };
-        event_to_py(py, &e)
+        event_to_py(py, &DpEvent::of_randomizer(&self.inner))
     }
 
     fn __repr__(&self) -> String {

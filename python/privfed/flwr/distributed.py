@@ -26,7 +26,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 import numpy as np
 from flwr.app import (
@@ -56,11 +56,14 @@ from .selection import (
     selection_from_run_config,
 )
 from .strategy_base import WrappedStrategy
+from .vault import NodeVault, resolve_dir, vault_for
 
 #: The ConfigRecord of every secure-aggregation message (both ways) and of the client's state.
 SECAGG_RECORD = "privfed-secagg"
 STATE_RECORD = "privfed-secagg-state"
 STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
+#: The layout of the client's ``ctxt.state`` record (see :class:`DistributedDpMod`).
+STATE_VERSION = 2
 #: The keys a server's "privfed-secagg" record may carry (any other is refused by the mod).
 _SECAGG_KEYS = ("stage", "config", "client-id", "round", "plan", "message", "arrays")
 
@@ -89,10 +92,21 @@ class DistributedDpMod:
       refuse contradictory requests: ``ProtocolAbort``).
 
     The client's state between stages lives in the node's Context (``ctxt.state``, record
-    ``"privfed-secagg-state"``), as Flower's own ``secaggplus_mod`` keeps its keys: the seed
-    of the round's secrets and the server messages handled so far, from which the client is
-    rebuilt at each stage (the SuperNode, or the simulation engine, keeps the Context in
-    memory). It is deleted after the unmasking answer.
+    ``"privfed-secagg-state"``; Flower's Deployment Engine may start a fresh ClientApp process
+    per message and keeps only the Context): the round's session id, server round, client id,
+    configuration and plan, the stages answered so far, the server messages handled so far and
+    the round's 32-byte master seed (OS CSPRNG) **sealed** with ChaCha20-Poly1305 under a key in
+    a node-local directory (:mod:`privfed.flwr.vault`; ``state_dir=``, else the node config's
+    ``privfed-state-dir``, else ``$PRIVFED_STATE_DIR``, else ``~/.local/state/privfed``). The
+    client is rebuilt from them at each stage. Every stage is claimed in that directory's
+    journal before it is answered, so it is answered **once**; any refusal (a contradictory or
+    malformed request, a stage re-sent or out of order, a failing ClientApp) is **sticky**: the
+    round is recorded as aborted in the journal and its state replaced by an ``aborted`` marker
+    without seed or messages, and every later message of that round is refused — after a
+    process restart, on a rolled-back Context copy and for concurrent deliveries too. After the
+    unmasking answer only a ``finished`` marker stays. A new round (another session id)
+    replaces an unfinished one, whose seed is dropped. What this does not cover:
+    docs/FLOWER.md, "What ctxt.state holds".
 
     Only the selected arrays are encoded: float arrays matching ``include`` and no ``exclude``
     pattern (``privfed-include`` / ``privfed-exclude`` in ``Context.run_config``, read on every
@@ -118,9 +132,11 @@ class DistributedDpMod:
         threads: Optional[int] = 1,
         include: Patterns = None,
         exclude: Patterns = None,
+        state_dir: Union[str, "os.PathLike[str]", None] = None,
     ) -> None:
         if args:
             raise uncalled_mod_error("DistributedDpMod", "DistributedDpMod()", args)
+        self.state_dir = state_dir
         ArraySelection.of(include, exclude)  # refuse malformed patterns now
         self.include, self.exclude = include, exclude
         self._logged: set = set()
@@ -130,12 +146,22 @@ class DistributedDpMod:
         self.encoder_seed = encoder_seed
         self.threads = threads
 
-    # -- state: the seed and the server messages so far; the client is replayed from them --
+    # -- state: the sealed seed and the server messages so far; the client is replayed --
+    def _vault(self, ctxt: Context) -> NodeVault:
+        return vault_for(resolve_dir(self.state_dir, ctxt.node_config))
+
     @staticmethod
-    def _restore(st: ConfigRecord):
+    def _node(ctxt: Context) -> str:
+        return str(ctxt.node_id)
+
+    def _restore(self, st: ConfigRecord, ctxt: Context, vault: NodeVault):
         cfg = _config_from_bytes(st["config"])
-        client = sa.SecAggClient(cfg, int(st["client-id"]), seed=bytes(st["seed"]))
-        for m in list(st.get("messages", [])) if hasattr(st, "get") else []:
+        cid = int(st["client-id"])
+        seed = vault.open(bytes(st["sealed-seed"]), session=bytes(st["session"]),
+                          node=self._node(ctxt), client_id=cid, created=int(st["created"]))
+        client = sa.SecAggClient(cfg, cid, seed=seed)
+        del seed
+        for m in list(st["messages"]):
             inp = None
             if client.next_stage == "masked_input":
                 # the state after the masked input does not depend on the input
@@ -156,9 +182,47 @@ class DistributedDpMod:
         if self.max_clip is not None and (c is None or float(c) > self.max_clip):
             raise errors.ProtocolAbort(f"the server's plan clips at {c} > {self.max_clip}")
 
+    @staticmethod
+    def _marker(st: ConfigRecord, status: str, reason: str = "") -> ConfigRecord:
+        """What a round leaves in ``ctxt.state`` once it is over on this node: its session,
+        server round, client id and progress, never its seed or messages."""
+        out = ConfigRecord({
+            "version": STATE_VERSION, "status": status, "session": bytes(st["session"]),
+            "round": int(st["round"]), "client-id": int(st["client-id"]),
+            "answered": [str(a) for a in st["answered"]],
+        })
+        if reason:
+            out["reason"] = reason[:500]
+        return out
+
+    def _abort_running(self, ctxt: Context, reason: str) -> None:
+        """Makes a refusal stick: the round in progress (if any) is recorded as aborted in the
+        node's journal and its state replaced by an ``aborted`` marker (seed and messages
+        gone)."""
+        states = ctxt.state.config_records
+        st = states.get(STATE_RECORD)
+        if st is None or st.get("status") != "running":
+            return
+        try:
+            self._vault(ctxt).abort(bytes(st["session"]), self._node(ctxt), reason)
+        finally:
+            states[STATE_RECORD] = self._marker(st, "aborted", reason)
+
     def __call__(self, msg: Message, ctxt: Context, call_next: Callable) -> Message:
         if msg.metadata.message_type != MessageType.TRAIN:
             return call_next(msg, ctxt)
+        try:
+            out = self._handle(msg, ctxt, call_next)
+        except Exception as exc:
+            # Any refusal ends the round on this node for good: a server that re-sends the
+            # refused stage (or any other) finds it aborted, whatever process answers.
+            self._abort_running(ctxt, f"{type(exc).__name__}: {exc}")
+            raise
+        if out.has_error():  # the ClientApp failed at the masked input: the round is over too
+            self._abort_running(ctxt, f"the ClientApp failed: {out.error.reason}")
+        return out
+
+    def _handle(self, msg: Message, ctxt: Context, call_next: Callable) -> Message:
         check_records(msg.content, {SECAGG_RECORD: _SECAGG_KEYS}, "distributed_dp_mod")
         # the run config is read on every call (a misspelt privfed- key fails every stage)
         sel = selection_from_run_config(ctxt.run_config, include=self.include,
@@ -170,28 +234,58 @@ class DistributedDpMod:
                 "the update is never sent in the clear (is the server a DistributedDpStrategy?)"
             )
         stage = str(rec["stage"])
+        if stage not in STAGES:
+            raise errors.ProtocolError(f"unknown secure-aggregation stage {stage!r}")
         states = ctxt.state.config_records
+        st = states.get(STATE_RECORD)
+        if st is not None and st.get("version") != STATE_VERSION:
+            # another layout (an older privfed kept the seed in the clear): drop it
+            del states[STATE_RECORD]
+            st = None
+        node = self._node(ctxt)
         if stage == "advertise_keys":
             cfg = _config_from_bytes(rec["config"])
             params = json.loads(str(rec["plan"]))
             self._check_plan(params)
             if int(params.get("padded_dim", cfg.dim)) != cfg.dim:
                 raise errors.ProtocolError("the plan's padded dimension is not the round's")
+            session, cid = _session_id(cfg), int(rec["client-id"])
+            vault = self._vault(ctxt)
+            if st is not None and st.get("status") == "running" and bytes(
+                    st["session"]) != session:
+                # the server moved on (the old round aborted on its side): the old seed goes
+                self._abort_running(ctxt, "superseded by a new round before it finished")
+            vault.prune()
+            vault.claim(session, node, stage)  # a round is started once per node
+            created = int(time.time())
             seed = os.urandom(32)
-            client = sa.SecAggClient(cfg, int(rec["client-id"]), seed=seed)
+            client = sa.SecAggClient(cfg, cid, seed=seed)
+            sealed = vault.seal(seed, session=session, node=node, client_id=cid,
+                                created=created)
+            del seed
             states[STATE_RECORD] = ConfigRecord({
-                "config": bytes(rec["config"]), "client-id": int(rec["client-id"]),
-                "seed": seed, "plan": str(rec["plan"]), "round": int(rec["round"]),
-                "messages": [],
+                "version": STATE_VERSION, "status": "running", "session": session,
+                "round": int(rec["round"]), "client-id": cid, "answered": [stage],
+                "config": bytes(rec["config"]), "plan": str(rec["plan"]),
+                "created": created, "sealed-seed": sealed, "messages": [],
             })
             answer = bytes(client.advertise_message)
         else:
-            if stage not in STAGES:
-                raise errors.ProtocolError(f"unknown secure-aggregation stage {stage!r}")
-            st = states.get(STATE_RECORD)
             if st is None:
                 raise errors.ProtocolError(f"stage {stage} without a round in progress")
-            client = self._restore(st)
+            status = str(st.get("status", ""))
+            if status == "aborted":
+                raise errors.ProtocolAbort(
+                    f"stage {stage}: this node aborted the round ({st.get('reason', '')}); "
+                    f"every later message of the round is refused")
+            if status != "running":
+                raise errors.ProtocolError(
+                    f"stage {stage}: the round is over on this node ({status or 'unknown state'})")
+            vault = self._vault(ctxt)
+            # claimed before it is computed: a stage is answered at most once, whatever
+            # process or Context copy handles a re-sent or concurrent message
+            vault.claim(bytes(st["session"]), node, stage)
+            client = self._restore(st, ctxt, vault)
             if client.next_stage != stage:
                 raise errors.ProtocolError(
                     f"the server sent stage {stage}, the client expects {client.next_stage}")
@@ -203,8 +297,9 @@ class DistributedDpMod:
                 answer = bytes(client.handle(server_msg, x))
             else:
                 answer = bytes(client.handle(server_msg))
-            if stage == "unmasking":
-                del states[STATE_RECORD]
+            st["answered"] = [str(a) for a in st["answered"]] + [stage]
+            if stage == STAGES[-1]:
+                states[STATE_RECORD] = self._marker(st, "finished")
             else:
                 st["messages"] = list(st["messages"]) + [server_msg]
         out = RecordDict({SECAGG_RECORD: ConfigRecord({"stage": stage, "message": answer})})

@@ -2,15 +2,18 @@
 
 Client: :func:`distributed_dp_mod` encodes the update (clip, scale, rotate, round, Skellam share,
 mod 2^bits; :mod:`privfed.distributed`) and runs privfed's secure-aggregation client
-(:mod:`privfed.secagg`) over four TRAIN messages. Server: :class:`DistributedDpStrategy` runs
-the four stages over Flower's Grid, decodes the mean of the survivors' updates from the modular
-sum, hands ``global + mean`` to the inner strategy and accounts one event per round with the
-clients whose inputs are in the sum.
+(:mod:`privfed.secagg`) over four TRAIN messages (five in the active mode). Server:
+:class:`DistributedDpStrategy` runs the stages over Flower's Grid, decodes the mean of the
+survivors' updates from the modular sum, hands ``global + mean`` to the inner strategy and
+accounts one event per round with the clients whose inputs are in the sum.
 
-Threat model: privfed's **honest-but-curious** secure aggregation. The server (the SuperLink's
-operator) sees only the modular sum as long as it relays keys and reports dropouts truthfully;
-one that lies about dropouts or substitutes keys recovers a single client's encoding, which
-carries only that client's share of the noise (``docs/SECURE_AGGREGATION.md``, "Threat models").
+Threat model: by default privfed's **honest-but-curious** secure aggregation. The server (the
+SuperLink's operator) sees only the modular sum as long as it relays keys and reports dropouts
+truthfully; one that lies about dropouts or substitutes keys recovers a single client's
+encoding, which carries only that client's share of the noise. With
+``DistributedDpStrategy(threat_model="active", roster=...)`` the round runs the actively secure
+mode (device-signed keys, a consistency check before unmasking), which withstands that server
+(``docs/SECURE_AGGREGATION.md``, "Threat models"; docs/FLOWER.md, "Threat model").
 
 Wire: every stage message carries a ConfigRecord ``"privfed-secagg"`` with ``stage`` and
 ``message`` (privfed's postcard bytes); the first one also the round configuration
@@ -62,10 +65,15 @@ from .vault import NodeVault, resolve_dir, vault_for
 SECAGG_RECORD = "privfed-secagg"
 STATE_RECORD = "privfed-secagg-state"
 STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
+#: The stages of an active-mode round (a consistency check before the unmasking).
+ACTIVE_STAGES = ("advertise_keys", "share_keys", "masked_input", "consistency_check", "unmasking")
 #: The layout of the client's ``ctxt.state`` record (see :class:`DistributedDpMod`).
 STATE_VERSION = 2
 #: The keys a server's "privfed-secagg" record may carry (any other is refused by the mod).
-_SECAGG_KEYS = ("stage", "config", "client-id", "round", "plan", "message", "arrays")
+_SECAGG_KEYS = ("stage", "config", "client-id", "round", "plan", "message", "arrays", "roster")
+#: Node-config keys (set by the SuperNode's operator, never by the server) of the active mode.
+AUTHORITY_KEY = "privfed-secagg-authority"
+DEVICE_KEY = "privfed-device-key"
 
 
 def _config_from_bytes(data: bytes):
@@ -120,6 +128,15 @@ class DistributedDpMod:
     client refuse a plan that would give it less noise, or a larger sensitivity, than it
     accepts. ``encoder_seed(context, server_round)`` (experiments only) fixes the encoder's
     randomness; never use it for a real release.
+
+    Active rounds (``DistributedDpStrategy(threat_model="active")``): the client signs its round
+    keys with its device key (``device_key=``, else the node config's ``privfed-device-key``, else
+    ``secagg-device-<node id>.key`` in the state directory; made from the OS CSPRNG if missing)
+    and answers the ``consistency_check`` stage. With an enrollment authority (``authority=``, 32
+    bytes or 64 hex digits, else the node config's ``privfed-secagg-authority``) it verifies the
+    roster the server relays and joins only active rounds naming a roster that authority
+    signed; ``require_active=True`` refuses honest-but-curious rounds without one (default: only
+    when an authority is set).
     """
 
     def __init__(
@@ -133,10 +150,16 @@ class DistributedDpMod:
         include: Patterns = None,
         exclude: Patterns = None,
         state_dir: Union[str, "os.PathLike[str]", None] = None,
+        authority: Union[bytes, str, None] = None,
+        device_key: Union[str, "os.PathLike[str]", None] = None,
+        require_active: Optional[bool] = None,
     ) -> None:
         if args:
             raise uncalled_mod_error("DistributedDpMod", "DistributedDpMod()", args)
         self.state_dir = state_dir
+        self.authority = _authority(authority) if authority is not None else None
+        self.device_key = device_key
+        self.require_active = require_active
         ArraySelection.of(include, exclude)  # refuse malformed patterns now
         self.include, self.exclude = include, exclude
         self._logged: set = set()
@@ -159,7 +182,8 @@ class DistributedDpMod:
         cid = int(st["client-id"])
         seed = vault.open(bytes(st["sealed-seed"]), session=bytes(st["session"]),
                           node=self._node(ctxt), client_id=cid, created=int(st["created"]))
-        client = sa.SecAggClient(cfg, cid, seed=seed)
+        roster = bytes(st["roster"]) if "roster" in st else None
+        client = self._client(cfg, cid, seed, roster, ctxt)
         del seed
         for m in list(st["messages"]):
             inp = None
@@ -168,6 +192,58 @@ class DistributedDpMod:
                 inp = np.zeros(cfg.dim, dtype=np.uint64)
             client.handle(bytes(m), inp)
         return client
+
+    # -- the active mode: the device key, the authority, and which rounds this node joins --
+    def _authority_of(self, ctxt: Context) -> Optional[bytes]:
+        if self.authority is not None:
+            return self.authority
+        a = ctxt.node_config.get(AUTHORITY_KEY) if ctxt.node_config is not None else None
+        return _authority(str(a)) if a else None
+
+    def _device(self, ctxt: Context):
+        path = self.device_key
+        if path is None and ctxt.node_config is not None:
+            path = ctxt.node_config.get(DEVICE_KEY) or None
+        if path is None:
+            vault = resolve_dir(self.state_dir, ctxt.node_config)
+            vault.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path = vault / f"secagg-device-{ctxt.node_id}.key"
+        return sa.DeviceKey.load(str(path), create=True)
+
+    def _check_threat_model(self, cfg, roster: Optional[bytes], ctxt: Context) -> None:
+        """Refuses a round weaker than this node accepts: a node that trusts an enrollment
+        authority (or ``require_active=True``) joins active rounds only, and with an authority
+        only rounds that name a roster it signed."""
+        authority = self._authority_of(ctxt)
+        require = self.require_active if self.require_active is not None else (
+            authority is not None)
+        if cfg.threat_model != "active":
+            if require:
+                raise errors.ProtocolAbort(
+                    "the round is honest-but-curious; this node joins active rounds only (a "
+                    "server that lies about dropouts would recover its update otherwise)")
+            return
+        if cfg.roster is None:
+            if authority is not None:
+                raise errors.ProtocolAbort(
+                    "the round names no roster, so the server could join it as any number of "
+                    "clients; this node trusts an enrollment authority and refuses it")
+            return
+        if authority is None:
+            raise errors.ProtocolAbort(
+                f"the round names a roster and this node has no enrollment authority to check "
+                f"it against ({AUTHORITY_KEY} in the node config, or authority=)")
+        if roster is None:
+            raise errors.ProtocolError("the round names a roster the server did not send")
+
+    def _client(self, cfg, cid: int, seed: bytes, roster: Optional[bytes], ctxt: Context):
+        if cfg.threat_model != "active":
+            return sa.SecAggClient(cfg, cid, seed=seed)
+        if roster is None:
+            return sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt))
+        return sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt),
+                               roster=sa.Roster.from_bytes(roster),
+                               authority=self._authority_of(ctxt))
 
     def _check_plan(self, params: Dict[str, Any]) -> None:
         sd = params.get("local_noise_stddev")
@@ -234,7 +310,7 @@ class DistributedDpMod:
                 "the update is never sent in the clear (is the server a DistributedDpStrategy?)"
             )
         stage = str(rec["stage"])
-        if stage not in STAGES:
+        if stage not in ACTIVE_STAGES:
             raise errors.ProtocolError(f"unknown secure-aggregation stage {stage!r}")
         states = ctxt.state.config_records
         st = states.get(STATE_RECORD)
@@ -250,6 +326,8 @@ class DistributedDpMod:
             if int(params.get("padded_dim", cfg.dim)) != cfg.dim:
                 raise errors.ProtocolError("the plan's padded dimension is not the round's")
             session, cid = _session_id(cfg), int(rec["client-id"])
+            roster = bytes(rec["roster"]) if "roster" in rec else None
+            self._check_threat_model(cfg, roster, ctxt)
             vault = self._vault(ctxt)
             if st is not None and st.get("status") == "running" and bytes(
                     st["session"]) != session:
@@ -259,7 +337,7 @@ class DistributedDpMod:
             vault.claim(session, node, stage)  # a round is started once per node
             created = int(time.time())
             seed = os.urandom(32)
-            client = sa.SecAggClient(cfg, cid, seed=seed)
+            client = self._client(cfg, cid, seed, roster, ctxt)
             sealed = vault.seal(seed, session=session, node=node, client_id=cid,
                                 created=created)
             del seed
@@ -269,6 +347,8 @@ class DistributedDpMod:
                 "config": bytes(rec["config"]), "plan": str(rec["plan"]),
                 "created": created, "sealed-seed": sealed, "messages": [],
             })
+            if roster is not None:
+                states[STATE_RECORD]["roster"] = roster
             answer = bytes(client.advertise_message)
         else:
             if st is None:
@@ -298,7 +378,7 @@ class DistributedDpMod:
             else:
                 answer = bytes(client.handle(server_msg))
             st["answered"] = [str(a) for a in st["answered"]] + [stage]
-            if stage == STAGES[-1]:
+            if stage == "unmasking":
                 states[STATE_RECORD] = self._marker(st, "finished")
             else:
                 st["messages"] = list(st["messages"]) + [server_msg]
@@ -330,6 +410,15 @@ class DistributedDpMod:
         seed = self.encoder_seed(ctxt, int(st["round"])) if self.encoder_seed else None
         enc = dist.SkellamEncoder(params, rseed, seed=seed)
         return enc.encode(update, threads=self.threads)
+
+
+def _authority(a: Union[bytes, str]) -> bytes:
+    """An enrollment authority's Ed25519 verifying key: 32 bytes or 64 hex digits."""
+    b = bytes.fromhex(a) if isinstance(a, str) else bytes(a)
+    if len(b) != 32:
+        raise errors.ConfigError(
+            f"an enrollment authority's verifying key is 32 bytes (64 hex digits), got {len(b)}")
+    return b
 
 
 def distributed_dp_mod(*args: Any, **kw: Any) -> DistributedDpMod:
@@ -422,7 +511,8 @@ class DistributedDpStrategy(WrappedStrategy):
     """Secure aggregation + distributed DP around a Flower strategy (FedAvg, FedAdam, ...).
 
     Each round: the inner strategy samples its cohort (``configure_train``); the cohort's node
-    ids, sorted, become secure-aggregation clients 1..n; the four stages run over the Grid
+    ids, sorted, become secure-aggregation clients 1..n; the four stages (five with
+    ``threat_model="active"``: a consistency check before the unmasking) run over the Grid
     (each waits at most ``stage_timeout`` seconds; a node that does not answer, or answers with
     an error, has dropped, and its error text is logged as a WARNING and kept in the round's
     :class:`RoundOutcome`). The server decodes the mean of the survivors' clipped updates from
@@ -451,6 +541,13 @@ class DistributedDpStrategy(WrappedStrategy):
     as for :class:`~privfed.flwr.LocalDpStrategy` (Flower samples fixed-size cohorts: none).
     A suspected modular wrap (``wrap_suspected``) is accounted but not applied unless
     ``apply_on_wrap``.
+
+    ``threat_model="active"`` runs the actively secure mode (docs/FLOWER.md, "Threat model"):
+    ``roster`` (a :class:`privfed.secagg.Roster` signed by the enrollment authority, relayed to
+    the nodes, named by its digest in the round configuration) admits enrolled devices only;
+    without one, any device key is accepted (the Sybil case). The default stays
+    ``"honest-but-curious"``: the active complete graph's threshold leaves small cohorts no
+    room for dropouts.
     """
 
     def __init__(
@@ -471,8 +568,17 @@ class DistributedDpStrategy(WrappedStrategy):
         apply_on_wrap: bool = False,
         include: Patterns = None,
         exclude: Patterns = None,
+        threat_model: str = "honest-but-curious",
+        roster: Optional[Any] = None,
     ) -> None:
         super().__init__(inner)
+        if threat_model not in ("honest-but-curious", "active"):
+            raise ValueError(
+                f"threat_model must be 'honest-but-curious' or 'active', got {threat_model!r}")
+        if roster is not None and threat_model != "active":
+            raise ValueError("a roster applies to threat_model='active' only")
+        self.threat_model = threat_model
+        self.roster = roster
         self.selection = ArraySelection.of(include, exclude)
         self._logged: set = set()
         if on_abort not in ("skip", "raise"):
@@ -590,7 +696,8 @@ class DistributedDpStrategy(WrappedStrategy):
             self.ledger.record(server_round, None, 0, "budget reached: round not started")
             return []
         cfg = sa.round_config(n, int(self.params["bits"]), int(self.params["padded_dim"]),
-                            dropout=self.dropout, graph=self.graph)
+                              dropout=self.dropout, graph=self.graph,
+                              threat_model=self.threat_model, roster=self.roster)
         self._pending = self._secure_round(server_round, msgs, cfg, grid, names)
         # The round ran over the grid already; Strategy.start sends nothing more.
         return []
@@ -660,7 +767,9 @@ class DistributedDpStrategy(WrappedStrategy):
         server = sa.SecAggServer(cfg)
         cfg_bytes = bytes(cfg.to_bytes())
         alive = list(nodes)
-        for stage in STAGES:
+        masked = 0  # how many masked inputs the sum will hold (U3)
+        stages = ACTIVE_STAGES if cfg.threat_model == "active" else STAGES
+        for stage in stages:
             t0 = time.perf_counter()
             contents: Dict[int, RecordDict] = {}
             for nid in alive:
@@ -668,6 +777,8 @@ class DistributedDpStrategy(WrappedStrategy):
                     rec = ConfigRecord({"stage": stage, "config": cfg_bytes,
                                         "client-id": ids[nid], "round": server_round,
                                         "plan": self._plan_json})
+                    if self.roster is not None:
+                        rec["roster"] = bytes(self.roster.to_bytes())
                 else:
                     try:
                         m = bytes(server.message_for(ids[nid]))
@@ -682,10 +793,10 @@ class DistributedDpStrategy(WrappedStrategy):
                 else:
                     content = RecordDict({SECAGG_RECORD: rec})
                 contents[nid] = content
-            if stage == "unmasking":
+            if stages[stages.index(stage) - 1] == "masked_input":
                 # The survivors are known now, before anything is unmasked: refuse a round
                 # whose sum would take ε past the budget (fewer contributors than planned).
-                m = len(alive)
+                m = masked
                 if m > 0 and self.ledger.would_exceed(self._event(m)):
                     after = self.ledger.epsilon_after(self._event(m))
                     reason = (f"before unmasking: {m} survivors would take ε to "
@@ -705,6 +816,8 @@ class DistributedDpStrategy(WrappedStrategy):
             status = server.close_stage()
             res.stage_seconds[stage] = time.perf_counter() - t0
             alive = [nid for nid in nodes if nid in answers]
+            if stage == "masked_input":
+                masked = len(alive)
             if status == "aborted":
                 res.aborted = True
                 res.abort_reason = f"at {stage}: {server.abort_reason}"

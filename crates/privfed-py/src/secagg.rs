@@ -20,11 +20,11 @@ use privfed_secagg::{
     Roster as RosterRs, RoundConfig as ConfigRs, RoundStatus, Server, ServerMessage, Stage,
     ThreatModel,
 };
-use std::path::{Path, PathBuf};
-use zeroize::Zeroizing;
 use privfed_sim::secagg::{SecAggSimConfig, simulate_in_process};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -199,12 +199,13 @@ impl RoundConfig {
                 ));
             }
         };
-        let roster = match &c.roster {
-            None => None,
-            Some(h) => Some(hex_key(h).ok_or_else(|| {
-                invalid("roster", format!("expected 64 hex digits, got {h:?}"))
-            })?),
-        };
+        let roster =
+            match &c.roster {
+                None => None,
+                Some(h) => Some(hex_key(h).ok_or_else(|| {
+                    invalid("roster", format!("expected 64 hex digits, got {h:?}"))
+                })?),
+            };
         let threat_model = threat_model(
             c.threat_model.as_deref().unwrap_or("honest-but-curious"),
             roster,
@@ -390,7 +391,11 @@ fn read_secret(path: &Path) -> PyResult<Zeroizing<[u8; 32]>> {
     if bytes.len() != 32 {
         return Err(invalid(
             "path",
-            format!("{}: expected 32 bytes, found {}", path.display(), bytes.len()),
+            format!(
+                "{}: expected 32 bytes, found {}",
+                path.display(),
+                bytes.len()
+            ),
         ));
     }
     key.copy_from_slice(&bytes);
@@ -523,7 +528,10 @@ impl Roster {
     /// Raises `ProtocolAbort` unless `authority` (its 32-byte verifying key) signed this
     /// roster, sorted and without repeats.
     fn verify(&self, authority: &[u8]) -> PyResult<()> {
-        self.inner.clone().verify(&key32(authority, "authority")?).py()?;
+        self.inner
+            .clone()
+            .verify(&key32(authority, "authority")?)
+            .py()?;
         Ok(())
     }
 

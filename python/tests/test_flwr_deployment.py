@@ -25,6 +25,8 @@ What is checked, per privacy mode:
   predicts;
 * a run whose strategy refuses its parameters ends ``finished:failed`` with the cause;
 * a run whose ClientApps all raise: each client's error text is in the run's log;
+* a malicious ServerApp (``flwr_apps/replay``) that re-sends a refused unmasking stage: the
+  fresh ClientApp process that gets it refuses it (the abort sticks across processes);
 * the same app on the simulation engine through ``flwr run`` and a ``:local:`` connection
   (Flower 1.41's replacement of ``run_simulation``): completed, ε per round.
 """
@@ -357,3 +359,22 @@ def test_deployment_a_clients_error_text_reaches_the_run_log(deployment, tmp_pat
     assert len(nodes) == NODES and len(failed) == NODES, res.log[-4000:]  # once per node
     assert all("range() arg 3 must not be zero" in line for line in failed), failed
     assert doc["rounds"][-1]["epsilon"] == 0.0
+
+
+def test_a_refused_stage_resent_to_a_fresh_clientapp_process_is_refused(deployment, tmp_path):
+    """A malicious ServerApp (python/tests/flwr_apps/replay) sends a SuperNode a contradictory
+    unmasking request, then the genuine one. Every message runs in a fresh ClientApp process
+    (``--isolation subprocess``) that gets only the SuperNode's Context and the node's state
+    directory: the refusal sticks, the genuine request is refused, and the round still
+    finishes with the other nodes' shares."""
+    result = tmp_path / "replay.json"
+    t0 = time.monotonic()
+    run_id = deployment.submit(REPO / "python" / "tests" / "flwr_apps" / "replay",
+                               {"nodes": NODES, "result-file": str(result)})
+    res = deployment.wait(run_id, RUN_SECONDS, t0)
+    doc = json.loads(result.read_text()) if result.exists() else None
+    assert res.status == "finished:completed", (res.status, res.details, doc, res.log[-3000:])
+    assert doc["status"] == "completed", doc
+    assert "listed both as survivor and as dropped" in doc["contradictory"], doc
+    assert not doc["resent_answered"] and "aborted the round" in doc["resent"], doc
+    assert doc["round"] == "finished" and doc["survivors"] == list(range(1, NODES + 1)), doc

@@ -16,6 +16,8 @@ What is checked, per privacy mode:
   directory, test hooks of the example's ClientApp); the survivors; ε after each round against
   the accountant's composition of ``round_event(plan, survivors)``; the decoded mean lies as
   close to the plain mean of the clipped updates as the plan's noise predicts;
+* an active round (``threat-model = "active"``, five stages, device keys made on first use):
+  decoded bit for bit;
 * a SuperNode killed (SIGKILL) while it holds its masked input: the round completes with the
   three others, ε accounted with three;
 * local DP: contributors and ε per round;
@@ -172,6 +174,21 @@ def test_deployment_distributed_dp_decodes_the_sum_and_accounts_each_round(
         acct.compose(dist.round_event(plan, NODES))
         assert row["epsilon"] == pytest.approx(acct.get_epsilon(1e-5), rel=1e-12)
     assert rounds[-1]["epsilon"] <= 20.0
+
+
+def test_deployment_active_round_decodes_the_sum(deployment, tmp_path, shared_data):
+    """threat-model = "active" (no roster): five stages on real SuperNodes, each signing its
+    round keys with a device key it made in its state directory on first use; the decoded mean
+    is bit for bit what privfed.distributed decodes from the same encodings."""
+    res, doc = _run(deployment, tmp_path, shared_data, privacy="distributed", epsilon=20.0,
+                    dropout_tolerance=0.25, num_rounds=1, threat_model="active")
+    _completed(res, doc, deployment)
+    (row,) = doc["rounds"][1:]
+    assert not row["aborted"] and row["contributors"] == NODES, row.get("abort_reason")
+    nodes = _nodes(deployment.audit)
+    assert _check_secagg_round(row, doc["plan"], deployment.audit, nodes) == sorted(nodes)
+    keys = list(Path(os.environ["PRIVFED_STATE_DIR"]).glob("secagg-device-*.key"))
+    assert {int(k.stem.rsplit("-", 1)[1]) for k in keys} >= set(nodes)
 
 
 def test_deployment_supernode_killed_mid_round_the_round_recovers(tmp_path_factory,

@@ -450,6 +450,10 @@ class RoundConfig:
     def degree(self) -> int: ...
     @property
     def binding(self) -> bytes: ...
+    @property
+    def threat_model(self) -> Literal["honest-but-curious", "active"]: ...
+    @property
+    def roster(self) -> Optional[bytes]: ...
     def neighbours(self, client_id: int) -> List[int]: ...
     def __getitem__(self, key: str, /) -> Any: ...
     def keys(self) -> List[str]: ...
@@ -464,8 +468,38 @@ def round_config(
     degree: Optional[int] = None,
     threshold: Optional[int] = None,
     session_id: Union[bytes, str, None] = None,
+    threat_model: Literal["honest-but-curious", "active"] = "honest-but-curious",
+    roster: Optional[Roster] = None,
 ) -> RoundConfig:
-    """privfed.secagg.round_config: `session_id` fresh from the OS when omitted."""
+    """privfed.secagg.round_config: `session_id` fresh from the OS when omitted; an active
+    round names `roster` (None: no roster, the Sybil case)."""
+
+@final
+class DeviceKey:
+    """A device's (or an enrollment authority's) Ed25519 signing key; the secret stays in Rust."""
+
+    @staticmethod
+    def generate() -> DeviceKey: ...
+    @staticmethod
+    def load(path: Union[str, os.PathLike[str]], *, create: bool = False) -> DeviceKey: ...
+    @property
+    def verifying_key(self) -> bytes: ...
+
+@final
+class Roster:
+    """The enrolled devices' verifying keys, signed by the enrollment authority."""
+
+    @staticmethod
+    def sign(authority: DeviceKey, devices: Sequence[bytes]) -> Roster: ...
+    @staticmethod
+    def from_bytes(data: bytes) -> Roster: ...
+    def to_bytes(self) -> bytes: ...
+    def verify(self, authority: bytes) -> None: ...
+    @property
+    def devices(self) -> List[bytes]: ...
+    @property
+    def digest(self) -> bytes: ...
+    def __len__(self) -> int: ...
 
 def plan_secagg_plus(
     clients: int,
@@ -481,7 +515,16 @@ def plan_secagg_plus(
 class SecAggClient:
     """One client of one round; secrets stay in Rust. `seed=` only for experiments."""
 
-    def __new__(cls, config: RoundConfig, client_id: int, *, seed: _Seed = None) -> Self: ...
+    def __new__(
+        cls,
+        config: RoundConfig,
+        client_id: int,
+        *,
+        seed: _Seed = None,
+        device: Optional[DeviceKey] = None,
+        roster: Optional[Roster] = None,
+        authority: Optional[bytes] = None,
+    ) -> Self: ...
     @property
     def advertise_message(self) -> bytes: ...
     def handle(self, server_message: bytes, input: Optional[_Ints] = None) -> bytes:
@@ -489,7 +532,9 @@ class SecAggClient:
         masked-input stage. ProtocolAbort for an inconsistent request, ProtocolError for bad
         bytes."""
     @property
-    def next_stage(self) -> Optional[Literal["share_keys", "masked_input", "unmasking"]]: ...
+    def next_stage(
+        self,
+    ) -> Optional[Literal["share_keys", "masked_input", "consistency_check", "unmasking"]]: ...
     @property
     def aborted(self) -> bool: ...
     @property
@@ -510,7 +555,9 @@ class SecAggServer:
     @property
     def stage(
         self,
-    ) -> Optional[Literal["advertise_keys", "share_keys", "masked_input", "unmasking"]]: ...
+    ) -> Optional[
+        Literal["advertise_keys", "share_keys", "masked_input", "consistency_check", "unmasking"]
+    ]: ...
     @property
     def abort_reason(self) -> Optional[str]: ...
     @property

@@ -3,9 +3,12 @@ clients' vectors in ``Z_{2^bits}^dim`` and nothing else, even when clients drop 
 it relays public keys and reports dropouts truthfully (Bonawitz et al. 2017, "Practical Secure
 Aggregation for Privacy-Preserving Machine Learning"; SecAgg+ of Bell et al. 2020, "Secure
 Single-Server Aggregation with (Poly)Logarithmic Overhead"). A server that lies about dropouts or
-substitutes keys recovers a client's input; the actively secure mode that withstands it runs in
-the Rust library, the CLI and the HTTP coordinator, and here only in :func:`simulate` (its
-default, ``threat_model="active"``), not yet in the state machines. Threat models: ``docs/SECURE_AGGREGATION.md``.
+substitutes keys recovers a client's input. The actively secure mode withstands it: here
+:func:`round_config` ``(..., threat_model="active", roster=roster)`` and
+``SecAggClient(config, id, device=DeviceKey, roster=roster, authority=authority_key)`` (device
+keys sign the round keys, an enrollment authority signs the :class:`Roster`; a fifth stage,
+``consistency_check``, precedes the unmasking), and :func:`simulate` (whose default it is).
+Threat models: ``docs/SECURE_AGGREGATION.md``.
 
 The protocol is sans-I/O: messages are ``bytes`` in privfed's wire encoding, carried by whatever
 transport the caller has (HTTP, Flower, a queue)::
@@ -37,6 +40,8 @@ secrets; malformed, forged, misaddressed or replayed bytes raise
 from . import _privfed as _native
 
 RoundConfig = _native.RoundConfig
+DeviceKey = _native.DeviceKey
+Roster = _native.Roster
 SecAggClient = _native.SecAggClient
 SecAggServer = _native.SecAggServer
 round_config = _native.round_config
@@ -52,6 +57,8 @@ del _f
 
 __all__ = [
     "RoundConfig",
+    "DeviceKey",
+    "Roster",
     "SecAggClient",
     "SecAggServer",
     "round_config",

@@ -22,6 +22,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
+# The Flower secure-aggregation client keeps its sealing key and stage journal in a node-local
+# directory (privfed.flwr.vault); the tests, and the SuperNodes they start (which inherit the
+# environment), use a scratch one rather than ~/.local/state/privfed.
+if not os.environ.get("PRIVFED_STATE_DIR"):
+    import tempfile
+
+    os.environ["PRIVFED_STATE_DIR"] = tempfile.mkdtemp(prefix="privfed-state-")
+
 
 def under_ci() -> bool:
     """Whether this run is CI's (env ``CI`` set, and not ``0`` or ``false``)."""

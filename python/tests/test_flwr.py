@@ -702,3 +702,76 @@ def test_example_central_dp_end_to_end(tmp_path, shared_data):
         assert r["epsilon"] == pytest.approx(acct.get_epsilon(1e-5), rel=1e-12)
     assert 0 < rounds[1]["epsilon"] < rounds[2]["epsilon"]
     assert "ε =" in stdout
+
+
+# ============================================================ the active mode on Flower
+def _enrolled_grid(app, nodes, tmp_path, *, authority=None, **kw):
+    """An in-process grid whose nodes each keep a device key (node config
+    ``privfed-device-key``) and, with ``authority``, trust that enrollment authority."""
+    from flwr_harness import InProcessGrid
+
+    from privfed import secagg
+
+    grid = InProcessGrid(app, nodes, **kw)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    keys = {}
+    for nid in nodes:
+        path = tmp_path / f"device-{nid}.key"
+        keys[nid] = secagg.DeviceKey.load(path, create=True).verifying_key
+        grid.contexts[nid].node_config["privfed-device-key"] = str(path)
+        if authority is not None:
+            grid.contexts[nid].node_config["privfed-secagg-authority"] = (
+                authority.verifying_key.hex())
+    return grid, keys
+
+
+@needs_flwr
+@pytest.mark.parametrize("drop", [None, "consistency_check"])
+def test_active_secagg_round_with_a_roster_decodes_bit_for_bit(tmp_path, drop):
+    """DistributedDpStrategy(threat_model="active", roster=...): five stages over Flower, keys
+    signed by enrolled devices, the roster verified by every node against its authority; the
+    decoded mean is what privfed.distributed decodes from the same encodings."""
+    from privfed import secagg
+
+    nodes = [21, 22, 23, 24, 25, 26]
+    dim = _model_dim()
+    authority = secagg.DeviceKey.generate()
+    grid, keys = _enrolled_grid(_secagg_app(dim), nodes, tmp_path, authority=authority,
+                                drop_at={24: drop} if drop else None)
+    roster = secagg.Roster.sign(authority, list(keys.values()))
+    strat = _strategy(nodes, dim, threat_model="active", roster=roster)
+    _start(strat, grid, 1)
+    (o,) = strat.rounds
+    assert not o.aborted, (o.abort_reason, o.errors)
+    assert "consistency_check" in o.stage_seconds
+    # a node that vanished after its masked input is still in the sum (U3)
+    assert o.contributors == 6
+    assert np.array_equal(o.mean, np.asarray(_expected_mean(strat, o)))
+    assert {s for (_, s, _) in grid.log} >= {"consistency_check"}
+
+
+@needs_flwr
+def test_nodes_that_trust_an_authority_refuse_weaker_rounds(tmp_path):
+    """A node with an enrollment authority joins only active rounds that name a roster: an
+    honest-but-curious round, or an active one without a roster (the server could be every
+    other client), is refused at advertise_keys and the round aborts."""
+    from privfed import secagg
+
+    nodes = [31, 32, 33, 34]
+    dim = _model_dim()
+    authority = secagg.DeviceKey.generate()
+    for tm, why in (("honest-but-curious", "joins active rounds only"),
+                    ("active", "names no roster")):
+        grid, _ = _enrolled_grid(_secagg_app(dim), nodes, tmp_path / tm, authority=authority)
+        strat = _strategy(nodes, dim, threat_model=tm)
+        _start(strat, grid, 1)
+        (o,) = strat.rounds
+        assert o.aborted and len(o.errors) == 4, o.errors
+        assert all(why in e and e.startswith("advertise_keys") for e in o.errors.values())
+    # a roster signed by another authority: refused by every node
+    grid, keys = _enrolled_grid(_secagg_app(dim), nodes, tmp_path / "other", authority=authority)
+    forged = secagg.Roster.sign(secagg.DeviceKey.generate(), list(keys.values()))
+    strat = _strategy(nodes, dim, threat_model="active", roster=forged)
+    _start(strat, grid, 1)
+    (o,) = strat.rounds
+    assert o.aborted and all("authority" in e for e in o.errors.values()), o.errors

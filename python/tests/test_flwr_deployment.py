@@ -16,6 +16,8 @@ What is checked, per privacy mode:
   directory, test hooks of the example's ClientApp); the survivors; ε after each round against
   the accountant's composition of ``round_event(plan, survivors)``; the decoded mean lies as
   close to the plain mean of the clipped updates as the plan's noise predicts;
+* an active round (``threat-model = "active"``, five stages, device keys made on first use):
+  decoded bit for bit;
 * a SuperNode killed (SIGKILL) while it holds its masked input: the round completes with the
   three others, ε accounted with three;
 * local DP: contributors and ε per round;
@@ -25,6 +27,8 @@ What is checked, per privacy mode:
   predicts;
 * a run whose strategy refuses its parameters ends ``finished:failed`` with the cause;
 * a run whose ClientApps all raise: each client's error text is in the run's log;
+* a malicious ServerApp (``flwr_apps/replay``) that re-sends a refused unmasking stage: the
+  fresh ClientApp process that gets it refuses it (the abort sticks across processes);
 * the same app on the simulation engine through ``flwr run`` and a ``:local:`` connection
   (Flower 1.41's replacement of ``run_simulation``): completed, ε per round.
 """
@@ -170,6 +174,21 @@ def test_deployment_distributed_dp_decodes_the_sum_and_accounts_each_round(
         acct.compose(dist.round_event(plan, NODES))
         assert row["epsilon"] == pytest.approx(acct.get_epsilon(1e-5), rel=1e-12)
     assert rounds[-1]["epsilon"] <= 20.0
+
+
+def test_deployment_active_round_decodes_the_sum(deployment, tmp_path, shared_data):
+    """threat-model = "active" (no roster): five stages on real SuperNodes, each signing its
+    round keys with a device key it made in its state directory on first use; the decoded mean
+    is bit for bit what privfed.distributed decodes from the same encodings."""
+    res, doc = _run(deployment, tmp_path, shared_data, privacy="distributed", epsilon=20.0,
+                    dropout_tolerance=0.25, num_rounds=1, threat_model="active")
+    _completed(res, doc, deployment)
+    (row,) = doc["rounds"][1:]
+    assert not row["aborted"] and row["contributors"] == NODES, row.get("abort_reason")
+    nodes = _nodes(deployment.audit)
+    assert _check_secagg_round(row, doc["plan"], deployment.audit, nodes) == sorted(nodes)
+    keys = list(Path(os.environ["PRIVFED_STATE_DIR"]).glob("secagg-device-*.key"))
+    assert {int(k.stem.rsplit("-", 1)[1]) for k in keys} >= set(nodes)
 
 
 def test_deployment_supernode_killed_mid_round_the_round_recovers(tmp_path_factory,
@@ -357,3 +376,22 @@ def test_deployment_a_clients_error_text_reaches_the_run_log(deployment, tmp_pat
     assert len(nodes) == NODES and len(failed) == NODES, res.log[-4000:]  # once per node
     assert all("range() arg 3 must not be zero" in line for line in failed), failed
     assert doc["rounds"][-1]["epsilon"] == 0.0
+
+
+def test_a_refused_stage_resent_to_a_fresh_clientapp_process_is_refused(deployment, tmp_path):
+    """A malicious ServerApp (python/tests/flwr_apps/replay) sends a SuperNode a contradictory
+    unmasking request, then the genuine one. Every message runs in a fresh ClientApp process
+    (``--isolation subprocess``) that gets only the SuperNode's Context and the node's state
+    directory: the refusal sticks, the genuine request is refused, and the round still
+    finishes with the other nodes' shares."""
+    result = tmp_path / "replay.json"
+    t0 = time.monotonic()
+    run_id = deployment.submit(REPO / "python" / "tests" / "flwr_apps" / "replay",
+                               {"nodes": NODES, "result-file": str(result)})
+    res = deployment.wait(run_id, RUN_SECONDS, t0)
+    doc = json.loads(result.read_text()) if result.exists() else None
+    assert res.status == "finished:completed", (res.status, res.details, doc, res.log[-3000:])
+    assert doc["status"] == "completed", doc
+    assert "listed both as survivor and as dropped" in doc["contradictory"], doc
+    assert not doc["resent_answered"] and "aborted the round" in doc["resent"], doc
+    assert doc["round"] == "finished" and doc["survivors"] == list(range(1, NODES + 1)), doc

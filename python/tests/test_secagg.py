@@ -343,3 +343,117 @@ def test_plan_secagg_plus_matches_the_cli(cli):
         assert 2 * py["threshold"] > py["degree"]
     with pytest.raises(errors.InvalidParameter, match="dropout"):
         secagg.plan_secagg_plus(100, 1.0)
+
+
+# ============================================================ the active mode
+ACTIVE_STAGES = ("share_keys", "masked_input", "consistency_check", "unmasking")
+
+
+def _enroll(n):
+    """An enrollment authority, n enrolled devices and their signed roster."""
+    authority = secagg.DeviceKey.generate()
+    devices = [secagg.DeviceKey.generate() for _ in range(n)]
+    roster = secagg.Roster.sign(authority, [d.verifying_key for d in devices])
+    return authority, devices, roster
+
+
+def test_active_round_with_a_roster_is_exact_with_dropouts():
+    n, dim, bits = 8, 40, 16
+    authority, devices, roster = _enroll(n)
+    config = secagg.round_config(n, bits, dim, threat_model="active", roster=roster)
+    assert config.threat_model == "active" and config.roster == roster.digest
+    assert config.threshold == (n + math.ceil(0.1 * n)) // 2 + 1  # the active complete graph
+    d = config.to_dict()
+    assert d["threat_model"] == "active" and d["roster"] == roster.digest.hex()
+    assert secagg.RoundConfig.from_dict(d) == config
+    assert secagg.RoundConfig.from_bytes(config.to_bytes()) == config
+    assert secagg.Roster.from_bytes(roster.to_bytes()) == roster and len(roster) == n
+    roster.verify(authority.verifying_key)
+    inputs = uniform_inputs(n, dim, bits, seed=5)
+    server = secagg.SecAggServer(config)
+    clients = {}
+    for i in range(1, n + 1):
+        clients[i] = secagg.SecAggClient(config, i, device=devices[i - 1], roster=roster,
+                                         authority=authority.verifying_key)
+        server.receive(clients[i].advertise_message)
+    server.close_stage()
+    drops = {3: "masked_input", 6: "unmasking"}
+    for stage in ACTIVE_STAGES:
+        assert server.stage == stage
+        for i in server.pending:
+            if drops.get(i) == stage or (drops.get(i) == "masked_input"
+                                         and stage == "consistency_check"):
+                continue
+            assert clients[i].next_stage == stage
+            x = inputs[i - 1] if stage == "masked_input" else None
+            server.receive(clients[i].handle(server.message_for(i), x))
+        server.close_stage()
+    assert server.status == "finished"
+    out = server.output
+    assert sorted(out["survivors"]) == [1, 2, 4, 5, 6, 7, 8]
+    want = sum(inputs[i - 1].astype(object) for i in out["survivors"]) % (1 << bits)
+    assert np.array_equal(out["sum"].astype(object), want)
+
+
+def test_active_mode_refuses_forged_keys_and_clients_without_credentials(tmp_path):
+    n, dim, bits = 6, 8, 16
+    authority, devices, roster = _enroll(n)
+    config = secagg.round_config(n, bits, dim, threat_model="active", roster=roster)
+    # credentials are required, the roster must verify, the device must be on it
+    with pytest.raises(errors.ProtocolAbort, match="active"):
+        secagg.SecAggClient(config, 1)
+    with pytest.raises(errors.ProtocolAbort, match="authority"):
+        secagg.SecAggClient(config, 1, device=devices[0], roster=roster,
+                            authority=secagg.DeviceKey.generate().verifying_key)
+    with pytest.raises(errors.ProtocolAbort, match="not on the roster"):
+        secagg.SecAggClient(config, 1, device=secagg.DeviceKey.generate(), roster=roster,
+                            authority=authority.verifying_key)
+    with pytest.raises(errors.ProtocolAbort, match="roster"):
+        secagg.SecAggClient(config, 1, device=devices[0])  # a round with a roster, none here
+    _, _, other = _enroll(n)
+    with pytest.raises(errors.ProtocolAbort, match="another roster"):
+        secagg.SecAggClient(secagg.round_config(n, bits, dim, threat_model="active",
+                                                roster=other),
+                            1, device=devices[0], roster=roster,
+                            authority=authority.verifying_key)
+    hbc = secagg.round_config(n, bits, dim)
+    with pytest.raises(errors.ProtocolAbort, match="honest-but-curious"):
+        secagg.SecAggClient(hbc, 1, device=devices[0])
+    with pytest.raises(errors.InvalidParameter, match="roster"):
+        secagg.round_config(n, bits, dim, roster=roster)
+    with pytest.raises(errors.InvalidParameter, match="authority"):
+        secagg.SecAggClient(config, 1, device=devices[0], roster=roster)
+    # a key list with one peer's keys altered (a substituted key): refused
+    server = secagg.SecAggServer(config)
+    clients = {i: secagg.SecAggClient(config, i, device=devices[i - 1], roster=roster,
+                                      authority=authority.verifying_key)
+               for i in range(1, n + 1)}
+    for c in clients.values():
+        server.receive(c.advertise_message)
+    server.close_stage()
+    m = secagg.decode_message(server.message_for(1), sender="server")
+    (kind, body), = m["payload"].items()
+    assert kind == "SignedKeyList"
+    entry = body["entries"][1]
+    key = list(entry["cipher_pk"])
+    key[0] ^= 1
+    entry["cipher_pk"] = key if not isinstance(entry["cipher_pk"], (bytes, bytearray)) \
+        else bytes(key)
+    with pytest.raises(errors.ProtocolAbort, match="signature"):
+        clients[1].handle(secagg.encode_message(m, sender="server"))
+    assert clients[1].aborted
+    # the genuine list still works for the others
+    clients[2].handle(server.message_for(2))
+
+
+def test_device_keys_are_stored_private_and_reloaded(tmp_path):
+    path = tmp_path / "device.key"
+    k = secagg.DeviceKey.load(path, create=True)
+    assert path.stat().st_mode & 0o077 == 0 and len(path.read_bytes()) == 32
+    assert secagg.DeviceKey.load(path).verifying_key == k.verifying_key
+    assert secagg.DeviceKey.load(path, create=True).verifying_key == k.verifying_key
+    path.chmod(0o644)
+    with pytest.raises(errors.InvalidParameter, match="chmod 600"):
+        secagg.DeviceKey.load(path)
+    with pytest.raises(OSError):
+        secagg.DeviceKey.load(tmp_path / "missing.key")

@@ -16,12 +16,15 @@ use privfed_mechanisms::rng::NoiseRng;
 use privfed_secagg::local::SecAggThreat;
 use privfed_secagg::messages::{decode, encode};
 use privfed_secagg::{
-    Client, ClientMessage, GraphChoice, GraphSpec, Receipt, RoundConfig as ConfigRs, RoundStatus,
-    Server, ServerMessage, Stage,
+    Client, ClientMessage, Credentials, DeviceKey as DeviceKeyRs, GraphChoice, GraphSpec, Receipt,
+    Roster as RosterRs, RoundConfig as ConfigRs, RoundStatus, Server, ServerMessage, Stage,
+    ThreatModel,
 };
 use privfed_sim::secagg::{SecAggSimConfig, simulate_in_process};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -118,7 +121,33 @@ impl RoundConfig {
         d.set_item("dim", c.dim)?;
         d.set_item("graph", self.graph())?;
         d.set_item("degree", c.degree())?;
+        d.set_item("threat_model", c.threat_model.name())?;
+        d.set_item("roster", roster_digest(&c.threat_model).map(|r| hex(&r)))?;
         Ok(d)
+    }
+}
+
+fn roster_digest(t: &ThreatModel) -> Option<[u8; 32]> {
+    match t {
+        ThreatModel::Active { roster } => *roster,
+        ThreatModel::HonestButCurious => None,
+    }
+}
+
+/// The threat model a caller names: `"honest-but-curious"`, or `"active"` with the roster's
+/// digest (`None`: a round without a roster, which a client holding one refuses).
+fn threat_model(name: &str, roster: Option<[u8; 32]>) -> PyResult<ThreatModel> {
+    match name {
+        "honest-but-curious" if roster.is_some() => Err(invalid(
+            "roster",
+            "a roster applies to threat_model=\"active\" only",
+        )),
+        "honest-but-curious" => Ok(ThreatModel::HonestButCurious),
+        "active" => Ok(ThreatModel::Active { roster }),
+        other => Err(invalid(
+            "threat_model",
+            format!("expected \"active\" or \"honest-but-curious\", got {other:?}"),
+        )),
     }
 }
 
@@ -133,12 +162,18 @@ struct ConfigDict {
     dim: usize,
     graph: String,
     degree: Option<u32>,
+    #[serde(default)]
+    threat_model: Option<String>,
+    #[serde(default)]
+    roster: Option<String>,
 }
 
 #[pymethods]
 impl RoundConfig {
     /// The dict form: `session_id` (64 hex digits), `clients`, `threshold`, `bits`, `dim`,
-    /// `graph` (`"complete"` or `"harary"`), `degree` (neighbours per client).
+    /// `graph` (`"complete"` or `"harary"`), `degree` (neighbours per client), `threat_model`
+    /// (`"honest-but-curious"` or `"active"`) and `roster` (the active round's roster digest,
+    /// 64 hex digits, or `None`).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         self.dict(py)
     }
@@ -164,6 +199,17 @@ impl RoundConfig {
                 ));
             }
         };
+        let roster =
+            match &c.roster {
+                None => None,
+                Some(h) => Some(hex_key(h).ok_or_else(|| {
+                    invalid("roster", format!("expected 64 hex digits, got {h:?}"))
+                })?),
+            };
+        let threat_model = threat_model(
+            c.threat_model.as_deref().unwrap_or("honest-but-curious"),
+            roster,
+        )?;
         let inner = ConfigRs {
             session_id,
             clients: c.clients,
@@ -171,8 +217,7 @@ impl RoundConfig {
             bits: c.bits,
             dim: c.dim,
             graph,
-            // Python's state machines run the honest-but-curious mode (docs/PYTHON.md).
-            threat_model: privfed_secagg::ThreatModel::HonestButCurious,
+            threat_model,
         };
         if graph == GraphSpec::Complete && c.degree.is_some_and(|k| k != inner.degree()) {
             return Err(invalid(
@@ -241,7 +286,19 @@ impl RoundConfig {
     fn binding<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.inner.binding())
     }
-    /// The neighbours of client `client_id` (increasing ids).
+    /// `"honest-but-curious"` or `"active"` (signed keys, consistency round; docs/SECURE_AGGREGATION.md).
+    #[getter]
+    fn threat_model(&self) -> &'static str {
+        self.inner.threat_model.name()
+    }
+    /// The digest of the roster an active round names (`Roster.digest`), or `None`.
+    #[getter]
+    fn roster<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        roster_digest(&self.inner.threat_model).map(|r| PyBytes::new(py, &r))
+    }
+    /// The neighbours of client `client_id` (increasing ids). In the active mode the SecAgg+
+    /// graph is placed after round 1 from the key list, so this is the honest-but-curious
+    /// placement.
     fn neighbours(&self, client_id: u32) -> PyResult<Vec<u32>> {
         let g = self.inner.validate().py()?;
         if !g.contains(client_id) {
@@ -264,13 +321,14 @@ impl RoundConfig {
     fn __repr__(&self) -> String {
         let c = &self.inner;
         format!(
-            "<RoundConfig clients={} threshold={} bits={} dim={} graph={} degree={}>",
+            "<RoundConfig clients={} threshold={} bits={} dim={} graph={} degree={} threat_model={}>",
             c.clients,
             c.threshold,
             c.bits,
             c.dim,
             self.graph(),
-            c.degree()
+            c.degree(),
+            c.threat_model.name()
         )
     }
 }
@@ -280,8 +338,12 @@ impl RoundConfig {
 /// ⌊(n−1)/2⌋ + 1), `"harary"` (SecAgg+ planned for `dropout` and a 10% corrupted fraction, or
 /// exactly `degree` and `threshold` when both are given). `session_id`: 32 bytes or 64 hex
 /// digits, fresh from the OS when omitted (it must be fresh for every round).
+/// `threat_model="active"` makes an actively secure round (signed keys, a consistency round, the
+/// active planner's thresholds: on the complete graph `⌊(n + ⌈0.1·n⌉)/2⌋ + 1`) naming `roster`
+/// (a `Roster`; `None`: no roster, so the server can join as any number of clients — a client
+/// that holds a roster refuses such a round); the default is `"honest-but-curious"`.
 #[pyfunction]
-#[pyo3(name = "round_config", signature = (clients, bits, dim, *, dropout=0.0, graph="auto", degree=None, threshold=None, session_id=None))]
+#[pyo3(name = "round_config", signature = (clients, bits, dim, *, dropout=0.0, graph="auto", degree=None, threshold=None, session_id=None, threat_model="honest-but-curious", roster=None))]
 #[allow(clippy::too_many_arguments)]
 fn secagg_round_config(
     clients: u32,
@@ -292,11 +354,214 @@ fn secagg_round_config(
     degree: Option<u32>,
     threshold: Option<u32>,
     session_id: Option<&Bound<'_, PyAny>>,
+    threat_model: &str,
+    roster: Option<PyRef<'_, Roster>>,
 ) -> PyResult<RoundConfig> {
     let choice = graph_choice(graph, degree, threshold)?;
     let sid = self::session_id(session_id)?;
-    let inner = privfed_secagg::round_config(clients, bits, dim, dropout, choice, sid).py()?;
+    let tm = self::threat_model(threat_model, roster.map(|r| r.inner.digest()))?;
+    let inner =
+        privfed_secagg::round_config_for(tm, clients, bits, dim, dropout, choice, sid).py()?;
     Ok(RoundConfig { inner })
+}
+
+/// Reads a 32-byte secret from `path`; on Unix a file that group or others can access is
+/// refused.
+fn read_secret(path: &Path) -> PyResult<Zeroizing<[u8; 32]>> {
+    let os = |e: std::io::Error| {
+        pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display()))
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).map_err(os)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Err(invalid(
+                "path",
+                format!(
+                    "{}: a device key must be private to its owner (mode {:o}); chmod 600 it",
+                    path.display(),
+                    mode & 0o777
+                ),
+            ));
+        }
+    }
+    let bytes = Zeroizing::new(std::fs::read(path).map_err(os)?);
+    let mut key = Zeroizing::new([0u8; 32]);
+    if bytes.len() != 32 {
+        return Err(invalid(
+            "path",
+            format!(
+                "{}: expected 32 bytes, found {}",
+                path.display(),
+                bytes.len()
+            ),
+        ));
+    }
+    key.copy_from_slice(&bytes);
+    Ok(key)
+}
+
+/// Stores a fresh 32-byte secret at `path` unless a file is there (mode 0600, written to a
+/// temporary file and linked into place, so two processes never store two keys).
+fn create_secret(path: &Path) -> PyResult<()> {
+    use std::io::Write;
+    let os = |e: std::io::Error| {
+        pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display()))
+    };
+    if path.exists() {
+        return Ok(());
+    }
+    let secret = os_key()?;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let written = (|| {
+        let mut f = opts.open(&tmp)?;
+        f.write_all(secret.as_ref())?;
+        f.sync_all()
+    })();
+    let linked = written.and_then(|()| match std::fs::hard_link(&tmp, path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        r => r,
+    });
+    let _ = std::fs::remove_file(&tmp);
+    linked.map_err(os)
+}
+
+/// A device's long-term Ed25519 signing key for the active mode (Bonawitz et al. 2017 §4): it
+/// signs the device's round keys. The secret stays in Rust and is zeroized; only the 32-byte
+/// verifying key (`verifying_key`, what an enrollment authority puts on the `Roster`) leaves it.
+/// The same class holds an enrollment authority's key, which signs rosters and must be kept
+/// apart from the aggregation server.
+#[pyclass(frozen, module = "privfed.secagg", name = "DeviceKey")]
+pub struct DeviceKey {
+    inner: DeviceKeyRs,
+}
+
+#[pymethods]
+impl DeviceKey {
+    /// A fresh key from the OS CSPRNG, in memory only.
+    #[staticmethod]
+    fn generate() -> PyResult<Self> {
+        Ok(Self {
+            inner: DeviceKeyRs::from_seed(&*os_key()?),
+        })
+    }
+
+    /// The key stored at `path` (its 32-byte secret seed; on Unix refused if group or others
+    /// can access the file). With `create=True` a missing file is first made from the OS
+    /// CSPRNG (mode 0600; an existing file is never overwritten).
+    #[staticmethod]
+    #[pyo3(signature = (path, *, create=false))]
+    fn load(path: PathBuf, create: bool) -> PyResult<Self> {
+        if create {
+            create_secret(&path)?;
+        }
+        let seed = read_secret(&path)?;
+        Ok(Self {
+            inner: DeviceKeyRs::from_seed(&seed),
+        })
+    }
+
+    /// The public half (32 bytes), as enrolled on a roster.
+    #[getter]
+    fn verifying_key<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.verifying_key())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<DeviceKey verifying_key={}…>",
+            &hex(&self.inner.verifying_key())[..16]
+        )
+    }
+}
+
+fn key32(b: &[u8], what: &str) -> PyResult<[u8; 32]> {
+    b.try_into()
+        .map_err(|_| invalid(what, format!("expected 32 bytes, got {}", b.len())))
+}
+
+/// The enrolled devices' verifying keys, signed by an enrollment authority (a key that is not
+/// the aggregation server's). An active round names its `digest`; a client accepts it only
+/// with the authority's valid signature (`SecAggClient(..., roster=, authority=)`). Its wire
+/// form is `to_bytes()` / `Roster.from_bytes()`.
+#[pyclass(frozen, eq, module = "privfed.secagg", name = "Roster")]
+#[derive(PartialEq)]
+pub struct Roster {
+    inner: RosterRs,
+}
+
+#[pymethods]
+impl Roster {
+    /// The `authority` signs `devices` (32-byte verifying keys; sorted and deduplicated).
+    #[staticmethod]
+    fn sign(authority: PyRef<'_, DeviceKey>, devices: Vec<Vec<u8>>) -> PyResult<Self> {
+        let devices = devices
+            .iter()
+            .map(|d| key32(d, "devices"))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Self {
+            inner: RosterRs::sign(&authority.inner, devices),
+        })
+    }
+
+    /// A roster from `to_bytes()` (its signature is checked by `verify` and by the client).
+    #[staticmethod]
+    fn from_bytes(data: &[u8]) -> PyResult<Self> {
+        Ok(Self {
+            inner: decode::<RosterRs>(data).py()?,
+        })
+    }
+
+    /// The roster in the protocol's wire encoding.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &encode(&self.inner))
+    }
+
+    /// Raises `ProtocolAbort` unless `authority` (its 32-byte verifying key) signed this
+    /// roster, sorted and without repeats.
+    fn verify(&self, authority: &[u8]) -> PyResult<()> {
+        self.inner
+            .clone()
+            .verify(&key32(authority, "authority")?)
+            .py()?;
+        Ok(())
+    }
+
+    /// The enrolled devices' verifying keys, sorted.
+    #[getter]
+    fn devices<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        self.inner
+            .devices
+            .iter()
+            .map(|d| PyBytes::new(py, d))
+            .collect()
+    }
+
+    /// SHA-256 of the signed roster: what an active `RoundConfig` names (`config.roster`).
+    #[getter]
+    fn digest<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.digest())
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.devices.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<Roster devices={} digest={}…>",
+            self.inner.devices.len(),
+            &hex(&self.inner.digest())[..16]
+        )
+    }
 }
 
 /// SecAgg+'s degree and threshold for a cohort (Bell et al. 2020 §4): the smallest even degree
@@ -333,6 +598,13 @@ fn plan_secagg_plus<'py>(
 /// drops its secrets; malformed, forged, misaddressed or replayed bytes raise `ProtocolError`.
 /// Keys come from an OS-seeded CSPRNG (`seed=` only for reproducible experiments: whoever knows
 /// it can unmask the input).
+///
+/// An active round (`config.threat_model == "active"`) needs `device=` (the device's
+/// `DeviceKey`, which signs its round keys) and, when the round names a roster, `roster=` with
+/// `authority=` (the enrollment authority's 32-byte verifying key): the roster is verified here,
+/// and the client refuses a round that names another roster, none while it holds one, or one
+/// it is not enrolled on (`ProtocolAbort`). It then answers five stages (`consistency_check`
+/// between the masked input and the unmasking).
 #[pyclass(module = "privfed.secagg", name = "SecAggClient")]
 pub struct SecAggClient {
     inner: Client,
@@ -343,14 +615,48 @@ pub struct SecAggClient {
 #[pymethods]
 impl SecAggClient {
     #[new]
-    #[pyo3(signature = (config, client_id, *, seed=None))]
+    #[pyo3(signature = (config, client_id, *, seed=None, device=None, roster=None, authority=None))]
     fn new(
         config: PyRef<'_, RoundConfig>,
         client_id: u32,
         seed: Option<&Bound<'_, PyAny>>,
+        device: Option<PyRef<'_, DeviceKey>>,
+        roster: Option<PyRef<'_, Roster>>,
+        authority: Option<&[u8]>,
     ) -> PyResult<Self> {
         let mut rng = rng_from_seed(seed)?;
-        let (inner, msg) = Client::new(config.inner.clone(), client_id, &mut rng).py()?;
+        let cfg = config.inner.clone();
+        let (inner, msg) = match (device, roster, authority) {
+            (None, None, None) => Client::new(cfg, client_id, &mut rng).py()?,
+            (None, ..) => {
+                return Err(invalid(
+                    "device",
+                    "roster= and authority= come with the device's key (device=)",
+                ));
+            }
+            (Some(_), Some(_), None) => {
+                return Err(invalid(
+                    "authority",
+                    "a roster is trusted only with the enrollment authority's verifying key",
+                ));
+            }
+            (Some(_), None, Some(_)) => {
+                return Err(invalid("roster", "authority= without roster="));
+            }
+            (Some(device), roster, authority) => {
+                let roster = match (roster, authority) {
+                    (Some(r), Some(a)) => {
+                        Some(r.inner.clone().verify(&key32(a, "authority")?).py()?)
+                    }
+                    _ => None,
+                };
+                let credentials = Credentials {
+                    device: device.inner.clone(),
+                    roster,
+                };
+                Client::new_active(cfg, client_id, credentials, &mut rng).py()?
+            }
+        };
         Ok(Self {
             inner,
             first: encode(&msg),
@@ -387,7 +693,8 @@ impl SecAggClient {
     }
 
     /// The stage whose server message the client waits for (`"share_keys"`, `"masked_input"`,
-    /// `"unmasking"`), or `None` when it has finished or aborted.
+    /// `"consistency_check"` in the active mode, `"unmasking"`), or `None` when it has finished
+    /// or aborted.
     #[getter]
     fn next_stage(&self) -> Option<&'static str> {
         stage_name(self.inner.next_stage())
@@ -652,6 +959,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RoundConfig>()?;
     m.add_class::<SecAggClient>()?;
     m.add_class::<SecAggServer>()?;
+    m.add_class::<DeviceKey>()?;
+    m.add_class::<Roster>()?;
     m.add_function(wrap_pyfunction!(secagg_round_config, m)?)?;
     m.add_function(wrap_pyfunction!(plan_secagg_plus, m)?)?;
     m.add_function(wrap_pyfunction!(secagg_decode_message, m)?)?;

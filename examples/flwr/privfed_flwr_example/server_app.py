@@ -48,6 +48,10 @@ class Settings:
     bits: int = 16
     dropout_tolerance: float = 0.2  # expected fraction of the cohort that may drop
     max_consecutive_aborts: int = 2  # aborted secure-aggregation rounds in a row that stop the run
+    # "honest-but-curious" or "active" (docs/FLOWER.md, "Threat model"); roster_file: the
+    # enrollment authority's signed roster (privfed.secagg.Roster.to_bytes), "" = none
+    threat_model: str = "honest-but-curious"
+    roster_file: str = ""
     # central DP (privfed's CentralDpStrategy: the server clips each update to ``clip`` and adds
     # Gaussian noise of standard deviation noise_multiplier·clip/cohort to the mean)
     noise_multiplier: float = 1.0
@@ -114,11 +118,18 @@ def make_strategy(s: Settings):
         from privfed.flwr import DistributedDpStrategy
 
         dim = sum(a.size for a in task.init_params().values())
+        roster = None
+        if s.roster_file:
+            from privfed import secagg
+
+            with open(s.roster_file, "rb") as f:
+                roster = secagg.Roster.from_bytes(f.read())
         return DistributedDpStrategy.planned(
             fedavg, dim=dim, clip=s.clip, bits=s.bits, clients=s.cohort,
             epsilon=s.epsilon, delta=s.delta, rounds=s.num_rounds,
             dropout_tolerance=s.dropout_tolerance, stage_timeout=s.timeout,
             max_consecutive_aborts=s.max_consecutive_aborts,
+            threat_model=s.threat_model, roster=roster,
             accountant=_accountant(s.accountant, s.privacy))
     raise ValueError(f"unknown privacy mode {s.privacy!r}")
 

@@ -2,15 +2,18 @@
 
 Client: :func:`distributed_dp_mod` encodes the update (clip, scale, rotate, round, Skellam share,
 mod 2^bits; :mod:`privfed.distributed`) and runs privfed's secure-aggregation client
-(:mod:`privfed.secagg`) over four TRAIN messages. Server: :class:`DistributedDpStrategy` runs
-the four stages over Flower's Grid, decodes the mean of the survivors' updates from the modular
-sum, hands ``global + mean`` to the inner strategy and accounts one event per round with the
-clients whose inputs are in the sum.
+(:mod:`privfed.secagg`) over four TRAIN messages (five in the active mode). Server:
+:class:`DistributedDpStrategy` runs the stages over Flower's Grid, decodes the mean of the
+survivors' updates from the modular sum, hands ``global + mean`` to the inner strategy and
+accounts one event per round with the clients whose inputs are in the sum.
 
-Threat model: privfed's **honest-but-curious** secure aggregation. The server (the SuperLink's
-operator) sees only the modular sum as long as it relays keys and reports dropouts truthfully;
-one that lies about dropouts or substitutes keys recovers a single client's encoding, which
-carries only that client's share of the noise (``docs/SECURE_AGGREGATION.md``, "Threat models").
+Threat model: by default privfed's **honest-but-curious** secure aggregation. The server (the
+SuperLink's operator) sees only the modular sum as long as it relays keys and reports dropouts
+truthfully; one that lies about dropouts or substitutes keys recovers a single client's
+encoding, which carries only that client's share of the noise. With
+``DistributedDpStrategy(threat_model="active", roster=...)`` the round runs the actively secure
+mode (device-signed keys, a consistency check before unmasking), which withstands that server
+(``docs/SECURE_AGGREGATION.md``, "Threat models"; docs/FLOWER.md, "Threat model").
 
 Wire: every stage message carries a ConfigRecord ``"privfed-secagg"`` with ``stage`` and
 ``message`` (privfed's postcard bytes); the first one also the round configuration
@@ -26,7 +29,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 import numpy as np
 from flwr.app import (
@@ -56,13 +59,21 @@ from .selection import (
     selection_from_run_config,
 )
 from .strategy_base import WrappedStrategy
+from .vault import NodeVault, resolve_dir, vault_for
 
 #: The ConfigRecord of every secure-aggregation message (both ways) and of the client's state.
 SECAGG_RECORD = "privfed-secagg"
 STATE_RECORD = "privfed-secagg-state"
 STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
+#: The stages of an active-mode round (a consistency check before the unmasking).
+ACTIVE_STAGES = ("advertise_keys", "share_keys", "masked_input", "consistency_check", "unmasking")
+#: The layout of the client's ``ctxt.state`` record (see :class:`DistributedDpMod`).
+STATE_VERSION = 2
 #: The keys a server's "privfed-secagg" record may carry (any other is refused by the mod).
-_SECAGG_KEYS = ("stage", "config", "client-id", "round", "plan", "message", "arrays")
+_SECAGG_KEYS = ("stage", "config", "client-id", "round", "plan", "message", "arrays", "roster")
+#: Node-config keys (set by the SuperNode's operator, never by the server) of the active mode.
+AUTHORITY_KEY = "privfed-secagg-authority"
+DEVICE_KEY = "privfed-device-key"
 
 
 def _config_from_bytes(data: bytes):
@@ -89,10 +100,21 @@ class DistributedDpMod:
       refuse contradictory requests: ``ProtocolAbort``).
 
     The client's state between stages lives in the node's Context (``ctxt.state``, record
-    ``"privfed-secagg-state"``), as Flower's own ``secaggplus_mod`` keeps its keys: the seed
-    of the round's secrets and the server messages handled so far, from which the client is
-    rebuilt at each stage (the SuperNode, or the simulation engine, keeps the Context in
-    memory). It is deleted after the unmasking answer.
+    ``"privfed-secagg-state"``; Flower's Deployment Engine may start a fresh ClientApp process
+    per message and keeps only the Context): the round's session id, server round, client id,
+    configuration and plan, the stages answered so far, the server messages handled so far and
+    the round's 32-byte master seed (OS CSPRNG) **sealed** with ChaCha20-Poly1305 under a key in
+    a node-local directory (:mod:`privfed.flwr.vault`; ``state_dir=``, else the node config's
+    ``privfed-state-dir``, else ``$PRIVFED_STATE_DIR``, else ``~/.local/state/privfed``). The
+    client is rebuilt from them at each stage. Every stage is claimed in that directory's
+    journal before it is answered, so it is answered **once**; any refusal (a contradictory or
+    malformed request, a stage re-sent or out of order, a failing ClientApp) is **sticky**: the
+    round is recorded as aborted in the journal and its state replaced by an ``aborted`` marker
+    without seed or messages, and every later message of that round is refused — after a
+    process restart, on a rolled-back Context copy and for concurrent deliveries too. After the
+    unmasking answer only a ``finished`` marker stays. A new round (another session id)
+    replaces an unfinished one, whose seed is dropped. What this does not cover:
+    docs/FLOWER.md, "What ctxt.state holds".
 
     Only the selected arrays are encoded: float arrays matching ``include`` and no ``exclude``
     pattern (``privfed-include`` / ``privfed-exclude`` in ``Context.run_config``, read on every
@@ -106,6 +128,15 @@ class DistributedDpMod:
     client refuse a plan that would give it less noise, or a larger sensitivity, than it
     accepts. ``encoder_seed(context, server_round)`` (experiments only) fixes the encoder's
     randomness; never use it for a real release.
+
+    Active rounds (``DistributedDpStrategy(threat_model="active")``): the client signs its round
+    keys with its device key (``device_key=``, else the node config's ``privfed-device-key``, else
+    ``secagg-device-<node id>.key`` in the state directory; made from the OS CSPRNG if missing)
+    and answers the ``consistency_check`` stage. With an enrollment authority (``authority=``, 32
+    bytes or 64 hex digits, else the node config's ``privfed-secagg-authority``) it verifies the
+    roster the server relays and joins only active rounds naming a roster that authority
+    signed; ``require_active=True`` refuses honest-but-curious rounds without one (default: only
+    when an authority is set).
     """
 
     def __init__(
@@ -118,9 +149,17 @@ class DistributedDpMod:
         threads: Optional[int] = 1,
         include: Patterns = None,
         exclude: Patterns = None,
+        state_dir: Union[str, "os.PathLike[str]", None] = None,
+        authority: Union[bytes, str, None] = None,
+        device_key: Union[str, "os.PathLike[str]", None] = None,
+        require_active: Optional[bool] = None,
     ) -> None:
         if args:
             raise uncalled_mod_error("DistributedDpMod", "DistributedDpMod()", args)
+        self.state_dir = state_dir
+        self.authority = _authority(authority) if authority is not None else None
+        self.device_key = device_key
+        self.require_active = require_active
         ArraySelection.of(include, exclude)  # refuse malformed patterns now
         self.include, self.exclude = include, exclude
         self._logged: set = set()
@@ -130,18 +169,81 @@ class DistributedDpMod:
         self.encoder_seed = encoder_seed
         self.threads = threads
 
-    # -- state: the seed and the server messages so far; the client is replayed from them --
+    # -- state: the sealed seed and the server messages so far; the client is replayed --
+    def _vault(self, ctxt: Context) -> NodeVault:
+        return vault_for(resolve_dir(self.state_dir, ctxt.node_config))
+
     @staticmethod
-    def _restore(st: ConfigRecord):
+    def _node(ctxt: Context) -> str:
+        return str(ctxt.node_id)
+
+    def _restore(self, st: ConfigRecord, ctxt: Context, vault: NodeVault):
         cfg = _config_from_bytes(st["config"])
-        client = sa.SecAggClient(cfg, int(st["client-id"]), seed=bytes(st["seed"]))
-        for m in list(st.get("messages", [])) if hasattr(st, "get") else []:
+        cid = int(st["client-id"])
+        seed = vault.open(bytes(st["sealed-seed"]), session=bytes(st["session"]),
+                          node=self._node(ctxt), client_id=cid, created=int(st["created"]))
+        roster = bytes(st["roster"]) if "roster" in st else None
+        client = self._client(cfg, cid, seed, roster, ctxt)
+        del seed
+        for m in list(st["messages"]):
             inp = None
             if client.next_stage == "masked_input":
                 # the state after the masked input does not depend on the input
                 inp = np.zeros(cfg.dim, dtype=np.uint64)
             client.handle(bytes(m), inp)
         return client
+
+    # -- the active mode: the device key, the authority, and which rounds this node joins --
+    def _authority_of(self, ctxt: Context) -> Optional[bytes]:
+        if self.authority is not None:
+            return self.authority
+        a = ctxt.node_config.get(AUTHORITY_KEY) if ctxt.node_config is not None else None
+        return _authority(str(a)) if a else None
+
+    def _device(self, ctxt: Context):
+        path = self.device_key
+        if path is None and ctxt.node_config is not None:
+            path = ctxt.node_config.get(DEVICE_KEY) or None
+        if path is None:
+            vault = resolve_dir(self.state_dir, ctxt.node_config)
+            vault.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path = vault / f"secagg-device-{ctxt.node_id}.key"
+        return sa.DeviceKey.load(str(path), create=True)
+
+    def _check_threat_model(self, cfg, roster: Optional[bytes], ctxt: Context) -> None:
+        """Refuses a round weaker than this node accepts: a node that trusts an enrollment
+        authority (or ``require_active=True``) joins active rounds only, and with an authority
+        only rounds that name a roster it signed."""
+        authority = self._authority_of(ctxt)
+        require = self.require_active if self.require_active is not None else (
+            authority is not None)
+        if cfg.threat_model != "active":
+            if require:
+                raise errors.ProtocolAbort(
+                    "the round is honest-but-curious; this node joins active rounds only (a "
+                    "server that lies about dropouts would recover its update otherwise)")
+            return
+        if cfg.roster is None:
+            if authority is not None:
+                raise errors.ProtocolAbort(
+                    "the round names no roster, so the server could join it as any number of "
+                    "clients; this node trusts an enrollment authority and refuses it")
+            return
+        if authority is None:
+            raise errors.ProtocolAbort(
+                f"the round names a roster and this node has no enrollment authority to check "
+                f"it against ({AUTHORITY_KEY} in the node config, or authority=)")
+        if roster is None:
+            raise errors.ProtocolError("the round names a roster the server did not send")
+
+    def _client(self, cfg, cid: int, seed: bytes, roster: Optional[bytes], ctxt: Context):
+        if cfg.threat_model != "active":
+            return sa.SecAggClient(cfg, cid, seed=seed)
+        if roster is None:
+            return sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt))
+        return sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt),
+                               roster=sa.Roster.from_bytes(roster),
+                               authority=self._authority_of(ctxt))
 
     def _check_plan(self, params: Dict[str, Any]) -> None:
         sd = params.get("local_noise_stddev")
@@ -156,9 +258,47 @@ class DistributedDpMod:
         if self.max_clip is not None and (c is None or float(c) > self.max_clip):
             raise errors.ProtocolAbort(f"the server's plan clips at {c} > {self.max_clip}")
 
+    @staticmethod
+    def _marker(st: ConfigRecord, status: str, reason: str = "") -> ConfigRecord:
+        """What a round leaves in ``ctxt.state`` once it is over on this node: its session,
+        server round, client id and progress, never its seed or messages."""
+        out = ConfigRecord({
+            "version": STATE_VERSION, "status": status, "session": bytes(st["session"]),
+            "round": int(st["round"]), "client-id": int(st["client-id"]),
+            "answered": [str(a) for a in st["answered"]],
+        })
+        if reason:
+            out["reason"] = reason[:500]
+        return out
+
+    def _abort_running(self, ctxt: Context, reason: str) -> None:
+        """Makes a refusal stick: the round in progress (if any) is recorded as aborted in the
+        node's journal and its state replaced by an ``aborted`` marker (seed and messages
+        gone)."""
+        states = ctxt.state.config_records
+        st = states.get(STATE_RECORD)
+        if st is None or st.get("status") != "running":
+            return
+        try:
+            self._vault(ctxt).abort(bytes(st["session"]), self._node(ctxt), reason)
+        finally:
+            states[STATE_RECORD] = self._marker(st, "aborted", reason)
+
     def __call__(self, msg: Message, ctxt: Context, call_next: Callable) -> Message:
         if msg.metadata.message_type != MessageType.TRAIN:
             return call_next(msg, ctxt)
+        try:
+            out = self._handle(msg, ctxt, call_next)
+        except Exception as exc:
+            # Any refusal ends the round on this node for good: a server that re-sends the
+            # refused stage (or any other) finds it aborted, whatever process answers.
+            self._abort_running(ctxt, f"{type(exc).__name__}: {exc}")
+            raise
+        if out.has_error():  # the ClientApp failed at the masked input: the round is over too
+            self._abort_running(ctxt, f"the ClientApp failed: {out.error.reason}")
+        return out
+
+    def _handle(self, msg: Message, ctxt: Context, call_next: Callable) -> Message:
         check_records(msg.content, {SECAGG_RECORD: _SECAGG_KEYS}, "distributed_dp_mod")
         # the run config is read on every call (a misspelt privfed- key fails every stage)
         sel = selection_from_run_config(ctxt.run_config, include=self.include,
@@ -170,28 +310,62 @@ class DistributedDpMod:
                 "the update is never sent in the clear (is the server a DistributedDpStrategy?)"
             )
         stage = str(rec["stage"])
+        if stage not in ACTIVE_STAGES:
+            raise errors.ProtocolError(f"unknown secure-aggregation stage {stage!r}")
         states = ctxt.state.config_records
+        st = states.get(STATE_RECORD)
+        if st is not None and st.get("version") != STATE_VERSION:
+            # another layout (an older privfed kept the seed in the clear): drop it
+            del states[STATE_RECORD]
+            st = None
+        node = self._node(ctxt)
         if stage == "advertise_keys":
             cfg = _config_from_bytes(rec["config"])
             params = json.loads(str(rec["plan"]))
             self._check_plan(params)
             if int(params.get("padded_dim", cfg.dim)) != cfg.dim:
                 raise errors.ProtocolError("the plan's padded dimension is not the round's")
+            session, cid = _session_id(cfg), int(rec["client-id"])
+            roster = bytes(rec["roster"]) if "roster" in rec else None
+            self._check_threat_model(cfg, roster, ctxt)
+            vault = self._vault(ctxt)
+            if st is not None and st.get("status") == "running" and bytes(
+                    st["session"]) != session:
+                # the server moved on (the old round aborted on its side): the old seed goes
+                self._abort_running(ctxt, "superseded by a new round before it finished")
+            vault.prune()
+            vault.claim(session, node, stage)  # a round is started once per node
+            created = int(time.time())
             seed = os.urandom(32)
-            client = sa.SecAggClient(cfg, int(rec["client-id"]), seed=seed)
+            client = self._client(cfg, cid, seed, roster, ctxt)
+            sealed = vault.seal(seed, session=session, node=node, client_id=cid,
+                                created=created)
+            del seed
             states[STATE_RECORD] = ConfigRecord({
-                "config": bytes(rec["config"]), "client-id": int(rec["client-id"]),
-                "seed": seed, "plan": str(rec["plan"]), "round": int(rec["round"]),
-                "messages": [],
+                "version": STATE_VERSION, "status": "running", "session": session,
+                "round": int(rec["round"]), "client-id": cid, "answered": [stage],
+                "config": bytes(rec["config"]), "plan": str(rec["plan"]),
+                "created": created, "sealed-seed": sealed, "messages": [],
             })
+            if roster is not None:
+                states[STATE_RECORD]["roster"] = roster
             answer = bytes(client.advertise_message)
         else:
-            if stage not in STAGES:
-                raise errors.ProtocolError(f"unknown secure-aggregation stage {stage!r}")
-            st = states.get(STATE_RECORD)
             if st is None:
                 raise errors.ProtocolError(f"stage {stage} without a round in progress")
-            client = self._restore(st)
+            status = str(st.get("status", ""))
+            if status == "aborted":
+                raise errors.ProtocolAbort(
+                    f"stage {stage}: this node aborted the round ({st.get('reason', '')}); "
+                    f"every later message of the round is refused")
+            if status != "running":
+                raise errors.ProtocolError(
+                    f"stage {stage}: the round is over on this node ({status or 'unknown state'})")
+            vault = self._vault(ctxt)
+            # claimed before it is computed: a stage is answered at most once, whatever
+            # process or Context copy handles a re-sent or concurrent message
+            vault.claim(bytes(st["session"]), node, stage)
+            client = self._restore(st, ctxt, vault)
             if client.next_stage != stage:
                 raise errors.ProtocolError(
                     f"the server sent stage {stage}, the client expects {client.next_stage}")
@@ -203,8 +377,9 @@ class DistributedDpMod:
                 answer = bytes(client.handle(server_msg, x))
             else:
                 answer = bytes(client.handle(server_msg))
+            st["answered"] = [str(a) for a in st["answered"]] + [stage]
             if stage == "unmasking":
-                del states[STATE_RECORD]
+                states[STATE_RECORD] = self._marker(st, "finished")
             else:
                 st["messages"] = list(st["messages"]) + [server_msg]
         out = RecordDict({SECAGG_RECORD: ConfigRecord({"stage": stage, "message": answer})})
@@ -235,6 +410,15 @@ class DistributedDpMod:
         seed = self.encoder_seed(ctxt, int(st["round"])) if self.encoder_seed else None
         enc = dist.SkellamEncoder(params, rseed, seed=seed)
         return enc.encode(update, threads=self.threads)
+
+
+def _authority(a: Union[bytes, str]) -> bytes:
+    """An enrollment authority's Ed25519 verifying key: 32 bytes or 64 hex digits."""
+    b = bytes.fromhex(a) if isinstance(a, str) else bytes(a)
+    if len(b) != 32:
+        raise errors.ConfigError(
+            f"an enrollment authority's verifying key is 32 bytes (64 hex digits), got {len(b)}")
+    return b
 
 
 def distributed_dp_mod(*args: Any, **kw: Any) -> DistributedDpMod:
@@ -327,7 +511,8 @@ class DistributedDpStrategy(WrappedStrategy):
     """Secure aggregation + distributed DP around a Flower strategy (FedAvg, FedAdam, ...).
 
     Each round: the inner strategy samples its cohort (``configure_train``); the cohort's node
-    ids, sorted, become secure-aggregation clients 1..n; the four stages run over the Grid
+    ids, sorted, become secure-aggregation clients 1..n; the four stages (five with
+    ``threat_model="active"``: a consistency check before the unmasking) run over the Grid
     (each waits at most ``stage_timeout`` seconds; a node that does not answer, or answers with
     an error, has dropped, and its error text is logged as a WARNING and kept in the round's
     :class:`RoundOutcome`). The server decodes the mean of the survivors' clipped updates from
@@ -356,6 +541,13 @@ class DistributedDpStrategy(WrappedStrategy):
     as for :class:`~privfed.flwr.LocalDpStrategy` (Flower samples fixed-size cohorts: none).
     A suspected modular wrap (``wrap_suspected``) is accounted but not applied unless
     ``apply_on_wrap``.
+
+    ``threat_model="active"`` runs the actively secure mode (docs/FLOWER.md, "Threat model"):
+    ``roster`` (a :class:`privfed.secagg.Roster` signed by the enrollment authority, relayed to
+    the nodes, named by its digest in the round configuration) admits enrolled devices only;
+    without one, any device key is accepted (the Sybil case). The default stays
+    ``"honest-but-curious"``: the active complete graph's threshold leaves small cohorts no
+    room for dropouts.
     """
 
     def __init__(
@@ -376,8 +568,17 @@ class DistributedDpStrategy(WrappedStrategy):
         apply_on_wrap: bool = False,
         include: Patterns = None,
         exclude: Patterns = None,
+        threat_model: str = "honest-but-curious",
+        roster: Optional[Any] = None,
     ) -> None:
         super().__init__(inner)
+        if threat_model not in ("honest-but-curious", "active"):
+            raise ValueError(
+                f"threat_model must be 'honest-but-curious' or 'active', got {threat_model!r}")
+        if roster is not None and threat_model != "active":
+            raise ValueError("a roster applies to threat_model='active' only")
+        self.threat_model = threat_model
+        self.roster = roster
         self.selection = ArraySelection.of(include, exclude)
         self._logged: set = set()
         if on_abort not in ("skip", "raise"):
@@ -495,7 +696,8 @@ class DistributedDpStrategy(WrappedStrategy):
             self.ledger.record(server_round, None, 0, "budget reached: round not started")
             return []
         cfg = sa.round_config(n, int(self.params["bits"]), int(self.params["padded_dim"]),
-                            dropout=self.dropout, graph=self.graph)
+                              dropout=self.dropout, graph=self.graph,
+                              threat_model=self.threat_model, roster=self.roster)
         self._pending = self._secure_round(server_round, msgs, cfg, grid, names)
         # The round ran over the grid already; Strategy.start sends nothing more.
         return []
@@ -565,7 +767,9 @@ class DistributedDpStrategy(WrappedStrategy):
         server = sa.SecAggServer(cfg)
         cfg_bytes = bytes(cfg.to_bytes())
         alive = list(nodes)
-        for stage in STAGES:
+        masked = 0  # how many masked inputs the sum will hold (U3)
+        stages = ACTIVE_STAGES if cfg.threat_model == "active" else STAGES
+        for stage in stages:
             t0 = time.perf_counter()
             contents: Dict[int, RecordDict] = {}
             for nid in alive:
@@ -573,6 +777,8 @@ class DistributedDpStrategy(WrappedStrategy):
                     rec = ConfigRecord({"stage": stage, "config": cfg_bytes,
                                         "client-id": ids[nid], "round": server_round,
                                         "plan": self._plan_json})
+                    if self.roster is not None:
+                        rec["roster"] = bytes(self.roster.to_bytes())
                 else:
                     try:
                         m = bytes(server.message_for(ids[nid]))
@@ -587,10 +793,10 @@ class DistributedDpStrategy(WrappedStrategy):
                 else:
                     content = RecordDict({SECAGG_RECORD: rec})
                 contents[nid] = content
-            if stage == "unmasking":
+            if stages[stages.index(stage) - 1] == "masked_input":
                 # The survivors are known now, before anything is unmasked: refuse a round
                 # whose sum would take ε past the budget (fewer contributors than planned).
-                m = len(alive)
+                m = masked
                 if m > 0 and self.ledger.would_exceed(self._event(m)):
                     after = self.ledger.epsilon_after(self._event(m))
                     reason = (f"before unmasking: {m} survivors would take ε to "
@@ -610,6 +816,8 @@ class DistributedDpStrategy(WrappedStrategy):
             status = server.close_stage()
             res.stage_seconds[stage] = time.perf_counter() - t0
             alive = [nid for nid in nodes if nid in answers]
+            if stage == "masked_input":
+                masked = len(alive)
             if status == "aborted":
                 res.aborted = True
                 res.abort_reason = f"at {stage}: {server.abort_reason}"

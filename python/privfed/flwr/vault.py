@@ -1,0 +1,250 @@
+"""The secure-aggregation client's node-local vault: a sealing key and a journal of answered
+stages, kept on the machine that runs the ClientApp and never sent anywhere.
+
+Why it exists. :class:`privfed.flwr.DistributedDpMod` keeps a round's client between stages in
+the node's Context (``ctxt.state``): Flower's Deployment Engine may start a fresh ClientApp
+process for every message and only the Context survives between them. Two things must not
+follow from that:
+
+* a copy of ``ctxt.state`` (the SuperNode's memory, the ClientApp I/O connection between the
+  SuperNode and a separate ClientApp process or container, a debugging dump) must not hold the
+  round's **master seed** (from which the client's key-agreement secrets, its self-mask seed and
+  so every share it received can be re-derived): the seed is **sealed** (ChaCha20-Poly1305)
+  under a key that lives only in this directory;
+* a server must not get a stage answered **twice**, or answered **after the client refused**,
+  by re-sending it (the client would be rebuilt from the same seed and answer again): every
+  stage is **claimed** in the journal, atomically, before it is answered, and a refusal writes an
+  ``aborted`` entry; both refuse any later message for that round on this node — whatever the
+  Context says, after a process restart, a rolled-back or lost Context (the simulation engine
+  drops a ClientApp's Context changes when it raises) and for concurrent deliveries.
+
+Layout (``0700`` directory): ``secagg-state.key`` (32 bytes from the OS CSPRNG, ``0600``,
+created once; refused if group or others can read it) and ``secagg-journal.sqlite3`` (one row
+per (round session, node, stage) answered or ``aborted``; rows older than the retention are
+pruned, and a sealed seed older than it is refused, so pruning re-opens nothing).
+
+The directory is, in order: the mod's ``state_dir=``, the node config's ``privfed-state-dir``
+(set by the SuperNode's operator: ``--node-config 'privfed-state-dir="/var/lib/privfed"'``), the
+environment's ``PRIVFED_STATE_DIR``, else ``$XDG_STATE_HOME/privfed`` (``~/.local/state/privfed``).
+The server can set none of them.
+
+What it does not protect against: anyone who can read this directory **and** a copy of the
+Context (the node's own OS account, root) can open the seed; deleting the journal while a sealed
+seed is still in a Context re-enables a replay of that round's remaining stages. Python's
+``bytes`` holding the seed and the key while a stage is handled are not zeroized.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional, Union
+
+from .. import errors
+
+#: The node-config key and the environment variable that name the vault's directory.
+NODE_CONFIG_KEY = "privfed-state-dir"
+ENV_VAR = "PRIVFED_STATE_DIR"
+KEY_FILE = "secagg-state.key"
+JOURNAL_FILE = "secagg-journal.sqlite3"
+#: How long a round's journal rows are kept, and how old a sealed seed may be (seconds).
+RETENTION_SECONDS = 7 * 24 * 3600
+_SEAL_LABEL = b"privfed/flwr/secagg-seed/v1"
+_NONCE = 12
+_ABORTED = "aborted"
+
+_lock = threading.Lock()
+_vaults: Dict[str, "NodeVault"] = {}
+
+
+def default_dir() -> Path:
+    """``$XDG_STATE_HOME/privfed``, else ``~/.local/state/privfed``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "privfed"
+
+
+def resolve_dir(explicit: Union[str, os.PathLike, None], node_config: Any) -> Path:
+    """The vault directory for a ClientApp call (see the module docstring for the order)."""
+    if explicit is not None:
+        return Path(explicit)
+    cfg = node_config.get(NODE_CONFIG_KEY) if node_config is not None else None
+    if cfg:
+        return Path(str(cfg))
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    return default_dir()
+
+
+def vault_for(directory: Path) -> "NodeVault":
+    """The process's vault for ``directory`` (one per path)."""
+    key = str(Path(directory).absolute())
+    with _lock:
+        v = _vaults.get(key)
+        if v is None:
+            v = _vaults[key] = NodeVault(Path(key))
+        return v
+
+
+def _aead():
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+    except ImportError as exc:  # flwr depends on cryptography; say so if it is missing
+        raise ImportError(
+            "privfed.flwr's secure-aggregation client seals its state with the 'cryptography' "
+            "package (a dependency of flwr): pip install cryptography") from exc
+    return ChaCha20Poly1305
+
+
+def _aad(session: bytes, node: str, client_id: int, created: int) -> bytes:
+    n = node.encode()
+    return (_SEAL_LABEL + struct.pack(">H", len(session)) + session
+            + struct.pack(">H", len(n)) + n + struct.pack(">Iq", client_id, created))
+
+
+class NodeVault:
+    """A node-local directory holding the sealing key and the stage journal."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._key: Optional[bytes] = None
+
+    # ------------------------------------------------------------------ the key
+    def _ensure_dir(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def _load_key(self) -> bytes:
+        if self._key is not None:
+            return self._key
+        self._ensure_dir()
+        path = self.directory / KEY_FILE
+        if not path.exists():
+            # write a temporary file, then link it into place: atomic, and never two keys
+            tmp = self.directory / f".{KEY_FILE}.{os.getpid()}.{threading.get_ident()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, os.urandom(32))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process made it first: use theirs
+            finally:
+                os.unlink(tmp)
+        st = os.stat(path)
+        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise errors.ConfigError(
+                f"{path}: the secure-aggregation state key is accessible to group or others "
+                f"(mode {stat.S_IMODE(st.st_mode):o}); chmod 600 it")
+        key = path.read_bytes()
+        if len(key) != 32:
+            raise errors.ConfigError(f"{path}: expected a 32-byte key, found {len(key)} bytes")
+        self._key = key
+        return key
+
+    def seal(self, seed: bytes, *, session: bytes, node: str, client_id: int,
+             created: int) -> bytes:
+        """``nonce ‖ ChaCha20-Poly1305(key, seed)``, bound to the round, node, client id and
+        creation time (the associated data)."""
+        nonce = os.urandom(_NONCE)
+        box = _aead()(self._load_key())
+        return nonce + box.encrypt(nonce, seed, _aad(session, node, client_id, created))
+
+    def open(self, blob: bytes, *, session: bytes, node: str, client_id: int,
+             created: int, now: Optional[float] = None) -> bytes:
+        """The seed sealed by :meth:`seal` with the same binding; ``ProtocolAbort`` if it was
+        sealed under another key, for another round, node or id, altered, or is older than the
+        retention."""
+        now = time.time() if now is None else now
+        if not 0 <= now - created <= RETENTION_SECONDS:
+            raise errors.ProtocolAbort(
+                f"the round's sealed state dates from {int(now - created)} s ago, outside the "
+                f"{RETENTION_SECONDS} s it is kept for")
+        from cryptography.exceptions import InvalidTag
+
+        box = _aead()(self._load_key())
+        try:
+            return box.decrypt(blob[:_NONCE], blob[_NONCE:],
+                               _aad(session, node, client_id, created))
+        except InvalidTag:
+            raise errors.ProtocolAbort(
+                f"the round's sealed state does not open with this node's key "
+                f"({self.directory / KEY_FILE}): sealed elsewhere, for another round, or "
+                f"altered") from None
+
+    # ------------------------------------------------------------------ the journal
+    def _connect(self) -> sqlite3.Connection:
+        self._ensure_dir()
+        conn = sqlite3.connect(str(self.directory / JOURNAL_FILE), timeout=30.0,
+                               isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE IF NOT EXISTS stages (session TEXT NOT NULL, node TEXT NOT "
+                     "NULL, stage TEXT NOT NULL, at REAL NOT NULL, reason TEXT, "
+                     "PRIMARY KEY (session, node, stage))")
+        return conn
+
+    def claim(self, session: bytes, node: str, stage: str) -> None:
+        """Records that this node answers ``stage`` of the round ``session`` now. Raises
+        ``ProtocolAbort`` (and records nothing) if the round was aborted on this node or the
+        stage was claimed before — by this process or any other, whatever the Context says."""
+        sid = session.hex()
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = dict(conn.execute(
+                    "SELECT stage, reason FROM stages WHERE session = ? AND node = ?",
+                    (sid, node)).fetchall())
+                if _ABORTED in rows:
+                    raise errors.ProtocolAbort(
+                        f"this node aborted round {sid[:16]}… ({rows[_ABORTED]}); every later "
+                        f"message of the round is refused")
+                if stage in rows:
+                    raise errors.ProtocolAbort(
+                        f"stage {stage} of round {sid[:16]}… was already answered on this node; "
+                        f"a stage is answered once")
+                conn.execute("INSERT INTO stages VALUES (?, ?, ?, ?, NULL)",
+                             (sid, node, stage, time.time()))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.close()
+
+    def abort(self, session: bytes, node: str, reason: str) -> None:
+        """Records that this node aborted the round ``session`` (idempotent: the first reason
+        stays)."""
+        conn = self._connect()
+        try:
+            conn.execute("INSERT OR IGNORE INTO stages VALUES (?, ?, ?, ?, ?)",
+                         (session.hex(), node, _ABORTED, time.time(), reason[:500]))
+        finally:
+            conn.close()
+
+    def stages(self, session: bytes, node: str) -> Dict[str, Optional[str]]:
+        """The journal's entries for one round on one node: stage (or ``aborted``) → reason."""
+        conn = self._connect()
+        try:
+            return dict(conn.execute(
+                "SELECT stage, reason FROM stages WHERE session = ? AND node = ?",
+                (session.hex(), node)).fetchall())
+        finally:
+            conn.close()
+
+    def prune(self, now: Optional[float] = None) -> None:
+        """Drops the rows older than the retention (their sealed seeds are refused anyway)."""
+        now = time.time() if now is None else now
+        conn = self._connect()
+        try:
+            conn.execute("DELETE FROM stages WHERE at < ?", (now - RETENTION_SECONDS,))
+        finally:
+            conn.close()

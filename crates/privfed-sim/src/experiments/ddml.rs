@@ -24,6 +24,7 @@ use privfed_fl::datasets::{
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
 use privfed_plot::csv::{CsvWriter, opt};
 use std::collections::BTreeMap;
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -297,13 +298,7 @@ fn run_synthetic(
                 let seed = trial.seed.unwrap_or_default();
                 let mut rng = seeded_rng_for_experiments(seed);
                 let (r, secs) = simulate_observed(&data, cfg, &mut rng, observer)?;
-                let mae = r
-                    .mean_weights
-                    .iter()
-                    .zip(SYNTHETIC_TRUE_WEIGHTS)
-                    .map(|(a, b)| (a - b).abs())
-                    .sum::<f64>()
-                    / SYNTHETIC_TRUE_WEIGHTS.len() as f64;
+                let mae = weights_mean_abs_error(&r.mean_weights);
                 let max = r.weights_max_abs_error.unwrap_or(f64::NAN);
                 observer.message(&format!(
                     "synthetic {label} (run {}/{}, seed {seed}): max error {max:.3}, mean error \
@@ -345,21 +340,11 @@ fn run_synthetic(
                 })?;
                 let mae = MeanStdError::of(&maes)?;
                 let (label, cfg) = (point.label("config"), &point.config);
-                summary.row(&[
-                    &label,
-                    &cfg.k,
-                    &cfg.learning_rate,
-                    &s.runs,
-                    &s.updates,
-                    &s.accuracy.mean,
-                    &opt(s.accuracy.std_error),
-                    &s.loss.mean,
-                    &opt(s.loss.std_error),
-                    &max.mean,
-                    &opt(max.std_error),
-                    &mae.mean,
-                    &opt(mae.std_error),
-                ]);
+                summary.record(cells(
+                    &[&label, &cfg.k, &cfg.learning_rate, &s.runs, &s.updates],
+                    &[&s.accuracy, &s.loss, &max, &mae],
+                    &[],
+                ));
                 header.extend([label.to_string(), format!("{label} se")]);
                 cols.push(s.mean_weights);
                 Ok(())
@@ -368,12 +353,8 @@ fn run_synthetic(
     let mut weights = CsvWriter::new();
     weights.record(&header);
     for (j, name) in SYNTHETIC_FEATURE_NAMES.iter().enumerate() {
-        let mut row = vec![name.to_string(), SYNTHETIC_TRUE_WEIGHTS[j].to_string()];
-        row.extend(
-            cols.iter()
-                .flat_map(|c| [c[j].mean.to_string(), opt(c[j].std_error)]),
-        );
-        weights.record(row);
+        let stats: Vec<&MeanStdError> = cols.iter().map(|c| &c[j]).collect();
+        weights.record(cells(&[name, &SYNTHETIC_TRUE_WEIGHTS[j]], &stats, &[]));
     }
     write_file(
         &a.out,
@@ -396,6 +377,12 @@ fn run_synthetic(
     )
 }
 
+/// The mean absolute error of the known-weights model's mean weights, `Σ_j |b̄_j − w_j| / 33`.
+pub(crate) fn weights_mean_abs_error(mean_weights: &[f64]) -> f64 {
+    let errors = mean_weights.iter().zip(SYNTHETIC_TRUE_WEIGHTS);
+    errors.map(|(a, b)| (a - b).abs()).sum::<f64>() / SYNTHETIC_TRUE_WEIGHTS.len() as f64
+}
+
 /// The seed of repeat `repeat` of run stream `stream` (a grid run's 1-based index, or 1000 for
 /// the known-weights runs). Repeat 0 keeps the single-run seed `base + stream` of earlier
 /// versions, so CSV files written with one repeat are unchanged; later repeats mix
@@ -414,6 +401,20 @@ fn splitmix64(x: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// The cells of a row: `fixed`, then the mean and standard error of each of `stats` (the
+/// standard error empty for a single run), then `last`.
+fn cells(fixed: &[&dyn Display], stats: &[&MeanStdError], last: &[&dyn Display]) -> Vec<String> {
+    let text = |c: &[&dyn Display]| c.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    let mut row = text(fixed);
+    row.extend(
+        stats
+            .iter()
+            .flat_map(|m| [m.mean.to_string(), opt(m.std_error)]),
+    );
+    row.extend(text(last));
+    row
 }
 
 /// The four CSV files of one MNIST grid: per configuration (mean and standard error over the
@@ -452,37 +453,23 @@ impl GridCsv {
         let only: Vec<SimReport> = reports.iter().map(|(_, r)| r.clone()).collect();
         let s = summarize_repeats(&only)?;
         let k = only[0].config.k;
-        let se = |m: &MeanStdError| opt(m.std_error);
-        self.summary.row(&[
-            &label,
-            &k,
-            &s.runs,
-            &s.updates,
-            &s.overwrites.mean,
-            &se(&s.overwrites),
-            &s.accuracy.mean,
-            &se(&s.accuracy),
-            &s.loss.mean,
-            &se(&s.loss),
-            &s.train_loss.mean,
-            &se(&s.train_loss),
-            &s.intra_model_variance.mean,
-            &se(&s.intra_model_variance),
-            &s.predicted_intra_model_variance,
-        ]);
+        self.summary.record(cells(
+            &[&label, &k, &s.runs, &s.updates],
+            &[
+                &s.overwrites,
+                &s.accuracy,
+                &s.loss,
+                &s.train_loss,
+                &s.intra_model_variance,
+            ],
+            &[&s.predicted_intra_model_variance],
+        ));
         for c in &s.curve {
-            self.curves.row(&[
-                &label,
-                &c.pass,
-                &c.examples_seen,
-                &s.runs,
-                &c.accuracy.mean,
-                &se(&c.accuracy),
-                &c.loss.mean,
-                &se(&c.loss),
-                &c.intra_model_variance.mean,
-                &se(&c.intra_model_variance),
-            ]);
+            self.curves.record(cells(
+                &[&label, &c.pass, &c.examples_seen, &s.runs],
+                &[&c.accuracy, &c.loss, &c.intra_model_variance],
+                &[],
+            ));
         }
         for (rep, (seed, r)) in reports.iter().enumerate() {
             self.runs.row(&[
@@ -557,6 +544,15 @@ mod tests {
     #[test]
     fn splitmix64_reference_value() {
         assert_eq!(splitmix64(0), 0xE220_A839_7B1D_CDAF);
+    }
+
+    /// A single run has an empty standard error.
+    #[test]
+    fn mean_se_cells() {
+        let one = MeanStdError::of(&[2.0]).unwrap();
+        let two = MeanStdError::of(&[1.0, 3.0]).unwrap();
+        let row = cells(&[&"a"], &[&one, &two], &[&7]);
+        assert_eq!(row, ["a", "2", "", "2", "1", "7"]);
     }
 
     /// The grid: every selected experiment's labels in order; the k = 10 noise-free

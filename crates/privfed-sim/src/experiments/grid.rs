@@ -131,7 +131,7 @@ impl<C> Trial<'_, C> {
         )
     }
 
-    /// `run 3/11 (epsilon=1000, p=0.622)`, how an error names the run.
+    /// `3/11 (epsilon=1000, p=0.622)`: the position and labels by which an error names the run.
     pub fn name(&self) -> String {
         format!(
             "{}/{} ({})",

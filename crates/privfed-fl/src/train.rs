@@ -27,6 +27,9 @@ use privfed_distributed::rotation_seed;
 use privfed_learn::nn::{Eval, Model, Scratch};
 use privfed_mechanisms::central::poisson_sample;
 use privfed_mechanisms::rng::{NoiseRng, StreamKey};
+use privfed_plot::csv::CsvWriter;
+/// A CSV cell of an optional number (empty when absent); the CSV writer's, re-exported.
+pub use privfed_plot::csv::opt;
 use rand::RngExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -946,39 +949,34 @@ pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), FlEr
     Ok(())
 }
 
-/// A CSV cell of an optional number (empty when absent).
-pub fn opt(v: Option<f64>) -> String {
-    v.map_or(String::new(), |x| format!("{x}"))
-}
-
-/// The metrics as CSV (one row per round; empty cells where a round did not evaluate).
+/// The metrics as CSV (one row per round; empty cells where a round did not evaluate), written
+/// by the one CSV writer, [`privfed_plot::csv::CsvWriter`].
 pub fn history_csv(rows: &[RoundMetrics]) -> String {
-    let mut s = String::from(
+    let mut csv = CsvWriter::with_header(
         "round,sampled,contributors,train_loss,accuracy,test_loss,epsilon,update_norm,\
          wrap_suspected,aborted,seconds_clients,seconds_privatize_cpu,seconds_aggregate,seconds_account,\
-         seconds_eval,seconds_total\n",
+         seconds_eval,seconds_total",
     );
     for m in rows {
         let p = &m.seconds;
-        s.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-            m.round,
-            m.sampled,
-            m.contributors,
-            opt(m.train_loss),
-            opt(m.accuracy),
-            opt(m.test_loss),
-            opt(m.epsilon),
-            m.update_norm,
-            m.wrap_suspected,
-            m.aborted,
-            p.clients,
-            p.privatize_cpu,
-            p.aggregate,
-            p.account,
-            p.eval,
-            p.total
-        ));
+        csv.row(&[
+            &m.round,
+            &m.sampled,
+            &m.contributors,
+            &opt(m.train_loss),
+            &opt(m.accuracy),
+            &opt(m.test_loss),
+            &opt(m.epsilon),
+            &m.update_norm,
+            &m.wrap_suspected,
+            &m.aborted,
+            &p.clients,
+            &p.privatize_cpu,
+            &p.aggregate,
+            &p.account,
+            &p.eval,
+            &p.total,
+        ]);
     }
-    s
+    csv.into_string()
 }

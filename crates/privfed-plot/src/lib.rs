@@ -28,7 +28,8 @@
 //!   [`PlotError`], never a broken picture); [`render_png`] into PNG bytes; [`write_figure`]
 //!   writes either, by the file's extension.
 //! * [`table`]: a figure from a CSV that an experiment wrote (columns for x, y, interval,
-//!   series, panels, filters), which is what `privfed plot` does.
+//!   series, panels, filters), which is what `privfed plot` does; [`csv`]: the one CSV writer
+//!   (RFC 4180) that every experiment and training run writes its tables with.
 //!
 //! Each series is a `<g class="series" data-series="NAME">` group and the legend a
 //! `<g class="legend">` group, so a figure can be checked by reading its SVG.
@@ -55,6 +56,7 @@
 //! assert!(png.starts_with(b"\x89PNG"));
 //! ```
 
+pub mod csv;
 mod png;
 pub mod stats;
 mod svg;

@@ -9,6 +9,7 @@
 //! Seeds are derived from one base seed ([`run_seed`]), so the same configuration writes the same
 //! files.
 
+use super::grid::{Grid, Point, axis};
 use super::{ExperimentError, Observer, write_file};
 use crate::simulate::{
     MeanStdError, SimConfig, SimReport, simulate_in_process, summarize_repeats,
@@ -17,12 +18,13 @@ use crate::simulate::{
 use privfed_ddml::client::ClientNoise;
 use privfed_ddml::engine::{Strategy, predicted_intra_model_variance};
 use privfed_fl::datasets::{
-    SYNTHETIC_FEATURE_NAMES, SYNTHETIC_TRUE_WEIGHTS, default_data_dir, load_mnist,
+    Dataset, SYNTHETIC_FEATURE_NAMES, SYNTHETIC_TRUE_WEIGHTS, default_data_dir, load_mnist,
     synthetic_production,
 };
-use privfed_mechanisms::rng::seeded_rng_for_experiments;
+use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
+use privfed_plot::csv::{CsvWriter, opt};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -55,14 +57,6 @@ pub struct ExperimentsConfig {
     pub seed: u64,
 }
 
-/// One MNIST run of the grid.
-#[derive(Debug, Clone)]
-struct GridRun {
-    experiment: &'static str,
-    label: String,
-    config: SimConfig,
-}
-
 /// The paper's MNIST configuration ([`SimConfig::paper_defaults`]) with `k`, the strategy, the
 /// client noise and the number of passes set.
 fn mnist_config(k: usize, strategy: Strategy, noise: ClientNoise, passes: usize) -> SimConfig {
@@ -75,16 +69,20 @@ fn mnist_config(k: usize, strategy: Strategy, noise: ClientNoise, passes: usize)
     }
 }
 
-/// The MNIST grid runs of the selected experiments, in order.
-fn grid_runs(want: impl Fn(&str) -> bool, p: usize) -> Vec<GridRun> {
-    let mut runs: Vec<GridRun> = Vec::new();
+/// The MNIST grid runs of the selected experiments, in order, labelled `experiment` and
+/// `config`.
+fn grid_runs(want: impl Fn(&str) -> bool, p: usize) -> Vec<Point<SimConfig>> {
+    let mut runs = Vec::new();
+    let mut push = |experiment: &str, label: String, config: SimConfig| {
+        runs.push(Point::new(
+            &[("experiment", experiment.to_string()), ("config", label)],
+            config,
+        ));
+    };
+    let dd = |k: usize, noise: ClientNoise| mnist_config(k, Strategy::DrawAndDiscard, noise, p);
     if want("k") {
         for k in [1usize, 2, 5, 10, 20, 50, 100] {
-            runs.push(GridRun {
-                experiment: "k",
-                label: format!("k={k}"),
-                config: mnist_config(k, Strategy::DrawAndDiscard, ClientNoise::None, p),
-            });
+            push("k", format!("k={k}"), dd(k, ClientNoise::None));
         }
     }
     if want("epsilon") {
@@ -95,37 +93,22 @@ fn grid_runs(want: impl Fn(&str) -> bool, p: usize) -> Vec<GridRun> {
             ("ln16", 16.0),
             ("ln32", 32.0),
         ] {
-            runs.push(GridRun {
-                experiment: "epsilon",
-                label: format!("epsilon={name}"),
-                config: mnist_config(
-                    10,
-                    Strategy::DrawAndDiscard,
-                    ClientNoise::Laplace { epsilon: e.ln() },
-                    p,
-                ),
-            });
+            let noise = ClientNoise::Laplace { epsilon: e.ln() };
+            push("epsilon", format!("epsilon={name}"), dd(10, noise));
         }
-        runs.push(GridRun {
-            experiment: "epsilon",
-            label: "no noise".into(),
-            config: mnist_config(10, Strategy::DrawAndDiscard, ClientNoise::None, p),
-        });
+        push("epsilon", "no noise".into(), dd(10, ClientNoise::None));
     }
     if want("batching") {
         for ns in [10usize, 100, 1000, 10_000] {
-            runs.push(GridRun {
-                experiment: "batching",
-                label: format!("Ns={ns}"),
-                config: mnist_config(1, Strategy::ServerBatch { batch: ns }, ClientNoise::None, p),
-            });
+            let batch = Strategy::ServerBatch { batch: ns };
+            push(
+                "batching",
+                format!("Ns={ns}"),
+                mnist_config(1, batch, ClientNoise::None, p),
+            );
         }
         for k in [10usize, 20] {
-            runs.push(GridRun {
-                experiment: "batching",
-                label: format!("k={k}"),
-                config: mnist_config(k, Strategy::DrawAndDiscard, ClientNoise::None, p),
-            });
+            push("batching", format!("k={k}"), dd(k, ClientNoise::None));
         }
     }
     if want("strategies") {
@@ -139,11 +122,11 @@ fn grid_runs(want: impl Fn(&str) -> bool, p: usize) -> Vec<GridRun> {
                 Strategy::AverageBeforeOverwrite,
             ),
         ] {
-            runs.push(GridRun {
-                experiment: "strategies",
-                label: label.into(),
-                config: mnist_config(k, s, ClientNoise::None, p),
-            });
+            push(
+                "strategies",
+                label.into(),
+                mnist_config(k, s, ClientNoise::None, p),
+            );
         }
     }
     runs
@@ -176,8 +159,10 @@ pub fn run_experiments(
         // Thm. 1: pure-noise D&D, Laplace b = 1 (σ² = 2), p = 20, `variance_runs` runs per k,
         // 100·k updates each, recorded every 10·k.
         let mut rng = seeded_rng_for_experiments(a.seed);
-        let mut csv = String::from("k,step,measured_mean,std_error,predicted\n");
-        for k in [2usize, 5, 10, 20, 50] {
+        let mut csv = CsvWriter::with_header("k,step,measured_mean,std_error,predicted");
+        let ks = axis("k", [2usize, 5, 10, 20, 50]);
+        Grid::new(&ks).run(observer, |trial, _| {
+            let k = trial.point.config;
             let steps = 100 * k;
             let tr = variance_stabilization_trace(
                 k,
@@ -191,10 +176,16 @@ pub fn run_experiments(
             )?;
             let pred = predicted_intra_model_variance(k, 2.0);
             for p in tr {
-                writeln!(csv, "{k},{},{},{},{pred}", p.step, p.mean, p.std_error)?;
+                csv.row(&[&k, &p.step, &p.mean, &p.std_error, &pred]);
             }
-        }
-        write_file(&a.out, "ddml_variance_stabilization.csv", &csv, observer)?;
+            Ok::<_, ExperimentError>(())
+        })?;
+        write_file(
+            &a.out,
+            "ddml_variance_stabilization.csv",
+            csv.as_str(),
+            observer,
+        )?;
     }
     let runs = grid_runs(want, a.passes);
     if !runs.is_empty() {
@@ -205,53 +196,56 @@ pub fn run_experiments(
             source,
         })?;
         // Identical configurations (e.g. k = 10 without noise appears in three experiments) are
-        // run once (R times) and reported under every label.
-        let mut done: Vec<(SimConfig, Vec<(u64, SimReport)>)> = Vec::new();
+        // run once (R times) and reported under every label; each grid's files are rewritten
+        // after every configuration.
         let mut csvs: BTreeMap<&str, GridCsv> = BTreeMap::new();
-        for (i, run) in runs.iter().enumerate() {
-            let reports = if let Some((_, r)) = done.iter().find(|(c, _)| *c == run.config) {
-                r.clone()
-            } else {
-                let mut reports = Vec::with_capacity(a.repeats);
-                for rep in 0..a.repeats {
-                    let seed = run_seed(a.seed, i as u64 + 1, rep as u64);
-                    observer.message(&format!(
-                        "[{}/{}] {} {} (run {}/{}, seed {seed})",
-                        i + 1,
-                        runs.len(),
-                        run.experiment,
-                        run.label,
-                        rep + 1,
-                        a.repeats
-                    ));
+        Grid::new(&runs)
+            .repeats(a.repeats)
+            .seeds(|i, rep| run_seed(a.seed, i as u64 + 1, rep as u64))
+            .reuse_identical()
+            .run_then(
+                observer,
+                |trial, observer| {
+                    observer.message(&trial.announce());
+                    let seed = trial.seed.unwrap_or_default();
                     let mut rng = seeded_rng_for_experiments(seed);
-                    observer.run_started();
-                    let start = Instant::now();
-                    let r = simulate_in_process(&mnist, &run.config, &mut rng, |p| {
-                        observer.run_progress(p)
-                    });
-                    observer.run_finished();
-                    let r = r?;
+                    let (r, secs) =
+                        simulate_observed(&mnist, &trial.point.config, &mut rng, observer)?;
                     observer.message(&format!(
-                        "    accuracy {:.4} loss {:.4} ({:.0} s)",
-                        r.accuracy,
-                        r.loss,
-                        start.elapsed().as_secs_f64()
+                        "    accuracy {:.4} loss {:.4} ({secs:.0} s)",
+                        r.accuracy, r.loss
                     ));
-                    reports.push((seed, r));
-                }
-                done.push((run.config.clone(), reports.clone()));
-                reports
-            };
-            let csv = csvs.entry(run.experiment).or_insert_with(GridCsv::new);
-            csv.add(&run.label, &reports)?;
-            csv.write(&a.out, run.experiment, observer)?;
-        }
+                    Ok::<_, ExperimentError>((seed, r))
+                },
+                |point, all, observer| {
+                    let experiment = point.label("experiment");
+                    let csv = csvs.entry(experiment).or_insert_with(GridCsv::new);
+                    csv.add(
+                        point.label("config"),
+                        all.last().map_or(&[][..], Vec::as_slice),
+                    )?;
+                    csv.write(&a.out, experiment, observer)
+                },
+            )?;
     }
     if want("synthetic") {
         run_synthetic(a, observer)?;
     }
     Ok(())
+}
+
+/// One simulation with its progress to `observer`; the report and its seconds.
+fn simulate_observed(
+    data: &Dataset,
+    config: &SimConfig,
+    rng: &mut ExperimentRng,
+    observer: &mut dyn Observer,
+) -> Result<(SimReport, f64), ExperimentError> {
+    observer.run_started();
+    let start = Instant::now();
+    let r = simulate_in_process(data, config, rng, |p| observer.run_progress(p));
+    observer.run_finished();
+    Ok((r?, start.elapsed().as_secs_f64()))
 }
 
 /// Known weights (§V-C): the paper's k = 30, γ = 0.005 with the update budget we can afford,
@@ -263,103 +257,130 @@ fn run_synthetic(
 ) -> Result<(), ExperimentError> {
     let mut data_rng = seeded_rng_for_experiments(a.seed ^ 0x5EED_DA7A);
     let data = synthetic_production(200_000, 20_000, &mut data_rng)?;
-    let mut weights = String::from("feature,true");
-    let mut weight_runs = String::from("config,repeat,feature,true,estimate\n");
-    let mut summary = String::from(
+    let mut weight_runs = CsvWriter::with_header("config,repeat,feature,true,estimate");
+    let mut summary = CsvWriter::with_header(
         "config,k,learning_rate,runs,updates,accuracy_mean,accuracy_se,loss_mean,loss_se,\
          weights_max_abs_error_mean,weights_max_abs_error_se,weights_mean_abs_error_mean,\
-         weights_mean_abs_error_se\n",
+         weights_mean_abs_error_se",
     );
-    let mut per_run = String::from(
+    let mut per_run = CsvWriter::with_header(
         "config,repeat,seed,k,learning_rate,updates,accuracy,loss,weights_max_abs_error,\
-         weights_mean_abs_error\n",
+         weights_mean_abs_error",
     );
+    let mut header = vec!["feature".to_string(), "true".to_string()];
     let mut cols = Vec::new();
-    for (label, k, g, passes) in [
+    let configs: Vec<Point<SimConfig>> = [
         ("k=30 gamma=0.005", 30usize, 0.005f64, 100usize),
         ("k=30 gamma=0.05", 30, 0.05, 100),
         ("k=10 gamma=0.2", 10, 0.2, 10),
-    ] {
+    ]
+    .into_iter()
+    .map(|(label, k, g, passes)| {
         let mut cfg = SimConfig::paper_defaults(k);
         cfg.learning_rate = g;
         cfg.passes = passes;
         cfg.evaluate_every_pass = false;
-        let mut reports = Vec::with_capacity(a.repeats);
-        let mut maes = Vec::with_capacity(a.repeats);
-        for rep in 0..a.repeats {
-            let seed = run_seed(a.seed, 1000, rep as u64);
-            let mut rng = seeded_rng_for_experiments(seed);
-            observer.run_started();
-            let start = Instant::now();
-            let r = simulate_in_process(&data, &cfg, &mut rng, |p| observer.run_progress(p));
-            observer.run_finished();
-            let r = r?;
-            let mae = r
-                .mean_weights
-                .iter()
-                .zip(SYNTHETIC_TRUE_WEIGHTS)
-                .map(|(a, b)| (a - b).abs())
-                .sum::<f64>()
-                / SYNTHETIC_TRUE_WEIGHTS.len() as f64;
-            let max = r.weights_max_abs_error.unwrap_or(f64::NAN);
-            observer.message(&format!(
-                "synthetic {label} (run {}/{}, seed {seed}): max error {max:.3}, mean error \
-                 {mae:.3}, accuracy {:.4} ({:.0} s)",
-                rep + 1,
-                a.repeats,
-                r.accuracy,
-                start.elapsed().as_secs_f64()
-            ));
-            writeln!(
-                per_run,
-                "{label},{rep},{seed},{k},{g},{},{},{},{max},{mae}",
-                r.updates, r.accuracy, r.loss
-            )?;
-            for (j, name) in SYNTHETIC_FEATURE_NAMES.iter().enumerate() {
-                writeln!(
-                    weight_runs,
-                    "{label},{rep},{name},{},{}",
-                    SYNTHETIC_TRUE_WEIGHTS[j], r.mean_weights[j]
-                )?;
-            }
-            maes.push(mae);
-            reports.push(r);
-        }
-        let s = summarize_repeats(&reports)?;
-        let max = s.weights_max_abs_error.ok_or_else(|| {
-            ExperimentError::Internal("the synthetic data set has known weights".into())
-        })?;
-        let mae = MeanStdError::of(&maes)?;
-        writeln!(
-            summary,
-            "{label},{k},{g},{},{},{},{},{},{}",
-            s.runs,
-            s.updates,
-            mean_se(&s.accuracy),
-            mean_se(&s.loss),
-            mean_se(&max),
-            mean_se(&mae)
+        Point::new(&[("config", label.to_string())], cfg)
+    })
+    .collect();
+    Grid::new(&configs)
+        .repeats(a.repeats)
+        .seeds(|_, rep| run_seed(a.seed, 1000, rep as u64))
+        .run_then(
+            observer,
+            |trial, observer| {
+                let (label, cfg, rep) = (
+                    trial.point.label("config"),
+                    &trial.point.config,
+                    trial.repeat,
+                );
+                let (k, g) = (cfg.k, cfg.learning_rate);
+                let seed = trial.seed.unwrap_or_default();
+                let mut rng = seeded_rng_for_experiments(seed);
+                let (r, secs) = simulate_observed(&data, cfg, &mut rng, observer)?;
+                let mae = weights_mean_abs_error(&r.mean_weights);
+                let max = r.weights_max_abs_error.unwrap_or(f64::NAN);
+                observer.message(&format!(
+                    "synthetic {label} (run {}/{}, seed {seed}): max error {max:.3}, mean error \
+                     {mae:.3}, accuracy {:.4} ({secs:.0} s)",
+                    rep + 1,
+                    a.repeats,
+                    r.accuracy,
+                ));
+                per_run.row(&[
+                    &label,
+                    &rep,
+                    &seed,
+                    &k,
+                    &g,
+                    &r.updates,
+                    &r.accuracy,
+                    &r.loss,
+                    &max,
+                    &mae,
+                ]);
+                for (j, name) in SYNTHETIC_FEATURE_NAMES.iter().enumerate() {
+                    weight_runs.row(&[
+                        &label,
+                        &rep,
+                        name,
+                        &SYNTHETIC_TRUE_WEIGHTS[j],
+                        &r.mean_weights[j],
+                    ]);
+                }
+                Ok::<_, ExperimentError>((r, mae))
+            },
+            |point, all, _| {
+                let runs = all.last().map_or(&[][..], Vec::as_slice);
+                let reports: Vec<SimReport> = runs.iter().map(|(r, _)| r.clone()).collect();
+                let maes: Vec<f64> = runs.iter().map(|(_, m)| *m).collect();
+                let s = summarize_repeats(&reports)?;
+                let max = s.weights_max_abs_error.ok_or_else(|| {
+                    ExperimentError::Internal("the synthetic data set has known weights".into())
+                })?;
+                let mae = MeanStdError::of(&maes)?;
+                let (label, cfg) = (point.label("config"), &point.config);
+                summary.record(cells(
+                    &[&label, &cfg.k, &cfg.learning_rate, &s.runs, &s.updates],
+                    &[&s.accuracy, &s.loss, &max, &mae],
+                    &[],
+                ));
+                header.extend([label.to_string(), format!("{label} se")]);
+                cols.push(s.mean_weights);
+                Ok(())
+            },
         )?;
-        write!(weights, ",{label},{label} se")?;
-        cols.push(s.mean_weights);
-    }
-    weights.push('\n');
+    let mut weights = CsvWriter::new();
+    weights.record(&header);
     for (j, name) in SYNTHETIC_FEATURE_NAMES.iter().enumerate() {
-        write!(weights, "{name},{}", SYNTHETIC_TRUE_WEIGHTS[j])?;
-        for c in &cols {
-            write!(weights, ",{}", mean_se(&c[j]))?;
-        }
-        weights.push('\n');
+        let stats: Vec<&MeanStdError> = cols.iter().map(|c| &c[j]).collect();
+        weights.record(cells(&[name, &SYNTHETIC_TRUE_WEIGHTS[j]], &stats, &[]));
     }
-    write_file(&a.out, "ddml_synthetic_weights.csv", &weights, observer)?;
+    write_file(
+        &a.out,
+        "ddml_synthetic_weights.csv",
+        weights.as_str(),
+        observer,
+    )?;
     write_file(
         &a.out,
         "ddml_synthetic_weights_runs.csv",
-        &weight_runs,
+        weight_runs.as_str(),
         observer,
     )?;
-    write_file(&a.out, "ddml_synthetic.csv", &summary, observer)?;
-    write_file(&a.out, "ddml_synthetic_runs.csv", &per_run, observer)
+    write_file(&a.out, "ddml_synthetic.csv", summary.as_str(), observer)?;
+    write_file(
+        &a.out,
+        "ddml_synthetic_runs.csv",
+        per_run.as_str(),
+        observer,
+    )
+}
+
+/// The mean absolute error of the known-weights model's mean weights, `Σ_j |b̄_j − w_j| / 33`.
+pub(crate) fn weights_mean_abs_error(mean_weights: &[f64]) -> f64 {
+    let errors = mean_weights.iter().zip(SYNTHETIC_TRUE_WEIGHTS);
+    errors.map(|(a, b)| (a - b).abs()).sum::<f64>() / SYNTHETIC_TRUE_WEIGHTS.len() as f64
 }
 
 /// The seed of repeat `repeat` of run stream `stream` (a grid run's 1-based index, or 1000 for
@@ -382,39 +403,49 @@ fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// `mean,se` for a CSV row (the standard error is empty for a single run).
-fn mean_se(m: &MeanStdError) -> String {
-    match m.std_error {
-        Some(se) => format!("{},{se}", m.mean),
-        None => format!("{},", m.mean),
-    }
+/// The cells of a row: `fixed`, then the mean and standard error of each of `stats` (the
+/// standard error empty for a single run), then `last`.
+fn cells(fixed: &[&dyn Display], stats: &[&MeanStdError], last: &[&dyn Display]) -> Vec<String> {
+    let text = |c: &[&dyn Display]| c.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    let mut row = text(fixed);
+    row.extend(
+        stats
+            .iter()
+            .flat_map(|m| [m.mean.to_string(), opt(m.std_error)]),
+    );
+    row.extend(text(last));
+    row
 }
 
 /// The four CSV files of one MNIST grid: per configuration (mean and standard error over the
 /// repeats), per run, and the learning curves summarized and per run.
 struct GridCsv {
-    summary: String,
-    runs: String,
-    curves: String,
-    curve_runs: String,
+    summary: CsvWriter,
+    runs: CsvWriter,
+    curves: CsvWriter,
+    curve_runs: CsvWriter,
 }
 
 impl GridCsv {
     fn new() -> Self {
         Self {
-            summary: "config,k,runs,updates,overwrites_mean,overwrites_se,accuracy_mean,\
-                      accuracy_se,loss_mean,loss_se,train_loss_mean,train_loss_se,\
-                      intra_model_variance_mean,intra_model_variance_se,\
-                      predicted_intra_model_variance\n"
-                .into(),
-            runs: "config,repeat,seed,k,updates,overwrites,accuracy,loss,train_loss,\
-                   intra_model_variance,predicted_intra_model_variance\n"
-                .into(),
-            curves: "config,pass,examples_seen,runs,accuracy_mean,accuracy_se,loss_mean,loss_se,\
-                     intra_model_variance_mean,intra_model_variance_se\n"
-                .into(),
-            curve_runs: "config,repeat,pass,examples_seen,accuracy,loss,intra_model_variance\n"
-                .into(),
+            summary: CsvWriter::with_header(
+                "config,k,runs,updates,overwrites_mean,overwrites_se,accuracy_mean,\
+                 accuracy_se,loss_mean,loss_se,train_loss_mean,train_loss_se,\
+                 intra_model_variance_mean,intra_model_variance_se,\
+                 predicted_intra_model_variance",
+            ),
+            runs: CsvWriter::with_header(
+                "config,repeat,seed,k,updates,overwrites,accuracy,loss,train_loss,\
+                 intra_model_variance,predicted_intra_model_variance",
+            ),
+            curves: CsvWriter::with_header(
+                "config,pass,examples_seen,runs,accuracy_mean,accuracy_se,loss_mean,loss_se,\
+                 intra_model_variance_mean,intra_model_variance_se",
+            ),
+            curve_runs: CsvWriter::with_header(
+                "config,repeat,pass,examples_seen,accuracy,loss,intra_model_variance",
+            ),
         }
     }
 
@@ -422,48 +453,48 @@ impl GridCsv {
         let only: Vec<SimReport> = reports.iter().map(|(_, r)| r.clone()).collect();
         let s = summarize_repeats(&only)?;
         let k = only[0].config.k;
-        writeln!(
-            self.summary,
-            "{label},{k},{},{},{},{},{},{},{},{}",
-            s.runs,
-            s.updates,
-            mean_se(&s.overwrites),
-            mean_se(&s.accuracy),
-            mean_se(&s.loss),
-            mean_se(&s.train_loss),
-            mean_se(&s.intra_model_variance),
-            s.predicted_intra_model_variance
-        )?;
+        self.summary.record(cells(
+            &[&label, &k, &s.runs, &s.updates],
+            &[
+                &s.overwrites,
+                &s.accuracy,
+                &s.loss,
+                &s.train_loss,
+                &s.intra_model_variance,
+            ],
+            &[&s.predicted_intra_model_variance],
+        ));
         for c in &s.curve {
-            writeln!(
-                self.curves,
-                "{label},{},{},{},{},{},{}",
-                c.pass,
-                c.examples_seen,
-                s.runs,
-                mean_se(&c.accuracy),
-                mean_se(&c.loss),
-                mean_se(&c.intra_model_variance)
-            )?;
+            self.curves.record(cells(
+                &[&label, &c.pass, &c.examples_seen, &s.runs],
+                &[&c.accuracy, &c.loss, &c.intra_model_variance],
+                &[],
+            ));
         }
         for (rep, (seed, r)) in reports.iter().enumerate() {
-            writeln!(
-                self.runs,
-                "{label},{rep},{seed},{k},{},{},{},{},{},{},{}",
-                r.updates,
-                r.server.overwrites,
-                r.accuracy,
-                r.loss,
-                r.train_loss,
-                r.intra_model_variance,
-                r.predicted_intra_model_variance
-            )?;
+            self.runs.row(&[
+                &label,
+                &rep,
+                seed,
+                &k,
+                &r.updates,
+                &r.server.overwrites,
+                &r.accuracy,
+                &r.loss,
+                &r.train_loss,
+                &r.intra_model_variance,
+                &r.predicted_intra_model_variance,
+            ]);
             for pt in &r.curve {
-                writeln!(
-                    self.curve_runs,
-                    "{label},{rep},{},{},{},{},{}",
-                    pt.pass, pt.examples_seen, pt.accuracy, pt.loss, pt.intra_model_variance
-                )?;
+                self.curve_runs.row(&[
+                    &label,
+                    &rep,
+                    &pt.pass,
+                    &pt.examples_seen,
+                    &pt.accuracy,
+                    &pt.loss,
+                    &pt.intra_model_variance,
+                ]);
             }
         }
         Ok(())
@@ -476,10 +507,15 @@ impl GridCsv {
         observer: &mut dyn Observer,
     ) -> Result<(), ExperimentError> {
         let name = |suffix: &str| format!("ddml_mnist_{experiment}{suffix}.csv");
-        write_file(out, &name(""), &self.summary, observer)?;
-        write_file(out, &name("_runs"), &self.runs, observer)?;
-        write_file(out, &name("_curves"), &self.curves, observer)?;
-        write_file(out, &name("_curves_runs"), &self.curve_runs, observer)
+        write_file(out, &name(""), self.summary.as_str(), observer)?;
+        write_file(out, &name("_runs"), self.runs.as_str(), observer)?;
+        write_file(out, &name("_curves"), self.curves.as_str(), observer)?;
+        write_file(
+            out,
+            &name("_curves_runs"),
+            self.curve_runs.as_str(),
+            observer,
+        )
     }
 }
 
@@ -510,12 +546,13 @@ mod tests {
         assert_eq!(splitmix64(0), 0xE220_A839_7B1D_CDAF);
     }
 
+    /// A single run has an empty standard error.
     #[test]
     fn mean_se_cells() {
         let one = MeanStdError::of(&[2.0]).unwrap();
-        assert_eq!(mean_se(&one), "2,");
         let two = MeanStdError::of(&[1.0, 3.0]).unwrap();
-        assert_eq!(mean_se(&two), "2,1");
+        let row = cells(&[&"a"], &[&one, &two], &[&7]);
+        assert_eq!(row, ["a", "2", "", "2", "1", "7"]);
     }
 
     /// The grid: every selected experiment's labels in order; the k = 10 noise-free
@@ -524,9 +561,9 @@ mod tests {
     fn grid_runs_in_order() {
         let all = grid_runs(|_| true, 20);
         assert_eq!(all.len(), 7 + 6 + 6 + 4);
-        assert_eq!(all[0].label, "k=1");
+        assert_eq!(all[0].describe(), "experiment=k, config=k=1");
         assert!(all.iter().all(|r| r.config.passes == 20));
-        let k10: Vec<&GridRun> = all
+        let k10: Vec<&Point<SimConfig>> = all
             .iter()
             .filter(|r| {
                 r.config == mnist_config(10, Strategy::DrawAndDiscard, ClientNoise::None, 20)
@@ -535,7 +572,7 @@ mod tests {
         assert_eq!(k10.len(), 3);
         let only_eps = grid_runs(|e| e == "epsilon", 2);
         assert_eq!(only_eps.len(), 6);
-        assert_eq!(only_eps[5].label, "no noise");
+        assert_eq!(only_eps[5].label("config"), "no noise");
     }
 
     #[test]
@@ -590,7 +627,7 @@ mod tests {
                 .map(|l| l.split(',').map(str::to_owned).collect())
                 .collect()
         };
-        let summary = table(&g.summary);
+        let summary = table(g.summary.as_str());
         let header = &summary[0];
         assert!(summary.iter().all(|r| r.len() == header.len()));
         let col = |name: &str| header.iter().position(|h| h == name).unwrap();
@@ -605,12 +642,12 @@ mod tests {
         // A single run has an empty standard error.
         assert_eq!(summary[2][col("runs")], "1");
         assert_eq!(summary[2][col("accuracy_se")], "");
-        let per_run = table(&g.runs);
+        let per_run = table(g.runs.as_str());
         assert_eq!(per_run.len(), 1 + 3 + 1);
         assert_eq!(per_run[2][2], run_seed(7, 1, 1).to_string());
-        let curves = table(&g.curves);
+        let curves = table(g.curves.as_str());
         assert_eq!(curves.len(), 1 + 2 + 2);
         assert!(curves.iter().all(|r| r.len() == curves[0].len()));
-        assert_eq!(table(&g.curve_runs).len(), 1 + 3 * 2 + 2);
+        assert_eq!(table(g.curve_runs.as_str()).len(), 1 + 3 * 2 + 2);
     }
 }

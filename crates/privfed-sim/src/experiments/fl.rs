@@ -12,15 +12,20 @@
 //! `quick` shrinks every grid (fewer rounds, clients and test rows) so the whole set runs in a
 //! test; the numbers in EXPERIMENTS.md come from the full grids.
 
+use std::fmt::Display;
 use std::path::Path;
 
 use serde::Serialize;
+
+use super::Silent;
+use super::grid::{self, Grid, Trial, product};
 
 use privfed_fl::FlError;
 use privfed_fl::config::Seed;
 use privfed_fl::run::RunConfig;
 use privfed_fl::spec::{Extras, Loaded};
-use privfed_fl::train::{RoundMetrics, StopKind, Summary, Trainer, opt};
+use privfed_fl::train::{RoundMetrics, StopKind, Summary, Trainer};
+use privfed_plot::csv::{CsvWriter, opt};
 use privfed_plot::table::mean_with_interval;
 use privfed_plot::{Axis, Figure, Panel, Point, Series, Style};
 
@@ -32,14 +37,8 @@ pub const NAMES: [&str; 4] = [
     "paper001-shakespeare",
 ];
 
-/// One run of a grid: its labels (column → value) and config.
-#[derive(Debug, Clone)]
-pub struct Variant {
-    /// Labels, in column order.
-    pub labels: Vec<(String, String)>,
-    /// The run's config.
-    pub config: RunConfig,
-}
+/// One run of a grid: its labels (column → value) and config, a point of the grid runner.
+pub type Variant = grid::Point<RunConfig>;
 
 /// A grid of runs.
 #[derive(Debug, Clone)]
@@ -76,13 +75,7 @@ pub struct ResultRow {
 }
 
 fn variant(labels: &[(&str, String)], toml: &str) -> Result<Variant, FlError> {
-    Ok(Variant {
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), v.clone()))
-            .collect(),
-        config: RunConfig::from_toml(toml)?,
-    })
+    Ok(grid::Point::new(labels, RunConfig::from_toml(toml)?))
 }
 
 fn fmt(x: f64) -> String {
@@ -123,18 +116,11 @@ pub fn with_seeds(mut exp: Experiment, seeds: u64) -> Result<Experiment, FlError
     if seeds == 1 {
         return Ok(exp);
     }
-    exp.variants = exp
-        .variants
-        .iter()
-        .flat_map(|v| {
-            (1..=seeds).map(move |s| {
-                let mut v = v.clone();
-                v.config.train.seed = Some(Seed::from_u64(s));
-                v.labels.push(("seed".into(), s.to_string()));
-                v
-            })
-        })
-        .collect();
+    exp.variants = product(exp.variants, "seed", 1..=seeds, |c, s| {
+        let mut c = c.clone();
+        c.train.seed = Some(Seed::from_u64(*s));
+        c
+    });
     exp.title = format!("{} (mean of {seeds} seeds, 95% intervals)", exp.title);
     Ok(exp)
 }
@@ -414,10 +400,9 @@ impl DataCache {
 }
 
 /// Names a failed run: "run 3/11 (epsilon=1000, p=0.622): …".
-fn in_run(i: usize, n: usize, labels: &Labels, e: FlError) -> FlError {
-    let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+fn in_run(trial: &Trial<'_, RunConfig>, e: FlError) -> FlError {
     FlError::Run {
-        run: format!("{}/{n} ({})", i + 1, l.join(", ")),
+        run: trial.name(),
         error: Box::new(e),
     }
 }
@@ -429,23 +414,31 @@ fn in_run(i: usize, n: usize, labels: &Labels, e: FlError) -> FlError {
 /// # Errors
 /// The first variant that cannot start, named by [`FlError::Run`].
 pub fn check_experiment(exp: &Experiment, data_dir: &Path) -> Result<(), FlError> {
-    check_with(exp, data_dir, &mut DataCache::default())
+    check_with(
+        &Grid::new(&exp.variants),
+        data_dir,
+        &mut DataCache::default(),
+    )
 }
 
-fn check_with(exp: &Experiment, data_dir: &Path, cache: &mut DataCache) -> Result<(), FlError> {
-    let n = exp.variants.len();
-    for (i, v) in exp.variants.iter().enumerate() {
+fn check_with(
+    grid: &Grid<'_, RunConfig>,
+    data_dir: &Path,
+    cache: &mut DataCache,
+) -> Result<(), FlError> {
+    grid.check(|trial| {
         let (cfg, loaded) = cache
-            .load(v, data_dir)
-            .map_err(|e| in_run(i, n, &v.labels, e))?;
-        Trainer::new(cfg.train, &loaded.data, 1).map_err(|e| in_run(i, n, &v.labels, e))?;
-    }
-    Ok(())
+            .load(trial.point, data_dir)
+            .map_err(|e| in_run(trial, e))?;
+        Trainer::new(cfg.train, &loaded.data, 1).map_err(|e| in_run(trial, e))?;
+        Ok(())
+    })
 }
 
-/// Runs every variant after checking that all of them can start ([`check_experiment`]);
-/// `progress(variant_index, labels, metrics)` after each round, `finished(rows, rounds)` after
-/// each run with everything finished so far (so a caller can write partial results).
+/// Runs every variant with the grid runner ([`Grid`]) after checking that all of them can start
+/// ([`check_experiment`]); `progress(variant_index, labels, metrics)` after each round,
+/// `finished(rows, rounds)` after each run with everything finished so far (so a caller can
+/// write partial results).
 ///
 /// # Errors
 /// The first run that fails, named by [`FlError::Run`].
@@ -457,82 +450,94 @@ pub fn run_experiment(
     finished: &mut Finished<'_>,
 ) -> Result<ExperimentOutput, FlError> {
     let mut cache = DataCache::default();
-    check_with(exp, data_dir, &mut cache)?;
-    let n = exp.variants.len();
-    let mut rows = Vec::new();
-    let mut rounds = Vec::new();
-    for (i, v) in exp.variants.iter().enumerate() {
-        let (cfg, loaded) = cache
-            .load(v, data_dir)
-            .map_err(|e| in_run(i, n, &v.labels, e))?;
-        let row = (|| {
-            let mut t = Trainer::new(cfg.train, &loaded.data, threads)?;
-            let summary = t.run(|_, m| {
-                progress(i, &v.labels, m);
-                Ok(())
-            })?;
-            let (excess_loss, distance) = match &loaded.extras {
-                Extras::SyntheticLogistic(p) => {
-                    let (theta, bias) = p.theta_of_softmax(t.params())?;
-                    (
-                        Some(p.excess_loss(&theta, bias)?.mean),
-                        Some(p.distance(&theta)?),
-                    )
-                }
-                _ => (None, None),
-            };
-            let secs: f64 = t.history().iter().map(|m| m.seconds.total).sum();
-            rounds.extend(t.history().iter().map(|m| (i, m.clone())));
-            Ok::<_, FlError>(ResultRow {
-                labels: v.labels.clone(),
-                seconds_per_round: secs / t.history().len().max(1) as f64,
-                summary,
-                excess_loss,
-                distance,
-            })
-        })()
-        .map_err(|e| in_run(i, n, &v.labels, e))?;
-        rows.push(row);
-        finished(&rows, &rounds)?;
-    }
-    Ok((rows, rounds))
+    let grid = Grid::new(&exp.variants);
+    check_with(&grid, data_dir, &mut cache)?;
+    let collect = |all: &[Vec<(ResultRow, Vec<RoundMetrics>)>]| -> ExperimentOutput {
+        let runs = all
+            .iter()
+            .enumerate()
+            .flat_map(|(i, r)| r.iter().map(move |r| (i, r)));
+        let rows = runs.clone().map(|(_, (row, _))| row.clone()).collect();
+        let rounds = runs
+            .flat_map(|(i, (_, rounds))| rounds.iter().map(move |m| (i, m.clone())))
+            .collect();
+        (rows, rounds)
+    };
+    let all = grid.run_then(
+        &mut Silent,
+        |trial, _| {
+            let (i, v) = (trial.index, trial.point);
+            let (cfg, loaded) = cache.load(v, data_dir).map_err(|e| in_run(trial, e))?;
+            (|| {
+                let mut t = Trainer::new(cfg.train, &loaded.data, threads)?;
+                let summary = t.run(|_, m| {
+                    progress(i, &v.labels, m);
+                    Ok(())
+                })?;
+                let (excess_loss, distance) = match &loaded.extras {
+                    Extras::SyntheticLogistic(p) => {
+                        let (theta, bias) = p.theta_of_softmax(t.params())?;
+                        (
+                            Some(p.excess_loss(&theta, bias)?.mean),
+                            Some(p.distance(&theta)?),
+                        )
+                    }
+                    _ => (None, None),
+                };
+                let secs: f64 = t.history().iter().map(|m| m.seconds.total).sum();
+                let row = ResultRow {
+                    labels: v.labels.clone(),
+                    seconds_per_round: secs / t.history().len().max(1) as f64,
+                    summary,
+                    excess_loss,
+                    distance,
+                };
+                Ok::<_, FlError>((row, t.history().to_vec()))
+            })()
+            .map_err(|e| in_run(trial, e))
+        },
+        |_, all, _| {
+            let (rows, rounds) = collect(all);
+            finished(&rows, &rounds)
+        },
+    )?;
+    Ok(collect(&all))
 }
 
 /// `NAME.csv`: one row per run.
 pub fn results_csv(rows: &[ResultRow]) -> String {
-    let mut s = String::new();
-    if let Some(r) = rows.first() {
-        for (k, _) in &r.labels {
-            s.push_str(k);
-            s.push(',');
-        }
-    }
-    s.push_str(
-        "final_accuracy,final_test_loss,final_epsilon,delta,excess_loss,distance,\
-         rounds_completed,seconds_per_round,noise_multiplier,local_epsilon,stopped\n",
+    let mut csv = CsvWriter::new();
+    let labels = rows.first().map_or(&[][..], |r| r.labels.as_slice());
+    csv.record(
+        labels.iter().map(|(k, _)| k.as_str()).chain(
+            "final_accuracy,final_test_loss,final_epsilon,delta,excess_loss,distance,\
+         rounds_completed,seconds_per_round,noise_multiplier,local_epsilon,stopped"
+                .split(','),
+        ),
     );
     for r in rows {
-        for (_, v) in &r.labels {
-            s.push_str(v);
-            s.push(',');
-        }
         let m = &r.summary;
-        s.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{}\n",
-            opt(m.final_accuracy),
-            opt(m.final_test_loss),
-            opt(m.final_epsilon),
-            m.delta,
-            opt(r.excess_loss),
-            opt(r.distance),
-            m.rounds_completed,
-            r.seconds_per_round,
-            opt(m.noise_multiplier),
-            opt(m.local_epsilon),
-            stopped_cell(m),
-        ));
+        let cells: [&dyn Display; 11] = [
+            &opt(m.final_accuracy),
+            &opt(m.final_test_loss),
+            &opt(m.final_epsilon),
+            &m.delta,
+            &opt(r.excess_loss),
+            &opt(r.distance),
+            &m.rounds_completed,
+            &r.seconds_per_round,
+            &opt(m.noise_multiplier),
+            &opt(m.local_epsilon),
+            &stopped_cell(m),
+        ];
+        csv.record(label_values(&r.labels).chain(cells));
     }
-    s
+    csv.into_string()
+}
+
+/// A variant's label values, the leading cells of its rows.
+fn label_values(labels: &Labels) -> impl Iterator<Item = &dyn Display> {
+    labels.iter().map(|(_, v)| v as &dyn Display)
 }
 
 /// The `stopped` cell: empty for a run that ran all its rounds, else `budget@R` or
@@ -557,30 +562,33 @@ fn diverged(r: &ResultRow) -> bool {
 
 /// `NAME_rounds.csv`: one row per run and round.
 pub fn rounds_csv(exp: &Experiment, rounds: &[(usize, RoundMetrics)]) -> String {
-    let mut s = String::new();
-    if let Some(v) = exp.variants.first() {
-        for (k, _) in &v.labels {
-            s.push_str(k);
-            s.push(',');
-        }
-    }
-    s.push_str("round,contributors,accuracy,test_loss,epsilon,seconds\n");
+    let mut csv = CsvWriter::new();
+    let labels = exp
+        .variants
+        .first()
+        .map_or(&[][..], |v| v.labels.as_slice());
+    csv.record(
+        labels
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .chain("round,contributors,accuracy,test_loss,epsilon,seconds".split(',')),
+    );
     for (i, m) in rounds {
-        for (_, v) in &exp.variants[*i].labels {
-            s.push_str(v);
-            s.push(',');
-        }
-        s.push_str(&format!(
-            "{},{},{},{},{},{}\n",
-            m.round,
-            m.contributors,
-            opt(m.accuracy),
-            opt(m.test_loss),
-            opt(m.epsilon),
-            m.seconds.total
-        ));
+        let cells: [&dyn Display; 6] = [
+            &m.round,
+            &m.contributors,
+            &opt(m.accuracy),
+            &opt(m.test_loss),
+            &opt(m.epsilon),
+            &m.seconds.total,
+        ];
+        let labels = exp
+            .variants
+            .get(*i)
+            .map_or(&[][..], |v| v.labels.as_slice());
+        csv.record(label_values(labels).chain(cells));
     }
-    s
+    csv.into_string()
 }
 
 /// The experiment's figure: `y` against the numeric label `x`, one series per value of the

@@ -1,12 +1,18 @@
 //! The experiment grids of the papers, reproducible from a seed: paper 003's Draw-and-Discard
-//! grids ([`ddml`]), paper 004's scalar and vector MVU experiments ([`mvu`]) and paper 001's
-//! comparison of accounting methods ([`paper001`]).
+//! grids ([`ddml`]), paper 004's scalar and vector MVU experiments ([`mvu`]), paper 001's
+//! comparison of accounting methods ([`paper001`]) and papers 000/001's grids of training runs
+//! ([`fl`]).
 //!
-//! Progress goes to an [`Observer`] (the CLI draws progress bars and prints the messages on
-//! standard error); results are CSV text (written to files by [`ddml`], returned by [`mvu`]).
+//! Every grid is run by the one grid runner, [`grid::Grid`] (labelled points, the cartesian
+//! product of named axes, repeats with derived seeds, progress, results per point), and every
+//! CSV is written by the one CSV writer, [`privfed_plot::csv::CsvWriter`]. Progress goes to an
+//! [`Observer`] (the CLI draws progress bars and prints the messages on standard error); results
+//! are CSV text (written to files by [`ddml`], returned by [`mvu`] and [`paper001`], written by
+//! the CLI for [`fl`]).
 
 pub mod ddml;
 pub mod fl;
+pub mod grid;
 pub mod mvu;
 pub mod paper001;
 

@@ -2,6 +2,7 @@
 //! mechanism against its baselines. Each returns its CSV (one row per measurement) and a
 //! markdown table; the same seed gives the same numbers.
 
+use super::grid::{Grid, axis};
 use super::{ExperimentError, Observer};
 use crate::mechanism::design_mvu_timed;
 use privfed_compression::designer::DesignOptions;
@@ -13,6 +14,7 @@ use privfed_mechanisms::laplace::Laplace;
 use privfed_mechanisms::mvu::{DpConstraint, Mvu, MvuVector};
 use privfed_mechanisms::rng::seeded_rng_for_experiments;
 use privfed_mechanisms::{AnyRandomizer, Domain, LocalRandomizer};
+use privfed_plot::csv::CsvWriter;
 use std::fmt::Write as _;
 
 /// The output of an experiment: CSV text and a markdown table.
@@ -51,15 +53,17 @@ pub fn run_scalar_experiment(
             "--clients and --points must be at least 2".into(),
         ));
     }
-    let mut csv = String::from(
-        "epsilon,mechanism,bits,x,n,estimate_sq_error,empirical_variance,exact_variance\n",
+    let mut csv = CsvWriter::with_header(
+        "epsilon,mechanism,bits,x,n,estimate_sq_error,empirical_variance,exact_variance",
     );
     let mut table = String::new();
     let xs: Vec<f64> = (0..points)
         .map(|k| (-1.0 + 2.0 * k as f64 / (points - 1) as f64).clamp(-1.0, 1.0))
         .collect();
     let mut rng = seeded_rng_for_experiments(config.seed);
-    for &eps in &config.epsilons {
+    let grid = axis("epsilon", config.epsilons.iter().copied());
+    Grid::new(&grid).run(observer, |trial, observer| {
+        let eps = trial.point.config;
         observer.message(&format!(
             "scalar DME, ε = {eps}: designing, then {points} points × {n} clients"
         ));
@@ -115,16 +119,14 @@ pub fn run_scalar_experiment(
                 let mean_err = s / nf;
                 let emp = (s2 - nf * mean_err * mean_err) / (nf - 1.0);
                 let exact = m.variance_at(&[x])?;
-                writeln!(
-                    csv,
-                    "{eps},{name},{bits},{x},{n},{},{emp},{exact}",
-                    mean_err * mean_err
-                )?;
+                csv.row(&[&eps, name, bits, &x, &n, &(mean_err * mean_err), &emp, &exact]);
                 write!(table, " {emp:.4} ({exact:.4}) |")?;
             }
             table.push('\n');
         }
-    }
+        Ok::<_, ExperimentError>(())
+    })?;
+    let csv = csv.into_string();
     Ok(ExperimentOutput { csv, table })
 }
 
@@ -331,15 +333,16 @@ pub fn run_vector_experiment(
     // VectorSetup::paper004 for b_in and R.
     let delta = 1.0 / (n as f64 + 1.0);
     let options = DesignOptions::default();
-    let mut csv = String::from(
-        "data,epsilon,mechanism,input_bits,bound,accounted_epsilon,delta,trial,mse,rejected_draws\n",
+    let mut csv = CsvWriter::with_header(
+        "data,epsilon,mechanism,input_bits,bound,accounted_epsilon,delta,trial,mse,rejected_draws",
     );
     let mut table = String::from(
         "| data | ε | b_in | R | MVU ε-LDP (Lemma 6) MSE [ε] | MVU (ε,δ) via RDP MSE [ε] | baseline MSE | MVU ε-LDP / baseline | MVU RDP / baseline | rejected draws |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut rng = seeded_rng_for_experiments(config.seed);
-    for kind in [1u32, 2] {
-        let p = kind;
+    let kinds = axis("data", [1u32, 2]);
+    Grid::new(&kinds).run(observer, |trial, observer| {
+        let (kind, p) = (trial.point.config, trial.point.config);
         let label = if kind == 1 { "l1" } else { "l2+" };
         let setup = VectorSetup::paper004(p, d, config.l1_input_bits)?;
         let bound = setup.bound;
@@ -418,11 +421,18 @@ pub fn run_vector_experiment(
                     } else {
                         (String::new(), String::new())
                     };
-                    writeln!(
-                        csv,
-                        "{label},{eps},{},{bits},{r},{},{},{t},{e},{}",
-                        names[k], accounted[k], deltas[k], rejected[k]
-                    )?;
+                    csv.row(&[
+                        &label,
+                        &eps,
+                        &names[k],
+                        &bits,
+                        &r,
+                        &accounted[k],
+                        &deltas[k],
+                        &t,
+                        &e,
+                        &rejected[k],
+                    ]);
                 }
                 rejected_total += rejected[0] + rejected[1];
             }
@@ -439,7 +449,9 @@ pub fn run_vector_experiment(
                 totals[1] / totals[2],
             )?;
         }
-    }
+        Ok::<_, ExperimentError>(())
+    })?;
+    let csv = csv.into_string();
     Ok(ExperimentOutput { csv, table })
 }
 

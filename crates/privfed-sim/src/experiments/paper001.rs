@@ -8,13 +8,14 @@
 //! sensitivity is `s` and the Skellam variance `μ = s²σ²`; DDG's central noise `sσ` is the sum of
 //! `n` client shares of standard deviation `sσ/√n`, which costs it the `τ` term.
 
-use super::ExperimentError;
+use super::grid::{Grid, axis};
+use super::{ExperimentError, Silent};
 use privfed_accounting::ddg::ddg_tau;
 use privfed_accounting::rdp::default_orders;
 use privfed_accounting::skellam::skellam_exact_rdp_1d;
-use privfed_accounting::{DpEvent, PldAccountant, RdpAccountant};
+use privfed_accounting::{DpEvent, PldAccountant, PrivacyAccountant, RdpAccountant};
 use privfed_mechanisms::gaussian::gaussian_epsilon;
-use std::fmt::Write;
+use privfed_plot::csv::{CsvWriter, opt};
 
 /// The grid of [`epsilon_vs_noise`].
 #[derive(Debug, Clone, PartialEq)]
@@ -58,17 +59,13 @@ fn finite(e: f64) -> Option<f64> {
     e.is_finite().then_some(e)
 }
 
-fn rdp_epsilon(event: DpEvent, steps: u64, delta: f64) -> Result<Option<f64>, ExperimentError> {
-    let mut acc = RdpAccountant::new();
-    acc.compose(&DpEvent::SelfComposed {
-        event: Box::new(event),
-        count: steps,
-    })?;
-    Ok(finite(acc.get_epsilon(delta)?))
-}
-
-fn pld_epsilon(event: DpEvent, steps: u64, delta: f64) -> Result<Option<f64>, ExperimentError> {
-    let mut acc = PldAccountant::new();
+/// ε at `delta` of `steps` compositions of `event` under the accountant `A`.
+fn epsilon<A: PrivacyAccountant + Default>(
+    event: DpEvent,
+    steps: u64,
+    delta: f64,
+) -> Result<Option<f64>, ExperimentError> {
+    let mut acc = A::default();
     acc.compose(&DpEvent::SelfComposed {
         event: Box::new(event),
         count: steps,
@@ -101,8 +98,9 @@ pub fn epsilon_vs_noise(grid: &EpsilonVsNoise) -> Result<Vec<EpsilonPoint>, Expe
     }
     let (s, t, delta) = (grid.scale as f64, grid.steps, grid.delta);
     let orders = default_orders();
-    let mut out = Vec::with_capacity(grid.sigmas.len() * METHODS.len());
-    for &sigma in &grid.sigmas {
+    let points = axis("sigma", grid.sigmas.iter().copied());
+    let per_sigma = Grid::new(&points).run(&mut Silent, |trial, _| {
+        let sigma = trial.point.config;
         let mu = s * s * sigma * sigma;
         let skellam = DpEvent::Skellam {
             mu,
@@ -133,39 +131,44 @@ pub fn epsilon_vs_noise(grid: &EpsilonVsNoise) -> Result<Vec<EpsilonPoint>, Expe
             } else {
                 None
             },
-            pld_epsilon(gaussian.clone(), t, delta)?,
-            rdp_epsilon(gaussian, t, delta)?,
-            pld_epsilon(skellam.clone(), t, delta)?,
-            rdp_epsilon(exact_curve, t, delta)?,
-            rdp_epsilon(skellam, t, delta)?,
-            rdp_epsilon(ddg, t, delta)?,
+            epsilon::<PldAccountant>(gaussian.clone(), t, delta)?,
+            epsilon::<RdpAccountant>(gaussian, t, delta)?,
+            epsilon::<PldAccountant>(skellam.clone(), t, delta)?,
+            epsilon::<RdpAccountant>(exact_curve, t, delta)?,
+            epsilon::<RdpAccountant>(skellam, t, delta)?,
+            epsilon::<RdpAccountant>(ddg, t, delta)?,
         ];
-        for (method, epsilon) in METHODS.into_iter().zip(values) {
-            if method == "gaussian_analytic" && t != 1 {
-                continue;
-            }
-            out.push(EpsilonPoint {
-                sigma,
-                method,
-                epsilon,
-            });
-        }
-    }
-    Ok(out)
+        Ok::<_, ExperimentError>(
+            METHODS
+                .into_iter()
+                .zip(values)
+                .filter(|(method, _)| *method != "gaussian_analytic" || t == 1)
+                .map(|(method, epsilon)| EpsilonPoint {
+                    sigma,
+                    method,
+                    epsilon,
+                })
+                .collect::<Vec<_>>(),
+        )
+    })?;
+    Ok(per_sigma.into_iter().flatten().flatten().collect())
 }
 
 /// The points as CSV: `scale,clients,steps,delta,sigma,method,epsilon` (empty ε: none finite).
 pub fn epsilon_vs_noise_csv(grid: &EpsilonVsNoise, points: &[EpsilonPoint]) -> String {
-    let mut csv = String::from("scale,clients,steps,delta,sigma,method,epsilon\n");
+    let mut csv = CsvWriter::with_header("scale,clients,steps,delta,sigma,method,epsilon");
     for p in points {
-        let e = p.epsilon.map(|e| e.to_string()).unwrap_or_default();
-        let _ = writeln!(
-            csv,
-            "{},{},{},{},{},{},{e}",
-            grid.scale, grid.clients, grid.steps, grid.delta, p.sigma, p.method
-        );
+        csv.row(&[
+            &grid.scale,
+            &grid.clients,
+            &grid.steps,
+            &grid.delta,
+            &p.sigma,
+            &p.method,
+            &opt(p.epsilon),
+        ]);
     }
-    csv
+    csv.into_string()
 }
 
 #[cfg(test)]

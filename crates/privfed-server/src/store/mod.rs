@@ -42,6 +42,37 @@ pub enum SubmitOutcome {
     Replayed(Box<SubmitOutcome>),
 }
 
+/// A used ticket's outcome as the stores keep it for replays: `a` (accepted), or `r` followed by
+/// `s` and the spam rejection's JSON or `g` and the guard rejection's JSON.
+pub fn encode_outcome(o: &SubmitOutcome) -> String {
+    match o {
+        SubmitOutcome::Rejected(Rejection::Spam(r)) => {
+            format!("rs{}", serde_json::to_string(r).unwrap_or_default())
+        }
+        SubmitOutcome::Rejected(Rejection::Guard(r)) => {
+            format!("rg{}", serde_json::to_string(r).unwrap_or_default())
+        }
+        SubmitOutcome::Accepted => "a".into(),
+        SubmitOutcome::Replayed(first) => encode_outcome(first),
+    }
+}
+
+/// Inverse of [`encode_outcome`]; `Err` if the stored outcome is unreadable.
+pub fn decode_outcome(s: &str) -> Result<SubmitOutcome, StoreError> {
+    let bad = |e: serde_json::Error| StoreError::Backend(format!("stored ticket outcome: {e}"));
+    if let Some(json) = s.strip_prefix("rs") {
+        Ok(SubmitOutcome::Rejected(Rejection::Spam(
+            serde_json::from_str(json).map_err(bad)?,
+        )))
+    } else if let Some(json) = s.strip_prefix("rg") {
+        Ok(SubmitOutcome::Rejected(Rejection::Guard(
+            serde_json::from_str(json).map_err(bad)?,
+        )))
+    } else {
+        Ok(SubmitOutcome::Accepted)
+    }
+}
+
 /// Whether updates to this model must carry the ticket of their draw (those with a guard).
 pub fn needs_ticket(spec: &ModelSpec) -> bool {
     spec.step_guard.is_some()

@@ -194,8 +194,8 @@ fn ticket_key(name: &str, t: Ticket) -> String {
     format!("privfed:{name}:t:{t}")
 }
 
-/// How a used ticket's outcome is stored for replays: `a` (accepted), or `r` followed by `s` and
-/// the spam rejection's JSON or `g` and the guard rejection's JSON (the scripts add the `r`).
+/// How a used ticket's outcome is stored for replays ([`crate::store::decode_outcome`]), without
+/// the `r` of a rejection, which the scripts add.
 fn encode_outcome(o: &SubmitOutcome) -> String {
     match o {
         SubmitOutcome::Rejected(Rejection::Spam(r)) => {
@@ -205,22 +205,6 @@ fn encode_outcome(o: &SubmitOutcome) -> String {
             format!("g{}", serde_json::to_string(r).unwrap_or_default())
         }
         _ => String::new(),
-    }
-}
-
-/// Inverse of [`encode_outcome`] (with the `r`); `Err` if the stored outcome is unreadable.
-fn decode_outcome(s: &str) -> Result<SubmitOutcome, StoreError> {
-    let bad = |e: serde_json::Error| StoreError::Backend(format!("stored ticket outcome: {e}"));
-    if let Some(json) = s.strip_prefix("rs") {
-        Ok(SubmitOutcome::Rejected(Rejection::Spam(
-            serde_json::from_str(json).map_err(bad)?,
-        )))
-    } else if let Some(json) = s.strip_prefix("rg") {
-        Ok(SubmitOutcome::Rejected(Rejection::Guard(
-            serde_json::from_str(json).map_err(bad)?,
-        )))
-    } else {
-        Ok(SubmitOutcome::Accepted)
     }
 }
 
@@ -373,7 +357,9 @@ impl RedisStore {
                     .ok_or_else(|| StoreError::Backend(format!("corrupt instance of `{name}`")))?;
                 Redeemed::Fresh(Arc::from(w))
             }
-            "used" => Redeemed::Replay(decode_outcome(&reply_field::<String>(&r, 1)?)?),
+            "used" => Redeemed::Replay(crate::store::decode_outcome(&reply_field::<String>(
+                &r, 1,
+            )?)?),
             "busy" => Redeemed::InProgress,
             _ => Redeemed::Invalid,
         })

@@ -114,7 +114,7 @@ const _: () = assert!(SLOT_BITS + ISSUED_BITS + INSTANCE_BITS + TAG_BITS == 128)
 // Every instance index of a model fits the ticket's field.
 const _: () = assert!(crate::model::MAX_K <= 1 << INSTANCE_BITS);
 
-/// The most slots a book has: a ticket names its slot in [`SLOT_BITS`] bits.
+/// The most slots a book has: a ticket names its slot in 20 bits.
 pub const MAX_TICKET_SLOTS: usize = 1 << SLOT_BITS;
 
 const ISSUED_MASK: u64 = (1 << ISSUED_BITS) - 1;

@@ -52,7 +52,9 @@
 //! `max_delay` because no worker parked. Acknowledgement still follows the commit.
 
 use super::journal::{self, Entry, Journal};
-use super::{Admission, CommitStats, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome};
+use super::{
+    Admission, CommitStats, Decision, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome,
+};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
 use crate::ticket::{
@@ -298,6 +300,8 @@ enum WriteOp {
     },
     Update {
         model: Arc<ModelState>,
+        /// The instance the engine chose to overwrite.
+        instance: usize,
         /// Made an `Arc` by the writer (the copy off the request path).
         weights: Vec<f32>,
         /// The ticket the update uses, recorded durably with it.
@@ -705,6 +709,44 @@ impl EmbeddedStore {
         late
     }
 
+    /// [`Store::apply`] with the engine's decision made here, or [`Store::persist`] of a given
+    /// one: queues it and waits (at most the commit deadline) for its commit.
+    async fn apply_decided(
+        &self,
+        name: &str,
+        admitted: EmbeddedAdmission,
+        weights: Vec<f32>,
+        decision: Option<Decision>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        if weights.len() != admitted.model.spec.dim
+            || admitted.model.deleted.load(Ordering::Acquire)
+        {
+            return Err(StoreError::NotFound(name.to_string()));
+        }
+        let mut rx = self.decide_and_queue(&admitted, weights, decision)?;
+        match tokio::time::timeout(self.deadline, &mut rx).await {
+            Ok(Ok(Ok(o))) => {
+                admitted.finish(&o);
+                Ok(o)
+            }
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(StoreError::Unavailable(
+                "the writer thread dropped a request".into(),
+            )),
+            Err(_elapsed) => {
+                // The commit is late (a stalled disk): answer now, and keep the ticket in
+                // progress until the commit completes, so that a retry is answered with its
+                // outcome instead of being applied a second time.
+                tokio::spawn(async move {
+                    if let Ok(Ok(o)) = rx.await {
+                        admitted.finish(&o);
+                    }
+                });
+                Err(self.stall_error())
+            }
+        }
+    }
+
     fn stall_error(&self) -> StoreError {
         StoreError::Unavailable(format!(
             "a commit has not completed within the {} ms deadline (stalled disk?)",
@@ -712,36 +754,50 @@ impl EmbeddedStore {
         ))
     }
 
-    /// Checks an admitted update (guard, spam filter) and queues its write (or its rejection)
-    /// for the next group commit; the receiver answers once it is durable.
-    fn check_and_queue(
+    /// Has the engine decide on an admitted update (guard, spam filter, the instance to
+    /// overwrite) unless `decision` is given, and queues the decision for the next group
+    /// commit; the receiver answers once it is durable.
+    fn decide_and_queue(
         &self,
         admitted: &EmbeddedAdmission,
         weights: Vec<f32>,
+        decision: Option<Decision>,
     ) -> Result<oneshot::Receiver<Result<SubmitOutcome, StoreError>>, StoreError> {
         let model = admitted.model.clone();
         let used = admitted.used();
-        let verdict = {
-            // The spam filter's statistics, read-locked only for models that have one.
-            let stats = match model.spec.spam {
-                Some(_) => Some(model.stats.read().map_err(|_| lock_poisoned())?),
-                None => None,
-            };
-            crate::store::check_update(
-                &model.spec,
-                admitted.base.as_deref(),
-                &weights,
-                stats.as_deref(),
-            )?
+        let decision = match decision {
+            Some(d) => d,
+            None => {
+                // The spam filter's statistics, read-locked only for models that have one.
+                let stats = match model.spec.spam {
+                    Some(_) => Some(model.stats.read().map_err(|_| lock_poisoned())?),
+                    None => None,
+                };
+                crate::store::decide(
+                    &model.spec,
+                    admitted.base.as_deref(),
+                    &weights,
+                    stats.as_deref(),
+                )?
+            }
         };
-        self.queue_op(|ack| match verdict {
-            None => WriteOp::Update {
+        if let Decision::Write { instance } = decision
+            && instance >= model.spec.k
+        {
+            return Err(StoreError::Backend(format!(
+                "a write of instance {instance} of model `{}` with k = {}",
+                model.spec.name, model.spec.k
+            )));
+        }
+        self.queue_op(|ack| match decision {
+            Decision::Write { instance } => WriteOp::Update {
                 model,
+                instance,
                 weights,
                 used,
                 ack,
             },
-            Some(rejection) => WriteOp::Reject {
+            Decision::Reject(rejection) => WriteOp::Reject {
                 model,
                 rejection,
                 used,
@@ -873,33 +929,18 @@ impl Store for EmbeddedStore {
         admitted: EmbeddedAdmission,
         weights: Vec<f32>,
     ) -> Result<SubmitOutcome, StoreError> {
-        if weights.len() != admitted.model.spec.dim
-            || admitted.model.deleted.load(Ordering::Acquire)
-        {
-            return Err(StoreError::NotFound(name.to_string()));
-        }
-        let mut rx = self.check_and_queue(&admitted, weights)?;
-        match tokio::time::timeout(self.deadline, &mut rx).await {
-            Ok(Ok(Ok(o))) => {
-                admitted.finish(&o);
-                Ok(o)
-            }
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err(StoreError::Unavailable(
-                "the writer thread dropped a request".into(),
-            )),
-            Err(_elapsed) => {
-                // The commit is late (a stalled disk): answer now, and keep the ticket in
-                // progress until the commit completes, so that a retry is answered with its
-                // outcome instead of being applied a second time.
-                tokio::spawn(async move {
-                    if let Ok(Ok(o)) = rx.await {
-                        admitted.finish(&o);
-                    }
-                });
-                Err(self.stall_error())
-            }
-        }
+        self.apply_decided(name, admitted, weights, None).await
+    }
+
+    async fn persist(
+        &self,
+        name: &str,
+        admitted: EmbeddedAdmission,
+        decision: Decision,
+        weights: Vec<f32>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        self.apply_decided(name, admitted, weights, Some(decision))
+            .await
     }
 
     async fn release(&self, admitted: EmbeddedAdmission) {

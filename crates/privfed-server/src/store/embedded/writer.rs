@@ -282,10 +282,17 @@ impl Writer {
             let (model, ack, outcome, write, used) = match op {
                 WriteOp::Update {
                     model,
+                    instance,
                     weights,
                     used,
                     ack,
-                } => (model, ack, SubmitOutcome::Accepted, Some(weights), used),
+                } => (
+                    model,
+                    ack,
+                    SubmitOutcome::Accepted,
+                    Some((instance, weights)),
+                    used,
+                ),
                 WriteOp::Reject {
                     model,
                     rejection,
@@ -301,7 +308,7 @@ impl Writer {
                 let _ = ack.send(Err(StoreError::NotFound(model.spec.name.clone())));
                 continue;
             }
-            if let Some(w) = &write
+            if let Some((_, w)) = &write
                 && w.len() != model.spec.dim
             {
                 // The length is checked where it is written, whatever the caller did.
@@ -327,8 +334,8 @@ impl Writer {
                 }
             };
             match write {
-                Some(w) => {
-                    let j = replacement_index(model.spec.k, rng);
+                Some((j, w)) => {
+                    // The engine decided which instance (`decide_and_queue` checked j < k).
                     plan.writes.push((j, w));
                     plan.accepted += 1;
                 }

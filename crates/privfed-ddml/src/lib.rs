@@ -3,7 +3,9 @@
 //! The Draw-and-Discard protocol of paper 003 (`docs/ALGORITHMS.md` §4): the noisy client step
 //! ([`client`], Alg. 1, §4.1), the store-agnostic server engine with its strategies and spam
 //! filter ([`engine`], Alg. 2, §4.2), the update guard that accepts only plausible client steps
-//! from the drawn instance ([`guard`]), and the plain-data wire types that a server and a device
+//! from the drawn instance ([`guard`]), the server's decision on an update as data — overwrite
+//! instance `j`, or count a rejection — that the stores of `privfed-server` only persist
+//! ([`decision`]), and the plain-data wire types that a server and a device
 //! both need ([`wire`]). Models and gradients come from `privfed-learn`, noise from
 //! `privfed-mechanisms`.
 //!
@@ -34,6 +36,7 @@
 //! ```
 
 pub mod client;
+pub mod decision;
 pub mod engine;
 pub mod guard;
 pub mod wire;

@@ -94,6 +94,8 @@ fn run(
                 writes: (0..values)
                     .map(|q| (index(i, q), value.as_slice()))
                     .collect(),
+                versions: (0..values).map(|q| q as u64).collect(),
+                used: Vec::new(),
             };
             let len = journal::record_len(std::slice::from_ref(&entry));
             if !j.fits(len) {

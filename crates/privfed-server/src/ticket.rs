@@ -3,14 +3,26 @@
 //! instance* ([`privfed_ddml::guard::StepGuard`]) and apply it at most once (a retried post with
 //! the same ticket is answered with the first outcome instead of being applied twice).
 //!
-//! A ticket is 128 bits that travel as 32 hex digits in the `Privfed-Ticket` header: the top 32
-//! bits name the book's slot that holds it, the other 96 come from the operating system's
-//! CSPRNG-seeded thread generator (guessing one is hopeless). The slots form a ring of at most
-//! `max_tickets` entries, so the book's memory is bounded; a ticket also expires after a TTL. The
-//! slot number reveals how many draws the model served between two of a client's draws, which
-//! `/metrics` publishes anyway. The ring is what makes the book cheap on the hot path: a ticket is
-//! found without hashing, and the slots of tickets in flight are the few most recently written.
+//! A ticket is 128 bits that travel as 32 hex digits in the `Privfed-Ticket` header. The
+//! embedded store's name the book's slot that holds it (20 bits), when it was issued, the
+//! instance drawn, and carry a 64-bit tag under the store's secret key ([`Ticket`]): forging one
+//! means guessing 64 bits per request. The slots form a ring of at most `max_tickets` entries, so
+//! the book's memory is bounded; a ticket also expires after a TTL. The slot number reveals how
+//! many draws the model served between two of a client's draws, which `/metrics` publishes
+//! anyway. The ring is what makes the book cheap on the hot path: a ticket is found without
+//! hashing, and the slots of tickets in flight are the few most recently written.
 //!
+//! **Tickets outlive a restart.** A ticket the ring does not hold but that was issued before the
+//! book was made (by the process before a crash or restart) is verified by its tag against the
+//! instance it names: it is fresh if that instance still holds the value it drew (the same
+//! [`Instance::version`]), it is not expired, and no durable record says it was used. The
+//! embedded store records each used ticket in the same commit as its update
+//! ([`UsedTicket`]; the journal record, then the database at a checkpoint) and restores those
+//! whose instance value is still current at start-up ([`TicketBook::restore_used`]). So a
+//! retried update after a crash is applied at most once, and is applied if it was not before. A
+//! ticket whose instance was overwritten before the restart is invalid after it (its value is
+//! gone): the device draws again.
+
 //! **No unused ticket is forgotten before its step time.** A full ring reuses the oldest slot
 //! whose ticket was used, expired, or is [`TicketLimits::min_age`] old, looking past (at most 64)
 //! younger unused ones, which stay; if there is none, the book is full and a draw is refused
@@ -51,43 +63,104 @@ pub const DEFAULT_TICKETS_PER_CLIENT: usize = 1024;
 /// Default memory per model for overwritten instances that tickets still refer to.
 pub const DEFAULT_RETIRED_BYTES: usize = 64 << 20;
 
-/// What a ticket refers to: a handle on an instance's weights. Tickets hold a [`Weak`] of the
-/// handle; only the handle's own small allocation outlives the weights while weak references
-/// remain (a `Weak<[f32]>` would keep the whole weights allocation, `4·dim` bytes, alive).
-pub type Handle = Arc<Arc<[f32]>>;
+/// An instance as a ticket refers to it: its weights and its version, a random 64-bit number
+/// drawn each time a value is installed (so a value that comes back, or a value of another
+/// incarnation, never has the version of an earlier one). The embedded store keeps versions
+/// durably with the instances, so that a ticket drawn before a restart can be checked after it.
+#[derive(Debug)]
+pub struct Instance {
+    /// The weights.
+    pub weights: Arc<[f32]>,
+    /// The value's version.
+    pub version: u64,
+}
 
-/// A new handle on `weights`.
-pub fn handle(weights: &Arc<[f32]>) -> Handle {
-    Arc::new(weights.clone())
+/// What a ticket refers to: a handle on an instance's weights and version. Tickets hold a
+/// [`Weak`] of the handle; only the handle's own small allocation outlives the weights while
+/// weak references remain (a `Weak<[f32]>` would keep the whole weights allocation, `4·dim`
+/// bytes, alive).
+pub type Handle = Arc<Instance>;
+
+/// A new handle on `weights` at `version`.
+pub fn handle(weights: &Arc<[f32]>, version: u64) -> Handle {
+    Arc::new(Instance {
+        weights: weights.clone(),
+        version,
+    })
 }
 
 /// A 128-bit draw ticket.
+///
+/// The embedded store's tickets ([`TicketBook`]) are laid out, from the most significant bit:
+/// the book's slot (20 bits), the wall-clock millisecond of issue modulo 2³⁴ (34 bits, ≈ 199
+/// days), the index of the instance drawn (10 bits) and a 64-bit tag, the first 64 bits of
+/// HMAC-SHA256 under the store's secret key ([`TicketKey`]) of the model's name and generation,
+/// the slot, the full issue time, the instance index and the instance's [`Instance::version`].
+/// So the store can verify a ticket it has no record of (one drawn before a restart) without
+/// storing it: the tag proves it issued the ticket, for that model, from the instance value
+/// that is still current. The Redis store's tickets are 128 random bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket(pub u128);
 
 /// How many slots past the oldest a full book looks at for one it may reuse.
 const SCAN: usize = 64;
 
-/// Random bits of a ticket (the rest name its slot).
-const RANDOM_BITS: u32 = 96;
+/// Bits of a ticket's fields (see [`Ticket`]).
+const SLOT_BITS: u32 = 20;
+const ISSUED_BITS: u32 = 34;
+const INSTANCE_BITS: u32 = 10;
+const TAG_BITS: u32 = 64;
+const _: () = assert!(SLOT_BITS + ISSUED_BITS + INSTANCE_BITS + TAG_BITS == 128);
+// Every instance index of a model fits the ticket's field.
+const _: () = assert!(crate::model::MAX_K <= 1 << INSTANCE_BITS);
+
+/// The most slots a book has: a ticket names its slot in 20 bits.
+pub const MAX_TICKET_SLOTS: usize = 1 << SLOT_BITS;
+
+const ISSUED_MASK: u64 = (1 << ISSUED_BITS) - 1;
 
 impl Ticket {
-    /// A fresh random ticket (all 128 bits random; the book's own carry a slot number).
+    /// A fresh random ticket (all 128 bits random; the Redis store's).
     pub fn random() -> Self {
         use rand::Rng;
         let mut rng = rand::rng();
         Ticket((u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64()))
     }
 
-    /// A fresh ticket for slot `slot`: the slot in the top 32 bits, 96 random bits below.
-    fn for_slot(slot: u32) -> Self {
-        let r = Self::random().0 & ((1u128 << RANDOM_BITS) - 1);
-        Ticket((u128::from(slot) << RANDOM_BITS) | r)
+    /// A ticket from its fields (`issued` is taken modulo 2³⁴).
+    fn compose(slot: u32, issued_ms: u64, instance: u32, tag: u64) -> Self {
+        Ticket(
+            (u128::from(slot) << (128 - SLOT_BITS))
+                | (u128::from(issued_ms & ISSUED_MASK) << (INSTANCE_BITS + TAG_BITS))
+                | (u128::from(instance) << TAG_BITS)
+                | u128::from(tag),
+        )
     }
 
     /// The slot a book's ticket names.
     fn slot(self) -> usize {
-        (self.0 >> RANDOM_BITS) as usize
+        (self.0 >> (128 - SLOT_BITS)) as usize
+    }
+
+    /// The issue time's low 34 bits (milliseconds).
+    fn issued_low(self) -> u64 {
+        ((self.0 >> (INSTANCE_BITS + TAG_BITS)) as u64) & ISSUED_MASK
+    }
+
+    /// The index of the instance drawn.
+    fn instance(self) -> usize {
+        ((self.0 >> TAG_BITS) as usize) & ((1 << INSTANCE_BITS) - 1)
+    }
+
+    /// The authentication tag.
+    fn tag(self) -> u64 {
+        self.0 as u64
+    }
+
+    /// The full issue time (wall-clock milliseconds) of a ticket seen at `now_ms`: the latest
+    /// time not after `now_ms` with the ticket's low bits.
+    fn issued_at(self, now_ms: u64) -> u64 {
+        now_ms.wrapping_sub(now_ms.wrapping_sub(self.issued_low()) & ISSUED_MASK)
     }
 
     /// The ticket as the value of a `Privfed-Ticket` header (32 lowercase hex digits).
@@ -125,12 +198,93 @@ impl std::fmt::Display for Ticket {
     }
 }
 
+/// The embedded store's secret for ticket tags: 256 random bits, drawn when the store is
+/// created and kept in its database, so that tickets outlive the process.
+#[derive(Clone)]
+pub struct TicketKey([u8; 32]);
+
+impl std::fmt::Debug for TicketKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TicketKey(..)")
+    }
+}
+
+impl TicketKey {
+    /// A fresh key from the operating system's CSPRNG-seeded thread generator.
+    pub fn random() -> Self {
+        use rand::Rng;
+        let mut k = [0u8; 32];
+        rand::rng().fill_bytes(&mut k);
+        Self(k)
+    }
+
+    /// The key from its 32 stored bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// Its 32 bytes, for storage.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0
+    }
+}
+
+/// Tags one model's tickets: HMAC-SHA256 keyed by the store's [`TicketKey`], with the model's
+/// name and generation absorbed once.
+#[derive(Clone)]
+pub struct TicketMinter {
+    mac: hmac::Hmac<sha2::Sha256>,
+}
+
+impl std::fmt::Debug for TicketMinter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TicketMinter(..)")
+    }
+}
+
+impl TicketMinter {
+    /// The minter of the model `name` in its incarnation `generation`.
+    pub fn new(key: &TicketKey, name: &str, generation: u64) -> Self {
+        use hmac::{KeyInit, Mac};
+        let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&key.0)
+            .expect("HMAC takes a key of any length");
+        mac.update(b"privfed-ticket-v1\0");
+        mac.update(&generation.to_le_bytes());
+        mac.update(&(name.len() as u64).to_le_bytes());
+        mac.update(name.as_bytes());
+        Self { mac }
+    }
+
+    fn tag(&self, slot: u32, issued_ms: u64, instance: u32, version: u64) -> u64 {
+        use hmac::Mac;
+        let mut mac = self.mac.clone();
+        mac.update(&slot.to_le_bytes());
+        mac.update(&issued_ms.to_le_bytes());
+        mac.update(&instance.to_le_bytes());
+        mac.update(&version.to_le_bytes());
+        let out = mac.finalize().into_bytes();
+        u64::from_le_bytes(out[..8].try_into().expect("8 bytes"))
+    }
+
+    /// The ticket of slot `slot` issued at `issued_ms` for instance `instance` at `version`.
+    fn mint(&self, slot: u32, issued_ms: u64, instance: u32, version: u64) -> Ticket {
+        let tag = self.tag(slot, issued_ms, instance, version);
+        Ticket::compose(slot, issued_ms, instance, tag)
+    }
+
+    /// Whether `t`, issued at `issued_ms`, is this model's ticket for `instance` at `version`.
+    fn verify(&self, t: Ticket, issued_ms: u64, version: u64) -> bool {
+        let (slot, instance) = (t.slot() as u32, t.instance() as u32);
+        self.tag(slot, issued_ms, instance, version) == t.tag()
+    }
+}
+
 /// Limits of a [`TicketBook`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TicketLimits {
     /// Lifetime of an unused ticket (and how long a used one is remembered for replays).
     pub ttl: Duration,
-    /// Tickets kept per model (the ring's size).
+    /// Tickets kept per model (the ring's size; at most [`MAX_TICKET_SLOTS`]).
     pub max_tickets: usize,
     /// The documented step time: a ticket younger than this is never forgotten to make room for
     /// a new one (the draw is refused instead).
@@ -159,12 +313,14 @@ impl Default for TicketLimits {
     }
 }
 
-/// What a presented ticket turned out to be.
+/// What a presented ticket turned out to be. `F` is what a fresh ticket hands over: the drawn
+/// instance's weights (the Redis store) or its [`Handle`] (the embedded store's
+/// [`TicketBook`]).
 #[derive(Debug, Clone)]
-pub enum Redeemed<O> {
+pub enum Redeemed<O, F = Arc<[f32]>> {
     /// Valid and unused: the instance the client drew. The ticket is now held as in progress;
     /// [`TicketBook::finish`] or [`TicketBook::release`] must follow.
-    Fresh(Arc<[f32]>),
+    Fresh(F),
     /// Already used: the outcome of its first use (a retry).
     Replay(O),
     /// Being used by a concurrent request right now.
@@ -173,9 +329,24 @@ pub enum Redeemed<O> {
     Invalid,
 }
 
+/// A used ticket as the embedded store records it durably, with the update that used it
+/// (journal record, then database): a ticket drawn before a restart is checked against these
+/// records after it ([`TicketBook::restore_used`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsedTicket {
+    /// The ticket.
+    pub ticket: Ticket,
+    /// The instance it drew.
+    pub instance: u32,
+    /// That instance's version when drawn: the record matters only while it is current.
+    pub version: u64,
+    /// When the ticket expires (wall-clock milliseconds since the Unix epoch).
+    pub expires_ms: u64,
+}
+
 enum State<O> {
-    Issued(Weak<Arc<[f32]>>),
-    InProgress(Weak<Arc<[f32]>>),
+    Issued(Weak<Instance>),
+    InProgress(Weak<Instance>),
     Used(O),
 }
 
@@ -200,27 +371,51 @@ impl<O> Book<O> {
     }
 }
 
+/// A ticket issued before this book was made (before a restart), redeemed or used since, or
+/// used before (restored from the store's records).
+struct Earlier<O> {
+    expires_ms: u64,
+    /// `None` while in progress.
+    outcome: Option<O>,
+}
+
 /// The tickets of one model (see the [module documentation](self)). `O` is the outcome
 /// remembered for replays.
 pub struct TicketBook<O> {
     inner: Mutex<Book<O>>,
+    /// Tickets from before the book was made, by their bits: redeemed since, or restored as
+    /// used. Only those whose instance value is still current can verify, so this holds at most
+    /// the tickets used on the instances' current values.
+    earlier: Mutex<std::collections::HashMap<u128, Earlier<O>>>,
     limits: TicketLimits,
-    /// Slots in the ring: `max_tickets`, at least 1, at most 2³² (a ticket's slot field).
+    /// Slots in the ring: `max_tickets`, at least 1, at most [`MAX_TICKET_SLOTS`].
     cap: usize,
+    minter: TicketMinter,
+    /// When the book was made, as an instant and in wall-clock milliseconds: the book's clock
+    /// is the wall clock at that moment plus the monotonic time since, so it never goes back.
+    made: (Instant, u64),
+}
+
+/// Wall-clock milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl<O: Clone> TicketBook<O> {
-    /// An empty book.
-    pub fn new(limits: TicketLimits) -> Self {
+    /// An empty book whose tickets `minter` tags.
+    pub fn new(limits: TicketLimits, minter: TicketMinter) -> Self {
         Self {
             inner: Mutex::new(Book {
                 slots: Vec::new(),
                 next: 0,
             }),
+            earlier: Mutex::new(std::collections::HashMap::new()),
             limits,
-            cap: limits
-                .max_tickets
-                .clamp(1, (u32::MAX as usize).saturating_add(1)),
+            cap: limits.max_tickets.clamp(1, MAX_TICKET_SLOTS),
+            minter,
+            made: (Instant::now(), wall_ms()),
         }
     }
 
@@ -229,18 +424,34 @@ impl<O: Clone> TicketBook<O> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn lock_earlier(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<u128, Earlier<O>>> {
+        self.earlier.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The book's clock at `at` (wall-clock milliseconds, never going back).
+    fn ms_at(&self, at: Instant) -> u64 {
+        self.made.1 + at.saturating_duration_since(self.made.0).as_millis() as u64
+    }
+
     /// Bytes of one slot of the ring.
     pub const SLOT_BYTES: usize = std::mem::size_of::<Slot<O>>();
 
-    /// Issues a ticket for a draw of `instance`. Once the ring is full, a ticket is forgotten
-    /// only if it was used, expired, or is at least [`TicketLimits::min_age`] old; otherwise the
-    /// book is full and nothing is forgotten.
-    pub fn issue(&self, instance: &Handle) -> Result<Ticket, TicketsFull> {
-        self.issue_at(instance, Instant::now())
+    /// Issues a ticket for a draw of instance `index` (`instance` its handle). Once the ring is
+    /// full, a ticket is forgotten only if it was used, expired, or is at least
+    /// [`TicketLimits::min_age`] old; otherwise the book is full and nothing is forgotten.
+    pub fn issue(&self, instance: &Handle, index: usize) -> Result<Ticket, TicketsFull> {
+        self.issue_at(instance, index, Instant::now())
     }
 
     /// [`issue`](Self::issue) at time `now`.
-    pub fn issue_at(&self, instance: &Handle, now: Instant) -> Result<Ticket, TicketsFull> {
+    pub fn issue_at(
+        &self,
+        instance: &Handle,
+        index: usize,
+        now: Instant,
+    ) -> Result<Ticket, TicketsFull> {
         let expires = now + self.limits.ttl;
         let state = State::Issued(Arc::downgrade(instance));
         let mut b = self.lock();
@@ -270,11 +481,19 @@ impl<O: Clone> TicketBook<O> {
             at
         };
         b.next = (at + 1) % self.cap;
-        // `at < cap ≤ 2³²`.
-        let t = Ticket::for_slot(at as u32);
+        // A slot's tickets differ in their issue time: a slot reused within the same
+        // millisecond dates its new ticket a millisecond after the previous one.
+        let mut issued_ms = self.ms_at(now);
+        if let Some(prev) = b.slots.get(at) {
+            issued_ms = issued_ms.max(self.ms_at(prev.issued) + 1);
+        }
+        // `at < cap ≤ 2²⁰`, `index < MAX_K ≤ 2¹⁰`.
+        let t = self
+            .minter
+            .mint(at as u32, issued_ms, index as u32, instance.version);
         let slot = Slot {
             ticket: t.0,
-            issued: now,
+            issued: now.max(self.made.0 + Duration::from_millis(issued_ms - self.made.1)),
             expires,
             state,
         };
@@ -289,42 +508,135 @@ impl<O: Clone> TicketBook<O> {
         Ok(t)
     }
 
-    /// Looks a ticket up and, if fresh, marks it in progress.
-    pub fn redeem(&self, t: Ticket) -> Redeemed<O> {
+    /// Looks a ticket up and, if fresh, marks it in progress. A ticket issued before the book
+    /// was made (before a restart) is checked against its tag: `current(i)` is the handle of the
+    /// model's instance `i` now (`None` if there is no such instance); the ticket is fresh if it
+    /// drew that very value, is not expired, and was not used before.
+    pub fn redeem(
+        &self,
+        t: Ticket,
+        current: impl FnOnce(usize) -> Option<Handle>,
+    ) -> Redeemed<O, Handle> {
         let now = Instant::now();
-        let mut b = self.lock();
-        let Some(e) = b.slot_of(t).filter(|s| s.expires > now) else {
+        {
+            let mut b = self.lock();
+            if let Some(e) = b.slot_of(t) {
+                if e.expires <= now {
+                    return Redeemed::Invalid;
+                }
+                return match &e.state {
+                    State::Used(o) => Redeemed::Replay(o.clone()),
+                    State::InProgress(_) => Redeemed::InProgress,
+                    State::Issued(w) => match w.upgrade() {
+                        Some(h) => {
+                            e.state = State::InProgress(w.clone());
+                            Redeemed::Fresh(h)
+                        }
+                        None => Redeemed::Invalid,
+                    },
+                };
+            }
+        }
+        self.redeem_earlier(t, self.ms_at(now), current)
+    }
+
+    /// A ticket the ring does not hold: valid only if it was issued before the book was made.
+    fn redeem_earlier(
+        &self,
+        t: Ticket,
+        now_ms: u64,
+        current: impl FnOnce(usize) -> Option<Handle>,
+    ) -> Redeemed<O, Handle> {
+        let issued_ms = t.issued_at(now_ms);
+        let ttl_ms = self.limits.ttl.as_millis() as u64;
+        // Tickets of this book are only ever found in the ring (one whose slot was reused is
+        // forgotten, as before); an expired one is invalid.
+        if issued_ms >= self.made.1 || now_ms - issued_ms >= ttl_ms {
+            return Redeemed::Invalid;
+        }
+        let Some(h) = current(t.instance()) else {
             return Redeemed::Invalid;
         };
-        match &e.state {
-            State::Used(o) => Redeemed::Replay(o.clone()),
-            State::InProgress(_) => Redeemed::InProgress,
-            State::Issued(w) => match w.upgrade() {
-                Some(h) => {
-                    e.state = State::InProgress(w.clone());
-                    Redeemed::Fresh(Arc::clone(&h))
+        if !self.minter.verify(t, issued_ms, h.version) {
+            return Redeemed::Invalid;
+        }
+        let mut earlier = self.lock_earlier();
+        match earlier.get(&t.0) {
+            Some(Earlier {
+                outcome: Some(o), ..
+            }) => Redeemed::Replay(o.clone()),
+            Some(Earlier { outcome: None, .. }) => Redeemed::InProgress,
+            None => {
+                // Forget expired ones now and then (amortized O(1) per insertion).
+                if earlier.len().is_power_of_two() {
+                    earlier.retain(|_, e| e.expires_ms > now_ms);
                 }
-                None => Redeemed::Invalid,
-            },
+                earlier.insert(
+                    t.0,
+                    Earlier {
+                        expires_ms: issued_ms + ttl_ms,
+                        outcome: None,
+                    },
+                );
+                Redeemed::Fresh(h)
+            }
+        }
+    }
+
+    /// The durable record of `t`'s use, once it drew instance version `version`.
+    pub fn used_record(&self, t: Ticket, version: u64) -> UsedTicket {
+        let now_ms = self.ms_at(Instant::now());
+        UsedTicket {
+            ticket: t,
+            instance: t.instance() as u32,
+            version,
+            expires_ms: t.issued_at(now_ms) + self.limits.ttl.as_millis() as u64,
+        }
+    }
+
+    /// At start-up: a ticket that was used before (a durable record whose instance version is
+    /// still current) answers its first outcome.
+    pub fn restore_used(&self, t: Ticket, expires_ms: u64, outcome: O) {
+        if expires_ms > self.made.1 {
+            self.lock_earlier().insert(
+                t.0,
+                Earlier {
+                    expires_ms,
+                    outcome: Some(outcome),
+                },
+            );
         }
     }
 
     /// Records the outcome of an in-progress ticket; replays answer it until the ticket expires.
     pub fn finish(&self, t: Ticket, outcome: O) {
-        let mut b = self.lock();
-        if let Some(e) = b.slot_of(t) {
-            e.state = State::Used(outcome);
+        {
+            let mut b = self.lock();
+            if let Some(e) = b.slot_of(t) {
+                e.state = State::Used(outcome);
+                return;
+            }
+        }
+        if let Some(e) = self.lock_earlier().get_mut(&t.0) {
+            e.outcome = Some(outcome);
         }
     }
 
     /// Returns an in-progress ticket to the issued state (its update was not applied, e.g. the
     /// store was unavailable), so the client may retry with it.
     pub fn release(&self, t: Ticket) {
-        let mut b = self.lock();
-        if let Some(e) = b.slot_of(t)
-            && let State::InProgress(w) = &e.state
         {
-            e.state = State::Issued(w.clone());
+            let mut b = self.lock();
+            if let Some(e) = b.slot_of(t) {
+                if let State::InProgress(w) = &e.state {
+                    e.state = State::Issued(w.clone());
+                }
+                return;
+            }
+        }
+        let mut earlier = self.lock_earlier();
+        if earlier.get(&t.0).is_some_and(|e| e.outcome.is_none()) {
+            earlier.remove(&t.0);
         }
     }
 
@@ -519,7 +831,15 @@ mod tests {
     use super::*;
 
     fn inst(x: f32) -> Handle {
-        Arc::new(Arc::from(vec![x; 3]))
+        handle(&Arc::from(vec![x; 3]), x.to_bits().into())
+    }
+
+    fn minter() -> TicketMinter {
+        TicketMinter::new(&TicketKey::random(), "m", 7)
+    }
+
+    fn none(_: usize) -> Option<Handle> {
+        None
     }
 
     #[test]
@@ -546,17 +866,20 @@ mod tests {
 
     #[test]
     fn a_ticket_is_single_use_and_replays_its_outcome() {
-        let book: TicketBook<&'static str> = TicketBook::new(TicketLimits::default());
+        let book: TicketBook<&'static str> = TicketBook::new(TicketLimits::default(), minter());
         let i = inst(1.0);
-        let t = book.issue(&i).unwrap();
-        let Redeemed::Fresh(base) = book.redeem(t) else {
+        let t = book.issue(&i, 0).unwrap();
+        let Redeemed::Fresh(base) = book.redeem(t, none) else {
             panic!("fresh ticket")
         };
-        assert!(Arc::ptr_eq(&base, &*i));
-        assert!(matches!(book.redeem(t), Redeemed::InProgress));
+        assert!(Arc::ptr_eq(&base, &i));
+        assert!(matches!(book.redeem(t, none), Redeemed::InProgress));
         book.finish(t, "accepted");
-        assert!(matches!(book.redeem(t), Redeemed::Replay("accepted")));
-        assert!(matches!(book.redeem(Ticket::random()), Redeemed::Invalid));
+        assert!(matches!(book.redeem(t, none), Redeemed::Replay("accepted")));
+        assert!(matches!(
+            book.redeem(Ticket::random(), none),
+            Redeemed::Invalid
+        ));
     }
 
     /// A ticket names its slot; only the exact 128 bits redeem it, a slot reused by a newer
@@ -564,44 +887,147 @@ mod tests {
     /// header form is the display form.
     #[test]
     fn the_ring_finds_tickets_by_slot_and_checks_every_bit() {
-        let book: TicketBook<&'static str> = TicketBook::new(TicketLimits {
-            max_tickets: 4,
-            min_age: Duration::ZERO,
-            ..TicketLimits::default()
-        });
+        let book: TicketBook<&'static str> = TicketBook::new(
+            TicketLimits {
+                max_tickets: 4,
+                min_age: Duration::ZERO,
+                ..TicketLimits::default()
+            },
+            minter(),
+        );
         let i = inst(1.0);
-        let ts: Vec<Ticket> = (0..4).map(|_| book.issue(&i).unwrap()).collect();
+        let ts: Vec<Ticket> = (0..4).map(|_| book.issue(&i, 0).unwrap()).collect();
         for (n, t) in ts.iter().enumerate() {
             assert_eq!(t.slot(), n);
             assert_eq!(t.header_value().to_str().unwrap(), t.to_string());
             assert_eq!(Ticket::parse(&t.to_string()), Some(*t));
         }
         assert!(matches!(
-            book.redeem(Ticket(ts[1].0 ^ 1)),
+            book.redeem(Ticket(ts[1].0 ^ 1), none),
             Redeemed::Invalid
         ));
         assert!(matches!(
-            book.redeem(Ticket(ts[1].0 ^ (1 << 95))),
+            book.redeem(Ticket(ts[1].0 ^ (1 << 95)), none),
             Redeemed::Invalid
         ));
         // Slot 9 does not exist in a ring of 4.
         assert!(matches!(
-            book.redeem(Ticket((9u128 << RANDOM_BITS) | (ts[1].0 & ((1 << 96) - 1)))),
+            book.redeem(Ticket((9u128 << 108) | (ts[1].0 & ((1 << 108) - 1))), none),
             Redeemed::Invalid
         ));
-        assert!(matches!(book.redeem(ts[0]), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(ts[0], none), Redeemed::Fresh(_)));
         // The fifth ticket takes slot 0: the first is forgotten, even while in progress.
-        let t4 = book.issue(&i).unwrap();
+        let t4 = book.issue(&i, 0).unwrap();
         assert_eq!(t4.slot(), 0);
         book.finish(ts[0], "first");
-        assert!(matches!(book.redeem(ts[0]), Redeemed::Invalid));
-        assert!(matches!(book.redeem(t4), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(ts[0], none), Redeemed::Invalid));
+        assert!(matches!(book.redeem(t4, none), Redeemed::Fresh(_)));
         assert_eq!(book.len(), 4);
-        // Tickets differ in their random bits even for the same slot.
-        let a = Ticket::for_slot(3);
-        let b = Ticket::for_slot(3);
-        assert_ne!(a, b);
-        assert_eq!((a.slot(), b.slot()), (3, 3));
+        // A slot reused within the same millisecond for the same instance still gets a new
+        // ticket (its issue time is a millisecond later).
+        let now = Instant::now();
+        let a = book.issue_at(&i, 0, now).unwrap();
+        let more: Vec<Ticket> = (0..4).map(|_| book.issue_at(&i, 0, now).unwrap()).collect();
+        assert_eq!(more[3].slot(), a.slot());
+        assert_ne!(more[3], a);
+    }
+
+    /// The fields of a ticket round-trip, and the issue time is recovered from its low bits.
+    #[test]
+    fn ticket_fields_round_trip() {
+        let t = Ticket::compose(
+            MAX_TICKET_SLOTS as u32 - 1,
+            1_700_000_000_123,
+            999,
+            u64::MAX,
+        );
+        assert_eq!(t.slot(), MAX_TICKET_SLOTS - 1);
+        assert_eq!(t.instance(), 999);
+        assert_eq!(t.tag(), u64::MAX);
+        for later in [0, 1, 600_000, ISSUED_MASK] {
+            assert_eq!(t.issued_at(1_700_000_000_123 + later), 1_700_000_000_123);
+        }
+    }
+
+    /// After a restart (a new book with the same key and model), a ticket of the old book is
+    /// fresh once if it drew the instance value that is still current, then in progress, then
+    /// answers its outcome; released, it is fresh again. A ticket whose instance has another
+    /// version now, of another key, model or generation, with any bit changed, or expired, is
+    /// invalid; a use restored from the store's records answers its outcome.
+    #[test]
+    fn a_ticket_from_before_a_restart_is_checked_by_its_tag() {
+        let key = TicketKey::random();
+        let limits = TicketLimits::default();
+        let old: TicketBook<&'static str> =
+            TicketBook::new(limits, TicketMinter::new(&key, "m", 7));
+        let h = handle(&Arc::from(vec![1.0f32; 3]), 42);
+        let t = old.issue(&h, 2).unwrap();
+        let u = old.issue(&h, 2).unwrap();
+        assert_eq!(t.instance(), 2);
+        std::thread::sleep(Duration::from_millis(3));
+        let new = |name: &str, generation: u64, key: &TicketKey| -> TicketBook<&'static str> {
+            TicketBook::new(limits, TicketMinter::new(key, name, generation))
+        };
+        let book = new("m", 7, &key);
+        let current = |v: u64| {
+            let h = handle(&Arc::from(vec![1.0f32; 3]), v);
+            move |i: usize| (i == 2).then_some(h)
+        };
+        let at = |i: usize| (i == 3).then(|| handle(&Arc::from(vec![1.0f32; 3]), 42));
+        assert!(
+            matches!(book.redeem(t, at), Redeemed::Invalid),
+            "another instance"
+        );
+        assert!(
+            matches!(book.redeem(t, current(43)), Redeemed::Invalid),
+            "overwritten"
+        );
+        for b in [0, 63, 64, 73, 74, 107, 108, 127] {
+            let forged = Ticket(t.0 ^ (1u128 << b));
+            assert!(
+                matches!(book.redeem(forged, current(42)), Redeemed::Invalid),
+                "bit {b}"
+            );
+        }
+        for other in [
+            new("n", 7, &key),
+            new("m", 8, &key),
+            new("m", 7, &TicketKey::random()),
+        ] {
+            assert!(matches!(other.redeem(t, current(42)), Redeemed::Invalid));
+        }
+        assert!(matches!(book.redeem(t, current(42)), Redeemed::Fresh(f) if f.version == 42));
+        assert!(matches!(book.redeem(t, current(42)), Redeemed::InProgress));
+        book.release(t);
+        assert!(matches!(book.redeem(t, current(42)), Redeemed::Fresh(_)));
+        book.finish(t, "accepted");
+        assert!(matches!(
+            book.redeem(t, current(42)),
+            Redeemed::Replay("accepted")
+        ));
+        let rec = book.used_record(t, 42);
+        assert_eq!((rec.ticket, rec.instance, rec.version), (t, 2, 42));
+
+        // Restored from the records of its use: answered, never applied again.
+        std::thread::sleep(Duration::from_millis(3));
+        let again = new("m", 7, &key);
+        again.restore_used(t, rec.expires_ms, "accepted");
+        assert!(matches!(
+            again.redeem(t, current(42)),
+            Redeemed::Replay("accepted")
+        ));
+        assert!(matches!(again.redeem(u, current(42)), Redeemed::Fresh(_)));
+
+        // Expired.
+        let short = TicketLimits {
+            ttl: Duration::from_millis(1),
+            ..limits
+        };
+        let old: TicketBook<()> = TicketBook::new(short, TicketMinter::new(&key, "m", 7));
+        let t = old.issue(&h, 2).unwrap();
+        std::thread::sleep(Duration::from_millis(3));
+        let book: TicketBook<()> = TicketBook::new(short, TicketMinter::new(&key, "m", 7));
+        assert!(matches!(book.redeem(t, current(42)), Redeemed::Invalid));
     }
 
     /// A full ring of tickets younger than the step time refuses draws (saying how long to
@@ -610,51 +1036,57 @@ mod tests {
     #[test]
     fn no_ticket_younger_than_the_step_time_is_forgotten() {
         let min_age = Duration::from_secs(30);
-        let book: TicketBook<()> = TicketBook::new(TicketLimits {
-            max_tickets: 3,
-            min_age,
-            ..TicketLimits::default()
-        });
+        let book: TicketBook<()> = TicketBook::new(
+            TicketLimits {
+                max_tickets: 3,
+                min_age,
+                ..TicketLimits::default()
+            },
+            minter(),
+        );
         let i = inst(1.0);
         let t0 = Instant::now();
         let ts: Vec<Ticket> = (0..3)
-            .map(|n| book.issue_at(&i, t0 + Duration::from_secs(n)).unwrap())
+            .map(|n| book.issue_at(&i, 0, t0 + Duration::from_secs(n)).unwrap())
             .collect();
         let at = t0 + Duration::from_secs(10);
         assert_eq!(
-            book.issue_at(&i, at),
+            book.issue_at(&i, 0, at),
             Err(TicketsFull {
                 retry_after: Duration::from_secs(20)
             })
         );
         for t in &ts {
-            assert!(matches!(book.redeem(*t), Redeemed::Fresh(_)));
+            assert!(matches!(book.redeem(*t, none), Redeemed::Fresh(_)));
             book.release(*t);
         }
         // At the step time the oldest goes, and only it.
-        let t3 = book.issue_at(&i, t0 + min_age).unwrap();
+        let t3 = book.issue_at(&i, 0, t0 + min_age).unwrap();
         assert_eq!(t3.slot(), 0);
-        assert!(matches!(book.redeem(ts[0]), Redeemed::Invalid));
-        assert!(matches!(book.redeem(ts[1]), Redeemed::Fresh(_)));
-        assert!(book.issue_at(&i, t0 + min_age).is_err());
+        assert!(matches!(book.redeem(ts[0], none), Redeemed::Invalid));
+        assert!(matches!(book.redeem(ts[1], none), Redeemed::Fresh(_)));
+        assert!(book.issue_at(&i, 0, t0 + min_age).is_err());
         // A used ticket's slot may be reused at once, past younger unused ones (slot 1 is in
         // progress, slot 2 used).
-        assert!(matches!(book.redeem(ts[2]), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(ts[2], none), Redeemed::Fresh(_)));
         book.finish(ts[2], ());
-        let t4 = book.issue_at(&i, t0 + min_age).unwrap();
+        let t4 = book.issue_at(&i, 0, t0 + min_age).unwrap();
         assert_eq!(t4.slot(), 2);
-        assert!(matches!(book.redeem(ts[1]), Redeemed::InProgress));
+        assert!(matches!(book.redeem(ts[1], none), Redeemed::InProgress));
 
         // An expired ticket's slot is reused whatever the step time.
-        let book: TicketBook<()> = TicketBook::new(TicketLimits {
-            ttl: Duration::from_secs(5),
-            max_tickets: 1,
-            min_age,
-            ..TicketLimits::default()
-        });
-        book.issue_at(&i, t0).unwrap();
-        assert!(book.issue_at(&i, t0 + Duration::from_secs(4)).is_err());
-        assert!(book.issue_at(&i, t0 + Duration::from_secs(5)).is_ok());
+        let book: TicketBook<()> = TicketBook::new(
+            TicketLimits {
+                ttl: Duration::from_secs(5),
+                max_tickets: 1,
+                min_age,
+                ..TicketLimits::default()
+            },
+            minter(),
+        );
+        book.issue_at(&i, 0, t0).unwrap();
+        assert!(book.issue_at(&i, 0, t0 + Duration::from_secs(4)).is_err());
+        assert!(book.issue_at(&i, 0, t0 + Duration::from_secs(5)).is_ok());
     }
 
     /// One address bucket holds at most `per_client` draws within the window; a redeemed ticket
@@ -703,50 +1135,56 @@ mod tests {
 
     #[test]
     fn released_tickets_can_be_retried() {
-        let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
+        let book: TicketBook<()> = TicketBook::new(TicketLimits::default(), minter());
         let i = inst(1.0);
-        let t = book.issue(&i).unwrap();
-        assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
+        let t = book.issue(&i, 0).unwrap();
+        assert!(matches!(book.redeem(t, none), Redeemed::Fresh(_)));
         book.release(t);
-        assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(t, none), Redeemed::Fresh(_)));
     }
 
     #[test]
     fn expiry_cap_and_dropped_instances_invalidate() {
-        let book: TicketBook<()> = TicketBook::new(TicketLimits {
-            ttl: Duration::ZERO,
-            max_tickets: 10,
-            ..TicketLimits::default()
-        });
+        let book: TicketBook<()> = TicketBook::new(
+            TicketLimits {
+                ttl: Duration::ZERO,
+                max_tickets: 10,
+                ..TicketLimits::default()
+            },
+            minter(),
+        );
         let i = inst(1.0);
-        let t = book.issue(&i).unwrap();
-        assert!(matches!(book.redeem(t), Redeemed::Invalid));
+        let t = book.issue(&i, 0).unwrap();
+        assert!(matches!(book.redeem(t, none), Redeemed::Invalid));
 
-        let book: TicketBook<()> = TicketBook::new(TicketLimits {
-            ttl: Duration::from_secs(60),
-            max_tickets: 3,
-            min_age: Duration::ZERO,
-            ..TicketLimits::default()
-        });
-        let ts: Vec<Ticket> = (0..5).map(|_| book.issue(&i).unwrap()).collect();
+        let book: TicketBook<()> = TicketBook::new(
+            TicketLimits {
+                ttl: Duration::from_secs(60),
+                max_tickets: 3,
+                min_age: Duration::ZERO,
+                ..TicketLimits::default()
+            },
+            minter(),
+        );
+        let ts: Vec<Ticket> = (0..5).map(|_| book.issue(&i, 0).unwrap()).collect();
         assert!(book.len() <= 3);
-        assert!(matches!(book.redeem(ts[0]), Redeemed::Invalid));
-        assert!(matches!(book.redeem(ts[4]), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(ts[0], none), Redeemed::Invalid));
+        assert!(matches!(book.redeem(ts[4], none), Redeemed::Fresh(_)));
 
         let j = inst(2.0);
-        let t = book.issue(&j).unwrap();
+        let t = book.issue(&j, 0).unwrap();
         drop(j);
-        assert!(matches!(book.redeem(t), Redeemed::Invalid));
+        assert!(matches!(book.redeem(t, none), Redeemed::Invalid));
     }
 
     /// An outstanding ticket does not keep the weights' memory: once the instance is gone, only
     /// the handle's small allocation remains.
     #[test]
     fn tickets_do_not_pin_the_weights() {
-        let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
+        let book: TicketBook<()> = TicketBook::new(TicketLimits::default(), minter());
         let weights: Arc<[f32]> = Arc::from(vec![1.0f32; 1000]);
-        let h = handle(&weights);
-        let t = book.issue(&h).unwrap();
+        let h = handle(&weights, 0);
+        let t = book.issue(&h, 0).unwrap();
         assert_eq!(Arc::weak_count(&weights), 0);
         drop(h);
         assert_eq!(
@@ -754,7 +1192,7 @@ mod tests {
             1,
             "only the test's own reference is left"
         );
-        assert!(matches!(book.redeem(t), Redeemed::Invalid));
+        assert!(matches!(book.redeem(t, none), Redeemed::Invalid));
     }
 
     #[test]
@@ -766,60 +1204,60 @@ mod tests {
 
     #[test]
     fn unreferenced_instances_are_swept_before_referenced_ones_are_dropped() {
-        let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
+        let book: TicketBook<()> = TicketBook::new(TicketLimits::default(), minter());
         let retired = RetiredInstances::new(4);
         let keep = inst(9.0);
-        let t = book.issue(&keep).unwrap();
+        let t = book.issue(&keep, 0).unwrap();
         retired.retire(keep);
         // Three more whose tickets are then used (no reference left).
         for x in 0..3 {
             let a = inst(x as f32);
-            let u = book.issue(&a).unwrap();
+            let u = book.issue(&a, 0).unwrap();
             retired.retire(a);
-            let Redeemed::Fresh(_) = book.redeem(u) else {
+            let Redeemed::Fresh(_) = book.redeem(u, none) else {
                 panic!("fresh")
             };
             book.finish(u, ());
         }
         // Full: the next retirement sweeps the three unreferenced ones, keeping the first.
         let b = inst(5.0);
-        let tb = book.issue(&b).unwrap();
+        let tb = book.issue(&b, 0).unwrap();
         retired.retire(b);
         assert_eq!(retired.len(), 2);
         // Once the oldest is used, it goes at the next retirement.
-        let Redeemed::Fresh(_) = book.redeem(t) else {
+        let Redeemed::Fresh(_) = book.redeem(t, none) else {
             panic!("fresh")
         };
         book.finish(t, ());
-        let Redeemed::Fresh(_) = book.redeem(tb) else {
+        let Redeemed::Fresh(_) = book.redeem(tb, none) else {
             panic!("fresh")
         };
         book.finish(tb, ());
         let c = inst(6.0);
-        let _tc = book.issue(&c).unwrap();
+        let _tc = book.issue(&c, 0).unwrap();
         retired.retire(c);
         assert_eq!(retired.len(), 1);
     }
 
     #[test]
     fn retired_instances_are_kept_only_while_referenced_and_up_to_the_cap() {
-        let book: TicketBook<()> = TicketBook::new(TicketLimits::default());
+        let book: TicketBook<()> = TicketBook::new(TicketLimits::default(), minter());
         let retired = RetiredInstances::new(2);
         let a = inst(1.0);
-        let t = book.issue(&a).unwrap();
+        let t = book.issue(&a, 0).unwrap();
         retired.retire(a);
-        assert!(matches!(book.redeem(t), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(t, none), Redeemed::Fresh(_)));
         let unreferenced = inst(5.0);
         let w = Arc::downgrade(&unreferenced);
         drop(w);
         retired.retire(unreferenced);
         assert_eq!(retired.len(), 1);
         let (b, c) = (inst(2.0), inst(3.0));
-        let (tb, tc) = (book.issue(&b).unwrap(), book.issue(&c).unwrap());
+        let (tb, tc) = (book.issue(&b, 0).unwrap(), book.issue(&c, 0).unwrap());
         retired.retire(b);
         retired.retire(c);
         assert_eq!(retired.len(), 2);
-        assert!(matches!(book.redeem(tb), Redeemed::Fresh(_)));
-        assert!(matches!(book.redeem(tc), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(tb, none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(tc, none), Redeemed::Fresh(_)));
     }
 }

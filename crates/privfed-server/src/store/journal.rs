@@ -5,12 +5,19 @@
 //! **Records.** Each group commit appends one record at the current offset:
 //!
 //! ```text
-//! magic "PFJ1" (4) · payload length u32 (4) · sequence number u64 (8) · store tag u64 (8)
+//! magic "PFJ2" (4) · payload length u32 (4) · sequence number u64 (8) · store tag u64 (8)
 //!   · CRC-32 u32 (4) · 0 u32 (4)
 //! payload: entry count u32, then per entry
 //!   name length u32 · name (UTF-8) · generation u64 · accepted u64 · rejected u64
-//!   write count u32, then per write: instance index u32 · byte length u32 · bytes (f32 LE)
+//!   write count u32, then per write:
+//!     instance index u32 · version u64 · byte length u32 · bytes (f32 LE)
+//!   used-ticket count u32, then per ticket:
+//!     ticket u128 · instance index u32 · version drawn u64 · expiry (ms since the epoch) u64
+//!     · outcome length u32 · outcome (UTF-8)
 //! ```
+//!
+//! Records of the first format (magic "PFJ1", written before tickets outlived a restart) have
+//! no versions and no tickets; they are still read.
 //!
 //! (little-endian; the CRC covers the sequence number, the tag, the length and the payload).
 //! Sequence numbers grow by one per record, across the file's whole life.
@@ -34,6 +41,7 @@
 //! round). Every acknowledged record was complete and synced before its acknowledgement, and all
 //! records before it too, so every acknowledged record is among those returned.
 
+use crate::ticket::{Ticket, UsedTicket};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -47,7 +55,9 @@ pub const DEFAULT_JOURNAL_BYTES: u64 = 8 << 20;
 /// The smallest journal file accepted.
 pub const MIN_JOURNAL_BYTES: u64 = 4096;
 
-const MAGIC: [u8; 4] = *b"PFJ1";
+const MAGIC: [u8; 4] = *b"PFJ2";
+/// The first format's magic: no instance versions, no used tickets.
+const MAGIC_V1: [u8; 4] = *b"PFJ1";
 const HEADER: usize = 32;
 
 /// A journal failure.
@@ -86,6 +96,12 @@ pub struct Entry<B> {
     pub rejected: u64,
     /// Instance index and its new value (f32 little-endian), the batch's last value of each.
     pub writes: Vec<(u32, B)>,
+    /// The version of each write's value ([`crate::ticket::Instance::version`]), in the order
+    /// of `writes` (empty in a record of the first format).
+    pub versions: Vec<u64>,
+    /// The tickets the batch's updates of this model used, each with its outcome as replays
+    /// answer it ([`crate::store::encode_outcome`]).
+    pub used: Vec<(UsedTicket, String)>,
 }
 
 /// A record read back by [`read_after`].
@@ -165,12 +181,13 @@ fn checksum(seq: u64, tag: u64, payload: &[u8]) -> u32 {
 pub fn record_len<B: AsRef<[u8]>>(entries: &[Entry<B>]) -> u64 {
     let mut n = HEADER as u64 + 4;
     for e in entries {
-        n += 4 + e.name.len() as u64 + 24 + 4;
+        n += 4 + e.name.len() as u64 + 24 + 4 + 4;
         n += e
             .writes
             .iter()
-            .map(|(_, b)| 8 + b.as_ref().len() as u64)
+            .map(|(_, b)| 16 + b.as_ref().len() as u64)
             .sum::<u64>();
+        n += e.used.iter().map(|(_, o)| 40 + o.len() as u64).sum::<u64>();
     }
     n
 }
@@ -250,11 +267,21 @@ impl Journal {
             buf.extend_from_slice(&e.accepted.to_le_bytes());
             buf.extend_from_slice(&e.rejected.to_le_bytes());
             buf.extend_from_slice(&(e.writes.len() as u32).to_le_bytes());
-            for (j, b) in &e.writes {
+            for (n, (j, b)) in e.writes.iter().enumerate() {
                 let b = b.as_ref();
                 buf.extend_from_slice(&j.to_le_bytes());
+                buf.extend_from_slice(&e.versions.get(n).copied().unwrap_or(0).to_le_bytes());
                 buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
                 buf.extend_from_slice(b);
+            }
+            buf.extend_from_slice(&(e.used.len() as u32).to_le_bytes());
+            for (u, o) in &e.used {
+                buf.extend_from_slice(&u.ticket.0.to_le_bytes());
+                buf.extend_from_slice(&u.instance.to_le_bytes());
+                buf.extend_from_slice(&u.version.to_le_bytes());
+                buf.extend_from_slice(&u.expires_ms.to_le_bytes());
+                buf.extend_from_slice(&(o.len() as u32).to_le_bytes());
+                buf.extend_from_slice(o.as_bytes());
             }
         }
         let payload_len = buf.len() - HEADER;
@@ -302,7 +329,8 @@ pub fn read_after(path: &Path, checkpointed: u64, tag: u64) -> Result<Vec<Record
         let seq = u64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
         let t = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
         let crc = u32::from_le_bytes(h[24..28].try_into().expect("4 bytes"));
-        if h[..4] != MAGIC || seq != expect || t != tag {
+        let v2 = h[..4] == MAGIC;
+        if !(v2 || h[..4] == MAGIC_V1) || seq != expect || t != tag {
             break;
         }
         let Some(payload) = data.get(at + HEADER..at + HEADER + len) else {
@@ -311,7 +339,7 @@ pub fn read_after(path: &Path, checkpointed: u64, tag: u64) -> Result<Vec<Record
         if checksum(seq, tag, payload) != crc {
             break;
         }
-        let entries = decode(payload).map_err(|why| JournalError::Malformed {
+        let entries = decode(payload, v2).map_err(|why| JournalError::Malformed {
             path: path.display().to_string(),
             seq,
             why,
@@ -323,8 +351,9 @@ pub fn read_after(path: &Path, checkpointed: u64, tag: u64) -> Result<Vec<Record
     Ok(out)
 }
 
-/// Reads a payload: entries as [`Journal::append`] wrote them.
-fn decode(p: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, String> {
+/// Reads a payload: entries as [`Journal::append`] wrote them (`v2`), or as the first format
+/// did.
+fn decode(p: &[u8], v2: bool) -> Result<Vec<Entry<Vec<u8>>>, String> {
     struct Cursor<'a>(&'a [u8]);
     impl<'a> Cursor<'a> {
         fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
@@ -355,10 +384,36 @@ fn decode(p: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, String> {
         let rejected = c.u64()?;
         let nw = c.u32()?;
         let mut writes = Vec::new();
+        let mut versions = Vec::new();
         for _ in 0..nw {
             let j = c.u32()?;
+            if v2 {
+                versions.push(c.u64()?);
+            }
             let len = c.u32()? as usize;
             writes.push((j, c.take(len)?.to_vec()));
+        }
+        let mut used = Vec::new();
+        if v2 {
+            for _ in 0..c.u32()? {
+                let ticket = Ticket(u128::from_le_bytes(c.take(16)?.try_into().expect("16")));
+                let instance = c.u32()?;
+                let version = c.u64()?;
+                let expires_ms = c.u64()?;
+                let len = c.u32()? as usize;
+                let outcome = std::str::from_utf8(c.take(len)?)
+                    .map_err(|e| format!("ticket outcome: {e}"))?
+                    .to_string();
+                used.push((
+                    UsedTicket {
+                        ticket,
+                        instance,
+                        version,
+                        expires_ms,
+                    },
+                    outcome,
+                ));
+            }
         }
         entries.push(Entry {
             name,
@@ -366,6 +421,8 @@ fn decode(p: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, String> {
             accepted,
             rejected,
             writes,
+            versions,
+            used,
         });
     }
     if !c.0.is_empty() {
@@ -411,6 +468,18 @@ mod tests {
             accepted: n as u64,
             rejected: 1,
             writes: (0..n).map(|j| (j as u32, vec![v; 8 + j])).collect(),
+            versions: (0..n).map(|j| 1000 + j as u64).collect(),
+            used: (0..n % 3)
+                .map(|j| {
+                    let u = UsedTicket {
+                        ticket: Ticket(u128::MAX - j as u128),
+                        instance: j as u32,
+                        version: 1000 + j as u64,
+                        expires_ms: 1 << 40,
+                    };
+                    (u, format!("o{j}"))
+                })
+                .collect(),
         }
     }
 
@@ -494,6 +563,56 @@ mod tests {
         assert_eq!(back.iter().map(|r| r.seq).collect::<Vec<_>>(), [7]);
     }
 
+    /// A record of the first format (written before tickets outlived a restart: no versions,
+    /// no used tickets) is still read back, followed by records of the current format.
+    #[test]
+    fn records_of_the_first_format_are_read() {
+        let (_d, p) = fresh("v1", 1 << 16);
+        let mut payload = Vec::new();
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        payload.extend_from_slice(b"m");
+        for x in [7u64, 1, 0] {
+            payload.extend_from_slice(&x.to_le_bytes());
+        }
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        payload.extend_from_slice(&3u32.to_le_bytes());
+        payload.extend_from_slice(&4u32.to_le_bytes());
+        payload.extend_from_slice(&[9u8; 4]);
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&MAGIC_V1);
+        rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        rec.extend_from_slice(&1u64.to_le_bytes());
+        rec.extend_from_slice(&TAG.to_le_bytes());
+        rec.extend_from_slice(&checksum(1, TAG, &payload).to_le_bytes());
+        rec.extend_from_slice(&0u32.to_le_bytes());
+        rec.extend_from_slice(&payload);
+        write_at(
+            &std::fs::OpenOptions::new().write(true).open(&p).unwrap(),
+            &rec,
+            0,
+        )
+        .unwrap();
+        let mut j = Journal::open(&p, 2, TAG).unwrap();
+        j.offset = rec.len() as u64;
+        j.append(&[entry("n", 2, 2)]).unwrap();
+        let back = read_after(&p, 0, TAG).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(
+            back[0].entries,
+            vec![Entry {
+                name: "m".into(),
+                generation: 7,
+                accepted: 1,
+                rejected: 0,
+                writes: vec![(3, vec![9u8; 4])],
+                versions: Vec::new(),
+                used: Vec::new(),
+            }]
+        );
+        assert_eq!(back[1].entries, vec![entry("n", 2, 2)]);
+    }
+
     /// A record that does not fit is refused, not written past the end.
     #[test]
     fn a_record_that_does_not_fit_is_refused() {
@@ -505,6 +624,8 @@ mod tests {
             accepted: 1,
             rejected: 0,
             writes: vec![(0u32, vec![1u8; 3000])],
+            versions: vec![1],
+            used: Vec::new(),
         }];
         assert!(j.fits(record_len(&big)));
         j.append(&big).unwrap();
@@ -541,7 +662,7 @@ mod tests {
             // where round 2's first record will end.
             let fake = forged(tag);
             let mut j = Journal::open(&p, 1, TAG).unwrap();
-            let prefix = HEADER + 4 + (4 + 1 + 24 + 4) + 8;
+            let prefix = HEADER + 4 + (4 + 1 + 24 + 4) + 16;
             let mut value = vec![0u8; short_len - prefix];
             value.extend_from_slice(&fake);
             j.append(&[Entry {
@@ -550,6 +671,8 @@ mod tests {
                 accepted: 1,
                 rejected: 0,
                 writes: vec![(0u32, value)],
+                versions: vec![1],
+                used: Vec::new(),
             }])
             .unwrap();
             // A checkpoint covers record 1; round 2 starts with a short record 2.

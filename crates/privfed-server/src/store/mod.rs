@@ -1,5 +1,9 @@
 //! Where the `k` instances live. The HTTP layer talks to a [`Store`]; the Draw-and-Discard logic
-//! (uniform draw, uniform replacement, spam filter) comes from `privfed_ddml::engine`.
+//! (uniform draw, uniform replacement, spam filter) comes from `privfed_ddml::engine`, and the
+//! decision on each update — the update guard, the spam filter and the instance to overwrite —
+//! from `privfed_ddml::decision` ([`decide`]): a store persists that decision
+//! ([`Store::persist`]) and decides nothing itself. (Still decided per store: ticket issue and
+//! redemption, and the spam filter's running statistics.)
 //!
 //! * [`embedded::EmbeddedStore`] (default): redb in `--data-dir`, an in-memory copy for reads, and
 //!   one writer thread that group-commits every pending update in one durable transaction.
@@ -13,22 +17,10 @@ pub mod redis;
 use crate::error::StoreError;
 use crate::model::ModelSpec;
 use crate::ticket::Ticket;
-use privfed_ddml::engine::SpamRejection;
-use privfed_ddml::guard::GuardRejection;
+pub use privfed_ddml::decision::{Decision, Rejection};
+use privfed_ddml::decision::{DecisionError, UpdatePolicy, decide_update};
 use std::future::Future;
 use std::sync::Arc;
-
-/// Why an update was refused (counted durably as rejected).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Rejection {
-    /// The update guard: not a plausible client step from the instance drawn
-    /// ([`privfed_ddml::guard`]).
-    #[error("{0}")]
-    Guard(GuardRejection),
-    /// The spam filter of paper 003 §III-D4.
-    #[error("{0}")]
-    Spam(SpamRejection),
-}
 
 /// What became of a submitted update.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,33 +34,67 @@ pub enum SubmitOutcome {
     Replayed(Box<SubmitOutcome>),
 }
 
+/// A used ticket's outcome as the stores keep it for replays: `a` (accepted), or `r` followed by
+/// `s` and the spam rejection's JSON or `g` and the guard rejection's JSON.
+pub fn encode_outcome(o: &SubmitOutcome) -> String {
+    match o {
+        SubmitOutcome::Rejected(Rejection::Spam(r)) => {
+            format!("rs{}", serde_json::to_string(r).unwrap_or_default())
+        }
+        SubmitOutcome::Rejected(Rejection::Guard(r)) => {
+            format!("rg{}", serde_json::to_string(r).unwrap_or_default())
+        }
+        SubmitOutcome::Accepted => "a".into(),
+        SubmitOutcome::Replayed(first) => encode_outcome(first),
+    }
+}
+
+/// Inverse of [`encode_outcome`]; `Err` if the stored outcome is unreadable.
+pub fn decode_outcome(s: &str) -> Result<SubmitOutcome, StoreError> {
+    let bad = |e: serde_json::Error| StoreError::Backend(format!("stored ticket outcome: {e}"));
+    if let Some(json) = s.strip_prefix("rs") {
+        Ok(SubmitOutcome::Rejected(Rejection::Spam(
+            serde_json::from_str(json).map_err(bad)?,
+        )))
+    } else if let Some(json) = s.strip_prefix("rg") {
+        Ok(SubmitOutcome::Rejected(Rejection::Guard(
+            serde_json::from_str(json).map_err(bad)?,
+        )))
+    } else {
+        Ok(SubmitOutcome::Accepted)
+    }
+}
+
 /// Whether updates to this model must carry the ticket of their draw (those with a guard).
 pub fn needs_ticket(spec: &ModelSpec) -> bool {
     spec.step_guard.is_some()
 }
 
-/// The checks an update passes before it is written, in order: the update guard against the
-/// instance `base` its ticket drew, then the spam filter against `stats` (which must be given
-/// when the spec has a filter). `Ok(None)` if it passes; [`StoreError::TicketRequired`] if the
-/// model has a guard and there is no base.
-pub fn check_update(
+/// A model's rules for its updates, as the engine takes them.
+pub fn policy(spec: &ModelSpec) -> UpdatePolicy<'_> {
+    UpdatePolicy {
+        k: spec.k,
+        init_std: spec.init_std,
+        guard: spec.step_guard.as_deref(),
+        spam: spec.spam.as_ref(),
+    }
+}
+
+/// The engine's decision on an update ([`privfed_ddml::decision::decide_update`]): the update
+/// guard against the instance `base` its ticket drew, then the spam filter against `stats`
+/// (which must be given when the spec has a filter), then the instance to overwrite, drawn from
+/// the thread's CSPRNG-seeded generator. [`StoreError::TicketRequired`] if the model has a guard
+/// and there is no base. The stores persist what it decides ([`Store::persist`]).
+pub fn decide(
     spec: &ModelSpec,
     base: Option<&[f32]>,
     weights: &[f32],
     stats: Option<&privfed_ddml::engine::InstanceStats>,
-) -> Result<Option<Rejection>, StoreError> {
-    if let Some(g) = &spec.step_guard {
-        let base = base.ok_or(StoreError::TicketRequired)?;
-        if let Err(r) = g.check(base, weights) {
-            return Ok(Some(Rejection::Guard(r)));
-        }
-    }
-    if let (Some(f), Some(stats)) = (&spec.spam, stats)
-        && let Err(r) = f.check(stats, weights, spec.init_std)
-    {
-        return Ok(Some(Rejection::Spam(r)));
-    }
-    Ok(None)
+) -> Result<Decision, StoreError> {
+    decide_update(&policy(spec), base, stats, weights, &mut rand::rng()).map_err(|e| match e {
+        DecisionError::TicketRequired => StoreError::TicketRequired,
+        other => StoreError::Backend(other.to_string()),
+    })
 }
 
 /// What a store's writer has committed since it was opened: how well group commit amortizes
@@ -179,6 +205,20 @@ pub trait Store: Send + Sync + 'static {
         &self,
         name: &str,
         admitted: Self::Admitted,
+        weights: Vec<f32>,
+    ) -> impl Future<Output = Result<SubmitOutcome, StoreError>> + Send;
+
+    /// Persists a decision of the engine on an admitted update, as [`Store::apply`] does once
+    /// the engine has decided ([`decide`]): [`Decision::Write`] overwrites that instance with
+    /// `weights` (length `dim`, finite) and counts the update accepted, [`Decision::Reject`]
+    /// counts it rejected; the ticket's outcome is recorded for replays. A store decides
+    /// nothing here, so a log of decisions replayed into either store gives the same model. On
+    /// an error nothing was applied, as for [`Store::apply`].
+    fn persist(
+        &self,
+        name: &str,
+        admitted: Self::Admitted,
+        decision: Decision,
         weights: Vec<f32>,
     ) -> impl Future<Output = Result<SubmitOutcome, StoreError>> + Send;
 

@@ -41,7 +41,7 @@
 //! [`StoreError::Backend`]. The next request after a failure reconnects, so the server recovers
 //! by itself when Redis returns.
 
-use super::{Admission, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome};
+use super::{Admission, Decision, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
 use crate::ticket::{Redeemed, Ticket, TicketLimits};
@@ -194,8 +194,8 @@ fn ticket_key(name: &str, t: Ticket) -> String {
     format!("privfed:{name}:t:{t}")
 }
 
-/// How a used ticket's outcome is stored for replays: `a` (accepted), or `r` followed by `s` and
-/// the spam rejection's JSON or `g` and the guard rejection's JSON (the scripts add the `r`).
+/// How a used ticket's outcome is stored for replays ([`crate::store::decode_outcome`]), without
+/// the `r` of a rejection, which the scripts add.
 fn encode_outcome(o: &SubmitOutcome) -> String {
     match o {
         SubmitOutcome::Rejected(Rejection::Spam(r)) => {
@@ -205,22 +205,6 @@ fn encode_outcome(o: &SubmitOutcome) -> String {
             format!("g{}", serde_json::to_string(r).unwrap_or_default())
         }
         _ => String::new(),
-    }
-}
-
-/// Inverse of [`encode_outcome`] (with the `r`); `Err` if the stored outcome is unreadable.
-fn decode_outcome(s: &str) -> Result<SubmitOutcome, StoreError> {
-    let bad = |e: serde_json::Error| StoreError::Backend(format!("stored ticket outcome: {e}"));
-    if let Some(json) = s.strip_prefix("rs") {
-        Ok(SubmitOutcome::Rejected(Rejection::Spam(
-            serde_json::from_str(json).map_err(bad)?,
-        )))
-    } else if let Some(json) = s.strip_prefix("rg") {
-        Ok(SubmitOutcome::Rejected(Rejection::Guard(
-            serde_json::from_str(json).map_err(bad)?,
-        )))
-    } else {
-        Ok(SubmitOutcome::Accepted)
     }
 }
 
@@ -373,26 +357,34 @@ impl RedisStore {
                     .ok_or_else(|| StoreError::Backend(format!("corrupt instance of `{name}`")))?;
                 Redeemed::Fresh(Arc::from(w))
             }
-            "used" => Redeemed::Replay(decode_outcome(&reply_field::<String>(&r, 1)?)?),
+            "used" => Redeemed::Replay(crate::store::decode_outcome(&reply_field::<String>(
+                &r, 1,
+            )?)?),
             "busy" => Redeemed::InProgress,
             _ => Redeemed::Invalid,
         })
     }
 
-    /// Checks and writes an update whose ticket (if any) this call holds.
+    /// Has the engine decide on an update whose ticket (if any) this call holds, unless
+    /// `decision` is given, and persists the decision.
     async fn apply_admitted(
         &self,
         name: &str,
         spec: &Arc<ModelSpec>,
         ticket: Option<Ticket>,
         weights: Vec<f32>,
-        base: Option<&[f32]>,
+        (base, decision): (Option<&[f32]>, Option<Decision>),
     ) -> Result<SubmitOutcome, StoreError> {
-        let stats = match &spec.spam {
-            Some(_) => Some(self.stats(spec).await?),
-            None => None,
+        let decision = match decision {
+            Some(d) => d,
+            None => {
+                let stats = match &spec.spam {
+                    Some(_) => Some(self.stats(spec).await?),
+                    None => None,
+                };
+                crate::store::decide(spec, base, &weights, stats.as_deref())?
+            }
         };
-        let verdict = crate::store::check_update(spec, base, &weights, stats.as_deref())?;
         let mut con = self.conn.manager();
         let gen_arg = spec.generation.to_string();
         let ticket_key_or_dummy = match ticket {
@@ -400,9 +392,14 @@ impl RedisStore {
             None => format!("{}t:none", prefix(name)),
         };
         let has_ticket = if ticket.is_some() { "1" } else { "0" };
-        let (ok, outcome): (i64, SubmitOutcome) = match verdict {
-            None => {
-                let j = replacement_index(spec.k, &mut rand::rng());
+        let (ok, outcome): (i64, SubmitOutcome) = match decision {
+            Decision::Write { instance: j } => {
+                if j >= spec.k {
+                    return Err(StoreError::Backend(format!(
+                        "a write of instance {j} of model `{name}` with k = {}",
+                        spec.k
+                    )));
+                }
                 let r = self
                     .update
                     .key(meta_key(name))
@@ -420,7 +417,7 @@ impl RedisStore {
                     .map_err(redis_err)?;
                 (r, SubmitOutcome::Accepted)
             }
-            Some(rej) => {
+            Decision::Reject(rej) => {
                 let outcome = SubmitOutcome::Rejected(rej);
                 let r = self
                     .reject
@@ -460,6 +457,35 @@ pub struct RedisAdmission {
     spec: Arc<ModelSpec>,
     ticket: Option<Ticket>,
     base: Option<Arc<[f32]>>,
+}
+
+impl RedisStore {
+    /// [`Store::apply`] with the engine's decision made here, or [`Store::persist`] of a given
+    /// one; the ticket is returned on an error.
+    async fn apply_decided(
+        &self,
+        name: &str,
+        admitted: RedisAdmission,
+        weights: Vec<f32>,
+        decision: Option<Decision>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        if weights.len() != admitted.spec.dim {
+            return Err(StoreError::NotFound(name.to_string()));
+        }
+        let result = self
+            .apply_admitted(
+                name,
+                &admitted.spec,
+                admitted.ticket,
+                weights,
+                (admitted.base.as_deref(), decision),
+            )
+            .await;
+        if result.is_err() {
+            self.release(admitted).await;
+        }
+        result
+    }
 }
 
 impl Store for RedisStore {
@@ -586,22 +612,18 @@ impl Store for RedisStore {
         admitted: RedisAdmission,
         weights: Vec<f32>,
     ) -> Result<SubmitOutcome, StoreError> {
-        if weights.len() != admitted.spec.dim {
-            return Err(StoreError::NotFound(name.to_string()));
-        }
-        let result = self
-            .apply_admitted(
-                name,
-                &admitted.spec,
-                admitted.ticket,
-                weights,
-                admitted.base.as_deref(),
-            )
-            .await;
-        if result.is_err() {
-            self.release(admitted).await;
-        }
-        result
+        self.apply_decided(name, admitted, weights, None).await
+    }
+
+    async fn persist(
+        &self,
+        name: &str,
+        admitted: RedisAdmission,
+        decision: Decision,
+        weights: Vec<f32>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        self.apply_decided(name, admitted, weights, Some(decision))
+            .await
     }
 
     async fn release(&self, admitted: RedisAdmission) {

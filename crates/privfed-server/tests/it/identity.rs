@@ -322,3 +322,94 @@ async fn creating_over_an_existing_store_is_refused() {
     let e = EmbeddedStore::create(&dir.0).err().expect("refused");
     assert!(e.to_string().contains("exists"), "{e}");
 }
+
+/// Issue 36: the embedded store's tickets outlive a clean restart, after checkpoints (a small
+/// journal, so the used tickets reach the database's table rather than only the journal). A
+/// ticket used before the restart answers its first outcome and is not applied again (unless
+/// its own update overwrote the instance it drew, one chance in 1000: then it is refused); a
+/// ticket drawn before and used after is applied once; a ticket of the old process that was
+/// never issued (one bit changed) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_tickets_outlive_checkpoints_and_a_restart() {
+    use privfed_server::store::embedded::{EmbeddedOptions, OpenMode};
+    let dir = common::TempDir::new("tickets-restart");
+    let options = EmbeddedOptions {
+        journal_bytes: 4096,
+        ..EmbeddedOptions::default()
+    };
+    let store = EmbeddedStore::open_with(&dir.0, OpenMode::Create, options).unwrap();
+    let (url, stop, h) = common::serve_on_loopback(store, TOKEN).await;
+    let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
+    let spec = privfed_server::model::CreateModel {
+        init_std: Some(1.0),
+        spam_sigmas: Some(3.0),
+        ..common::spec("m", 3, 1000)
+    };
+    admin.create_model(&spec).await.unwrap();
+    let c = Client::new(&url).unwrap();
+    let (near, far) = (vec![0.0f32; 3], vec![1e4f32; 3]);
+    let used = c.draw("m").await.unwrap().ticket.unwrap();
+    let rejected = c.draw("m").await.unwrap().ticket.unwrap();
+    let fresh = c.draw("m").await.unwrap().ticket.unwrap();
+    assert_eq!(
+        c.submit("m", Some(&used), &near).await.unwrap(),
+        Submitted::Accepted
+    );
+    assert!(matches!(
+        c.submit("m", Some(&rejected), &far).await.unwrap(),
+        Submitted::Rejected(_)
+    ));
+    // Rejections without tickets fill the 4 KiB journal many times over (they overwrite no
+    // instance, so the tickets above stay verifiable).
+    for _ in 0..200 {
+        assert!(matches!(
+            c.submit("m", None, &far).await.unwrap(),
+            Submitted::Rejected(_)
+        ));
+    }
+    let metrics = reqwest::get(format!("{url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let checkpoints: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("privfed_store_checkpoints_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("checkpoints in /metrics");
+    assert!(checkpoints > 0, "no checkpoint");
+    stop.send(()).unwrap();
+    h.await.unwrap();
+
+    let store = common::reopen(&dir.0).await;
+    let (url, stop, h) = common::serve_on_loopback(store, TOKEN).await;
+    let c = Client::new(&url).unwrap();
+    let mut forged = fresh.clone().into_bytes();
+    forged[0] = if forged[0] == b'0' { b'1' } else { b'0' };
+    let forged = String::from_utf8(forged).unwrap();
+    let e = c.submit("m", Some(&forged), &near).await.unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    match c.submit("m", Some(&used), &near).await {
+        Ok(Submitted::Replayed) => {}
+        Err(e) if e.status() == Some(409) => {}
+        other => panic!("a ticket used before the restart: {other:?}"),
+    }
+    match c.submit("m", Some(&rejected), &near).await {
+        Ok(Submitted::Rejected(_)) => {}
+        Err(e) if e.status() == Some(409) => {}
+        other => panic!("a ticket rejected before the restart: {other:?}"),
+    }
+    assert_eq!(
+        c.submit("m", Some(&fresh), &near).await.unwrap(),
+        Submitted::Accepted
+    );
+    assert_eq!(
+        c.submit("m", Some(&fresh), &near).await.unwrap(),
+        Submitted::Replayed
+    );
+    let info = c.model("m").await.unwrap();
+    assert_eq!((info.updates_accepted, info.updates_rejected), (2, 201));
+    stop.send(()).unwrap();
+    h.await.unwrap();
+}

@@ -4,6 +4,8 @@
 //! * [`redis`]: the Redis store against a real `redis-server`;
 //! * [`redis_durability`]: Redis persistence checks, kill -9 of Redis under load, outages;
 //! * [`replacement`]: both stores overwrite a uniformly random instance;
+//! * [`decisions`]: the same log of the engine's decisions, persisted by both stores, gives the
+//!   same model;
 //! * [`group_commit`]: when the embedded store's group commit starts (`CommitPacing`);
 //! * [`journal`]: the embedded store's update journal: checkpoints, recovery from a crash copy,
 //!   a lost journal;
@@ -23,6 +25,7 @@
 
 mod api;
 mod common;
+mod decisions;
 mod group_commit;
 mod hostile;
 mod identity;

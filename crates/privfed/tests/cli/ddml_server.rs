@@ -624,3 +624,94 @@ fn serve_refuses_a_missing_store_unless_asked_to_create_one() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("exists already"), "{err}");
 }
+
+/// Issue 36: tickets of the embedded store survive `kill -9`. A ticket drawn before the crash
+/// and used after it is applied exactly once (a retry answers its first outcome); a ticket used
+/// before the crash (its rejection durable in the update journal) answers that outcome after it
+/// and is not applied again; forged and made-up tickets are refused; and across a second
+/// `kill -9` the ticket used in between is still not applied again. Before, every ticket was
+/// forgotten at a restart: the post after the crash got 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_drawn_before_kill_9_is_applied_once_after_restart() {
+    let dir = TempDir::new("tickets-crash");
+    let mut server = Server::start(&dir.0, &[]);
+    let admin = Client::new(&server.url).unwrap().with_admin_token(TOKEN);
+    // Many instances, so that an accepted update rarely overwrites the instance a ticket drew
+    // (a ticket whose instance value is gone is refused after a restart, as documented); a spam
+    // band, so that an update can be rejected (and the rejection is durable without overwriting
+    // anything).
+    let model = CreateModel {
+        init_std: Some(1.0),
+        spam_sigmas: Some(3.0),
+        ..spec("t", 4, 1000)
+    };
+    admin.create_model(&model).await.unwrap();
+    let c = Client::new(&server.url).unwrap();
+    let a = c.draw("t").await.unwrap().ticket.expect("a ticket");
+    let b = c.draw("t").await.unwrap().ticket.expect("a ticket");
+    let far = vec![1e4f32; 4];
+    let near = vec![0.0f32; 4];
+    assert!(matches!(
+        c.submit("t", Some(&b), &far).await.unwrap(),
+        Submitted::Rejected(_)
+    ));
+
+    server.kill9();
+    let mut server = Server::start(&dir.0, &[]);
+    server.assert_replayed();
+    let c = Client::new(&server.url).unwrap();
+    let status = |r: Result<Submitted, privfed_client::client::ClientError>| match r {
+        Ok(s) => Err(s),
+        Err(e) => Ok(e.status()),
+    };
+    // Forged: one bit of a genuine ticket changed; made up: any 32 hex digits.
+    let mut forged = a.clone().into_bytes();
+    forged[31] = if forged[31] == b'0' { b'1' } else { b'0' };
+    let forged = String::from_utf8(forged).unwrap();
+    for t in [forged.as_str(), "0123456789abcdef0123456789abcdef"] {
+        assert_eq!(
+            status(c.submit("t", Some(t), &near).await),
+            Ok(Some(409)),
+            "{t}"
+        );
+    }
+    assert_eq!(
+        c.submit("t", Some(&a), &near).await.unwrap(),
+        Submitted::Accepted
+    );
+    assert_eq!(
+        c.submit("t", Some(&a), &near).await.unwrap(),
+        Submitted::Replayed
+    );
+    // Its first outcome, not a second application (the zeros would be accepted now).
+    assert!(matches!(
+        c.submit("t", Some(&b), &near).await.unwrap(),
+        Submitted::Rejected(_)
+    ));
+    let info = c.model("t").await.unwrap();
+    assert_eq!((info.updates_accepted, info.updates_rejected), (1, 1));
+
+    // A second crash: the ticket used in between is not applied again. It answers its outcome,
+    // or 409 if its own update overwrote the instance it drew (one chance in 1000).
+    server.kill9();
+    let server = Server::start(&dir.0, &[]);
+    let c = Client::new(&server.url).unwrap();
+    match c.submit("t", Some(&a), &near).await {
+        Ok(Submitted::Replayed) => {}
+        Err(e) if e.status() == Some(409) => {}
+        other => panic!("ticket a after the second crash: {other:?}"),
+    }
+    match c.submit("t", Some(&b), &near).await {
+        Ok(Submitted::Rejected(_)) => {}
+        Err(e) if e.status() == Some(409) => {}
+        other => panic!("ticket b after the second crash: {other:?}"),
+    }
+    let info = c.model("t").await.unwrap();
+    assert_eq!((info.updates_accepted, info.updates_rejected), (1, 1));
+    // New draws are served and their tickets work.
+    let d = c.draw("t").await.unwrap().ticket.expect("a ticket");
+    assert_eq!(
+        c.submit("t", Some(&d), &near).await.unwrap(),
+        Submitted::Accepted
+    );
+}

@@ -52,10 +52,15 @@
 //! `max_delay` because no worker parked. Acknowledgement still follows the commit.
 
 use super::journal::{self, Entry, Journal};
-use super::{Admission, CommitStats, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome};
+use super::{
+    Admission, CommitStats, Decision, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome,
+};
 use crate::error::StoreError;
 use crate::model::{ModelSpec, decode_f32, encode_f32};
-use crate::ticket::{Handle, Redeemed, RetiredInstances, Ticket, TicketBook, TicketLimits, handle};
+use crate::ticket::{
+    Handle, Redeemed, RetiredInstances, Ticket, TicketBook, TicketKey, TicketLimits, TicketMinter,
+    UsedTicket, handle,
+};
 use bytes::Bytes;
 use privfed_ddml::engine::{InstanceStats, replacement_index};
 use rand::SeedableRng;
@@ -74,7 +79,7 @@ mod writer;
 
 use pipeline::WriterCore;
 use pipeline::{Pending, Pipeline, Queue, WRITER_STOPPED};
-use replay::{durable_write, load_model, put_meta, replay};
+use replay::{durable_write, load_model, put_meta, put_used, replay, restore_tickets};
 pub use writer::JOURNAL_MAX_INSTANCE_BYTES;
 use writer::Writer;
 
@@ -89,6 +94,16 @@ const INSTANCES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("ins
 const JOURNAL: TableDefinition<&str, u64> = TableDefinition::new("journal");
 const CHECKPOINTED: &str = "checkpointed";
 const TAG: &str = "tag";
+/// Each instance's version ([`crate::ticket::Instance::version`]), beside its value.
+const VERSIONS: TableDefinition<(&str, u32), u64> = TableDefinition::new("instance_versions");
+/// Used tickets (model, instance, version drawn, ticket) → expiry (ms since the epoch, u64 LE)
+/// and the outcome ([`crate::store::encode_outcome`]): written at checkpoints (and by
+/// commits that bypass the journal); a row matters only while its instance holds that version.
+const USED: TableDefinition<(&str, u32, u64, u128), &[u8]> = TableDefinition::new("used_tickets");
+/// The store's secrets: [`TICKET_KEY`].
+const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets");
+/// The key of the tickets' tags ([`TicketKey`]), 32 bytes.
+const TICKET_KEY: &str = "ticket_key";
 
 /// The most operations folded into one commit.
 const MAX_BATCH: usize = 4096;
@@ -197,7 +212,7 @@ struct StoredMeta {
 struct Instances {
     weights: Vec<Arc<[f32]>>,
     encoded: Vec<Bytes>,
-    /// What tickets refer to ([`crate::ticket::Handle`]).
+    /// What tickets refer to ([`crate::ticket::Handle`]), with each value's version.
     handles: Vec<Handle>,
 }
 
@@ -214,13 +229,24 @@ struct ModelState {
 }
 
 impl ModelState {
+    /// A model's state with its instances and their versions (as many), its counters, and the
+    /// store's ticket key.
     fn new(
         spec: ModelSpec,
         instances: Vec<Arc<[f32]>>,
-        accepted: u64,
-        rejected: u64,
+        versions: &[u64],
+        (accepted, rejected): (u64, u64),
         limits: TicketLimits,
+        key: &TicketKey,
     ) -> Result<Self, StoreError> {
+        if versions.len() != instances.len() {
+            return Err(StoreError::Backend(format!(
+                "model `{}`: {} instance versions for {} instances",
+                spec.name,
+                versions.len(),
+                instances.len()
+            )));
+        }
         let stats = InstanceStats::from_instances(&instances).map_err(backend)?;
         let (k, dim) = (spec.k, spec.dim);
         // Only a model whose updates need their draw's ticket protects young tickets: without a
@@ -234,6 +260,7 @@ impl ModelState {
                 ..limits
             }
         };
+        let minter = TicketMinter::new(key, &spec.name, spec.generation);
         Ok(Self {
             spec: Arc::new(spec),
             instances: RwLock::new(Instances {
@@ -241,7 +268,11 @@ impl ModelState {
                     .iter()
                     .map(|w| Bytes::from(encode_f32(w)))
                     .collect(),
-                handles: instances.iter().map(handle).collect(),
+                handles: instances
+                    .iter()
+                    .zip(versions)
+                    .map(|(w, v)| handle(w, *v))
+                    .collect(),
                 weights: instances,
             }),
             stats: RwLock::new(stats),
@@ -249,7 +280,7 @@ impl ModelState {
             rejected: AtomicU64::new(rejected),
             overwrites: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
-            tickets: TicketBook::new(limits),
+            tickets: TicketBook::new(limits, minter),
             retired: RetiredInstances::new(limits.retired_cap(k, dim)),
         })
     }
@@ -269,13 +300,19 @@ enum WriteOp {
     },
     Update {
         model: Arc<ModelState>,
+        /// The instance the engine chose to overwrite.
+        instance: usize,
         /// Made an `Arc` by the writer (the copy off the request path).
         weights: Vec<f32>,
+        /// The ticket the update uses, recorded durably with it.
+        used: Option<UsedTicket>,
         ack: Ack<SubmitOutcome>,
     },
     Reject {
         model: Arc<ModelState>,
         rejection: Rejection,
+        /// The ticket the update uses, recorded durably with its rejection.
+        used: Option<UsedTicket>,
         ack: Ack<SubmitOutcome>,
     },
 }
@@ -421,17 +458,41 @@ impl EmbeddedStore {
                 Database::create(&path).map_err(backend)?
             }
         };
-        let (checkpointed, tag) = {
-            let w = db.begin_write().map_err(backend)?;
+        let (checkpointed, tag, key) = {
+            let w = durable_write(&db)?;
             w.open_table(META).map_err(backend)?;
             w.open_table(INSTANCES).map_err(backend)?;
+            w.open_table(VERSIONS).map_err(backend)?;
+            w.open_table(USED).map_err(backend)?;
             let c = {
                 let t = w.open_table(JOURNAL).map_err(backend)?;
                 let get = |key| Ok(t.get(key).map_err(backend)?.map(|v| v.value()));
                 (get(CHECKPOINTED)?, get(TAG)?)
             };
+            // The tickets' key: made once (a store from before it gets one now).
+            let key = {
+                let mut t = w.open_table(SECRETS).map_err(backend)?;
+                let stored = t
+                    .get(TICKET_KEY)
+                    .map_err(backend)?
+                    .map(|v| <[u8; 32]>::try_from(v.value()));
+                match stored {
+                    Some(Ok(bytes)) => TicketKey::from_bytes(bytes),
+                    Some(Err(_)) => {
+                        return Err(StoreError::Backend(
+                            "the store's ticket key is not 32 bytes".into(),
+                        ));
+                    }
+                    None => {
+                        let key = TicketKey::random();
+                        t.insert(TICKET_KEY, key.to_bytes().as_slice())
+                            .map_err(backend)?;
+                        key
+                    }
+                }
+            };
             w.commit().map_err(backend)?;
-            c
+            (c.0, c.1, key)
         };
         let journal_path = data_dir.join(journal::JOURNAL_FILE);
         let (last_seq, tag) = match (checkpointed, tag) {
@@ -473,10 +534,11 @@ impl EmbeddedStore {
             let r = db.begin_read().map_err(backend)?;
             let meta = r.open_table(META).map_err(backend)?;
             let inst = r.open_table(INSTANCES).map_err(backend)?;
+            let versions = r.open_table(VERSIONS).map_err(backend)?;
             for entry in meta.iter().map_err(backend)? {
-                let (key, v) = entry.map_err(backend)?;
-                let name = key.value().to_string();
-                match load_model(&name, v.value(), &inst, limits) {
+                let (name_key, v) = entry.map_err(backend)?;
+                let name = name_key.value().to_string();
+                match load_model(&name, v.value(), (&inst, &versions), limits, &key) {
                     Ok(state) => {
                         map.insert(name, Arc::new(state));
                     }
@@ -487,6 +549,7 @@ impl EmbeddedStore {
                 }
             }
         }
+        restore_tickets(&db, &map)?;
         let models: Models = Arc::new(RwLock::new(map));
         let quarantine: Quarantine = Arc::new(RwLock::new(quarantine));
         let failure: Failure = Arc::new(Mutex::new(None));
@@ -495,6 +558,8 @@ impl EmbeddedStore {
             db,
             journal,
             dirty: HashMap::new(),
+            used: Vec::new(),
+            key,
             models: models.clone(),
             quarantine: quarantine.clone(),
             failure: failure.clone(),
@@ -644,6 +709,44 @@ impl EmbeddedStore {
         late
     }
 
+    /// [`Store::apply`] with the engine's decision made here, or [`Store::persist`] of a given
+    /// one: queues it and waits (at most the commit deadline) for its commit.
+    async fn apply_decided(
+        &self,
+        name: &str,
+        admitted: EmbeddedAdmission,
+        weights: Vec<f32>,
+        decision: Option<Decision>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        if weights.len() != admitted.model.spec.dim
+            || admitted.model.deleted.load(Ordering::Acquire)
+        {
+            return Err(StoreError::NotFound(name.to_string()));
+        }
+        let mut rx = self.decide_and_queue(&admitted, weights, decision)?;
+        match tokio::time::timeout(self.deadline, &mut rx).await {
+            Ok(Ok(Ok(o))) => {
+                admitted.finish(&o);
+                Ok(o)
+            }
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(StoreError::Unavailable(
+                "the writer thread dropped a request".into(),
+            )),
+            Err(_elapsed) => {
+                // The commit is late (a stalled disk): answer now, and keep the ticket in
+                // progress until the commit completes, so that a retry is answered with its
+                // outcome instead of being applied a second time.
+                tokio::spawn(async move {
+                    if let Ok(Ok(o)) = rx.await {
+                        admitted.finish(&o);
+                    }
+                });
+                Err(self.stall_error())
+            }
+        }
+    }
+
     fn stall_error(&self) -> StoreError {
         StoreError::Unavailable(format!(
             "a commit has not completed within the {} ms deadline (stalled disk?)",
@@ -651,36 +754,53 @@ impl EmbeddedStore {
         ))
     }
 
-    /// Checks an admitted update (guard, spam filter) and queues its write (or its rejection)
-    /// for the next group commit; the receiver answers once it is durable.
-    fn check_and_queue(
+    /// Has the engine decide on an admitted update (guard, spam filter, the instance to
+    /// overwrite) unless `decision` is given, and queues the decision for the next group
+    /// commit; the receiver answers once it is durable.
+    fn decide_and_queue(
         &self,
         admitted: &EmbeddedAdmission,
         weights: Vec<f32>,
+        decision: Option<Decision>,
     ) -> Result<oneshot::Receiver<Result<SubmitOutcome, StoreError>>, StoreError> {
         let model = admitted.model.clone();
-        let verdict = {
-            // The spam filter's statistics, read-locked only for models that have one.
-            let stats = match model.spec.spam {
-                Some(_) => Some(model.stats.read().map_err(|_| lock_poisoned())?),
-                None => None,
-            };
-            crate::store::check_update(
-                &model.spec,
-                admitted.base.as_deref(),
-                &weights,
-                stats.as_deref(),
-            )?
+        let used = admitted.used();
+        let decision = match decision {
+            Some(d) => d,
+            None => {
+                // The spam filter's statistics, read-locked only for models that have one.
+                let stats = match model.spec.spam {
+                    Some(_) => Some(model.stats.read().map_err(|_| lock_poisoned())?),
+                    None => None,
+                };
+                crate::store::decide(
+                    &model.spec,
+                    admitted.base.as_deref(),
+                    &weights,
+                    stats.as_deref(),
+                )?
+            }
         };
-        self.queue_op(|ack| match verdict {
-            None => WriteOp::Update {
+        if let Decision::Write { instance } = decision
+            && instance >= model.spec.k
+        {
+            return Err(StoreError::Backend(format!(
+                "a write of instance {instance} of model `{}` with k = {}",
+                model.spec.name, model.spec.k
+            )));
+        }
+        self.queue_op(|ack| match decision {
+            Decision::Write { instance } => WriteOp::Update {
                 model,
+                instance,
                 weights,
+                used,
                 ack,
             },
-            Some(rejection) => WriteOp::Reject {
+            Decision::Reject(rejection) => WriteOp::Reject {
                 model,
                 rejection,
+                used,
                 ack,
             },
         })
@@ -694,9 +814,17 @@ pub struct EmbeddedAdmission {
     model: Arc<ModelState>,
     base: Option<Arc<[f32]>>,
     ticket: Option<Ticket>,
+    /// The version of the instance the ticket drew.
+    version: u64,
 }
 
 impl EmbeddedAdmission {
+    /// The durable record of the ticket's use, if the update has a ticket.
+    fn used(&self) -> Option<UsedTicket> {
+        self.ticket
+            .map(|t| self.model.tickets.used_record(t, self.version))
+    }
+
     /// Records the outcome for replays of the ticket.
     fn finish(mut self, outcome: &SubmitOutcome) {
         if let Some(t) = self.ticket.take() {
@@ -745,7 +873,7 @@ impl Store for EmbeddedStore {
         let inst = m.instances.read().map_err(|_| lock_poisoned())?;
         let ticket = m
             .tickets
-            .issue(&inst.handles[i])
+            .issue(&inst.handles[i], i)
             .map_err(StoreError::TicketsFull)?;
         Ok(Drawn {
             weights: inst.encoded[i].clone(),
@@ -774,12 +902,19 @@ impl Store for EmbeddedStore {
                 model,
                 base: None,
                 ticket: None,
+                version: 0,
             }));
         };
-        match model.tickets.redeem(t) {
-            Redeemed::Fresh(base) => Ok(Admission::Admitted(EmbeddedAdmission {
+        // A ticket from before a restart is checked against the instance it names as it is now.
+        let current = |j: usize| {
+            let inst = model.instances.read().unwrap_or_else(|e| e.into_inner());
+            inst.handles.get(j).cloned()
+        };
+        match model.tickets.redeem(t, current) {
+            Redeemed::Fresh(drawn) => Ok(Admission::Admitted(EmbeddedAdmission {
+                base: Some(drawn.weights.clone()),
+                version: drawn.version,
                 model,
-                base: Some(base),
                 ticket: Some(t),
             })),
             Redeemed::Replay(o) => Ok(Admission::Replayed(o)),
@@ -794,33 +929,18 @@ impl Store for EmbeddedStore {
         admitted: EmbeddedAdmission,
         weights: Vec<f32>,
     ) -> Result<SubmitOutcome, StoreError> {
-        if weights.len() != admitted.model.spec.dim
-            || admitted.model.deleted.load(Ordering::Acquire)
-        {
-            return Err(StoreError::NotFound(name.to_string()));
-        }
-        let mut rx = self.check_and_queue(&admitted, weights)?;
-        match tokio::time::timeout(self.deadline, &mut rx).await {
-            Ok(Ok(Ok(o))) => {
-                admitted.finish(&o);
-                Ok(o)
-            }
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err(StoreError::Unavailable(
-                "the writer thread dropped a request".into(),
-            )),
-            Err(_elapsed) => {
-                // The commit is late (a stalled disk): answer now, and keep the ticket in
-                // progress until the commit completes, so that a retry is answered with its
-                // outcome instead of being applied a second time.
-                tokio::spawn(async move {
-                    if let Ok(Ok(o)) = rx.await {
-                        admitted.finish(&o);
-                    }
-                });
-                Err(self.stall_error())
-            }
-        }
+        self.apply_decided(name, admitted, weights, None).await
+    }
+
+    async fn persist(
+        &self,
+        name: &str,
+        admitted: EmbeddedAdmission,
+        decision: Decision,
+        weights: Vec<f32>,
+    ) -> Result<SubmitOutcome, StoreError> {
+        self.apply_decided(name, admitted, weights, Some(decision))
+            .await
     }
 
     async fn release(&self, admitted: EmbeddedAdmission) {

@@ -9,6 +9,11 @@ pub(super) struct Writer {
     pub(super) journal: Journal,
     /// The instances written to the journal since the last checkpoint, per model.
     pub(super) dirty: HashMap<String, (Arc<ModelState>, BTreeSet<usize>)>,
+    /// The tickets used by updates in the journal since the last checkpoint (model name, the
+    /// record, the outcome): written into the tables at the checkpoint.
+    pub(super) used: Vec<(String, UsedTicket, String)>,
+    /// The key of the tickets' tags, for the models it creates.
+    pub(super) key: TicketKey,
     pub(super) models: Models,
     pub(super) quarantine: Quarantine,
     pub(super) failure: Failure,
@@ -78,10 +83,12 @@ impl Writer {
         }
     }
 
-    /// Writes every instance the journal holds (their current values, which are the journal's
-    /// last ones) and the counters of the models it names into the tables, in one durable
-    /// transaction that records the journal's last record as checkpointed; the journal then
-    /// starts over from offset 0.
+    /// Writes every instance the journal holds (their current values and versions, which are
+    /// the journal's last ones), the counters of the models it names, and the records of the
+    /// tickets its updates used (those whose instance still holds the version drawn; the
+    /// records of overwritten values are dropped) into the tables, in one durable transaction
+    /// that records the journal's last record as checkpointed; the journal then starts over
+    /// from offset 0.
     pub(super) fn checkpoint(&mut self) -> Result<(), StoreError> {
         if self.journal.is_empty() {
             return Ok(());
@@ -91,6 +98,8 @@ impl Writer {
             {
                 let mut meta = w.open_table(META).map_err(backend)?;
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
+                let mut versions = w.open_table(VERSIONS).map_err(backend)?;
+                let mut used = w.open_table(USED).map_err(backend)?;
                 for (name, (model, js)) in &self.dirty {
                     // A delete checkpoints first, so this is only a guard.
                     if model.deleted.load(Ordering::Acquire) {
@@ -99,8 +108,22 @@ impl Writer {
                     {
                         let instances = model.instances.read().unwrap_or_else(|e| e.into_inner());
                         for &j in js {
-                            inst.insert((name.as_str(), j as u32), instances.encoded[j].as_ref())
+                            let key = (name.as_str(), j as u32);
+                            inst.insert(key, instances.encoded[j].as_ref())
                                 .map_err(backend)?;
+                            let version = instances.handles[j].version;
+                            versions.insert(key, version).map_err(backend)?;
+                            drop_stale_used(&mut used, name, j as u32, version)?;
+                        }
+                        for (n, u, outcome) in &self.used {
+                            if n == name
+                                && instances
+                                    .handles
+                                    .get(u.instance as usize)
+                                    .is_some_and(|h| h.version == u.version)
+                            {
+                                put_used(&mut used, name, u, outcome)?;
+                            }
                         }
                     }
                     let stored = StoredMeta {
@@ -120,6 +143,7 @@ impl Writer {
         self.committed(r)?;
         self.counters.checkpoints.fetch_add(1, Ordering::AcqRel);
         self.dirty.clear();
+        self.used.clear();
         self.journal.restart();
         Ok(())
     }
@@ -151,11 +175,13 @@ impl Writer {
                 spec.name
             )));
         }
+        let versions: Vec<u64> = (0..instances.len()).map(|_| rand::random()).collect();
         let r = (|| -> Result<(), StoreError> {
             let w = durable_write(&self.db)?;
             {
                 let mut meta = w.open_table(META).map_err(backend)?;
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
+                let mut vt = w.open_table(VERSIONS).map_err(backend)?;
                 let stored = StoredMeta {
                     spec: spec.clone(),
                     accepted: 0,
@@ -163,8 +189,10 @@ impl Writer {
                 };
                 put_meta(&mut meta, &spec.name, &stored)?;
                 for (i, v) in instances.iter().enumerate() {
-                    inst.insert((spec.name.as_str(), i as u32), encode_f32(v).as_slice())
+                    let key = (spec.name.as_str(), i as u32);
+                    inst.insert(key, encode_f32(v).as_slice())
                         .map_err(backend)?;
+                    vt.insert(key, versions[i]).map_err(backend)?;
                 }
             }
             w.commit().map_err(backend)
@@ -172,7 +200,7 @@ impl Writer {
         self.committed(r)?;
         let instances: Vec<Arc<[f32]>> = instances.into_iter().map(Arc::from).collect();
         let name = spec.name.clone();
-        let state = ModelState::new(spec, instances, 0, 0, self.limits)?;
+        let state = ModelState::new(spec, instances, &versions, (0, 0), self.limits, &self.key)?;
         self.models
             .write()
             .map_err(|_| lock_poisoned())?
@@ -209,6 +237,17 @@ impl Writer {
                 // Every instance record of the name, whatever k the (maybe damaged) metadata says.
                 inst.retain_in((name, 0u32)..=(name, u32::MAX), |_, _| false)
                     .map_err(backend)?;
+                w.open_table(VERSIONS)
+                    .map_err(backend)?
+                    .retain_in((name, 0u32)..=(name, u32::MAX), |_, _| false)
+                    .map_err(backend)?;
+                w.open_table(USED)
+                    .map_err(backend)?
+                    .retain_in(
+                        (name, 0u32, 0u64, 0u128)..=(name, u32::MAX, u64::MAX, u128::MAX),
+                        |_, _| false,
+                    )
+                    .map_err(backend)?;
             }
             w.commit().map_err(backend)
         })();
@@ -240,17 +279,26 @@ impl Writer {
         let mut plans: Vec<Planned> = Vec::new();
         let mut acks: Vec<(Ack<SubmitOutcome>, SubmitOutcome)> = Vec::with_capacity(ops.len());
         for op in ops {
-            let (model, ack, outcome, write) = match op {
+            let (model, ack, outcome, write, used) = match op {
                 WriteOp::Update {
                     model,
+                    instance,
                     weights,
+                    used,
                     ack,
-                } => (model, ack, SubmitOutcome::Accepted, Some(weights)),
+                } => (
+                    model,
+                    ack,
+                    SubmitOutcome::Accepted,
+                    Some((instance, weights)),
+                    used,
+                ),
                 WriteOp::Reject {
                     model,
                     rejection,
+                    used,
                     ack,
-                } => (model, ack, SubmitOutcome::Rejected(rejection), None),
+                } => (model, ack, SubmitOutcome::Rejected(rejection), None, used),
                 WriteOp::Create { ack, .. } | WriteOp::Delete { ack, .. } => {
                     let _ = ack.send(Err(StoreError::Backend("misrouted write".into())));
                     continue;
@@ -260,7 +308,7 @@ impl Writer {
                 let _ = ack.send(Err(StoreError::NotFound(model.spec.name.clone())));
                 continue;
             }
-            if let Some(w) = &write
+            if let Some((_, w)) = &write
                 && w.len() != model.spec.dim
             {
                 // The length is checked where it is written, whatever the caller did.
@@ -278,6 +326,7 @@ impl Writer {
                     plans.push(Planned {
                         model: model.clone(),
                         writes: Vec::new(),
+                        used: Vec::new(),
                         accepted: 0,
                         rejected: 0,
                     });
@@ -285,12 +334,15 @@ impl Writer {
                 }
             };
             match write {
-                Some(w) => {
-                    let j = replacement_index(model.spec.k, rng);
+                Some((j, w)) => {
+                    // The engine decided which instance (`decide_and_queue` checked j < k).
                     plan.writes.push((j, w));
                     plan.accepted += 1;
                 }
                 None => plan.rejected += 1,
+            }
+            if let Some(u) = used {
+                plan.used.push((u, crate::store::encode_outcome(&outcome)));
             }
             acks.push((ack, outcome));
         }
@@ -298,7 +350,7 @@ impl Writer {
             // Every operation was answered already (a deleted model, a wrong length).
             return;
         }
-        let finals: Vec<Vec<Final>> = plans.iter().map(Planned::finals).collect();
+        let finals: Vec<Vec<Final>> = plans.iter().map(|p| p.finals(rng)).collect();
         let (small, large): (Vec<Batch>, Vec<Batch>) = plans
             .iter()
             .zip(&finals)
@@ -316,8 +368,10 @@ impl Writer {
                     rejected: p.rejected,
                     writes: f
                         .iter()
-                        .map(|(j, _, le)| (*j as u32, le.as_ref()))
+                        .map(|(j, _, le, _)| (*j as u32, le.as_ref()))
                         .collect(),
+                    versions: f.iter().map(|(_, _, _, v)| *v).collect(),
+                    used: p.used.clone(),
                 })
                 .collect();
             let len = journal::record_len(&entries);
@@ -344,7 +398,13 @@ impl Writer {
                             .entry(p.model.spec.name.clone())
                             .or_insert_with(|| (p.model.clone(), BTreeSet::new()))
                             .1
-                            .extend(f.iter().map(|(j, _, _)| *j));
+                            .extend(f.iter().map(|(j, _, _, _)| *j));
+                        let name = &p.model.spec.name;
+                        self.used.extend(
+                            p.used
+                                .iter()
+                                .map(|(u, o)| (name.clone(), u.clone(), o.clone())),
+                        );
                     }
                 }
                 self.counters.commits.fetch_add(1, Ordering::AcqRel);
@@ -366,17 +426,37 @@ impl Writer {
         }
     }
 
-    /// One durable transaction with the batch's last values and the models' counters.
+    /// One durable transaction with the batch's last values and their versions, the models'
+    /// counters, and the records of the tickets used (those whose instance still holds the
+    /// version drawn after the batch).
     pub(super) fn store_directly(&self, batch: &[Batch]) -> Result<(), StoreError> {
         let w = durable_write(&self.db)?;
         {
             let mut meta = w.open_table(META).map_err(backend)?;
             let mut inst = w.open_table(INSTANCES).map_err(backend)?;
+            let mut versions = w.open_table(VERSIONS).map_err(backend)?;
+            let mut used = w.open_table(USED).map_err(backend)?;
             for (p, finals) in batch {
                 let name = p.model.spec.name.as_str();
-                for (j, _, le) in finals.iter() {
+                for (j, _, le, v) in finals.iter() {
                     inst.insert((name, *j as u32), le.as_ref())
                         .map_err(backend)?;
+                    versions.insert((name, *j as u32), *v).map_err(backend)?;
+                    drop_stale_used(&mut used, name, *j as u32, *v)?;
+                }
+                {
+                    let instances = p.model.instances.read().unwrap_or_else(|e| e.into_inner());
+                    for (u, outcome) in &p.used {
+                        let j = u.instance as usize;
+                        let version_after = finals
+                            .iter()
+                            .find(|f| f.0 == j)
+                            .map(|f| f.3)
+                            .or_else(|| instances.handles.get(j).map(|h| h.version));
+                        if version_after == Some(u.version) {
+                            put_used(&mut used, name, u, outcome)?;
+                        }
+                    }
                 }
                 let stored = StoredMeta {
                     spec: (*p.model.spec).clone(),
@@ -422,12 +502,14 @@ pub(super) struct Planned {
     pub(super) model: Arc<ModelState>,
     /// Overwrites in order (instance index, new value).
     pub(super) writes: Vec<(usize, Vec<f32>)>,
+    /// The tickets the batch's updates of this model used, with their outcomes.
+    pub(super) used: Vec<(UsedTicket, String)>,
     pub(super) accepted: u64,
     pub(super) rejected: u64,
 }
 
-/// An instance's last value in a batch: (index, value, its encoding).
-pub(super) type Final = (usize, Arc<[f32]>, Bytes);
+/// An instance's last value in a batch: (index, value, its encoding, its new version).
+pub(super) type Final = (usize, Arc<[f32]>, Bytes, u64);
 
 /// A model's part of a batch: what it plans and its last values.
 pub(super) type Batch<'a> = (&'a Planned, &'a [Final]);
@@ -438,6 +520,21 @@ pub(super) type Batch<'a> = (&'a Planned, &'a [Final]);
 /// the journal was 7–19% slower (docs/history/BENCHMARKS-history.md, "Session 18").
 pub const JOURNAL_MAX_INSTANCE_BYTES: usize = 64 << 10;
 
+/// Drops the records of used tickets of instance `j` of `name` that drew another version than
+/// `version` (its value now): those tickets can never verify again.
+pub(super) fn drop_stale_used(
+    used: &mut redb::Table<(&'static str, u32, u64, u128), &'static [u8]>,
+    name: &str,
+    j: u32,
+    version: u64,
+) -> Result<(), StoreError> {
+    used.retain_in(
+        (name, j, 0u64, 0u128)..=(name, j, u64::MAX, u128::MAX),
+        |(_, _, v, _), _| v == version,
+    )
+    .map_err(backend)
+}
+
 /// Whether the model's updates go to the journal ([`JOURNAL_MAX_INSTANCE_BYTES`]).
 pub(super) fn journaled_model(spec: &ModelSpec) -> bool {
     spec.dim.saturating_mul(4) <= JOURNAL_MAX_INSTANCE_BYTES
@@ -447,8 +544,8 @@ impl Planned {
     /// The batch's last value of each overwritten instance: what is stored and becomes visible.
     /// Earlier values of the same instance in the batch are never seen by a draw (memory changes
     /// only after the commit, under one lock), so only these are encoded, stored and given
-    /// ticket handles.
-    pub(super) fn finals(&self) -> Vec<Final> {
+    /// ticket handles, each with a new random version from `rng`.
+    pub(super) fn finals(&self, rng: &mut impl rand::Rng) -> Vec<Final> {
         let mut last: HashMap<usize, usize> = HashMap::with_capacity(self.writes.len());
         for (n, (j, _)) in self.writes.iter().enumerate() {
             last.insert(*j, n);
@@ -456,7 +553,12 @@ impl Planned {
         last.into_iter()
             .map(|(j, n)| {
                 let w = &self.writes[n].1;
-                (j, Arc::from(w.as_slice()), Bytes::from(encode_f32(w)))
+                (
+                    j,
+                    Arc::from(w.as_slice()),
+                    Bytes::from(encode_f32(w)),
+                    rng.next_u64(),
+                )
             })
             .collect()
     }
@@ -477,10 +579,10 @@ pub(super) fn apply_to_memory(p: &Planned, finals: &[Final]) {
     let stale = stats
         .as_deref_mut()
         .is_some_and(|s| track_overwrites(m, s, &inst.weights, &p.writes));
-    for (j, w, le) in finals {
+    for (j, w, le, version) in finals {
         inst.weights[*j] = w.clone();
         inst.encoded[*j] = le.clone();
-        let old_handle = std::mem::replace(&mut inst.handles[*j], handle(w));
+        let old_handle = std::mem::replace(&mut inst.handles[*j], handle(w, *version));
         m.retired.retire(old_handle);
     }
     if stale
@@ -537,11 +639,21 @@ mod tests {
         let start: Vec<Arc<[f32]>> = (0..3)
             .map(|i| Arc::from(vec![i as f32, -(i as f32)]))
             .collect();
-        let m = Arc::new(ModelState::new(spec, start, 0, 0, TicketLimits::default()).unwrap());
+        let m = Arc::new(
+            ModelState::new(
+                spec,
+                start,
+                &[1, 2, 3],
+                (0, 0),
+                TicketLimits::default(),
+                &TicketKey::random(),
+            )
+            .unwrap(),
+        );
         // A ticket on instance 1 from before the batch.
         let ticket = {
             let inst = m.instances.read().unwrap();
-            m.tickets.issue(&inst.handles[1]).unwrap()
+            m.tickets.issue(&inst.handles[1], 1).unwrap()
         };
         let p = Planned {
             model: m.clone(),
@@ -551,10 +663,11 @@ mod tests {
                 (1, vec![6.0, 4.0]),
                 (1, vec![8.0, 3.0]),
             ],
+            used: Vec::new(),
             accepted: 4,
             rejected: 0,
         };
-        let finals = p.finals();
+        let finals = p.finals(&mut rand::rng());
         assert_eq!(finals.len(), 2);
         apply_to_memory(&p, &finals);
 
@@ -563,7 +676,7 @@ mod tests {
         for (j, w) in want.iter().enumerate() {
             assert_eq!(&*inst.weights[j], *w, "instance {j}");
             assert_eq!(decode_f32(&inst.encoded[j]).unwrap(), *w);
-            assert_eq!(&**inst.handles[j], *w);
+            assert_eq!(&*inst.handles[j].weights, *w);
         }
         let fresh = InstanceStats::from_instances(&inst.weights).unwrap();
         let stats = m.stats.read().unwrap();
@@ -578,8 +691,8 @@ mod tests {
         assert_eq!(m.accepted.load(Ordering::Acquire), 4);
         // The instance the ticket drew was kept for it; nothing else was.
         assert_eq!(m.retired.len(), 1);
-        match m.tickets.redeem(ticket) {
-            Redeemed::Fresh(base) => assert_eq!(&*base, &[1.0f32, -1.0][..]),
+        match m.tickets.redeem(ticket, |_| None) {
+            Redeemed::Fresh(base) => assert_eq!(&*base.weights, &[1.0f32, -1.0][..]),
             _ => panic!("the ticket lost its instance"),
         }
     }

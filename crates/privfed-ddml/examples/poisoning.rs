@@ -1,5 +1,5 @@
 //! What the update guard costs honest clients and what it leaves an attacker with draw access
-//! (issue 16; the numbers in `docs/SERVER_THREAT_MODEL.md`).
+//! (the numbers in `docs/SERVER_THREAT_MODEL.md`).
 //!
 //! `cargo run --release -p privfed-ddml --example poisoning` (about two minutes of CPU, one thread
 //! per setting: about a minute on an idle 2-core machine).
@@ -10,7 +10,7 @@
 //! Weights travel as `f32`, as over HTTP. Every submission is gated by a defence:
 //!
 //! * `guard`: [`StepGuard::check`] against the instance the client drew;
-//! * `spam 8σ (old)`: the spam filter with the raw spread across instances (before issue 16);
+//! * `spam 8σ (old)`: the spam filter with the raw spread across instances (before the hardening);
 //! * `spam 8σ (capped)`: the spam filter with the spread clamped to `[¼, 2]·init_std`;
 //! * `none`.
 //!

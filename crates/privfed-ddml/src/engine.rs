@@ -61,7 +61,7 @@ use serde::{Deserialize, Serialize};
 pub const RECOMMENDED_SPAM_SIGMAS: f64 = 8.0;
 
 /// The spam filter's band never uses a standard deviation above `SPAM_SD_CAP · init_std`
-/// ([`SpamFilter::band_sd`]), so accepted updates cannot widen it (issue 16 item 2).
+/// ([`SpamFilter::band_sd`]), so accepted updates cannot widen it.
 ///
 /// Why 2: `init_std² = (k/2)·σ²` is the stationary expected sample variance across instances
 /// (paper 003 Thm. 1); under honest traffic the per-weight sample standard deviation exceeds
@@ -83,7 +83,7 @@ pub const SPAM_SD_CAP: f64 = 2.0;
 
 /// The spam filter's band never uses a standard deviation below `SPAM_SD_FLOOR · init_std`
 /// ([`SpamFilter::band_sd`]), so it cannot collapse to a point and reject everyone when the
-/// instances happen to coincide (or the running statistics lose precision, issue 16 item 3):
+/// instances happen to coincide (or the running statistics lose precision):
 /// a post within `t·SPAM_SD_FLOOR·init_std` of the mean is always accepted. A quarter of the
 /// expected spread halves the honest false-rejection rate at 8σ (same measurement as
 /// [`SPAM_SD_CAP`]: 0.118% → 0.056%; 5σ: 5.6% → 5.3%) and keeps the filter's rejection of
@@ -183,7 +183,7 @@ pub fn replacement_index<R: Rng + ?Sized>(k: usize, rng: &mut R) -> usize {
 /// rounding error is about `n·2⁻⁵³·peak` after `n` updates): `replace` then returns `false` and
 /// the caller must recompute from the instances. While it returns `true`, after at most 4096
 /// updates the relative error of the variance is below `2⁻¹⁷` and that of the mean below `2⁻²⁹`
-/// standard deviations. (Issue 16 item 3: the running sums once kept a variance of 0 after
+/// standard deviations. (The running sums once kept a variance of 0 after
 /// `1e30` left an instance, and the spam filter then rejected every update.)
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceStats {
@@ -1114,7 +1114,7 @@ mod tests {
         assert!(DrawAndDiscard::new(Strategy::ServerBatch { batch: 0 }, inst, None).is_err());
     }
 
-    /// Issue 16 item 2 (the 8σ filter walked off): an attacker posting every weight at 7.5
+    /// An attacker posting every weight at 7.5
     /// band standard deviations above the current mean (the band computed exactly, more than
     /// anonymous `GET`s reveal) is accepted every time, but cannot move the mean of any weight
     /// past `max_i x_ij(0) + n·t·SPAM_SD_CAP·init_std` after `n` posts (see [`SPAM_SD_CAP`]);
@@ -1180,7 +1180,7 @@ mod tests {
         assert!(filter.check(flat.instance_stats(), &[1.0; 3], 0.0).is_ok());
     }
 
-    /// Issue 16 item 3 (the filter locked everyone out): instance statistics stay sound when an
+    /// Instance statistics stay sound when an
     /// instance holding 1e30 next to instances near 1 is overwritten. The running sums report
     /// the loss of precision (`replace` returns `false`), the engine recomputes, and the
     /// variance and mean then agree with a two-pass computation, so an honest update passes

@@ -944,7 +944,7 @@ mod tests {
         h
     }
 
-    /// Issue 16, item 10: the scheme is matched case-insensitively, the token exactly.
+    /// The scheme is matched case-insensitively, the token exactly.
     #[test]
     fn bearer_scheme_is_case_insensitive() {
         for ok in ["Bearer tok", "bearer tok", "BEARER tok", "bEaReR tok"] {

@@ -221,7 +221,7 @@ pub fn f64_to_f32_weights(w: &[f64]) -> Result<Vec<f32>, ApiError> {
 mod tests {
     use super::*;
 
-    /// Issue 16, item 10: `.` and `..` are not model names (clients resolve them away).
+    /// `.` and `..` are not model names (clients resolve them away).
     #[test]
     fn dot_names_are_refused() {
         for bad in [".", "..", "", "a/b", "a b"] {
@@ -232,7 +232,7 @@ mod tests {
         }
     }
 
-    /// Issue 16, item 10: `spam_sigmas` outside [1, 1000] is refused.
+    /// `spam_sigmas` outside [1, 1000] is refused.
     #[test]
     fn spam_sigmas_range() {
         let req = |t: f64| CreateModel {

@@ -13,7 +13,7 @@
 //!
 //! ## Durability ([`Durability`])
 //! Under Redis' stock configuration (RDB snapshots, no AOF) a crash of `redis-server` loses every
-//! write since the last snapshot: kill -9 under load lost 25k–66k acknowledged updates (issue 16).
+//! write since the last snapshot: kill -9 under load lost 25k–66k acknowledged updates.
 //! So [`RedisStore::connect`] reads the server's persistence configuration
 //! (`CONFIG GET appendonly appendfsync`, or `INFO persistence` when `CONFIG` is renamed or denied)
 //! and, in the default [`Durability::Strict`] mode, refuses to start unless every write is

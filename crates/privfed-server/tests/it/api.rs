@@ -599,7 +599,7 @@ async fn path_errors_are_json() {
     );
 }
 
-/// Issue 16: the guard is on by default — a creation must declare the clients' step or say
+/// The guard is on by default — a creation must declare the clients' step or say
 /// `"off"`; a declared guard needs the draw's ticket, refuses a post that is not a plausible step
 /// from the instance drawn (422 `rejected_by_guard`, counted), and accepts an honest one.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The engine decides, the stores persist (issue 36): the same log of decisions
+//! The engine decides, the stores persist: the same log of decisions
 //! ([`privfed_ddml::decision::Decision`]: overwrite instance `j` with `w`, or count a
 //! rejection), replayed through [`Store::persist`] into the embedded store and into the Redis
 //! store, gives the same model: the same instances bit for bit and the same counters, also

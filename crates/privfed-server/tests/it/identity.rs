@@ -1,4 +1,4 @@
-//! Model identity, tickets, quarantine and failing closed (issue 16 items 1 and 7), over a real
+//! Model identity, tickets, quarantine and failing closed, over a real
 //! socket, on real redb files and a real `redis-server`.
 
 use crate::common;
@@ -323,7 +323,7 @@ async fn creating_over_an_existing_store_is_refused() {
     assert!(e.to_string().contains("exists"), "{e}");
 }
 
-/// Issue 36: the embedded store's tickets outlive a clean restart, after checkpoints (a small
+/// The embedded store's tickets outlive a clean restart, after checkpoints (a small
 /// journal, so the used tickets reach the database's table rather than only the journal). A
 /// ticket used before the restart answers its first outcome and is not applied again (unless
 /// its own update overwrote the instance it drew, one chance in 1000: then it is refused); a

@@ -1,4 +1,4 @@
-//! Connection limits and bounded reads over a real socket (issue 16, items 5, 6 and 10): idle,
+//! Connection limits and bounded reads over a real socket: idle,
 //! header, body and write timeouts, the connection cap, shutdown with a deadline that releases
 //! the embedded store's lock, bounded memory for concurrent views of a large model, streamed JSON
 //! draws, and the smaller validation items.

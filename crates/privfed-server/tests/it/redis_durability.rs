@@ -1,4 +1,4 @@
-//! Issue 16, item 9: the Redis store's durability and its behaviour during a Redis outage, against
+//! The Redis store's durability and its behaviour during a Redis outage, against
 //! real `redis-server` processes (spawned on free ports with explicit `--appendonly`,
 //! `--appendfsync` and `--dir`) and a real server socket.
 //!
@@ -334,7 +334,7 @@ async fn persistence_turned_off_at_run_time_fails_closed() {
 /// Measured in 5 runs (2 shared cores, loopback; Redis 7.0.15, and Valkey 9.1.2 whose `WAITAOF`
 /// path it exercises): 2,053–3,478 updates acknowledged before the kill, 0 lost; the counter
 /// exceeded the 202s by 11–16 (posts in flight at the kill, applied but answered 503). Under the
-/// stock configuration the same kind of kill lost 25k–66k acknowledged updates (issue 16).
+/// stock configuration the same kind of kill lost 25k–66k acknowledged updates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn kill9_of_redis_under_load_loses_no_acknowledged_update() {

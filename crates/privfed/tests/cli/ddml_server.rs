@@ -625,7 +625,7 @@ fn serve_refuses_a_missing_store_unless_asked_to_create_one() {
     assert!(err.contains("exists already"), "{err}");
 }
 
-/// Issue 36: tickets of the embedded store survive `kill -9`. A ticket drawn before the crash
+/// Tickets of the embedded store survive `kill -9`. A ticket drawn before the crash
 /// and used after it is applied exactly once (a retry answers its first outcome); a ticket used
 /// before the crash (its rejection durable in the update journal) answers that outcome after it
 /// and is not applied again; forged and made-up tickets are refused; and across a second

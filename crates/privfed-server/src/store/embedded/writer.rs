@@ -597,7 +597,7 @@ pub(super) fn apply_to_memory(p: &Planned, finals: &[Final]) {
 
 /// Follows every overwrite of `writes`, in order and intermediate values included, in the
 /// spam filter's running statistics of `instances` (the values before the batch); `true` if
-/// they should be recomputed (issue 16 item 3: lost precision, or every [`RECOMPUTE_EVERY`]
+/// they should be recomputed (lost precision, or every [`RECOMPUTE_EVERY`]
 /// overwrites) once the batch is installed.
 pub(super) fn track_overwrites(
     m: &ModelState,

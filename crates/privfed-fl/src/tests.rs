@@ -63,6 +63,7 @@ fn config(privacy: Privacy, sampling: Sampling, rounds: u64) -> TrainConfig {
         },
         accounting: AccountingConfig::default(),
         eval: EvalConfig::default(),
+        audit: None,
     }
 }
 

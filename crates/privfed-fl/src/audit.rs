@@ -41,8 +41,8 @@ use serde::{Deserialize, Serialize};
 use super::FlError;
 use super::config::AuditConfig;
 
-/// The most numbers the canaries' directions may hold (`K·d`, 512 MiB of `f64`).
-pub const MAX_CANARY_VALUES: usize = 1 << 26;
+/// The most numbers the canaries' directions may hold (`K·d`, 128 MiB of `f64`).
+pub const MAX_CANARY_VALUES: usize = 1 << 24;
 
 /// One round's audit (the `audit` of a round in the JSON output).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -117,7 +117,11 @@ impl Canaries {
             let start = directions.len();
             loop {
                 directions.extend((0..dim).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
-                let n = directions[start..].iter().map(|x| x * x).sum::<f64>().sqrt();
+                let n = directions[start..]
+                    .iter()
+                    .map(|x| x * x)
+                    .sum::<f64>()
+                    .sqrt();
                 if n > 0.0 {
                     directions[start..].iter_mut().for_each(|x| *x /= n);
                     break;
@@ -194,7 +198,11 @@ impl Canaries {
         let estimate = if zero || inserted.len() < 2 {
             None
         } else {
-            Some(one_shot_epsilon(&inserted, self.dim, self.delta).map_err(err)?.0)
+            Some(
+                one_shot_epsilon(&inserted, self.dim, self.delta)
+                    .map_err(err)?
+                    .0,
+            )
         };
         Ok(RoundAudit {
             epsilon_lower_bound: bound,

@@ -438,6 +438,11 @@ impl<'d> Trainer<'d> {
         self.accountant.events()
     }
 
+    /// The canaries' inclusion bits `S_i` (runs with `[audit]`).
+    pub fn canary_inclusion(&self) -> Option<&[bool]> {
+        self.canaries.as_ref().map(|(c, _)| c.included())
+    }
+
     /// The run's config.
     pub fn config(&self) -> &TrainConfig {
         &self.cfg
@@ -801,7 +806,12 @@ impl<'d> Trainer<'d> {
                 h.finalize().iter().map(|b| format!("{b:02x}")).collect()
             },
             audit: self.canaries.as_ref().map(|(c, _)| {
-                let last = self.state.history.iter().rev().find_map(|m| m.audit.as_ref());
+                let last = self
+                    .state
+                    .history
+                    .iter()
+                    .rev()
+                    .find_map(|m| m.audit.as_ref());
                 c.summary(last)
             }),
         }

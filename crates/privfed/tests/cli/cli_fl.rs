@@ -452,3 +452,49 @@ fn a_diverged_run_is_reported() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("stopped before round 1: diverged"), "{text}");
 }
+
+/// `[audit] canaries = K`: `--json` has `audit` with `epsilon_lower_bound` and
+/// `epsilon_estimate` at the top level and in every round (the names outside checks use), and a
+/// mechanism without canary insertion is refused by name.
+#[test]
+fn an_audited_run_reports_both_numbers() {
+    let tmp = TempDir::new("fl-audit");
+    let base = "rounds = 5\nseed = 2\n\
+         data = { dataset = \"synthetic_logistic\", dim = 60, examples = 400, signal = 1.0, clients = 40 }\n\
+         model = { kind = \"softmax\", features = 60, classes = 2 }\n\
+         sampling = { kind = \"poisson\", rate = 0.5 }\n";
+    let config = write_config(
+        &tmp.0,
+        "a.toml",
+        &format!("{base}privacy = {{ mechanism = \"none\" }}\n[audit]\ncanaries = 20\n"),
+    );
+    let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
+    let a = &v["audit"];
+    assert_eq!(a["canaries"].as_u64(), Some(20), "{v}");
+    assert_eq!(a["confidence"].as_f64(), Some(0.95));
+    assert!(a["epsilon_lower_bound"].as_f64().unwrap() >= 0.0, "{a}");
+    assert!(a["epsilon_estimate"].as_f64().unwrap() > 0.0, "{a}");
+    let rounds = v["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 5);
+    for r in rounds {
+        assert!(r["audit"]["epsilon_lower_bound"].is_f64(), "{r}");
+        assert!(r["audit"]["epsilon_estimate"].is_f64(), "{r}");
+    }
+    assert_eq!(
+        rounds[4]["audit"]["epsilon_lower_bound"],
+        a["epsilon_lower_bound"]
+    );
+    // Without [audit] there is no audit key.
+    let plain = write_config(&tmp.0, "p.toml", base);
+    let v = json_ok(&["fl", "train", "--config", &plain, "--json", "--quiet"]);
+    assert!(v.get("audit").is_none() && v["rounds"][0].get("audit").is_none());
+    // Refused, naming the mechanism.
+    let local = write_config(
+        &tmp.0,
+        "l.toml",
+        &format!(
+            "{base}privacy = {{ mechanism = \"privunitg\", epsilon = 5.0, clip = 1.0 }}\n[audit]\ncanaries = 20\n"
+        ),
+    );
+    fails_with(&["fl", "train", "--config", &local], "privunitg");
+}

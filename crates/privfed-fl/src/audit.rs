@@ -25,7 +25,7 @@
 //!   included canaries' cosines are fitted by `N(μ̂, σ̂²)` and compared with the cosine of a
 //!   direction never inserted, `N(0, 1/d)` ([`privfed_audit::one_shot::one_shot_epsilon`] at
 //!   the run's δ). An estimate without a confidence level; `None` when fewer than two canaries
-//!   were included or `Δ` is zero.
+//!   were included, `Δ` is zero or the fit is degenerate (no spread).
 //!
 //! A canary inserted every round is released in every round, so its privacy is that of `T`
 //! unsampled rounds; a real client sampled at rate `q < 1` enjoys amplification by sampling. Only
@@ -198,11 +198,11 @@ impl Canaries {
         let estimate = if zero || inserted.len() < 2 {
             None
         } else {
-            Some(
-                one_shot_epsilon(&inserted, self.dim, self.delta)
-                    .map_err(err)?
-                    .0,
-            )
+            // Undefined (e.g. all included cosines equal: no spread to fit) is `None`, not an
+            // error: the estimate never stops a run.
+            one_shot_epsilon(&inserted, self.dim, self.delta)
+                .ok()
+                .map(|(e, _, _)| e)
         };
         Ok(RoundAudit {
             epsilon_lower_bound: bound,

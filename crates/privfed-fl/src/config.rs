@@ -414,8 +414,9 @@ pub struct AuditConfig {
     /// "included", the `r/2` lowest "excluded", the rest abstain (default `2·max(1, ⌊K/4⌋)`:
     /// about half the canaries). Fixed before the run, as the audit's confidence requires.
     pub guesses: Option<usize>,
-    /// ℓ2 norm of a canary's update before the mechanism clips it (> 0; default: the privacy
-    /// clip, or 1 without privacy).
+    /// ℓ2 norm of a canary's update before the mechanism clips it (> 0). Default: the largest
+    /// contribution a client can make — the clip norm under central DP; without privacy, the
+    /// largest real update norm of each round ([`crate::audit`]).
     pub norm: Option<f64>,
 }
 

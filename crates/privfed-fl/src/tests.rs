@@ -833,6 +833,70 @@ fn without_privacy_the_canaries_show_a_large_epsilon() {
     assert_eq!(h[9].epsilon_lower_bound, a.epsilon_lower_bound);
     assert!(t.history().iter().all(|m| m.contributors == m.sampled));
     assert_eq!(s.final_epsilon, None);
+    // Without privacy the canary norm is each round's largest real update norm: it follows
+    // the updates (they shrink as the model learns) and is above the mean update's norm.
+    assert_eq!(a.norm, Some(h[9].norm));
+    assert!(
+        h.iter()
+            .all(|r| r.norm > 0.0 && r.accounted_canary_epsilon.is_none())
+    );
+    assert!(h[0].norm != h[9].norm, "{} {}", h[0].norm, h[9].norm);
+    for (m, r) in t.history().iter().zip(&h) {
+        assert!(
+            r.norm >= m.update_norm,
+            "{r:?} vs the mean update {}",
+            m.update_norm
+        );
+    }
+}
+
+/// The canary norm: a configured norm wins; under central DP it defaults to the clip; without
+/// privacy it is the round's largest real update, else the previous round's, else 1.
+#[test]
+fn the_canary_norm_is_the_largest_contribution_a_client_can_make() {
+    let data = wide(20, 10);
+    let t = run(
+        audited(central(1.0), Sampling::Poisson { rate: 0.5 }, 2, 20),
+        &data,
+        1,
+    );
+    assert!(audits(&t).iter().all(|r| r.norm == 1.0));
+    let mut cfg = audited(Privacy::None, Sampling::Poisson { rate: 0.5 }, 2, 20);
+    cfg.audit.as_mut().unwrap().norm = Some(0.25);
+    let fixed = run(cfg.clone(), &data, 1);
+    assert!(audits(&fixed).iter().all(|r| r.norm == 0.25));
+    use crate::audit::Canaries;
+    use privfed_mechanisms::rng::NoiseRng;
+    let new = |norm: Option<f64>, clip_and_z: Option<(f64, f64)>| {
+        let a = AuditConfig {
+            canaries: 4,
+            confidence: 0.95,
+            guesses: None,
+            norm,
+        };
+        Canaries::new(
+            &a,
+            3,
+            clip_and_z,
+            1e-5,
+            NoiseRng::seed_from_u64,
+            &mut NoiseRng::seed_from_u64(99),
+        )
+        .unwrap()
+    };
+    let plain = new(None, None);
+    assert_eq!(plain.norm_for_round(Some(2.5), Some(3.0)), 2.5);
+    assert_eq!(plain.norm_for_round(None, Some(3.0)), 3.0);
+    assert_eq!(plain.norm_for_round(Some(0.0), None), 1.0);
+    assert_eq!(plain.norm_for_round(None, None), 1.0);
+    assert_eq!(
+        new(None, Some((0.5, 2.0))).norm_for_round(Some(2.5), None),
+        0.5
+    );
+    assert_eq!(
+        new(Some(0.7), Some((0.5, 2.0))).norm_for_round(Some(2.5), None),
+        0.7
+    );
 }
 
 /// Honesty: with DP-FedAvg and every client in every round (rate 1, so the canaries, inserted
@@ -853,9 +917,25 @@ fn with_central_dp_the_lower_bound_stays_below_the_accounted_epsilon() {
     let a = s.audit.unwrap();
     eprintln!("accounted ε {eps}, audit {a:?}");
     assert!(eps > 1.5 && eps < 2.78, "accounted ε {eps}");
+    // The canaries' own guarantee (exact GDP, 10 rounds at z = 6) is at most the RDP account.
+    let canary_eps = a.accounted_canary_epsilon.unwrap();
+    assert!(
+        canary_eps > 1.5 && canary_eps <= eps,
+        "{canary_eps} vs {eps}"
+    );
+    assert_eq!(a.norm, Some(1.0));
     assert!(a.epsilon_lower_bound < eps, "{a:?} vs accounted {eps}");
+    // The one-shot estimate is an estimate, but an honest one: below the canaries' ε here
+    // (the paper's unequal-variance reading was 4.1 on this run).
+    let e = a.epsilon_estimate.unwrap();
+    assert!(
+        e <= canary_eps,
+        "one-shot ε̂ {e} vs the canaries' accounted {canary_eps}"
+    );
     for r in audits(&t) {
         assert!(r.epsilon_lower_bound < eps, "{r:?} vs accounted {eps}");
+        let c = r.accounted_canary_epsilon.unwrap();
+        assert!(r.epsilon_estimate.unwrap() <= c, "{r:?}");
     }
     // The canaries were in the aggregate: the same run at a tiny noise finds them all.
     let loud = run(

@@ -370,14 +370,14 @@ impl<'d> Trainer<'d> {
         let canaries = match &cfg.audit {
             None => None,
             Some(a) => {
-                let default_norm = match cfg.privacy {
-                    Privacy::CentralGaussian { clip, .. } => clip,
-                    _ => 1.0,
+                let clip_and_z = match (cfg.privacy, plan.noise_multiplier()) {
+                    (Privacy::CentralGaussian { clip, .. }, Some(z)) => Some((clip, z)),
+                    _ => None,
                 };
                 let c = Canaries::new(
                     a,
                     n,
-                    default_norm,
+                    clip_and_z,
                     cfg.accounting.delta,
                     |i| stream(&seed, PURPOSE_CANARY_DIRECTION, 0, i),
                     &mut stream(&seed, PURPOSE_CANARY_INCLUSION, 0, 0),
@@ -585,8 +585,24 @@ impl<'d> Trainer<'d> {
         // (config validation admits `[audit]` only where they are plain updates).
         let mut dropped = dropped;
         let mut canary_count = 0;
+        let mut canary_norm = None;
         if let Some((c, _)) = &self.canaries {
-            for u in c.updates() {
+            let largest = contributions
+                .iter()
+                .filter_map(|u| match u {
+                    Contribution::Update(u) => Some(l2(u)),
+                    _ => None,
+                })
+                .reduce(f64::max);
+            let previous = self
+                .state
+                .history
+                .iter()
+                .rev()
+                .find_map(|m| m.audit.map(|a| a.norm));
+            let norm = c.norm_for_round(largest, previous);
+            canary_norm = Some(norm);
+            for u in c.updates(norm) {
                 contributions.push(Contribution::Update(u));
                 dropped.push(false);
                 canary_count += 1;
@@ -637,8 +653,8 @@ impl<'d> Trainer<'d> {
         // The round was released and accounted; if the server's step overflowed the model, it
         // is recorded and training ends after it.
         let overflowed = !self.state.params.iter().all(|p| p.is_finite());
-        let audit = match &self.canaries {
-            Some((c, init)) if !overflowed => {
+        let audit = match (&self.canaries, canary_norm) {
+            (Some((c, init)), Some(norm)) if !overflowed => {
                 let delta: Vec<f64> = self
                     .state
                     .params
@@ -646,7 +662,7 @@ impl<'d> Trainer<'d> {
                     .zip(init)
                     .map(|(a, b)| f64::from(*a) - f64::from(*b))
                     .collect();
-                Some(c.audit(&delta)?)
+                Some(c.audit(&delta, norm, round)?)
             }
             _ => None,
         };

@@ -218,6 +218,11 @@ fn print_human(s: &privfed_fl::Summary, history: &[RoundMetrics]) -> Result<()> 
             a.epsilon_estimate
                 .map_or("undefined".to_string(), |e| format!("{e:.4}"))
         ));
+        if let Some(e) = a.accounted_canary_epsilon {
+            lines.push(format!(
+                "the canaries' accounted ε (a client at the clip norm in every round) = {e:.4}"
+            ));
+        }
     }
     if let Some(st) = &s.stopped {
         lines.push(format!("stopped before round {}: {}", st.round, st.reason));

@@ -531,8 +531,9 @@ fn train_json(config: &str) -> serde_json::Value {
 
 /// Power: the quickstart on MNIST with privacy off and 100 canaries at the default norm (each
 /// round's largest real update, so a canary looks like an in-distribution client): the one-run
-/// bound at 95% exceeds 2 (measured 2.78, all 50 guesses right; a fixed norm of 1 gave 1.11, the
-/// canaries drowning in 500 real updates per round). Fixed seed.
+/// bound at 95% exceeds 2 (measured 2.78, all 50 guesses right, at a norm of 4.6 in the last
+/// round; a fixed norm of 1 gave 1.11, the canaries drowning in 500 real updates per round).
+/// Fixed seed.
 #[test]
 #[cfg_attr(
     not(has_shared_data),
@@ -551,7 +552,8 @@ fn the_quickstart_without_privacy_shows_its_canaries() {
 /// A canary is in every round, so its guarantee is 30 unsampled rounds of the Gaussian mechanism
 /// (`accounted_canary_epsilon`, larger than the real clients' `final_epsilon` at rate ½). Both the
 /// one-run bound (at 95%: fails with probability ≤ 5% for a correct mechanism; the seed is fixed)
-/// and the one-shot estimate stay below it.
+/// and the one-shot estimate stay below it (measured: bound 0.14, ε̂ 2.69, canaries' ε 3.94,
+/// `final_epsilon` 2.03).
 #[test]
 #[cfg_attr(
     not(has_shared_data),

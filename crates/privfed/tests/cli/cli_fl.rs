@@ -550,10 +550,10 @@ fn the_quickstart_without_privacy_shows_its_canaries() {
 
 /// Honesty: the quickstart with DP-FedAvg at z = 6 (clip 1) and 100 canaries at the clip norm.
 /// A canary is in every round, so its guarantee is 30 unsampled rounds of the Gaussian mechanism
-/// (`accounted_canary_epsilon`, larger than the real clients' `final_epsilon` at rate ½). Both the
-/// one-run bound (at 95%: fails with probability ≤ 5% for a correct mechanism; the seed is fixed)
-/// and the one-shot estimate stay below it (measured: bound 0.14, ε̂ 2.69, canaries' ε 3.94,
-/// `final_epsilon` 2.03).
+/// (`accounted_canary_epsilon`, larger than the real clients' `final_epsilon` at rate ½). The
+/// one-run bound stays below it (at 95%: fails with probability ≤ 5% for a correct mechanism;
+/// the seed is fixed), and the one-shot estimate is not above it by more than its sampling error
+/// (measured: bound 0.14, ε̂ 2.69, canaries' ε 3.94, `final_epsilon` 2.03).
 #[test]
 #[cfg_attr(
     not(has_shared_data),
@@ -572,5 +572,14 @@ fn the_quickstart_with_central_dp_stays_below_the_accounted_epsilon() {
     assert_eq!(a["norm"].as_f64(), Some(1.0), "{a}");
     assert!(canary >= accounted, "{canary} vs {accounted}");
     assert!(a["epsilon_lower_bound"].as_f64().unwrap() < canary, "{a}");
-    assert!(a["epsilon_estimate"].as_f64().unwrap() <= canary, "{a}");
+    // The estimate's μ̂ has standard error √(1/k_in + 1/k_out): above the canaries' μ = √30/6 by
+    // more than 3.29 of them with probability ≈ 5·10⁻⁴ if it is not biased upward (as in
+    // privfed-fl's DP test).
+    let k_in = a["included"].as_f64().unwrap();
+    let se = (1.0 / k_in + 1.0 / (100.0 - k_in)).sqrt();
+    let ceiling = privfed_audit::gdp::epsilon_for_mu(30f64.sqrt() / 6.0 + 3.29 * se, 1e-5).unwrap();
+    assert!(
+        a["epsilon_estimate"].as_f64().unwrap() <= ceiling,
+        "{a} vs {ceiling}"
+    );
 }

@@ -103,6 +103,32 @@ def test_train_matches_the_cli(tmp_path, cli):
     assert [r["epsilon"] for r in py["rounds"]] == [r["epsilon"] for r in rust["rounds"]]
 
 
+def test_canary_audit_matches_the_cli(tmp_path, cli):
+    """`audit = {"canaries": K}`: the report from `fl.train` and the `Trainer`'s summary carry
+    `audit` (`epsilon_lower_bound`, `epsilon_estimate`) at the top and in every round, equal to
+    `privfed fl train --json`'s; without it there is no `audit` key."""
+    config = with_(CONFIG, audit={"canaries": 20})
+    py = fl.train(config, threads=1, progress=False)
+    a = py["audit"]
+    assert (a["canaries"], a["guesses"], a["confidence"], a["norm"]) == (20, 10, 0.95, 1.0)
+    assert a["epsilon_lower_bound"] >= 0.0 and a["epsilon_estimate"] >= 0.0
+    assert a["accounted_canary_epsilon"] > 0.0
+    assert len(py["rounds"]) == 4
+    for r in py["rounds"]:
+        assert {"epsilon_lower_bound", "epsilon_estimate"} <= set(r["audit"])
+    assert py["rounds"][-1]["audit"]["epsilon_estimate"] == a["epsilon_estimate"]
+    path = tmp_path / "audit.toml"
+    path.write_text(TOML + "\n[audit]\ncanaries = 20\n")
+    rust = cli("fl", "train", "--config", str(path), "--json", "--quiet", "--threads", "1")
+    assert rust["audit"] == a
+    assert [r["audit"] for r in rust["rounds"]] == [r["audit"] for r in py["rounds"]]
+    t = fl.Trainer(config, threads=1)
+    while t.step() is not None:
+        pass
+    assert t.summary()["audit"] == a
+    assert "audit" not in fl.train(CONFIG, threads=1, progress=False)
+
+
 def test_config_forms_agree_and_epsilon_is_reported():
     by_dict = fl.train(CONFIG, threads=1, progress=False)
     by_text = fl.train(TOML, threads=2, progress=False)  # the thread count changes nothing

@@ -37,6 +37,9 @@
 //!
 //! [eval]
 //! every = 5                     # evaluate on the test set every 5 rounds and at the end
+//!
+//! [audit]                       # optional: canary clients and the empirical ε (docs/FEDERATED_LEARNING.md)
+//! canaries = 100
 //! ```
 
 use privfed_accounting::NeighbouringRelation;
@@ -394,6 +397,43 @@ impl Default for EvalConfig {
     }
 }
 
+/// Canary clients inserted into training to audit it empirically (`[audit]`; see
+/// [`crate::audit`]): canary `i` has a seeded random unit direction `c_i` and is included with
+/// probability ½ (seeded); an included canary contributes `norm·c_i` in every round, through
+/// the same privacy mechanism as the real clients. Canaries are extra clients: they are not
+/// sampled real clients and the accounted ε is for the real clients.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// K, the number of canaries (2..=[`MAX_CANARIES`]).
+    pub canaries: usize,
+    /// Confidence `1 − α` of the one-run lower bound (in (0, 1); default 0.95).
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+    /// The one-run audit's guesses `r` (even, 2..=K): the `r/2` highest cosines guess
+    /// "included", the `r/2` lowest "excluded", the rest abstain (default `2·max(1, ⌊K/4⌋)`:
+    /// about half the canaries). Fixed before the run, as the audit's confidence requires.
+    pub guesses: Option<usize>,
+    /// ℓ2 norm of a canary's update before the mechanism clips it (> 0). Default: the largest
+    /// contribution a client can make — the clip norm under central DP; without privacy, the
+    /// largest real update norm of each round ([`crate::audit`]).
+    pub norm: Option<f64>,
+}
+
+fn default_confidence() -> f64 {
+    0.95
+}
+
+/// The most canaries a run may insert.
+pub const MAX_CANARIES: usize = 1 << 16;
+
+impl AuditConfig {
+    /// The guesses `r` of the one-run audit (the default `2·max(1, ⌊K/4⌋)` when not given).
+    pub fn guesses(&self) -> usize {
+        self.guesses.unwrap_or(2 * (self.canaries / 4).max(1))
+    }
+}
+
 /// Everything about a training run except the data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -421,6 +461,10 @@ pub struct TrainConfig {
     /// Evaluation.
     #[serde(default)]
     pub eval: EvalConfig,
+    /// Canary audit (absent: none). Not serialized when absent, so checkpoints written before
+    /// this section existed still match their config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditConfig>,
 }
 
 /// The largest round count (round indices feed 32 bits of the generator stream id).
@@ -673,6 +717,48 @@ impl TrainConfig {
         }
         if self.eval.max_rows == Some(0) {
             return bad("eval.max_rows must be ≥ 1");
+        }
+        if let Some(a) = &self.audit {
+            self.validate_audit(a)?;
+        }
+        Ok(())
+    }
+
+    fn validate_audit(&self, a: &AuditConfig) -> Result<(), FlError> {
+        let kind = match self.privacy {
+            Privacy::None | Privacy::CentralGaussian { .. } => None,
+            Privacy::Separated { .. } => Some("separated"),
+            Privacy::Privunitg { .. } => Some("privunitg"),
+            Privacy::Mvu { .. } => Some("mvu"),
+            Privacy::Distributed { .. } => Some("distributed"),
+        };
+        if let Some(kind) = kind {
+            return bad(format!(
+                "[audit] is implemented for privacy.mechanism = \"none\" and \"central_gaussian\" \
+                 only, not {kind:?} (canaries are not inserted through that mechanism)"
+            ));
+        }
+        if !(2..=MAX_CANARIES).contains(&a.canaries) {
+            return bad(format!(
+                "audit.canaries must be in 2..={MAX_CANARIES} (got {})",
+                a.canaries
+            ));
+        }
+        if !(a.confidence > 0.0 && a.confidence < 1.0) {
+            return bad(format!(
+                "audit.confidence must lie in (0, 1) (got {})",
+                a.confidence
+            ));
+        }
+        let r = a.guesses();
+        if r < 2 || r > a.canaries || !r.is_multiple_of(2) {
+            return bad(format!(
+                "audit.guesses must be even and in 2..={} (audit.canaries), got {r}",
+                a.canaries
+            ));
+        }
+        if let Some(n) = a.norm {
+            positive("audit.norm", n)?;
         }
         Ok(())
     }

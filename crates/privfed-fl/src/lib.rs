@@ -25,6 +25,7 @@
 //! Randomness comes in as a seed in the config or from the OS; the secure-aggregation rounds
 //! draw their secrets from the OS.
 
+pub mod audit;
 pub mod config;
 pub mod data;
 pub mod datasets;

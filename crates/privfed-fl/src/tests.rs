@@ -63,6 +63,7 @@ fn config(privacy: Privacy, sampling: Sampling, rounds: u64) -> TrainConfig {
         },
         accounting: AccountingConfig::default(),
         eval: EvalConfig::default(),
+        audit: None,
     }
 }
 
@@ -759,4 +760,296 @@ fn a_fixed_cohort_can_be_accounted_as_sampling_without_replacement() {
         };
         assert!(err.contains(what), "{err}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Canary audits (`[audit]`).
+
+/// `clients` clients of `per_client` rows with 100 Gaussian features and 10 classes given by a
+/// fixed random linear rule: a softmax of 1,010 parameters, enough dimensions for canaries.
+fn wide(clients: usize, per_client: usize) -> FederatedData {
+    let (f, k) = (100usize, 10usize);
+    let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(12);
+    let w: Vec<f32> = (0..f * k).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let mut draw = |n: usize| {
+        let mut x = Vec::with_capacity(n * f);
+        let mut y = Vec::with_capacity(n);
+        for _ in 0..n {
+            let row: Vec<f32> = (0..f).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            let score = |c: usize| (0..f).map(|j| row[j] * w[c * f + j]).sum::<f32>();
+            let label = (0..k)
+                .max_by(|a, b| score(*a).total_cmp(&score(*b)))
+                .unwrap_or(0);
+            x.extend(row);
+            y.push(label as u32);
+        }
+        Shard::dense(f, k, x, y).unwrap()
+    };
+    let shards = (0..clients).map(|_| draw(per_client)).collect();
+    let test = draw(200);
+    FederatedData::new("wide".into(), shards, test).unwrap()
+}
+
+fn audited(privacy: Privacy, sampling: Sampling, rounds: u64, canaries: usize) -> TrainConfig {
+    let mut c = config(privacy, sampling, rounds);
+    c.model = ModelSpec::Softmax {
+        features: 100,
+        classes: 10,
+    };
+    c.audit = Some(AuditConfig {
+        canaries,
+        confidence: 0.95,
+        guesses: None,
+        norm: None,
+    });
+    c
+}
+
+fn audits(t: &Trainer<'_>) -> Vec<crate::audit::RoundAudit> {
+    t.history().iter().map(|m| m.audit.unwrap()).collect()
+}
+
+/// Power: without privacy, 100 canaries (50 guesses) are told apart from the final model and the
+/// one-run bound at 95% exceeds 2 (all 50 guesses right gives 2.78, the most 50 guesses can
+/// show). Fixed seed; a failure would mean the canaries do not reach the model.
+#[test]
+fn without_privacy_the_canaries_show_a_large_epsilon() {
+    let data = wide(40, 20);
+    let t = run(
+        audited(Privacy::None, Sampling::Poisson { rate: 0.25 }, 10, 100),
+        &data,
+        2,
+    );
+    let s = t.summary();
+    let a = s.audit.unwrap();
+    eprintln!("privacy off: {a:?}");
+    assert_eq!((a.canaries, a.guesses), (100, 50));
+    assert_eq!(a.correct, 50, "{a:?}");
+    assert!(a.epsilon_lower_bound > 2.0, "{a:?}");
+    assert!(a.epsilon_estimate.unwrap() > 2.0, "{a:?}");
+    // Every round is audited; the summary is the last round's; canaries are not contributors.
+    let h = audits(&t);
+    assert_eq!(h.len(), 10);
+    assert_eq!(h[9].epsilon_lower_bound, a.epsilon_lower_bound);
+    assert!(t.history().iter().all(|m| m.contributors == m.sampled));
+    assert_eq!(s.final_epsilon, None);
+    // Without privacy the canary norm is each round's largest real update norm: it follows
+    // the updates (they shrink as the model learns) and is above the mean update's norm.
+    assert_eq!(a.norm, Some(h[9].norm));
+    assert!(
+        h.iter()
+            .all(|r| r.norm > 0.0 && r.accounted_canary_epsilon.is_none())
+    );
+    assert!(h[0].norm != h[9].norm, "{} {}", h[0].norm, h[9].norm);
+    for (m, r) in t.history().iter().zip(&h) {
+        assert!(
+            r.norm >= m.update_norm,
+            "{r:?} vs the mean update {}",
+            m.update_norm
+        );
+    }
+}
+
+/// The canary norm: a configured norm wins; under central DP it defaults to the clip; without
+/// privacy it is the round's largest real update, else the previous round's, else 1.
+#[test]
+fn the_canary_norm_is_the_largest_contribution_a_client_can_make() {
+    let data = wide(20, 10);
+    let t = run(
+        audited(central(1.0), Sampling::Poisson { rate: 0.5 }, 2, 20),
+        &data,
+        1,
+    );
+    assert!(audits(&t).iter().all(|r| r.norm == 1.0));
+    let mut cfg = audited(Privacy::None, Sampling::Poisson { rate: 0.5 }, 2, 20);
+    cfg.audit.as_mut().unwrap().norm = Some(0.25);
+    let fixed = run(cfg.clone(), &data, 1);
+    assert!(audits(&fixed).iter().all(|r| r.norm == 0.25));
+    use crate::audit::Canaries;
+    use privfed_mechanisms::rng::NoiseRng;
+    let new = |norm: Option<f64>, clip_and_z: Option<(f64, f64)>| {
+        let a = AuditConfig {
+            canaries: 4,
+            confidence: 0.95,
+            guesses: None,
+            norm,
+        };
+        Canaries::new(
+            &a,
+            3,
+            clip_and_z,
+            1e-5,
+            NoiseRng::seed_from_u64,
+            &mut NoiseRng::seed_from_u64(99),
+        )
+        .unwrap()
+    };
+    let plain = new(None, None);
+    assert_eq!(plain.norm_for_round(Some(2.5), Some(3.0)), 2.5);
+    assert_eq!(plain.norm_for_round(None, Some(3.0)), 3.0);
+    assert_eq!(plain.norm_for_round(Some(0.0), None), 1.0);
+    assert_eq!(plain.norm_for_round(None, None), 1.0);
+    assert_eq!(
+        new(None, Some((0.5, 2.0))).norm_for_round(Some(2.5), None),
+        0.5
+    );
+    assert_eq!(
+        new(Some(0.7), Some((0.5, 2.0))).norm_for_round(Some(2.5), None),
+        0.7
+    );
+}
+
+/// Honesty: with DP-FedAvg and every client in every round (rate 1, so the canaries, inserted
+/// every round, have exactly the accounted ε of the real clients), the one-run bound at 95% stays
+/// below the accounted ε. For a correct mechanism this fails with probability at most 5% over
+/// the seed; the seed is fixed. Without the noise (z → 0) the bound is 2.78 (all guesses right),
+/// above the accounted ε here.
+#[test]
+fn with_central_dp_the_lower_bound_stays_below_the_accounted_epsilon() {
+    let data = wide(20, 20);
+    let t = run(
+        audited(central(6.0), Sampling::Poisson { rate: 1.0 }, 10, 100),
+        &data,
+        2,
+    );
+    let s = t.summary();
+    let eps = s.final_epsilon.unwrap();
+    let a = s.audit.unwrap();
+    eprintln!("accounted ε {eps}, audit {a:?}");
+    assert!(eps > 1.5 && eps < 2.78, "accounted ε {eps}");
+    // The canaries' own guarantee (exact GDP, 10 rounds at z = 6) is at most the RDP account.
+    let canary_eps = a.accounted_canary_epsilon.unwrap();
+    assert!(
+        canary_eps > 1.5 && canary_eps <= eps,
+        "{canary_eps} vs {eps}"
+    );
+    assert_eq!(a.norm, Some(1.0));
+    assert!(a.epsilon_lower_bound < eps, "{a:?} vs accounted {eps}");
+    // The one-shot estimate is an estimate, not a bound: its μ̂ is (about) median-unbiased with
+    // standard error √(1/k_in + 1/k_out) (0.20 here), so it may exceed the canaries' μ = √T/z by
+    // sampling error, but by more than 3.29 standard errors only with probability ≈ 5·10⁻⁴ if
+    // it is not biased upward (the statistical test of that is in privfed-audit).
+    let k_in = a.included as f64;
+    let se = (1.0 / k_in + 1.0 / (100.0 - k_in)).sqrt();
+    let mu = 10f64.sqrt() / 6.0;
+    let ceiling = privfed_audit::gdp::epsilon_for_mu(mu + 3.29 * se, 1e-5).unwrap();
+    let e = a.epsilon_estimate.unwrap();
+    eprintln!("one-shot ε̂ {e} (ceiling {ceiling}), canaries' ε {canary_eps}, accounted {eps}");
+    assert!(e <= ceiling, "one-shot ε̂ {e} vs {ceiling}");
+    for r in audits(&t) {
+        assert!(r.epsilon_lower_bound < eps, "{r:?} vs accounted {eps}");
+        assert!(r.accounted_canary_epsilon.unwrap() <= canary_eps, "{r:?}");
+    }
+    // The canaries were in the aggregate: the same run at a tiny noise finds them all.
+    let loud = run(
+        audited(central(1e-3), Sampling::Poisson { rate: 1.0 }, 10, 100),
+        &data,
+        2,
+    );
+    let la = loud.summary().audit.unwrap();
+    eprintln!("z = 1e-3: {la:?}");
+    assert_eq!(la.correct, 50, "{la:?}");
+    assert!(la.epsilon_lower_bound > eps, "{la:?}");
+}
+
+/// The audit is a function of the seed: the same seed (any thread count) gives the same audit,
+/// another seed other inclusion bits.
+#[test]
+fn the_audit_is_determined_by_the_seed() {
+    let data = wide(20, 10);
+    let cfg = audited(central(1.0), Sampling::Poisson { rate: 0.5 }, 4, 20);
+    let a = run(cfg.clone(), &data, 1);
+    let b = run(cfg.clone(), &data, 2);
+    assert_eq!(audits(&a), audits(&b));
+    assert_eq!(a.summary().audit, b.summary().audit);
+    assert_eq!(a.params(), b.params());
+    let mut other = cfg.clone();
+    other.seed = Some(Seed::from_u64(6));
+    let c = Trainer::new(other, &data, 1).unwrap();
+    let d = Trainer::new(cfg, &data, 1).unwrap();
+    let bits = |t: &Trainer<'_>| t.canary_inclusion().unwrap().to_vec();
+    assert_ne!(bits(&c), bits(&d));
+}
+
+/// A run resumed from a checkpoint gives the audit of an uninterrupted run, and a checkpoint
+/// of a run without `[audit]` cannot resume a run with it.
+#[test]
+fn a_resumed_run_gives_the_same_audit() {
+    let data = wide(20, 10);
+    let cfg = audited(central(1.0), Sampling::Poisson { rate: 0.5 }, 6, 20);
+    let full = run(cfg.clone(), &data, 2);
+    let mut first = Trainer::new(cfg.clone(), &data, 1).unwrap();
+    for _ in 0..3 {
+        first.step().unwrap();
+    }
+    let bytes = first.checkpoint().unwrap();
+    drop(first);
+    let mut resumed = Trainer::resume(cfg.clone(), &data, 2, &bytes).unwrap();
+    resumed.run(|_, _| Ok(())).unwrap();
+    assert_eq!(audits(&resumed), audits(&full));
+    assert_eq!(resumed.summary().audit, full.summary().audit);
+    assert_eq!(resumed.params(), full.params());
+
+    let mut plain = cfg.clone();
+    plain.audit = None;
+    let mut p = Trainer::new(plain, &data, 1).unwrap();
+    p.step().unwrap();
+    let e = Trainer::resume(cfg, &data, 1, &p.checkpoint().unwrap()).unwrap_err();
+    assert!(e.to_string().contains("different config"), "{e}");
+}
+
+#[test]
+fn bad_audit_configs_are_refused_with_the_field_named() {
+    let data = wide(10, 5);
+    let err = |cfg: TrainConfig| match Trainer::new(cfg, &data, 1) {
+        Ok(_) => panic!("the config was accepted"),
+        Err(e) => e.to_string(),
+    };
+    let base = audited(Privacy::None, Sampling::Poisson { rate: 0.5 }, 2, 10);
+    let with = |f: &dyn Fn(&mut AuditConfig)| {
+        let mut c = base.clone();
+        f(c.audit.as_mut().unwrap());
+        c
+    };
+    for (cfg, key) in [
+        (with(&|a| a.canaries = 1), "audit.canaries"),
+        (with(&|a| a.canaries = MAX_CANARIES + 1), "audit.canaries"),
+        (with(&|a| a.confidence = 1.0), "audit.confidence"),
+        (with(&|a| a.confidence = f64::NAN), "audit.confidence"),
+        (with(&|a| a.guesses = Some(3)), "audit.guesses"),
+        (with(&|a| a.guesses = Some(12)), "audit.guesses"),
+        (with(&|a| a.norm = Some(0.0)), "audit.norm"),
+        // 1,010 parameters × 2^15 canaries: more numbers than the directions may hold.
+        (with(&|a| a.canaries = 1 << 15), "audit.canaries"),
+    ] {
+        let e = err(cfg);
+        assert!(e.contains(key), "{key}: {e}");
+    }
+    // Mechanisms without canary insertion are refused by name, never skipped.
+    for (privacy, kind) in [
+        (
+            Privacy::Privunitg {
+                epsilon: 5.0,
+                clip: 1.0,
+                central: None,
+            },
+            "privunitg",
+        ),
+        (distributed(0.0, false), "distributed"),
+    ] {
+        let mut c = base.clone();
+        c.privacy = privacy;
+        let e = err(c);
+        assert!(e.contains("[audit]") && e.contains(kind), "{e}");
+    }
+    // Unknown keys in [audit] are refused.
+    let toml = "rounds = 3\nmodel = { kind = \"softmax\", features = 100, classes = 10 }\n\
+                sampling = { kind = \"poisson\", rate = 0.5 }\n[audit]\ncanaries = 10\ncanries = 3\n";
+    let e = toml::from_str::<TrainConfig>(toml).unwrap_err().to_string();
+    assert!(e.contains("canries"), "{e}");
+    let ok = "rounds = 3\nmodel = { kind = \"softmax\", features = 100, classes = 10 }\n\
+              sampling = { kind = \"poisson\", rate = 0.5 }\n[audit]\ncanaries = 10\n";
+    let c = toml::from_str::<TrainConfig>(ok).unwrap();
+    assert_eq!(c.audit.unwrap().confidence, 0.95);
+    assert_eq!(c.audit.unwrap().guesses(), 4);
 }

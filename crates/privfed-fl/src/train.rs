@@ -35,7 +35,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::FlError;
-use super::config::{LocalTraining, Sampling, Seed, ServerOptimizer, TrainConfig};
+use super::audit::{AuditSummary, Canaries, RoundAudit};
+use super::config::{LocalTraining, Privacy, Sampling, Seed, ServerOptimizer, TrainConfig};
 use super::data::{BatchBuf, FederatedData, Shard};
 use super::privacy::{Accountant, ClientSide, Contribution, Guarantee, PrivacyPlan, aggregate};
 
@@ -45,6 +46,9 @@ const PURPOSE_TRAIN: u64 = 3;
 const PURPOSE_PRIVATIZE: u64 = 4;
 const PURPOSE_SERVER: u64 = 5;
 const PURPOSE_DROPOUT: u64 = 6;
+// 7 is the data's partition stream (`run.rs`).
+const PURPOSE_CANARY_DIRECTION: u64 = 8;
+const PURPOSE_CANARY_INCLUSION: u64 = 9;
 
 /// Test rows per evaluation task (fixed, so sums combine in the same order for any thread count).
 const EVAL_CHUNK: usize = 256;
@@ -95,6 +99,9 @@ pub struct RoundMetrics {
     /// or accounted.
     #[serde(default)]
     pub aborted: bool,
+    /// The canary audit after this round (runs with `[audit]`; see [`crate::audit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<RoundAudit>,
     /// Phase timings.
     pub seconds: PhaseSeconds,
 }
@@ -191,6 +198,9 @@ pub struct Summary {
     pub seed: String,
     /// SHA-256 of the final parameters (little-endian `f32`): equal hashes, equal models.
     pub model_sha256: String,
+    /// The canary audit after the last round (runs with `[audit]`; see [`crate::audit`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditSummary>,
 }
 
 /// A training run over `data`.
@@ -204,6 +214,8 @@ pub struct Trainer<'d> {
     accountant: Accountant,
     threads: usize,
     state: State,
+    /// The canaries and the initial parameters `θ_0` (runs with `[audit]`).
+    canaries: Option<(Canaries, Vec<f32>)>,
 }
 
 /// Runs `f(i, worker)` for `i in 0..n` on up to `threads` threads, each with its own worker
@@ -358,6 +370,24 @@ impl<'d> Trainer<'d> {
         // One evaluation up front: a model that does not fit the data fails here, not mid-run.
         let probe = data.test.range(0, 1);
         model.evaluate(&params, &probe, &mut Scratch::default())?;
+        let canaries = match &cfg.audit {
+            None => None,
+            Some(a) => {
+                let clip_and_z = match (cfg.privacy, plan.noise_multiplier()) {
+                    (Privacy::CentralGaussian { clip, .. }, Some(z)) => Some((clip, z)),
+                    _ => None,
+                };
+                let c = Canaries::new(
+                    a,
+                    n,
+                    clip_and_z,
+                    cfg.accounting.delta,
+                    |i| stream(&seed, PURPOSE_CANARY_DIRECTION, 0, i),
+                    &mut stream(&seed, PURPOSE_CANARY_INCLUSION, 0, 0),
+                )?;
+                Some((c, params.clone()))
+            }
+        };
         let opt = match cfg.server {
             ServerOptimizer::Sgd { .. } => OptState::Sgd {
                 velocity: vec![0.0; n],
@@ -382,6 +412,7 @@ impl<'d> Trainer<'d> {
                 history: Vec::new(),
                 stopped: None,
             },
+            canaries,
         })
     }
 
@@ -408,6 +439,11 @@ impl<'d> Trainer<'d> {
     /// The events composed so far (one per private round).
     pub fn events(&self) -> Vec<DpEvent> {
         self.accountant.events()
+    }
+
+    /// The canaries' inclusion bits `S_i` (runs with `[audit]`).
+    pub fn canary_inclusion(&self) -> Option<&[bool]> {
+        self.canaries.as_ref().map(|(c, _)| c.included())
     }
 
     /// The run's config.
@@ -548,7 +584,34 @@ impl<'d> Trainer<'d> {
         let dim = self.model.num_params();
         let expected = self.cfg.expected_cohort(self.data.clients.len());
         let mut srng = stream(&self.seed, PURPOSE_SERVER, round, 0);
-        let agg = aggregate(
+        // The included canaries go in after the real clients, as clients that never drop out
+        // (config validation admits `[audit]` only where they are plain updates).
+        let mut dropped = dropped;
+        let mut canary_count = 0;
+        let mut canary_norm = None;
+        if let Some((c, _)) = &self.canaries {
+            let largest = contributions
+                .iter()
+                .filter_map(|u| match u {
+                    Contribution::Update(u) => Some(l2(u)),
+                    _ => None,
+                })
+                .reduce(f64::max);
+            let previous = self
+                .state
+                .history
+                .iter()
+                .rev()
+                .find_map(|m| m.audit.map(|a| a.norm));
+            let norm = c.norm_for_round(largest, previous);
+            canary_norm = Some(norm);
+            for u in c.updates(norm) {
+                contributions.push(Contribution::Update(u));
+                dropped.push(false);
+                canary_count += 1;
+            }
+        }
+        let mut agg = aggregate(
             &self.plan,
             dim,
             expected,
@@ -557,6 +620,8 @@ impl<'d> Trainer<'d> {
             rot,
             &mut srng,
         )?;
+        // Canaries are extra clients: not counted as contributors, not accounted.
+        agg.contributors = agg.contributors.saturating_sub(canary_count);
         let aggregate_s = t_agg.elapsed().as_secs_f64();
 
         let t_acc = Instant::now();
@@ -591,6 +656,19 @@ impl<'d> Trainer<'d> {
         // The round was released and accounted; if the server's step overflowed the model, it
         // is recorded and training ends after it.
         let overflowed = !self.state.params.iter().all(|p| p.is_finite());
+        let audit = match (&self.canaries, canary_norm) {
+            (Some((c, init)), Some(norm)) if !overflowed => {
+                let delta: Vec<f64> = self
+                    .state
+                    .params
+                    .iter()
+                    .zip(init)
+                    .map(|(a, b)| f64::from(*a) - f64::from(*b))
+                    .collect();
+                Some(c.audit(&delta, norm, round)?)
+            }
+            _ => None,
+        };
 
         let t_eval = Instant::now();
         let (accuracy, test_loss) = if !overflowed
@@ -621,6 +699,7 @@ impl<'d> Trainer<'d> {
             update_norm,
             wrap_suspected: agg.wrap_suspected,
             aborted: agg.aborted,
+            audit,
             seconds: PhaseSeconds {
                 clients: clients_s,
                 privatize_cpu,
@@ -745,6 +824,15 @@ impl<'d> Trainer<'d> {
                 }
                 h.finalize().iter().map(|b| format!("{b:02x}")).collect()
             },
+            audit: self.canaries.as_ref().map(|(c, _)| {
+                let last = self
+                    .state
+                    .history
+                    .iter()
+                    .rev()
+                    .find_map(|m| m.audit.as_ref());
+                c.summary(last)
+            }),
         }
     }
 }

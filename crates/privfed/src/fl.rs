@@ -206,6 +206,24 @@ fn print_human(s: &privfed_fl::Summary, history: &[RoundMetrics]) -> Result<()> 
     if let Some(z) = s.noise_multiplier {
         lines.push(format!("central noise multiplier z = {z:.4}"));
     }
+    if let Some(a) = &s.audit {
+        lines.push(format!(
+            "canary audit ({} canaries, {} included): ε ≥ {:.4} at {}% confidence ({} of {} guesses right); one-shot estimate ε̂ = {}",
+            a.canaries,
+            a.included,
+            a.epsilon_lower_bound,
+            100.0 * a.confidence,
+            a.correct,
+            a.guesses,
+            a.epsilon_estimate
+                .map_or("undefined".to_string(), |e| format!("{e:.4}"))
+        ));
+        if let Some(e) = a.accounted_canary_epsilon {
+            lines.push(format!(
+                "the canaries' accounted ε (a client at the clip norm in every round) = {e:.4}"
+            ));
+        }
+    }
     if let Some(st) = &s.stopped {
         lines.push(format!("stopped before round {}: {}", st.round, st.reason));
     }

@@ -81,7 +81,8 @@ fn one_run_audit_of_randomized_response() {
     assert!(bug > 1.0, "{bug}");
 }
 
-/// The one-shot estimate (Andrew et al. 2024) on the Gaussian mechanism it is proved for: a
+/// The paper's unequal-variance reading of the one-shot estimate (Andrew et al. 2024) on the
+/// Gaussian mechanism it is proved for: a
 /// model delta `Δ = Σ_i c_i + N(0, σ²I)` in `d = 10⁴` dimensions with `k = 1000` random unit
 /// canaries (sensitivity 1 each) and `σ = 2`.
 ///
@@ -95,7 +96,9 @@ fn one_run_audit_of_randomized_response() {
 #[test]
 fn one_shot_estimate_behaves_as_analysed_on_the_gaussian_mechanism() {
     use privfed_audit::gdp::epsilon_for_mu;
-    use privfed_audit::one_shot::{cosine, gaussian_pair_epsilon, one_shot_epsilon};
+    use privfed_audit::one_shot::{
+        cosine, gaussian_pair_epsilon, one_shot_epsilon_unequal_variance,
+    };
     use privfed_mechanisms::batch::fill_normal;
     use privfed_mechanisms::sampling::uniform_on_sphere;
     let (d, k, sigma, delta) = (10_000usize, 1000usize, 2.0f64, 1e-5);
@@ -113,7 +116,7 @@ fn one_shot_estimate_behaves_as_analysed_on_the_gaussian_mechanism() {
         .iter()
         .map(|c| cosine(c, &model).unwrap())
         .collect();
-    let (eps_hat, mean, sd) = one_shot_epsilon(&cosines, d, delta).unwrap();
+    let (eps_hat, mean, sd) = one_shot_epsilon_unequal_variance(&cosines, d, delta).unwrap();
     let norm = (k as f64 + sigma * sigma * d as f64).sqrt();
     let (m, s) = (1.0 / norm, sigma / norm);
     let se = s / (k as f64).sqrt();
@@ -130,4 +133,77 @@ fn one_shot_estimate_behaves_as_analysed_on_the_gaussian_mechanism() {
         (lo..=hi).contains(&eps_hat),
         "{eps_hat} not in [{lo}, {hi}]"
     );
+}
+
+/// The one-shot estimate (`one_shot_epsilon`, the equal-variance μ-GDP reading) is not biased
+/// upward on the Gaussian mechanism with a known μ: `K = 100` random unit canaries in `d = 1000`
+/// dimensions, each included with probability ½, model delta `Δ = Σ_included c_i + N(0, σ²I)`.
+/// With respect to one canary this is the Gaussian mechanism with sensitivity 1 and noise σ,
+/// i.e. `μ = 1/σ`, and the true ε is `ε_μ(δ)` at δ = 10⁻⁵.
+///
+/// The stated tolerance: the estimate's **median** is at most the true ε, i.e.
+/// `P(ε̂ > ε) ≤ ½`. Over 400 seeded runs per μ the test rejects when the one-sided
+/// Clopper–Pearson lower bound on `P(ε̂ > ε)` at α = 10⁻⁴ exceeds ½ (a false failure at most once
+/// in 10⁴ for an estimator that meets the tolerance; expected `P` ≈ 0.45, since the cosines'
+/// shift is `√d/‖Δ‖ ≈ 0.98` of μ). The same check on the paper's unequal-variance reading
+/// (`one_shot_epsilon_unequal_variance`, null `N(0, 1/d)`) rejects: it is the check's power,
+/// and the reason the equal-variance reading is the one reported.
+#[test]
+fn the_one_shot_estimate_is_not_biased_upward_on_the_gaussian_mechanism() {
+    use privfed_audit::clopper_pearson;
+    use privfed_audit::gdp::epsilon_for_mu;
+    use privfed_audit::one_shot::{cosine, one_shot_epsilon, one_shot_epsilon_unequal_variance};
+    use privfed_mechanisms::batch::fill_normal;
+    use privfed_mechanisms::sampling::uniform_on_sphere;
+    let (d, k, trials, delta, alpha) = (1000usize, 100usize, 400u64, 1e-5, 1e-4);
+    for (mu, seed) in [(0.5f64, 51u64), (1.0, 52)] {
+        let sigma = 1.0 / mu;
+        let truth = epsilon_for_mu(mu, delta).unwrap();
+        let mut rng = seeded_rng_for_experiments(seed);
+        let (mut above, mut above_unequal, mut sum) = (0u64, 0u64, 0.0);
+        for _ in 0..trials {
+            let canaries: Vec<Vec<f64>> = (0..k)
+                .map(|_| uniform_on_sphere(d, &mut rng).unwrap())
+                .collect();
+            let included: Vec<bool> = (0..k).map(|_| rng.random_bool(0.5)).collect();
+            let mut model = vec![0.0; d];
+            fill_normal(&mut rng, &mut model);
+            model.iter_mut().for_each(|v| *v *= sigma);
+            for (c, _) in canaries.iter().zip(&included).filter(|(_, s)| **s) {
+                model.iter_mut().zip(c).for_each(|(m, ci)| *m += ci);
+            }
+            let cos: Vec<f64> = canaries
+                .iter()
+                .map(|c| cosine(c, &model).unwrap())
+                .collect();
+            let pick = |want: bool| -> Vec<f64> {
+                cos.iter()
+                    .zip(&included)
+                    .filter(|(_, s)| **s == want)
+                    .map(|(c, _)| *c)
+                    .collect()
+            };
+            let (ins, outs) = (pick(true), pick(false));
+            let e = one_shot_epsilon(&ins, &outs, delta).unwrap();
+            let (u, _, _) = one_shot_epsilon_unequal_variance(&ins, d, delta).unwrap();
+            above += u64::from(e.epsilon > truth);
+            above_unequal += u64::from(u > truth);
+            sum += e.epsilon;
+        }
+        let lo = clopper_pearson::lower(above, trials, alpha).unwrap();
+        let lo_unequal = clopper_pearson::lower(above_unequal, trials, alpha).unwrap();
+        eprintln!(
+            "mu = {mu}: true eps {truth:.3}; equal-variance estimate above it in {above}/{trials} \
+             (mean {:.3}); unequal-variance above it in {above_unequal}/{trials}",
+            sum / trials as f64
+        );
+        assert!(
+            lo <= 0.5,
+            "mu = {mu}: P(eps_hat > eps) ≥ {lo} > 1/2 ({above}/{trials})"
+        );
+        assert!(
+            lo_unequal > 0.5,
+            "mu = {mu}: the unequal-variance reading was not caught ({above_unequal}/{trials})"
+        );
+    }
 }

@@ -652,6 +652,7 @@ def _run_example(tmp_path, data_dir, *extra):
     return json.loads(out.read_text()), proc.stdout
 
 
+@pytest.mark.simulation
 @needs_simulation
 def test_example_local_dp_end_to_end(tmp_path, shared_data):
     res, stdout = _run_example(tmp_path, shared_data, "--privacy", "local",
@@ -667,6 +668,7 @@ def test_example_local_dp_end_to_end(tmp_path, shared_data):
     assert "ε =" in stdout
 
 
+@pytest.mark.simulation
 @needs_simulation
 def test_example_distributed_dp_end_to_end(tmp_path, shared_data):
     """The example with distributed DP at ε = 100 over 2 rounds of 5 clients (at ε = 10 the
@@ -691,6 +693,7 @@ def test_example_distributed_dp_end_to_end(tmp_path, shared_data):
     assert rounds[-1]["accuracy"] > 0.5
 
 
+@pytest.mark.simulation
 @needs_simulation
 def test_example_central_dp_end_to_end(tmp_path, shared_data):
     """The example's central mode is privfed's CentralDpStrategy: each of the 2 rounds samples

@@ -88,6 +88,20 @@ def _cli_path() -> str | None:
     return shutil.which("privfed")
 
 
+@pytest.fixture
+def flower_task_identity():
+    """Flower's Message constructor reads the run/node/task identity that a ServerApp or
+    ClientApp process has set; the Flower tests build messages outside both (used by them as
+    ``pytest.mark.usefixtures("flower_task_identity")``)."""
+    if not have_module("flwr"):
+        yield
+        return
+    from flwr.supercore.task_identity import TaskIdentity
+
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0
+    yield
+
+
 @pytest.fixture(scope="session")
 def cli():
     """Runs the Rust `privfed` CLI with arguments and returns its parsed `--json` output."""

@@ -8,7 +8,6 @@ reason when it is absent, failed under CI. All seeds are fixed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -26,24 +25,11 @@ from privfed import distributed as _dist
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "flwr" / "run_simulation.py"
 
-HAVE_FLWR = importlib.util.find_spec("flwr") is not None
 needs_flwr = pytest.mark.requires("flwr", install='pip install "privfed[flwr]"')
+pytestmark = pytest.mark.usefixtures("flower_task_identity")
 # The example runs on Flower's simulation engine (Ray); the other tests need flwr alone.
 needs_simulation = pytest.mark.requires(
     "flwr", "ray", install='the example needs Flower\'s simulation engine: pip install "flwr[simulation]"')
-
-
-@pytest.fixture(autouse=True)
-def _flower_task_identity():
-    """Flower's Message constructor reads the run/node/task identity that a ServerApp or
-    ClientApp process has set; these tests build messages outside both."""
-    if not HAVE_FLWR:
-        yield
-        return
-    from flwr.supercore.task_identity import TaskIdentity
-
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0
-    yield
 
 
 def test_import_without_flwr_names_the_extra():

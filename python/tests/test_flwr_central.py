@@ -18,25 +18,8 @@ import pytest
 from privfed import accounting
 from stats import assert_mean, normal_two_sided_critical
 
-try:
-    import flwr  # noqa: F401
-
-    HAVE_FLWR = True
-except ImportError:
-    HAVE_FLWR = False
-pytestmark = pytest.mark.requires("flwr", install='pip install "privfed[flwr]"')
-
-
-@pytest.fixture(autouse=True)
-def _flower_task_identity():
-    """Flower's Message constructor reads the task identity a ServerApp/ClientApp process sets."""
-    if not HAVE_FLWR:
-        yield
-        return
-    from flwr.supercore.task_identity import TaskIdentity
-
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0
-    yield
+pytestmark = [pytest.mark.requires("flwr", install='pip install "privfed[flwr]"'),
+              pytest.mark.usefixtures("flower_task_identity")]
 
 
 # ============================================================ helpers

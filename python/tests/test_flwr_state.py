@@ -11,7 +11,6 @@ Needs Flower (``pip install "privfed[flwr]"``): skipped without it, failed under
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 
@@ -22,22 +21,11 @@ from privfed import distributed as dist
 from privfed import secagg as sa
 from privfed.errors import ProtocolAbort, ProtocolError
 
-HAVE_FLWR = importlib.util.find_spec("flwr") is not None
-pytestmark = pytest.mark.requires("flwr", install='pip install "privfed[flwr]"')
+pytestmark = [pytest.mark.requires("flwr", install='pip install "privfed[flwr]"'),
+              pytest.mark.usefixtures("flower_task_identity")]
 
 STATE = "privfed-secagg-state"
 NODES = (11, 12, 13, 14, 15)
-
-
-@pytest.fixture(autouse=True)
-def _flower_task_identity():
-    if not HAVE_FLWR:
-        yield
-        return
-    from flwr.supercore.task_identity import TaskIdentity
-
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0
-    yield
 
 
 def _model():

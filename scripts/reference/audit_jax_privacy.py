@@ -6,9 +6,10 @@ Reads one JSON object on stdin and writes one on stdout:
 
   {"one_run": [[m, r, v, delta, alpha], ...],       Steinke-Nasr-Jagielski 2023: eps bound
    "one_run_p": [[m, r, v, eps, delta], ...],       ... and its p-value
+   "one_run_fdp": [[m, r, v, delta, alpha], ...],   Mahloujifar-Melis-Chaudhuri 2025, Gaussian
    "event": [[hits_x, n_x, hits_xp, n_xp, delta, alpha], ...]}
                                                     Clopper-Pearson bound of one event
-  -> {"one_run_eps": [...], "one_run_p": [...], "event_eps": [...]}
+  -> {"one_run_eps": [...], "one_run_p": [...], "one_run_fdp_eps": [...], "event_eps": [...]}
 
 `--probe` exits 0 when jax_privacy's auditing module loads (the build script's check).
 
@@ -19,6 +20,9 @@ auditing code does not use. What is called:
 
 * one-run p-value and bound: `_one_run_p_value(m, r, v, eps, delta)` and
   `_epsilon_one_run(0, m, r, v, alpha, delta)` (brentq to xtol = 1e-6);
+* the f-DP variant for a Gaussian claim: `_epsilon_one_run_fdp(0, m, r, v, alpha, delta)` (the
+  claim's curve is the Gaussian mechanism's at (eps, delta), via dp_accounting's
+  `get_sigma_gaussian`; brentq to xtol = 1e-6);
 * one event: `CanaryScoreAuditor(in, out).epsilon_clopper_pearson(alpha, delta,
   threshold_strategy=Explicit(0.5))` on scores that are 1 for the samples in the event and 0
   otherwise, so that the event {score >= 0.5} has exactly the given counts: its bound is
@@ -57,6 +61,10 @@ def main():
     out["one_run_p"] = [
         float(auditing._one_run_p_value(m, r, v, eps, delta))
         for m, r, v, eps, delta in q.get("one_run_p", [])
+    ]
+    out["one_run_fdp_eps"] = [
+        float(auditing._epsilon_one_run_fdp(0.0, m, r, v, alpha, delta))
+        for m, r, v, delta, alpha in q.get("one_run_fdp", [])
     ]
     events = []
     for hx, nx, hxp, nxp, delta, alpha in q.get("event", []):

@@ -9,7 +9,7 @@ use crate::common::{
     oracle,
 };
 use privfed_audit::distinguish::{EventCounts, event_bound};
-use privfed_audit::{clopper_pearson, one_run};
+use privfed_audit::{clopper_pearson, one_run, one_run_gdp};
 use serde_json::json;
 
 /// Counts from tiny to audit-sized, rates from the far tail to the middle.
@@ -133,6 +133,39 @@ fn one_run_matches_jax_privacy() {
         assert!(
             (ours - theirs).abs() <= JAX_ONE_RUN_P_RELATIVE * theirs.abs() + JAX_ONE_RUN_P_ABSOLUTE,
             "p({m},{r},{v},{e},{d}) = {ours}, jax_privacy {theirs}"
+        );
+    }
+}
+
+/// (m, k, c, δ, α) for the Gaussian one-run analysis: the one-run cases with δ > 0 (a Gaussian
+/// claim has no finite ε at δ = 0) and two more in the regime where it is tighter.
+const ONE_RUN_GDP_CASES: &[(u64, u64, u64, f64, f64)] = &[
+    (1000, 100, 90, 1e-5, 0.05),
+    (1000, 200, 150, 1e-5, 0.05),
+    (10_000, 1000, 620, 1e-6, 0.01),
+    (100, 50, 50, 1e-5, 0.05),
+    (1000, 200, 100, 1e-5, 0.05),
+    (1000, 500, 400, 1e-5, 0.05),
+    (5000, 200, 180, 1e-6, 0.05),
+];
+
+#[test]
+#[cfg_attr(
+    not(has_jax_privacy),
+    ignore = "python3 cannot load jax_privacy's auditing module"
+)]
+fn one_run_gdp_matches_jax_privacy() {
+    let q: Vec<_> = ONE_RUN_GDP_CASES
+        .iter()
+        .map(|&(m, k, c, d, a)| json!([m, k, c, d, a]))
+        .collect();
+    let out = jax_privacy(&json!({ "one_run_fdp": q }));
+    for (i, &(m, k, c, d, a)) in ONE_RUN_GDP_CASES.iter().enumerate() {
+        let ours = one_run_gdp::epsilon_lower_bound(m, k, c, d, a).unwrap();
+        let theirs = out["one_run_fdp_eps"][i].as_f64().unwrap();
+        assert!(
+            (ours - theirs).abs() <= JAX_ONE_RUN_EPS_ABSOLUTE,
+            "one-run GDP ε({m},{k},{c},{d},{a}) = {ours}, jax_privacy {theirs}"
         );
     }
 }

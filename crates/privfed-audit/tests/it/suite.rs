@@ -3,8 +3,8 @@
 //! than claimed, or its noise calibrated to the radius where the diameter belongs) is caught.
 //!
 //! Error rates. Each audit flags a true claim with probability at most `ALPHA = 10⁻³` (the
-//! verdict's confidence, `privfed_audit::randomizer::evaluate`); the 13 honest audits here keep
-//! the family-wise false-positive rate below 1.3%, and at the fixed seeds the outcome is
+//! verdict's confidence, `privfed_audit::randomizer::evaluate`); the 14 honest audits here keep
+//! the family-wise false-positive rate below 1.4%, and at the fixed seeds the outcome is
 //! deterministic. Sample sizes come from the power calculation
 //! `privfed_audit::distinguish::samples_for_power` for a miss rate `BETA = 10⁻³` against the
 //! planted bug, plus a 50% margin for the split's threshold choice: each test asserts that its
@@ -650,6 +650,118 @@ fn draw_and_discard_client_update() {
     let rb = audit(&pair, n, 26, claim, run(bug));
     eprintln!(
         "draw-and-discard (planted bug, per-weight scale): eps_lb = {:.4} > claim {:.4}: {}",
+        rb.epsilon_lower_bound, claim.epsilon, rb.violation
+    );
+    assert!(rb.violation, "{rb:#?}");
+}
+
+/// The central projection mechanism (`privfed_mechanisms::central::CentralGaussian`, the
+/// DP-FedAvg step: `Σ_i Π_M(u_i)/(qN) + N(0, (zM/(qN))² I)`), one unsampled round (`q = 1`,
+/// `N = 4`, `d = 2`, `M = 1`), `z` calibrated by the PLD accountant to (ε, δ) = (2, 10⁻⁵); the
+/// claim is the accountant's ε of `DpEvent::Gaussian { z }`. Neighbours (add/remove, the
+/// accountant's relation): three fixed clients, with and without a fourth whose update is
+/// `3M·e₁` — far outside the ball, so that the projection is what bounds it. As means, `x` is
+/// the average without the client and `x′` adds `Π_M(3M·e₁)/(qN) = e₁/4`: ℓ2 distance `M/(qN)`,
+/// the sensitivity. Statistic `⟨z, x − x′⟩` (Neyman–Pearson optimal). Bug: the projection
+/// skipped (the update added unclipped: three times the sensitivity); the power calculation
+/// takes the bug's best event `{⟨z, e₁⟩ ≥ t}` on a grid of `t`.
+#[test]
+fn central_projection() {
+    use privfed_accounting::DpEvent;
+    use privfed_accounting::calibrate::{AccountantKind, calibrate_noise_multiplier, epsilon_of};
+    use privfed_mechanisms::central::CentralGaussian;
+    let (d, qn, m, delta) = (2usize, 4.0f64, 1.0f64, 1e-5);
+    let n = 40_000;
+    let z = calibrate_noise_multiplier(AccountantKind::Pld, 2.0, delta, 1.0, 1)
+        .unwrap()
+        .parameter;
+    let claim = Claim {
+        epsilon: epsilon_of(
+            AccountantKind::Pld,
+            &DpEvent::Gaussian {
+                noise_multiplier: z,
+            },
+            delta,
+        )
+        .unwrap(),
+        delta,
+    };
+    let central = CentralGaussian::new(m, z).unwrap();
+    let sigma = central.noise_std(qn);
+    let others = [vec![0.3, -0.2], vec![-0.5, 0.1], vec![0.2, 0.4]];
+    let base: Vec<f64> = (0..d)
+        .map(|j| others.iter().map(|u| u[j]).sum::<f64>() / qn)
+        .collect();
+    let big = vec![3.0 * m, 0.0];
+    let mut with = base.clone();
+    with[0] += m / qn;
+    // Power: under the bug the client moves the mean by 3M/(qN) along e₁.
+    let shift = 3.0 * m / qn;
+    let q = privfed_special::norm_sf;
+    let (tpr, fpr) = (0..40)
+        .map(|i| i as f64 * 0.25 * sigma)
+        .filter_map(|t| {
+            let (a, b) = (q((t - shift) / sigma), q(t / sigma));
+            samples_for_power(a, b, delta, claim.epsilon, ALPHA_PER_BOUND_CONTINUOUS, BETA)
+                .map(|need| (need, a, b))
+        })
+        .min_by_key(|v| v.0)
+        .map(|(_, a, b)| (a, b))
+        .unwrap();
+    assert_powered(
+        n,
+        tpr,
+        fpr,
+        delta,
+        claim.epsilon,
+        ALPHA_PER_BOUND_CONTINUOUS,
+    );
+    let pair = NeighbourPair {
+        x: base.clone(),
+        x_prime: with,
+        statistic: Statistic::Projection,
+        rationale: "three fixed clients, without / with a fourth at 3M·e1".into(),
+    };
+    // The input of a side is the mean it stands for: `x` (the base) runs the three clients,
+    // `x′` the four. `project` decides whether the fourth is projected.
+    let run = |project: bool| {
+        let (central, others, big, base) = (central, others.clone(), big.clone(), base.clone());
+        move |mean: &[f64], o: &mut [f64], rng: &mut ExperimentRng| {
+            let mut batch: Vec<Vec<f64>> = others.to_vec();
+            if mean != base.as_slice() {
+                batch.push(big.clone());
+            }
+            let agg = if project {
+                central.aggregate(&batch, d, qn, rng)?
+            } else {
+                // The bug: the sum of the raw updates plus the same noise.
+                let mut noise = CentralGaussian::new(m, z)?.aggregate(
+                    std::iter::empty::<&[f64]>(),
+                    d,
+                    qn,
+                    rng,
+                )?;
+                for u in &batch {
+                    noise.iter_mut().zip(u).for_each(|(v, ui)| *v += ui / qn);
+                }
+                noise
+            };
+            o.copy_from_slice(&agg);
+            Ok(())
+        }
+    };
+    let r = audit(&pair, n, 27, claim, run(true));
+    eprintln!(
+        "central: z = {z:.4}, eps_lb = {:.4}, claim = {:.4} (ratio {:.3}), n = {n}",
+        r.epsilon_lower_bound,
+        claim.epsilon,
+        r.epsilon_lower_bound / claim.epsilon
+    );
+    assert!(!r.violation, "{r:#?}");
+    assert!(r.epsilon_lower_bound > 0.0);
+    let rb = audit(&pair, n, 28, claim, run(false));
+    eprintln!(
+        "central (planted bug, no projection): eps_lb = {:.4} > claim {:.4}: {}",
         rb.epsilon_lower_bound, claim.epsilon, rb.violation
     );
     assert!(rb.violation, "{rb:#?}");

@@ -45,8 +45,25 @@ fn describe_skellam_golden_values() {
 #[test]
 fn describe_skellam_reports_the_honest_contributors() {
     let base = [
-        "describe", "skellam", "--bits", "18", "--clip", "3", "--clients", "16", "--dim", "4096",
-        "--k", "3", "--epsilon", "6", "--delta", "0.01", "--rounds", "150", "--json",
+        "describe",
+        "skellam",
+        "--bits",
+        "18",
+        "--clip",
+        "3",
+        "--clients",
+        "16",
+        "--dim",
+        "4096",
+        "--k",
+        "3",
+        "--epsilon",
+        "6",
+        "--delta",
+        "0.01",
+        "--rounds",
+        "150",
+        "--json",
     ];
     let none = json_ok(&base);
     assert_eq!(none["colluding_fraction"].as_f64(), Some(0.0));
@@ -61,7 +78,10 @@ fn describe_skellam_reports_the_honest_contributors() {
     assert!(
         v["local_noise_stddev"].as_f64().unwrap() > none["local_noise_stddev"].as_f64().unwrap()
     );
-    for (gamma, what) in [("1", "colluding_fraction"), ("0.95", "no honest contributor")] {
+    for (gamma, what) in [
+        ("1", "colluding_fraction"),
+        ("0.95", "no honest contributor"),
+    ] {
         let mut bad = base.to_vec();
         bad.extend_from_slice(&["--colluding-fraction", gamma]);
         fails_with(&bad, what);

@@ -306,6 +306,12 @@ class SkellamPlan:
     @property
     def max_contributors(self) -> int: ...
     @property
+    def colluding_fraction(self) -> float: ...
+    @property
+    def colluders(self) -> int: ...
+    @property
+    def honest_contributors(self) -> int: ...
+    @property
     def local_noise_stddev(self) -> float: ...
     @property
     def central_noise_stddev(self) -> float: ...
@@ -336,10 +342,14 @@ def plan(
     beta: float = 0.6065306597126334,
     share: Literal["skellam", "ddg"] = "skellam",
     max_contributors: Optional[int] = None,
+    colluding_fraction: float = 0.0,
 ) -> SkellamPlan:
     """Plans a round (privfed.distributed.plan). Exactly one of `epsilon` (with `delta`) and
     `noise_stddev`. `beta`: conditional rounding, default e^{-1/2} (paper 001; 0: plain
-    rounding). Raises InfeasibleParameters naming the knob to move."""
+    rounding). `colluding_fraction` γ ∈ [0, 1) of the cohort may collude with the server: the
+    noise and ε are for the honest lower bound ``clients − ⌈γ·max_contributors⌉``. Raises
+    InfeasibleParameters naming the knob to move, InvalidParameter when γ leaves no honest
+    contributor."""
 
 def rotation_seed(session_id: bytes, round: int) -> bytes:
     """HKDF-SHA256 seed (32 bytes) of the round's randomized Hadamard rotation."""
@@ -414,6 +424,11 @@ class SkellamDecoder:
         cls, plan: Union[SkellamPlan, Dict[str, Any]], rotation_seed: bytes
     ) -> Self: ...
     def decode(self, modular_sum: _Ints, contributors: int) -> Decoded: ...
+
+def honest_contributors(cohort: int, contributors: int, colluding_fraction: float) -> int:
+    """The honest lower bound ``contributors − ⌈γ·cohort⌉`` whose noise the accounting counts
+    (privfed.distributed.honest_contributors). Raises InvalidParameter for γ outside [0, 1) or
+    when the colluders could be every contributor."""
 
 def round_event(plan: Union[SkellamPlan, Dict[str, Any]], contributors: int) -> Any:
     """The round's privfed.accounting event with the clients that actually contributed

@@ -234,3 +234,32 @@ def test_max_contributors_sizes_the_range_for_the_cohort():
     assert dd.plan(1000, 1.0, 16, 80, noise_stddev=0.1).scale > p.scale
     with pytest.raises(errors.InvalidParameter):
         dd.plan(1000, 1.0, 16, 80, noise_stddev=0.1, max_contributors=79)
+
+
+def test_colluding_fraction_counts_only_the_honest_noise(cli):
+    """γ through the binding: the plan reports γ, ⌈γ·cohort⌉ colluders and the honest count; its
+    ε is the round event's for the honest count; an ε target holds for that count (more noise);
+    the numbers are the CLI's; a bad γ is a typed error."""
+    base = dd.plan(200, 1.0, 18, 40, epsilon=2.0, delta=1e-5)
+    assert (base.colluding_fraction, base.colluders, base.honest_contributors) == (0.0, 0, 40)
+    p = dd.plan(200, 1.0, 18, 40, epsilon=2.0, delta=1e-5, colluding_fraction=0.2)
+    assert (p.colluding_fraction, p.colluders, p.honest_contributors) == (0.2, 8, 32)
+    assert p.local_noise_stddev > base.local_noise_stddev
+    d = p.describe()
+    assert (d["colluding_fraction"], d["colluders"], d["honest_contributors"]) == (0.2, 8, 32)
+    eps = accounting.RdpAccountant().compose(dd.round_event(p, 32)).get_epsilon(1e-5)
+    assert eps == pytest.approx(p.epsilon, rel=1e-9) and p.epsilon <= 2.0
+    assert dd.honest_contributors(40, 40, 0.2) == 32
+    rust = cli("describe", "skellam", "--dim", "200", "--clip", "1", "--bits", "18",
+               "--clients", "40", "--epsilon", "2", "--delta", "1e-5",
+               "--colluding-fraction", "0.2", "--json")
+    assert rust["local_noise_stddev"] == p.local_noise_stddev
+    assert rust["honest_contributors"] == 32 and rust["epsilon"] == p.epsilon
+    for gamma in (-0.1, 1.0):
+        with pytest.raises(errors.InvalidParameter, match="colluding_fraction"):
+            dd.plan(200, 1.0, 18, 40, epsilon=2.0, delta=1e-5, colluding_fraction=gamma)
+    with pytest.raises(errors.InvalidParameter, match="no honest contributor"):
+        dd.plan(200, 1.0, 18, 4, epsilon=2.0, delta=1e-5, max_contributors=40,
+                colluding_fraction=0.1)
+    with pytest.raises(errors.InvalidParameter, match="no honest contributor"):
+        dd.honest_contributors(40, 4, 0.1)

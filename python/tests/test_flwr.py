@@ -341,6 +341,43 @@ def test_secagg_round_survives_a_dropout_at_each_stage(stage):
 
 
 @needs_flwr
+def test_colluding_fraction_accounts_only_the_honest_survivors():
+    """A plan with γ: each round is accounted with survivors − ⌈γ·sampled⌉ (a colluder
+    subtracts its own noise), and the outcome and metrics say γ and that count; a γ that
+    disagrees with the plan's is refused."""
+    from flwr.serverapp.strategy import FedAvg
+    from flwr_harness import InProcessGrid
+
+    from privfed.flwr import DistributedDpStrategy
+
+    nodes = [11, 12, 13, 14, 15, 16]
+    dim = _model_dim()
+    plan = _dist.plan(dim, 1.0, 16, len(nodes), noise_stddev=0.5, colluding_fraction=0.2)
+    assert plan.honest_contributors == 4  # ⌈0.2·6⌉ = 2 colluders
+
+    def strategy(**kw):
+        fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=len(nodes),
+                        min_available_nodes=len(nodes))
+        return DistributedDpStrategy(fedavg, plan=plan, delta=1e-5, stage_timeout=None, **kw)
+
+    strat = strategy()
+    grid = InProcessGrid(_secagg_app(dim), nodes, drop_at={13: "masked_input"})
+    result = _start(strat, grid, 1)
+    (o,) = strat.rounds
+    assert (o.contributors, o.honest_contributors, o.colluding_fraction) == (5, 3, 0.2)
+    want = accounting.RdpAccountant().compose(
+        _dist.round_event(plan, 3)).get_epsilon(1e-5)
+    assert strat.ledger.epsilon == pytest.approx(want, rel=1e-12)
+    counted_all = accounting.RdpAccountant().compose(
+        _dist.round_event(plan, 5)).get_epsilon(1e-5)
+    assert want > counted_all
+    m = result.train_metrics_clientapp[1]
+    assert m["privfed-honest-contributors"] == 3 and m["privfed-colluding-fraction"] == 0.2
+    with pytest.raises(ValueError, match="colluding_fraction"):
+        strategy(colluding_fraction=0.0)
+
+
+@needs_flwr
 def test_secagg_round_below_threshold_aborts_reveals_nothing_and_accounts_nothing():
     from flwr_harness import InProcessGrid
 

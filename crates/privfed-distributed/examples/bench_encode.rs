@@ -45,6 +45,7 @@ fn main() {
         sampling_rate: 1.0,
         rounds: 1,
         share: Default::default(),
+        colluding_fraction: 0.0,
     })
     .expect("plan");
     println!(

@@ -27,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sampling_rate: 1.0,
         rounds,
         share: Default::default(),
+        colluding_fraction: 0.0,
     })?;
     println!(
         "plan: scale {:.1}, central σ {:.3}, ε = {:.4} after {rounds} rounds, predicted MSE {:.2e}",

@@ -13,6 +13,61 @@ use crate::params::SkellamParams;
 use privfed_accounting::{DpEvent, RdpAccountant};
 use serde::Serialize;
 
+/// The colluders the accounting assumes among `cohort` clients at colluding fraction `γ`:
+/// `⌈γ·cohort⌉`, the same count the secure-aggregation planner sizes its thresholds for
+/// (`privfed_secagg::plan`, Bell et al. 2020's `⌈γn⌉` corrupted clients), so one γ means one
+/// number of colluders on both sides. Errors when γ is not a finite number in `[0, 1)`.
+pub fn colluders(cohort: usize, colluding_fraction: f64) -> Result<usize> {
+    if !(colluding_fraction.is_finite() && (0.0..1.0).contains(&colluding_fraction)) {
+        return Err(DistributedError::invalid(
+            "colluding_fraction",
+            colluding_fraction,
+            "must be in [0, 1)",
+        ));
+    }
+    Ok(((colluding_fraction * cohort as f64).ceil() as usize).min(cohort))
+}
+
+/// The lower bound on the **honest** contributors whose noise protects a client, when
+/// `contributors` of a `cohort` reach the sum and a fraction `γ = colluding_fraction` of the
+/// cohort may collude with the server:
+///
+/// ```text
+/// h = contributors − ⌈γ·cohort⌉
+/// ```
+///
+/// A colluding client knows the noise share it added (or adds none), so the server and the
+/// colluders can subtract it from the sum; only the honest contributors' shares remain as noise.
+/// At most `⌈γ·cohort⌉` clients of the cohort collude ([`colluders`]), and the bound assumes the
+/// worst case: all of them survive (a colluder never drops out), so every dropout is an honest
+/// client and the honest survivors are the contributors minus every colluder. `γ = 0` gives
+/// `h = contributors` (every survivor's noise counts, the honest-but-curious accounting).
+///
+/// Errors: γ outside `[0, 1)` or not finite; `contributors > cohort`; no honest contributor left
+/// (`⌈γ·cohort⌉ ≥ contributors`: the colluders alone could be the whole sum, no DP guarantee).
+pub fn honest_contributors(
+    cohort: usize,
+    contributors: usize,
+    colluding_fraction: f64,
+) -> Result<usize> {
+    let c = colluders(cohort, colluding_fraction)?;
+    if contributors > cohort {
+        return Err(DistributedError::invalid(
+            "contributors",
+            contributors as f64,
+            format!("more than the cohort of {cohort}"),
+        ));
+    }
+    match contributors.checked_sub(c) {
+        Some(h) if h > 0 => Ok(h),
+        _ => Err(DistributedError::NoHonestContributor {
+            contributors,
+            colluders: c,
+            colluding_fraction,
+        }),
+    }
+}
+
 /// The local integer noise standard deviation `s·σ`, after checking that the round has
 /// contributors and noise (errors: nobody contributed, or `σ = 0`, no DP guarantee).
 fn local_integer_stddev(params: &SkellamParams, contributors: usize) -> Result<f64> {

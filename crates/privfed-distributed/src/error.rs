@@ -26,6 +26,19 @@ pub enum DistributedError {
         /// Which way to move it, with a value where one can be computed.
         advice: String,
     },
+    /// The colluding fraction leaves no honest contributor: the colluders alone could make up
+    /// every contribution, so no honest noise is guaranteed in the sum.
+    #[error(
+        "no honest contributor: {colluders} colluders (colluding fraction {colluding_fraction}) could be all {contributors} contributors; lower the colluding fraction or plan for more contributors"
+    )]
+    NoHonestContributor {
+        /// The contributors.
+        contributors: usize,
+        /// The colluders assumed, `⌈γ·cohort⌉`.
+        colluders: usize,
+        /// γ.
+        colluding_fraction: f64,
+    },
     /// Conditional stochastic rounding did not meet its norm bound within the retry cap.
     #[error(
         "conditional rounding failed {tries} times in a row (each try fails with probability ≤ β = {beta}); the input or β is not what the plan assumed"

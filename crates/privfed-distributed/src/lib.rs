@@ -26,7 +26,8 @@
 //! use privfed_mechanisms::rng::seeded_rng_for_experiments;
 //!
 //! let p = plan(&PlanRequest { dim: 100, clip: 1.0, bits: 16, clients: 10, max_contributors: None,
-//!     k: 4.0, beta: 0.0, noise: NoiseTarget::Epsilon(1.0), delta: Some(1e-5), sampling_rate: 1.0, rounds: 1, share: Default::default() }).unwrap();
+//!     k: 4.0, beta: 0.0, noise: NoiseTarget::Epsilon(1.0), delta: Some(1e-5), sampling_rate: 1.0, rounds: 1, share: Default::default(),
+//!     colluding_fraction: 0.0 }).unwrap();
 //! assert!(p.epsilon.unwrap() <= 1.0);
 //! let seed = rotation_seed(b"session", 0);
 //! let enc = SkellamEncoder::new(p.params, seed).unwrap();
@@ -52,8 +53,8 @@ pub mod planner;
 pub mod seed;
 
 pub use accounting::{
-    EpsilonReport, ddg_round_event, epsilon_for_rounds, epsilon_for_rounds_with, round_event,
-    round_event_for,
+    EpsilonReport, colluders, ddg_round_event, epsilon_for_rounds, epsilon_for_rounds_with,
+    honest_contributors, round_event, round_event_for,
 };
 pub use decoder::{DecodeReport, Decoded, SkellamDecoder};
 pub use encoder::{EncodeStats, NoiseShare, SkellamEncoder};

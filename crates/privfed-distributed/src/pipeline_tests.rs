@@ -22,6 +22,7 @@ pub(crate) fn request(dim: usize, bits: u32, clients: usize, sigma: f64, beta: f
         sampling_rate: 1.0,
         rounds: 1,
         share: Default::default(),
+        colluding_fraction: 0.0,
     }
 }
 

@@ -13,7 +13,9 @@
 //! residual without a bracket; past ε_∞ it returns σ from the flat tail of that curve — their
 //! issue #66's jump from σ ≈ 6.9 to 162,582.)
 
-use crate::accounting::{EpsilonReport, epsilon_after_rounds, epsilon_for_rounds_with};
+use crate::accounting::{
+    EpsilonReport, colluders, epsilon_after_rounds, epsilon_for_rounds_with, honest_contributors,
+};
 use crate::encoder::NoiseShare;
 use crate::error::{DistributedError, Result};
 use crate::params::{
@@ -45,7 +47,8 @@ pub struct PlanRequest {
     /// Bit width `b` (1..=62).
     pub bits: u32,
     /// Clients per round `n` — the **minimum** number expected to survive: the noise is split
-    /// into `n` shares, and a round with fewer survivors carries less noise.
+    /// into `n` shares, and a round with fewer survivors carries less noise. With a colluding
+    /// fraction the noise and ε are for the honest part of them (`colluding_fraction`).
     pub clients: usize,
     /// The most encodings a round's sum can hold (the cohort before dropouts), `≥ clients`;
     /// `None` means `clients`. The scale, the modular range and the wrap probability are sized
@@ -68,6 +71,14 @@ pub struct PlanRequest {
     /// The noise each client adds: Skellam (paper 001) or the discrete-Gaussian baseline.
     #[serde(default)]
     pub share: NoiseShare,
+    /// The fraction `γ ∈ [0, 1)` of the cohort (`max_contributors`) that may collude with the
+    /// server. Colluders subtract their own noise, so the noise and ε are for the honest lower
+    /// bound `clients − ⌈γ·cohort⌉` ([`honest_contributors`](crate::honest_contributors)), and a
+    /// target ε holds with that many clients' noise alone. `0` (the default) counts every
+    /// survivor's noise: right against an honest-but-curious server whose clients do not
+    /// collude with it, which is what a plan without a threat model has always assumed.
+    #[serde(default)]
+    pub colluding_fraction: f64,
 }
 
 /// The expected squared error `E‖x̂ − x̄‖²` of the decoded mean over `m` contributors, by source.
@@ -131,7 +142,8 @@ pub struct Plan {
     pub expected_wraps: f64,
     /// Expected error of the decoded mean with all `n` clients contributing.
     pub mse: PredictedMse,
-    /// ε after `rounds` rounds at `delta` (when a δ was given).
+    /// ε after `rounds` rounds at `delta` (when a δ was given), counting only the noise of the
+    /// `honest_contributors`.
     pub epsilon: Option<f64>,
     /// δ of the ε report.
     pub delta: Option<f64>,
@@ -143,6 +155,13 @@ pub struct Plan {
     pub rounds: u64,
     /// The noise share the ε is for.
     pub share: NoiseShare,
+    /// The colluding fraction `γ` of the cohort the ε assumes.
+    pub colluding_fraction: f64,
+    /// The colluders assumed, `⌈γ·max_contributors⌉` ([`colluders`](crate::colluders)).
+    pub colluders: usize,
+    /// The lower bound on honest contributors whose noise the ε counts, `clients − colluders`
+    /// ([`honest_contributors`](crate::honest_contributors)).
+    pub honest_contributors: usize,
 }
 
 impl Plan {
@@ -169,6 +188,12 @@ impl PlanRequest {
     pub fn summed(&self) -> usize {
         self.max_contributors.unwrap_or(self.clients)
     }
+
+    /// The honest lower bound the noise and ε are for: [`honest_contributors`] of `clients`
+    /// survivors in a cohort of [`PlanRequest::summed`] at `colluding_fraction`.
+    pub fn honest(&self) -> Result<usize> {
+        honest_contributors(self.summed(), self.clients, self.colluding_fraction)
+    }
 }
 
 fn validate(req: &PlanRequest) -> Result<()> {
@@ -186,6 +211,7 @@ fn validate(req: &PlanRequest) -> Result<()> {
             format!("must be at least clients = {}", req.clients),
         ));
     }
+    req.honest()?;
     if !(req.sampling_rate > 0.0 && req.sampling_rate <= 1.0) {
         return Err(DistributedError::invalid(
             "sampling_rate",
@@ -260,7 +286,7 @@ fn epsilon_of(req: &PlanRequest, p: &SkellamParams, delta: f64) -> Result<Epsilo
     epsilon_for_rounds_with(
         req.share,
         p,
-        req.clients,
+        req.honest()?,
         req.sampling_rate,
         req.rounds,
         delta,
@@ -269,10 +295,10 @@ fn epsilon_of(req: &PlanRequest, p: &SkellamParams, delta: f64) -> Result<Epsilo
 
 /// The smallest ε reachable at `bits`: σ → ∞, so `s → 0`, the integer variance of the largest
 /// sum (`N` = `max_contributors` shares) fills the range (`N·μ_local → (2^{2b} − N·k²)/(4k²)`),
-/// of which the `n` guaranteed contributors carry `n/N`, and the sensitivity falls to its
+/// of which the `h` guaranteed honest contributors carry `h/N`, and the sensitivity falls to its
 /// rounding floor.
 fn epsilon_floor(req: &PlanRequest, bits: u32, padded: usize, delta: f64) -> Result<f64> {
-    let n = req.clients as f64;
+    let n = req.honest()? as f64;
     let summed = req.summed() as f64;
     let room = 4f64.powi(bits as i32) - summed * req.k * req.k;
     if room <= 0.0 {
@@ -426,6 +452,9 @@ fn finish(req: &PlanRequest, params: SkellamParams) -> Result<Plan> {
         sampling_rate: req.sampling_rate,
         rounds: req.rounds,
         share: req.share,
+        colluding_fraction: req.colluding_fraction,
+        colluders: colluders(req.summed(), req.colluding_fraction)?,
+        honest_contributors: req.honest()?,
     };
     plan.mse = plan.predicted_mse(req.clients);
     Ok(plan)
@@ -450,6 +479,7 @@ mod tests {
             sampling_rate: 1.0,
             rounds: 1,
             share: Default::default(),
+            colluding_fraction: 0.0,
         }
     }
 
@@ -563,6 +593,7 @@ mod tests {
             sampling_rate: 1.0,
             rounds: 150,
             share: Default::default(),
+            colluding_fraction: 0.0,
         }
     }
 
@@ -667,6 +698,110 @@ mod tests {
             Err(DistributedError::Infeasible { knob, .. }) => assert_eq!(knob, "epsilon"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A colluding fraction γ changes only which noise the ε counts: the plan at γ has exactly
+    /// the γ = 0 plan's scale and σ, and its ε is the accountant's answer for the honest count
+    /// `clients − ⌈γ·cohort⌉`, for both noise shares.
+    #[test]
+    fn colluders_are_not_counted_as_noise() {
+        for share in [NoiseShare::Skellam, NoiseShare::DiscreteGaussian] {
+            let base = PlanRequest {
+                clients: 80,
+                max_contributors: Some(100),
+                delta: Some(1e-5),
+                share,
+                ..golden(16)
+            };
+            let honest_only = plan(&base).unwrap();
+            for (gamma, colluders) in [(0.05, 5usize), (0.1, 10), (0.101, 11), (0.5, 50)] {
+                let p = plan(&PlanRequest {
+                    colluding_fraction: gamma,
+                    ..base
+                })
+                .unwrap();
+                assert_eq!(p.colluders, colluders);
+                assert_eq!(p.honest_contributors, 80 - colluders);
+                assert_eq!(p.colluding_fraction, gamma);
+                assert_eq!(p.scale, honest_only.scale);
+                assert_eq!(p.local_noise_stddev, honest_only.local_noise_stddev);
+                let direct =
+                    epsilon_for_rounds_with(share, &p.params, 80 - colluders, 1.0, 1, 1e-5)
+                        .unwrap();
+                assert_eq!(p.epsilon, Some(direct.epsilon));
+                // The same ε as a plan that assumes no colluders among the honest count alone
+                // (same σ, same cohort sizing the range).
+                let same_noise = plan(&PlanRequest {
+                    clients: 80 - colluders,
+                    ..base
+                })
+                .unwrap();
+                assert_eq!(same_noise.local_noise_stddev, p.local_noise_stddev);
+                assert_eq!(same_noise.epsilon, p.epsilon);
+                assert!(p.epsilon.unwrap() > honest_only.epsilon.unwrap());
+            }
+            assert_eq!(honest_only.colluders, 0);
+            assert_eq!(honest_only.honest_contributors, 80);
+        }
+    }
+
+    /// With an ε target the noise grows with γ so that the target holds for the honest count
+    /// alone, and is exactly the noise a γ = 0 plan needs for that many contributors.
+    #[test]
+    fn epsilon_target_holds_for_the_honest_count() {
+        let mut last_sigma = 0.0;
+        for gamma in [0.0, 0.1, 0.25, 0.5] {
+            let req = PlanRequest {
+                colluding_fraction: gamma,
+                ..target(18, 6.0)
+            };
+            let p = plan(&req).unwrap();
+            let h = p.honest_contributors;
+            assert_eq!(h, 16 - (gamma * 16f64).ceil() as usize);
+            let direct = epsilon_for_rounds_with(p.share, &p.params, h, 1.0, 150, 0.01).unwrap();
+            assert_eq!(p.epsilon, Some(direct.epsilon));
+            assert!(direct.epsilon <= 6.0, "γ = {gamma}: ε = {}", direct.epsilon);
+            // Counting all 16 survivors' noise would claim less than the target.
+            if gamma > 0.0 {
+                let all = epsilon_for_rounds_with(p.share, &p.params, 16, 1.0, 150, 0.01).unwrap();
+                assert!(all.epsilon < 6.0 * (1.0 - 1e-3), "{}", all.epsilon);
+                assert!(p.local_noise_stddev > last_sigma * 1.01);
+            }
+            last_sigma = p.local_noise_stddev;
+        }
+    }
+
+    #[test]
+    fn colluding_fraction_out_of_range_or_leaving_no_honest_client_is_refused() {
+        let ok = golden(16);
+        for gamma in [-0.1, 1.0, 1.5, f64::NAN, f64::INFINITY] {
+            match plan(&PlanRequest {
+                colluding_fraction: gamma,
+                ..ok
+            }) {
+                Err(DistributedError::InvalidParameter {
+                    name: "colluding_fraction",
+                    ..
+                }) => {}
+                other => panic!("γ = {gamma}: {other:?}"),
+            }
+        }
+        // 10 survivors of 100 at γ = 0.1: the 10 colluders could be every survivor.
+        match plan(&PlanRequest {
+            clients: 10,
+            max_contributors: Some(100),
+            colluding_fraction: 0.1,
+            ..ok
+        }) {
+            Err(DistributedError::NoHonestContributor {
+                contributors: 10,
+                colluders: 10,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(crate::honest_contributors(100, 11, 0.1).unwrap(), 1);
+        assert!(crate::honest_contributors(10, 11, 0.0).is_err());
     }
 
     /// The DDG baseline is planned with its own accounting: the target ε is met (to 1e-6), and

@@ -375,6 +375,7 @@ impl PrivacyPlan {
                     sampling_rate: cfg.accounted_rate(clients),
                     rounds: cfg.rounds,
                     share,
+                    colluding_fraction: 0.0,
                 })?;
                 PrivacyPlan::Distributed {
                     params: plan.params,

@@ -145,6 +145,21 @@ impl SkellamPlan {
     fn max_contributors(&self) -> usize {
         self.inner.max_contributors
     }
+    /// The fraction γ of the cohort assumed to collude with the server.
+    #[getter]
+    fn colluding_fraction(&self) -> f64 {
+        self.inner.colluding_fraction
+    }
+    /// The colluders assumed, `⌈γ·max_contributors⌉`.
+    #[getter]
+    fn colluders(&self) -> usize {
+        self.inner.colluders
+    }
+    /// The honest lower bound `clients − colluders` whose noise the ε counts.
+    #[getter]
+    fn honest_contributors(&self) -> usize {
+        self.inner.honest_contributors
+    }
     /// Local (per-client) noise standard deviation σ, unscaled.
     #[getter]
     fn local_noise_stddev(&self) -> f64 {
@@ -194,8 +209,8 @@ impl SkellamPlan {
             format!(" epsilon={e} delta={:?}", p.delta)
         });
         format!(
-            "<SkellamPlan dim={} bits={} clients={} scale={} local_noise_stddev={}{eps}>",
-            p.dim, p.bits, p.clients, p.scale, p.local_noise_stddev
+            "<SkellamPlan dim={} bits={} clients={} honest_contributors={} scale={} local_noise_stddev={}{eps}>",
+            p.dim, p.bits, p.clients, p.honest_contributors, p.scale, p.local_noise_stddev
         )
     }
 }
@@ -207,10 +222,13 @@ impl SkellamPlan {
 /// `privfed_fl::privacy::DEFAULT_BETA`; 0: plain stochastic rounding), `k` the aggregate
 /// standard deviations the modular range holds. `clients` is the minimum number of
 /// contributors the noise and ε are for; `max_contributors` (default `clients`) the most
-/// encodings a sum can hold (the cohort before dropouts), which the range is sized for. Raises
+/// encodings a sum can hold (the cohort before dropouts), which the range is sized for.
+/// `colluding_fraction` γ ∈ [0, 1) is the fraction of that cohort that may collude with the
+/// server: the noise and ε are for the honest lower bound `clients − ⌈γ·max_contributors⌉`
+/// (reported as `colluding_fraction`, `colluders` and `honest_contributors`). Raises
 /// `InfeasibleParameters` naming the knob to move when no parameters reach the target.
 #[pyfunction]
-#[pyo3(signature = (dim, clip, bits, clients, *, epsilon=None, delta=None, noise_stddev=None, sampling_rate=1.0, rounds=1, k=4.0, beta=0.6065306597126334, share="skellam", max_contributors=None))]
+#[pyo3(signature = (dim, clip, bits, clients, *, epsilon=None, delta=None, noise_stddev=None, sampling_rate=1.0, rounds=1, k=4.0, beta=0.6065306597126334, share="skellam", max_contributors=None, colluding_fraction=0.0))]
 #[allow(clippy::too_many_arguments)]
 fn plan(
     py: Python<'_>,
@@ -227,6 +245,7 @@ fn plan(
     beta: f64,
     share: &str,
     max_contributors: Option<i64>,
+    colluding_fraction: f64,
 ) -> PyResult<SkellamPlan> {
     let noise = match (epsilon, noise_stddev) {
         (Some(e), None) => {
@@ -264,6 +283,7 @@ fn plan(
         sampling_rate,
         rounds,
         share: share_from_str(share)?,
+        colluding_fraction,
     };
     let inner = py.detach(|| privfed_distributed::plan(&req)).py()?;
     Ok(SkellamPlan { inner })
@@ -570,6 +590,17 @@ fn round_event<'py>(
     event_to_py(py, &e)
 }
 
+/// The honest lower bound `contributors − ⌈γ·cohort⌉` on the clients whose noise protects a
+/// client when a fraction `colluding_fraction` = γ of `cohort` may collude with the server
+/// (`privfed_distributed::honest_contributors`). Raises InvalidParameter for γ outside [0, 1)
+/// or when the colluders could be every contributor.
+#[pyfunction]
+fn honest_contributors(cohort: i64, contributors: i64, colluding_fraction: f64) -> PyResult<usize> {
+    let n = count("cohort", cohort, 1)?;
+    let m = count("contributors", contributors, 0)?;
+    privfed_distributed::honest_contributors(n, m, colluding_fraction).py()
+}
+
 /// Registers the classes and functions (re-exported by `privfed.distributed`).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SkellamPlan>()?;
@@ -580,5 +611,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(rotation_seed, m)?)?;
     m.add_function(wrap_pyfunction!(round_event, m)?)?;
+    m.add_function(wrap_pyfunction!(honest_contributors, m)?)?;
     Ok(())
 }

@@ -134,6 +134,7 @@ impl ToPyErr for DistributedError {
             DistributedError::InvalidParameter { .. } => Kind::InvalidParameter,
             // The message keeps the planner's "move `knob`: advice" intact.
             DistributedError::Infeasible { .. } => Kind::InfeasibleParameters,
+            DistributedError::NoHonestContributor { .. } => Kind::InvalidParameter,
             DistributedError::RoundingFailed { .. } => Kind::NumericalError,
             DistributedError::Mechanism(e) => return e.to_pyerr(),
             DistributedError::Accounting(e) => return e.to_pyerr(),

@@ -14,7 +14,7 @@
 use privfed_distributed::modular::to_signed;
 use privfed_distributed::{
     DistributedError, ModularSum, NoiseShare, NoiseTarget, PlanRequest, SkellamDecoder,
-    SkellamEncoder, epsilon_for_rounds_with, plan, rotation_seed,
+    SkellamEncoder, colluders, epsilon_for_rounds_with, honest_contributors, plan, rotation_seed,
 };
 use privfed_mechanisms::gaussian::{analytic_gaussian_sigma, gaussian_epsilon};
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
@@ -54,7 +54,9 @@ pub struct DistributedDmeConfig {
     /// every client advertises and shares keys, the dropped ones then go silent and their masks
     /// are recovered) instead of the in-process modular sum. Skellam and DDG only.
     pub secure_aggregation: bool,
-    /// The threat model of that round (the active mode by default).
+    /// The threat model of that round (the active mode by default). In the active mode the
+    /// round's thresholds are sized for [`privfed_secagg::plan::DEFAULT_CORRUPT_FRACTION`] colluders,
+    /// and the request's `colluding_fraction` must be that same γ (one value for both sides).
     pub secure_aggregation_threat: privfed_secagg::local::SecAggThreat,
 }
 
@@ -113,10 +115,18 @@ pub struct DistributedDmeReport {
     pub wraps: u64,
     /// Trials the decoder flagged as wrapped.
     pub wrap_suspected_trials: usize,
-    /// ε of the worst trial (fewest survivors), at `delta`.
+    /// ε of the worst trial (fewest honest survivors), at `delta`, counting only the honest
+    /// survivors' noise (`∞` for a trial whose survivors could all be colluders).
     pub epsilon: f64,
-    /// ε the plan promises with all `clients` contributing.
+    /// ε the plan promises with all `clients` contributing, for its honest lower bound.
     pub planned_epsilon: f64,
+    /// The fraction γ of the cohort assumed to collude with the server.
+    pub colluding_fraction: f64,
+    /// The colluders assumed, `⌈γ·clients⌉` (all of them survivors).
+    pub colluders: usize,
+    /// The honest contributors the worst trial's ε counts: its survivors minus the colluders
+    /// (0 when the colluders could be every survivor).
+    pub honest_contributors: usize,
     /// δ.
     pub delta: f64,
     /// Scale s (Skellam; 0 for Gaussian).
@@ -231,6 +241,29 @@ pub fn run_distributed_dme(
             None
         }
     };
+    let gamma = req.colluding_fraction;
+    if cfg.secure_aggregation
+        && cfg.secure_aggregation_threat != privfed_secagg::local::SecAggThreat::HonestButCurious
+        && gamma != privfed_secagg::plan::DEFAULT_CORRUPT_FRACTION
+    {
+        return Err(DistributedDmeError::Invalid(
+            "colluding_fraction",
+            format!(
+                "the active secure-aggregation round is sized for a colluding fraction of {}; the accounting must assume the same, not {gamma}",
+                privfed_secagg::plan::DEFAULT_CORRUPT_FRACTION
+            ),
+        ));
+    }
+    let assumed_colluders = colluders(n, gamma)?;
+    // Honest survivors of a trial with `m` survivors; none when the colluders could be all.
+    let honest = |m: usize| -> Result<Option<usize>, DistributedDmeError> {
+        match honest_contributors(n, m, gamma) {
+            Ok(h) => Ok(Some(h)),
+            Err(DistributedError::NoHonestContributor { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    };
+    let planned_honest = honest_contributors(n, n, gamma)?;
     let (planned_epsilon, local_sigma) = match &quantized {
         Some(skellam) => (
             skellam.epsilon.unwrap_or(f64::INFINITY),
@@ -239,10 +272,10 @@ pub fn run_distributed_dme(
         None => {
             let sigma_c = match req.noise {
                 NoiseTarget::Epsilon(eps) => analytic_gaussian_sigma(eps, delta, req.clip)?,
-                NoiseTarget::LocalStddev(s) => s * (n as f64).sqrt(),
+                NoiseTarget::LocalStddev(s) => s * (planned_honest as f64).sqrt(),
             };
             let eps = gaussian_epsilon(sigma_c, req.clip, delta)?;
-            (eps, sigma_c / (n as f64).sqrt())
+            (eps, sigma_c / (planned_honest as f64).sqrt())
         }
     };
     let mut sq = Vec::with_capacity(cfg.trials);
@@ -253,6 +286,7 @@ pub fn run_distributed_dme(
     let mut survivors_total = 0usize;
     let mut min_survivors = usize::MAX;
     let mut worst_eps: f64 = 0.0;
+    let mut worst_honest = usize::MAX;
     for trial in 0..cfg.trials {
         let mut rng = ExperimentRng::from_rng(&mut master);
         let xs = client_vectors(n, d, req.clip, &mut rng)?;
@@ -266,6 +300,8 @@ pub fn run_distributed_dme(
             }
         };
         let m = alive.len();
+        let h = honest(m)?;
+        worst_honest = worst_honest.min(h.unwrap_or(0));
         survivors_total += m;
         min_survivors = min_survivors.min(m);
         let truth: Vec<f64> = (0..d)
@@ -320,8 +356,12 @@ pub fn run_distributed_dme(
                 let p = skellam.predicted_mse(m);
                 predicted += p.quantization + p.noise;
                 predicted_wrap += p.wrap;
-                let eps =
-                    epsilon_for_rounds_with(share, &skellam.params, m, 1.0, 1, delta)?.epsilon;
+                let eps = match h {
+                    Some(h) => {
+                        epsilon_for_rounds_with(share, &skellam.params, h, 1.0, 1, delta)?.epsilon
+                    }
+                    None => f64::INFINITY,
+                };
                 worst_eps = worst_eps.max(eps);
                 decoded.mean
             }
@@ -337,7 +377,10 @@ pub fn run_distributed_dme(
                 }
                 let sigma_m = local_sigma * (m as f64).sqrt();
                 predicted += d as f64 * sigma_m * sigma_m / (m * m) as f64;
-                let eps = gaussian_epsilon(sigma_m, req.clip, delta)?;
+                let eps = match h {
+                    Some(h) => gaussian_epsilon(local_sigma * (h as f64).sqrt(), req.clip, delta)?,
+                    None => f64::INFINITY,
+                };
                 worst_eps = worst_eps.max(eps);
                 total.iter().map(|t| t / m as f64).collect()
             }
@@ -378,6 +421,9 @@ pub fn run_distributed_dme(
         wrap_suspected_trials: flagged,
         epsilon: worst_eps,
         planned_epsilon,
+        colluding_fraction: gamma,
+        colluders: assumed_colluders,
+        honest_contributors: worst_honest,
         delta,
         scale: quantized.as_ref().map_or(0.0, |p| p.scale),
         local_noise_stddev: local_sigma,
@@ -406,6 +452,7 @@ mod tests {
                 sampling_rate: 1.0,
                 rounds: 1,
                 share: Default::default(),
+                colluding_fraction: 0.0,
             },
             trials: 300,
             seed: Some(4),
@@ -442,6 +489,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// With colluders assumed, each trial is accounted with its honest survivors only: the
+    /// report's ε is the accountant's for `survivors − ⌈γ·n⌉`, the target holds for that count
+    /// without dropout, and an active secure-aggregation round refuses a γ other than the one
+    /// its thresholds are sized for.
+    #[test]
+    fn colluders_are_accounted_and_reported() {
+        for noise in [DistributedNoise::Skellam, DistributedNoise::Gaussian] {
+            let mut c = cfg(noise, 0.0);
+            c.trials = 3;
+            c.request.colluding_fraction = 0.25;
+            let r = run_distributed_dme(&c, &|_| {}).unwrap();
+            assert_eq!(r.colluders, 5);
+            assert_eq!(r.honest_contributors, 15);
+            assert_eq!(r.colluding_fraction, 0.25);
+            assert!((r.epsilon - r.planned_epsilon).abs() < 1e-9 * r.epsilon);
+            assert!(
+                r.planned_epsilon <= 2.0 + 1e-9,
+                "{noise:?}: {}",
+                r.planned_epsilon
+            );
+            // The same noise counted for all 20 would claim a smaller ε than the target.
+            let all = run_distributed_dme(&cfg(noise, 0.0), &|_| {}).unwrap();
+            assert!(
+                r.local_noise_stddev > all.local_noise_stddev * 1.05,
+                "{noise:?}"
+            );
+        }
+        let mut c = cfg(DistributedNoise::Skellam, 0.0);
+        c.secure_aggregation = true;
+        c.trials = 1;
+        assert!(matches!(
+            run_distributed_dme(&c, &|_| {}),
+            Err(DistributedDmeError::Invalid("colluding_fraction", _))
+        ));
     }
 
     #[test]

@@ -91,6 +91,11 @@ pub struct DistributedArgs {
     /// Rounds composed in the ε report (skellam accounting).
     #[arg(long, default_value_t = 1)]
     pub rounds: u64,
+    /// Fraction γ ∈ [0, 1) of the clients that may collude with the server (skellam, ddg): the
+    /// noise and ε count only the honest lower bound, clients − ⌈γ·clients⌉. Default 0; with
+    /// `dme --secagg` in the active threat model, the γ the round's thresholds are sized for.
+    #[arg(long, allow_negative_numbers = true)]
+    pub colluding_fraction: Option<f64>,
 }
 
 impl MechanismArgs {
@@ -134,6 +139,7 @@ impl MechanismArgs {
             sampling_rate: d.sampling_rate,
             rounds: d.rounds,
             share: Default::default(),
+            colluding_fraction: d.colluding_fraction.unwrap_or(0.0),
         })
     }
 

@@ -96,7 +96,14 @@ pub fn run(args: &DmeArgs) -> Result<()> {
 
 /// `privfed dme skellam …` and `privfed dme gaussian --clip …`: paper 001's distributed DME.
 fn run_distributed(args: &DmeArgs, noise: DistributedNoise) -> Result<()> {
-    let request = args.mech.plan_request(&args.distributed, args.clients)?;
+    let mut request = args.mech.plan_request(&args.distributed, args.clients)?;
+    if args.secagg
+        && args.threat_model == ThreatModelArg::Active
+        && args.distributed.colluding_fraction.is_none()
+    {
+        // One γ: the accounting assumes the colluders the active round is sized for.
+        request.colluding_fraction = privfed_secagg::plan::DEFAULT_CORRUPT_FRACTION;
+    }
     let progress = bar(
         args.quiet,
         (args.clients as u64) * (args.trials as u64),

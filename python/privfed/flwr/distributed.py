@@ -465,13 +465,15 @@ def dropouts_covered(clients: int, dropout_tolerance: float) -> int:
 
 
 def plan_for_dropouts(*, dim: int, clip: float, bits: int, clients: int, min_contributors: int,
-                      epsilon: float, delta: float, rounds: int, k: float = 4.0) -> Any:
+                      epsilon: float, delta: float, rounds: int, k: float = 4.0,
+                      colluding_fraction: float = 0.0) -> Any:
     """A Skellam plan for a cohort of ``clients`` of which at least ``min_contributors``
     contribute to every round: privfed's planner with ``clients=min_contributors`` and
     ``max_contributors=clients``.
 
     The noise is split so that ``min_contributors`` shares alone give ε(δ) ≤ ``epsilon`` after
-    ``rounds`` rounds; the scale and modular range hold ``k`` standard deviations of the largest
+    ``rounds`` rounds — with ``colluding_fraction`` γ > 0, the honest ``min_contributors −
+    ⌈γ·clients⌉`` shares alone (the colluders may all survive and subtract their own); the scale and modular range hold ``k`` standard deviations of the largest
     possible sum (the whole cohort), so a round without dropouts does not wrap more often than
     planned. Raises :class:`privfed.errors.InfeasibleParameters` when no noise reaches the target
     at ``bits``.
@@ -479,7 +481,8 @@ def plan_for_dropouts(*, dim: int, clip: float, bits: int, clients: int, min_con
     if not 1 <= min_contributors <= clients:
         raise ValueError(f"min_contributors must be in 1..={clients}, got {min_contributors}")
     return dist.plan(dim, clip, bits, min_contributors, epsilon=epsilon, delta=delta,
-                     rounds=rounds, k=k, max_contributors=clients)
+                     rounds=rounds, k=k, max_contributors=clients,
+                     colluding_fraction=colluding_fraction)
 
 
 # =============================================================================== server side
@@ -502,6 +505,8 @@ class RoundOutcome:
     wrap_suspected: bool = False
     mean: Optional[np.ndarray] = None  # the decoded mean update (float64, length dim)
     epsilon: float = 0.0  # ε(δ) after this round
+    colluding_fraction: float = 0.0  # γ of the cohort the ε assumes colludes with the server
+    honest_contributors: int = 0  # survivors − ⌈γ·sampled⌉: the noise the ε counts
     stage_seconds: Dict[str, float] = field(default_factory=dict)
     errors: Dict[int, str] = field(default_factory=dict)  # node id -> "stage: error text"
     template: Optional[Message] = None
@@ -547,8 +552,15 @@ class DistributedDpStrategy(WrappedStrategy):
       :class:`SecAggRoundAborted` with the last abort's cause and the clients' error texts
       (``on_abort="raise"``: the first abort raises; ``None``: never).
 
-    Accounting: after a round whose sum was unmasked, ``round_event(plan, survivors)`` (the
-    noise of the clients actually in the sum) is composed and ε(δ) logged. An aborted round
+    Accounting: after a round whose sum was unmasked, ``round_event(plan, honest)`` is composed
+    and ε(δ) logged, with ``honest = survivors − ⌈γ·sampled⌉``
+    (:func:`privfed.distributed.honest_contributors`): the noise of the clients actually in the
+    sum, less that of the ``colluding_fraction`` γ of the cohort that may collude with the
+    server (a colluder subtracts its own noise). γ defaults to the plan's
+    (``plan.colluding_fraction``; 0 for a plan without one); a round whose survivors could all
+    be colluders is aborted before unmasking. Each :class:`RoundOutcome` and the round's metrics
+    (``privfed-colluding-fraction``, ``privfed-honest-contributors``) say which γ and count the
+    ε is for. An aborted round
     (survivors below the threshold) reveals nothing and composes nothing. ``sample_rate``:
     as for :class:`~privfed.flwr.LocalDpStrategy` (Flower samples fixed-size cohorts: none).
     A suspected modular wrap (``wrap_suspected``) is accounted but not applied unless
@@ -582,6 +594,7 @@ class DistributedDpStrategy(WrappedStrategy):
         exclude: Patterns = None,
         threat_model: str = "honest-but-curious",
         roster: Optional[Any] = None,
+        colluding_fraction: Optional[float] = None,
     ) -> None:
         super().__init__(inner)
         if threat_model not in ("honest-but-curious", "active"):
@@ -601,6 +614,17 @@ class DistributedDpStrategy(WrappedStrategy):
             raise ValueError(
                 f"max_consecutive_aborts must be at least 1 (or None), got {max_consecutive_aborts}")
         self.plan = plan
+        planned_gamma = float(getattr(plan, "colluding_fraction", 0.0))
+        if colluding_fraction is None:
+            colluding_fraction = planned_gamma
+        elif float(colluding_fraction) != planned_gamma and hasattr(plan, "colluding_fraction"):
+            raise ValueError(
+                f"colluding_fraction={colluding_fraction} but the plan was made for "
+                f"{planned_gamma}: plan with the same colluding fraction (one γ for the noise "
+                f"and the accounting)")
+        if not 0.0 <= float(colluding_fraction) < 1.0:
+            raise ValueError(f"colluding_fraction must be in [0, 1), got {colluding_fraction}")
+        self.colluding_fraction = float(colluding_fraction)
         self.params = dict(plan.params) if hasattr(plan, "params") else dict(plan)
         self._plan_json = json.dumps(self.params)
         if isinstance(budget, str):
@@ -644,25 +668,42 @@ class DistributedDpStrategy(WrappedStrategy):
     @classmethod
     def planned(cls, inner: Strategy, *, dim: int, clip: float, bits: int, clients: int,
                 epsilon: float, delta: float, rounds: int, dropout_tolerance: float = 0.2,
-                k: float = 4.0, **kw: Any) -> "DistributedDpStrategy":
+                k: float = 4.0, colluding_fraction: float = 0.0,
+                **kw: Any) -> "DistributedDpStrategy":
         """Plans the noise so that ε(δ) after ``rounds`` rounds is at most ``epsilon`` as long
         as at least ``clients − dropouts_covered`` clients contribute to every round (more
         contributors only add noise), and the modular range for the sum of all ``clients``
         (:func:`plan_for_dropouts`). ``dropouts_covered = ⌊clients·dropout_tolerance⌋``
         (:func:`dropouts_covered`); a positive tolerance that covers no dropout (4 clients at
-        0.2) is refused. ``epsilon`` is the run's budget unless ``budget=`` says otherwise."""
+        0.2) is refused. ``epsilon`` is the run's budget unless ``budget=`` says otherwise.
+        ``colluding_fraction`` γ: the target holds for the honest survivors alone (see the
+        class's "Accounting")."""
         covered = dropouts_covered(clients, dropout_tolerance)
         plan = plan_for_dropouts(dim=dim, clip=clip, bits=bits, clients=clients,
                                  min_contributors=clients - covered, epsilon=epsilon,
-                                 delta=delta, rounds=rounds, k=k)
+                                 delta=delta, rounds=rounds, k=k,
+                                 colluding_fraction=colluding_fraction)
         return cls(inner, plan=plan, delta=delta, dropout=dropout_tolerance, **kw)
 
     @property
     def history(self):
         return self.ledger.history
 
-    def _event(self, contributors: int):
-        ev = dist.round_event(self.plan, contributors)
+    def _honest(self, cohort: int, contributors: int) -> Optional[int]:
+        """The honest lower bound of ``contributors`` of ``cohort`` (None: the colluders could
+        be all of them)."""
+        try:
+            return int(dist.honest_contributors(cohort, contributors, self.colluding_fraction))
+        except errors.InvalidParameter:
+            return None
+
+    def _event(self, cohort: int, contributors: int):
+        honest = self._honest(cohort, contributors)
+        if honest is None:
+            raise errors.InvalidParameter(
+                f"colluding_fraction={self.colluding_fraction} of {cohort} clients leaves no "
+                f"honest contributor among {contributors}")
+        ev = dist.round_event(self.plan, honest)
         if self.sample_rate is not None and self.sample_rate < 1.0:
             ev = accounting.PoissonSampledDpEvent(float(self.sample_rate), ev)
         return ev
@@ -698,10 +739,13 @@ class DistributedDpStrategy(WrappedStrategy):
         if not msgs:
             return []
         n = len({m.metadata.dst_node_id for m in msgs})
-        if self.ledger.would_exceed(self._event(n)):
+        if self._honest(n, n) is None:
+            # a cohort this small could be all colluders: nothing would protect anyone
+            self._event(n, n)
+        if self.ledger.would_exceed(self._event(n, n)):
             what = f"even with all {n} sampled clients contributing, the round"
             if self.on_budget == "raise":
-                self.ledger.check(server_round, self._event(n), what)
+                self.ledger.check(server_round, self._event(n, n), what)
             self.stopped = True
             warn("privfed: round %d and later not started: %s would exceed the budget %g",
                  server_round, what, self.ledger.budget)
@@ -809,8 +853,13 @@ class DistributedDpStrategy(WrappedStrategy):
                 # The survivors are known now, before anything is unmasked: refuse a round
                 # whose sum would take ε past the budget (fewer contributors than planned).
                 m = masked
-                if m > 0 and self.ledger.would_exceed(self._event(m)):
-                    after = self.ledger.epsilon_after(self._event(m))
+                if m > 0 and self._honest(res.sampled, m) is None:
+                    res.stage_seconds[stage] = time.perf_counter() - t0
+                    return self._abort(res, (
+                        f"before unmasking: the {m} survivors could all be colluders "
+                        f"(colluding_fraction={self.colluding_fraction} of {res.sampled})"))
+                if m > 0 and self.ledger.would_exceed(self._event(res.sampled, m)):
+                    after = self.ledger.epsilon_after(self._event(res.sampled, m))
                     reason = (f"before unmasking: {m} survivors would take ε to "
                               f"{after if after is None else round(after, 4)} at δ = "
                               f"{self.ledger.delta:g}, past the budget {self.ledger.budget:g}")
@@ -850,10 +899,12 @@ class DistributedDpStrategy(WrappedStrategy):
             res.wrap_suspected = bool(decoded.wrap_suspected)
             note = "wrap suspected: not applied" if (
                 res.wrap_suspected and not self.apply_on_wrap) else ""
-            rec = self.ledger.record(server_round, self._event(m), m, note)
+            res.honest_contributors = self._honest(res.sampled, m) or 0
+            rec = self.ledger.record(server_round, self._event(res.sampled, m), m, note)
         else:
             rec = self.ledger.record(server_round, None, 0, "no contributor")
         res.epsilon = rec.epsilon
+        res.colluding_fraction = self.colluding_fraction
         res.stage_seconds["decode"] = time.perf_counter() - t0
         # a reply the inner strategy can aggregate: any message sent this round serves
         res.template = msgs[0]
@@ -877,5 +928,7 @@ class DistributedDpStrategy(WrappedStrategy):
         metrics = MetricRecord() if metrics is None else metrics
         metrics["privfed-epsilon"] = res.epsilon
         metrics["privfed-contributors"] = res.contributors
+        metrics["privfed-colluding-fraction"] = res.colluding_fraction
+        metrics["privfed-honest-contributors"] = res.honest_contributors
         metrics["privfed-sampled"] = res.sampled
         return arrays, metrics

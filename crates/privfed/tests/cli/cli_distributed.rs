@@ -39,6 +39,55 @@ fn describe_skellam_golden_values() {
     assert!(e > 0.0 && e.is_finite());
 }
 
+/// `--colluding-fraction γ`: the plan's JSON says γ, the colluders `⌈γ·n⌉` and the honest count
+/// beside ε; an ε target holds for the honest count (more noise than without colluders); a γ
+/// outside [0, 1) or one leaving no honest client is an error.
+#[test]
+fn describe_skellam_reports_the_honest_contributors() {
+    let base = [
+        "describe",
+        "skellam",
+        "--bits",
+        "18",
+        "--clip",
+        "3",
+        "--clients",
+        "16",
+        "--dim",
+        "4096",
+        "--k",
+        "3",
+        "--epsilon",
+        "6",
+        "--delta",
+        "0.01",
+        "--rounds",
+        "150",
+        "--json",
+    ];
+    let none = json_ok(&base);
+    assert_eq!(none["colluding_fraction"].as_f64(), Some(0.0));
+    assert_eq!(none["honest_contributors"].as_u64(), Some(16));
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--colluding-fraction", "0.25"]);
+    let v = json_ok(&args);
+    assert_eq!(v["colluding_fraction"].as_f64(), Some(0.25));
+    assert_eq!(v["colluders"].as_u64(), Some(4));
+    assert_eq!(v["honest_contributors"].as_u64(), Some(12));
+    assert!(v["epsilon"].as_f64().unwrap() <= 6.0);
+    assert!(
+        v["local_noise_stddev"].as_f64().unwrap() > none["local_noise_stddev"].as_f64().unwrap()
+    );
+    for (gamma, what) in [
+        ("1", "colluding_fraction"),
+        ("0.95", "no honest contributor"),
+    ] {
+        let mut bad = base.to_vec();
+        bad.extend_from_slice(&["--colluding-fraction", gamma]);
+        fails_with(&bad, what);
+    }
+}
+
 #[test]
 fn describe_skellam_plans_for_an_epsilon_or_names_the_knob() {
     let v = json_ok(&[

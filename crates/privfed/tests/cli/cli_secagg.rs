@@ -242,7 +242,11 @@ fn dme_skellam_through_secure_aggregation_decodes_the_same_mean() {
         "--json",
         "--quiet",
     ];
-    let plain = json_ok(&base);
+    // The active round is sized for a colluding fraction of 0.1, and its accounting assumes
+    // the same γ unless told otherwise; the plain sum is given that γ so both plan alike.
+    let mut plain_args = base.to_vec();
+    plain_args.extend_from_slice(&["--colluding-fraction", "0.1"]);
+    let plain = json_ok(&plain_args);
     assert!(
         plain["min_survivors"].as_u64().is_some_and(|m| m < 20),
         "{plain}"
@@ -259,9 +263,22 @@ fn dme_skellam_through_secure_aggregation_decodes_the_same_mean() {
         "epsilon",
         "mean_survivors",
         "min_survivors",
+        "colluding_fraction",
+        "colluders",
+        "honest_contributors",
     ] {
         assert_eq!(secure[key], plain[key], "{key}");
     }
+    assert_eq!(secure["colluding_fraction"].as_f64(), Some(0.1));
+    assert_eq!(secure["colluders"].as_u64(), Some(2));
+    assert_eq!(
+        secure["honest_contributors"].as_u64(),
+        Some(secure["min_survivors"].as_u64().unwrap() - 2)
+    );
+    // Another γ than the round's thresholds are sized for is refused (one γ, not two).
+    let mut other = with.clone();
+    other.extend_from_slice(&["--colluding-fraction", "0.2"]);
+    fails_with(&other, "colluding_fraction");
     // DDG shares go through the same path; the continuous Gaussian cannot.
     let mut ddg = with.clone();
     ddg[1] = "ddg";

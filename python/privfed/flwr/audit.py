@@ -205,9 +205,9 @@ class AuditStrategy(WrappedStrategy):
         self._pending: Optional[Dict[str, Any]] = None
         self._weight = 1.0
         self._largest: Optional[float] = None
-        # Refuse a bad configuration now, not in round 1: a probe at K + 1 dimensions (K ≥ dim
-        # is checked again on the real model).
-        if canaries <= 4096:
+        # Refuse a bad configuration now, not in round 1: a probe at K + 1 dimensions (cheap for
+        # K ≤ 1024; larger K and K ≥ dim are checked on the real model in the first round).
+        if canaries <= 1024:
             CanarySet(canaries, canaries + 1, seed=0, delta=self.delta, confidence=confidence,
                       guesses=guesses, norm=norm)
 

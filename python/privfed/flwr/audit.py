@@ -67,6 +67,9 @@ from .strategy_base import WrappedStrategy
 #: client -> server ``{"index"}``.
 CANARY_RECORD = "privfed-canary"
 
+#: What a ``history`` entry adds to the round's ``audit``.
+_OWN_KEYS = ("round", "epsilon", "canaries_sent")
+
 
 # ================================================================================ client side
 class CanaryMod:
@@ -218,10 +221,8 @@ class AuditStrategy(WrappedStrategy):
         if self.canary_set is None:
             return None
         last = self.history[-1] if self.history else None
-        if last is not None:
-            last = {k: last[k] for k in ("epsilon_lower_bound", "epsilon_estimate",
-                                         "epsilon_estimate_unequal_variance",
-                                         "accounted_canary_epsilon", "correct", "norm")}
+        if last is not None:  # the round's audit as CanarySet.audit returned it
+            last = {k: v for k, v in last.items() if k not in _OWN_KEYS}
         return self.canary_set.summary(last)
 
     def _canaries_for(self, dim: int) -> CanarySet:

@@ -2,7 +2,7 @@
 //! every covered mechanism holding its own claim, reproducibility.
 //!
 //! False-positive rate: the honest audits run at `--alpha 1e-3` (each flags a true claim with
-//! probability at most 10⁻³; with 12 of them at most 1.2%), at fixed seeds.
+//! probability at most 10⁻³; with 13 of them at most 1.3%), at fixed seeds.
 
 use crate::common::{fails_with, json_ok, privfed};
 use serde_json::Value;
@@ -89,6 +89,41 @@ fn skellam_with_too_little_noise_is_a_violation() {
     assert!(v["mechanism_epsilon"].as_f64().unwrap() > 2.5);
 }
 
+/// Five clients' discrete Gaussian shares of variance 0.2 each on a sensitivity-1 query: the
+/// RDP accountant's ε at 10⁻⁵ is above 4; audited against a claim of ε = 1 it is caught.
+#[test]
+fn ddg_with_too_little_noise_is_a_violation() {
+    let out = privfed(&[
+        "audit",
+        "ddg",
+        "--variance",
+        "0.2",
+        "--clients",
+        "5",
+        "--delta",
+        "1e-5",
+        "--claim-epsilon",
+        "1",
+        "--samples",
+        "50000",
+        "--seed",
+        "3",
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_keys(&v);
+    assert_eq!(v["violation"], true);
+    assert_eq!(v["clients"], 5);
+    assert!(v["mechanism_epsilon"].as_f64().unwrap() > 4.0, "{v}");
+}
+
 /// Every covered mechanism at its own ε: no violation, exit 0, a positive bound below the claim.
 #[test]
 fn every_mechanism_holds_its_own_claim() {
@@ -121,6 +156,7 @@ fn every_mechanism_holds_its_own_claim() {
         &["privunit-inf", "--epsilon", "2", "--dim", "8"],
         &["separated", "--epsilon", "2", "--dim", "8"],
         &["skellam", "--epsilon", "2", "--delta", "1e-5"],
+        &["ddg", "--epsilon", "2", "--delta", "1e-5", "--clients", "4"],
     ];
     for (i, case) in cases.iter().enumerate() {
         let seed = (100 + i).to_string();
@@ -194,6 +230,10 @@ fn bad_audit_input_is_a_clear_error() {
         "--delta",
     );
     fails_with(
+        &["audit", "ddg", "--epsilon", "1", "--samples", "100"],
+        "--delta",
+    );
+    fails_with(
         &[
             "audit",
             "ddg",
@@ -201,10 +241,10 @@ fn bad_audit_input_is_a_clear_error() {
             "1",
             "--delta",
             "1e-5",
-            "--samples",
-            "100",
+            "--clients",
+            "0",
         ],
-        "ddg",
+        "--clients",
     );
     // An error is exit status 1, not the violation status 2.
     let out = privfed(&["audit", "grr", "--epsilon", "-1"]);

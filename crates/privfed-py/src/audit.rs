@@ -306,7 +306,7 @@ impl CanarySet {
     /// The audit of the cumulative model delta `Δ = θ_t − θ_0` (1-D, `dim` numbers) after
     /// `rounds` rounds in which the included canaries were sent at `norm`: a dict in the shape of
     /// a round's `audit` in `privfed fl train --json` (`epsilon_lower_bound`, `epsilon_estimate`,
-    /// `epsilon_estimate_unequal_variance`, `accounted_canary_epsilon`, `correct`, `norm`).
+    /// `accounted_canary_epsilon`, `correct`, `norm`, and the other estimates it carries).
     fn audit<'py>(
         &self,
         py: Python<'py>,

@@ -12,13 +12,15 @@ Submodules: :mod:`privfed.accounting` (RDP/PLD accountants, events, calibration)
 :mod:`privfed.mvu` (the MVU designer), :mod:`privfed.distributed` (paper 001's Skellam
 pipeline: planner, encoder, decoder), :mod:`privfed.secagg` (SecAgg/SecAgg+ client and server
 state machines), :mod:`privfed.ddml` (the Draw-and-Discard client step, paper 003),
-:mod:`privfed.fl` (the federated-learning simulator), :mod:`privfed.errors` (the exceptions);
+:mod:`privfed.fl` (the federated-learning simulator), :mod:`privfed.audit` (empirical privacy
+auditing: the one-run bound, the one-shot estimate, the canaries of an FL audit),
+:mod:`privfed.errors` (the exceptions);
 ``privfed.flwr`` (the Flower integration) needs the ``flwr`` extra.
 Randomness: an OS-seeded AES-256-CTR generator per object; ``seed=`` (an int, 32 bytes or 64 hex
 digits) makes runs reproducible and must never be used for a real release.
 """
 
-from . import accounting, ddml, distributed, errors, fl, mvu, secagg
+from . import accounting, audit, ddml, distributed, errors, fl, mvu, secagg
 from ._privfed import (
     GRR,
     MVU,
@@ -53,6 +55,7 @@ from .errors import (
 __all__ = [
     "__version__",
     "accounting",
+    "audit",
     "ddml",
     "distributed",
     "errors",

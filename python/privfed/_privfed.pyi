@@ -779,3 +779,59 @@ class Model:
         """New params (float32), or (params, mean_loss) with return_loss=True."""
 
 # ---- end of section: distributed DP, secure aggregation, Draw-and-Discard, FL
+
+# ============================================================================================
+# privfed.audit — empirical privacy auditing and the canaries of an FL audit.
+# Source: crates/privfed-py/src/audit.rs.
+# ============================================================================================
+
+def epsilon_lower_bound(
+    canaries: int, guesses: int, correct: int, delta: float, confidence: float = 0.95
+) -> float: ...
+def one_run_p_value(
+    canaries: int, guesses: int, correct: int, epsilon: float, delta: float
+) -> float: ...
+def guesses(
+    scores: _Floats, included: Sequence[bool], k_plus: int, k_minus: int
+) -> Tuple[int, int]: ...
+def cosine(canary: _Floats, model_delta: _Floats) -> float: ...
+def one_shot_epsilon(included: _Floats, excluded: _Floats, delta: float) -> Dict[str, float]: ...
+def clopper_pearson(
+    successes: int, trials: int, confidence: float = 0.95, *, two_sided: bool = False
+) -> Tuple[float, float]: ...
+def gdp_epsilon(mu: float, delta: float) -> float: ...
+def gdp_mu_from_tradeoff(fpr: float, fnr: float) -> float: ...
+def canary_directions(
+    seed: Union[int, bytes, str], canaries: int, dim: int
+) -> npt.NDArray[np.float64]: ...
+@final
+class CanarySet:
+    """The canaries of a federated-learning audit and its per-round audit."""
+
+    def __new__(
+        cls,
+        canaries: int,
+        dim: int,
+        *,
+        seed: _Seed = None,
+        delta: float = 1e-5,
+        confidence: float = 0.95,
+        guesses: Optional[int] = None,
+        norm: Optional[float] = None,
+        clip_norm: Optional[float] = None,
+        noise_multiplier: Optional[float] = None,
+    ) -> Self: ...
+    @property
+    def canaries(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def included(self) -> List[bool]: ...
+    @property
+    def directions(self) -> npt.NDArray[np.float64]: ...
+    def norm_for_round(
+        self, largest_update: Optional[float] = None, previous: Optional[float] = None
+    ) -> float: ...
+    def audit(self, model_delta: _Floats, norm: float, rounds: int) -> Dict[str, Any]: ...
+    def summary(self, last: Optional[Dict[str, Any]] = None) -> Dict[str, Any]: ...
+

@@ -843,3 +843,189 @@ def test_nodes_refuse_an_older_or_expired_roster(tmp_path):
         (o,) = strat.rounds
         assert o.aborted and len(o.errors) == len(nodes), o.errors
         assert all(why in e for e in o.errors.values()), o.errors
+
+
+# ============================================================ canary audits (AuditStrategy, canary_mod)
+class _Clients:
+    """A ClientApp (``mods``, then train) whose train returns received + a seeded random update
+    of norm ``scale`` per (node, round) over every array; it records who trained when."""
+
+    def __init__(self, mods=(), scale=0.5):
+        from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+        from flwr.clientapp import ClientApp
+
+        self.trained = []
+        app = ClientApp(mods=list(mods))
+
+        @app.train()
+        def train(msg, context):
+            rnd = int(msg.content["config"]["server-round"])
+            self.trained.append((context.node_id, rnd))
+            g = msg.content["arrays"]
+            rng = np.random.default_rng([context.node_id, rnd])
+            out = {}
+            for k, a in g.items():
+                v = a.numpy()
+                out[k] = (v + scale * rng.normal(size=v.shape) / np.sqrt(v.size)).astype(v.dtype)
+            return Message(RecordDict({"arrays": ArrayRecord(array_dict={k: Array(v) for k, v in
+                                                                         out.items()}),
+                                       "metrics": MetricRecord({"num-examples": 20})}),
+                           reply_to=msg)
+
+        self.app = app
+
+
+def _audit_run(inner_kind, rounds=3, canaries=100, dim=(40, 50), noise=1.0, **kw):
+    """Real nodes 1..5 (all sampled every round) and canary node 99, through the in-process
+    grid; returns the AuditStrategy, the clients and the accounted ε after the last round."""
+    from flwr.app import Array, ArrayRecord
+    from flwr.serverapp.strategy import FedAvg
+    from flwr_harness import InProcessGrid
+
+    from privfed.flwr import AuditStrategy, CentralDpStrategy, canary_mod
+
+    real = [1, 2, 3, 4, 5]
+    fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=5,
+                    min_available_nodes=5)
+    if inner_kind == "central":
+        inner = CentralDpStrategy(fedavg, noise_multiplier=noise, clipping_norm=1.0,
+                                  population=5, delta=1e-5, seed=77)
+        extra = {}
+    else:
+        inner, extra = fedavg, {"delta": 1e-5}
+    extra.update(kw)
+    strategy = AuditStrategy(inner, canaries, canary_nodes=[99], seed=2025, **extra)
+    clients = _Clients(mods=[canary_mod()])
+    grid = InProcessGrid(clients.app, real + [99])
+    rng = np.random.default_rng(0)
+    model = {"w": rng.normal(size=dim).astype(np.float32), "b": np.zeros(dim[1], np.float32)}
+    strategy.start(grid=grid, initial_arrays=ArrayRecord(
+        array_dict={k: Array(v) for k, v in model.items()}), num_rounds=rounds)
+    return strategy, clients
+
+
+@needs_flwr
+def test_audit_without_privacy_finds_the_canaries(caplog):
+    """Power: without privacy, 100 canaries (50 guesses) in a 2,050-parameter model are told
+    apart from the model after 3 rounds: the one-run 95% lower bound exceeds 2 (fixed seeds; the
+    canaries reach the model as one client each, so a failure means they did not). The canary
+    node never trains and never takes a real client's place; one log line per round."""
+    import logging
+
+    with caplog.at_level(logging.INFO):
+        s, clients = _audit_run("none")
+    assert [h["round"] for h in s.history] == [1, 2, 3]
+    last = s.history[-1]
+    assert last["epsilon_lower_bound"] > 2.0, last
+    assert last["epsilon_estimate"] > 2.0 and last["accounted_canary_epsilon"] is None
+    assert all(h["canaries_sent"] == sum(s.canary_set.included) for h in s.history)
+    # canary node 99 never trained; the five real nodes trained in every round
+    assert all(node != 99 for node, _ in clients.trained)
+    assert sorted(clients.trained) == [(n, r) for n in range(1, 6) for r in (1, 2, 3)]
+    # the summary is `privfed fl train --json`'s `audit`
+    a = s.audit
+    assert (a["canaries"], a["guesses"], a["confidence"]) == (100, 50, 0.95)
+    assert a["epsilon_lower_bound"] == last["epsilon_lower_bound"]
+    assert a["included"] == sum(s.canary_set.included)
+    lines = [r.getMessage() for r in caplog.records if "privfed audit: round" in r.getMessage()]
+    assert len(lines) == 3 and "ε_lb" in lines[-1] and "ε̂" in lines[-1], lines
+
+
+@needs_flwr
+def test_audit_under_central_dp_stays_below_the_accounted_epsilon():
+    """Honesty: with CentralDpStrategy (C = 1, z = 2, every client every round) the one-run 95%
+    lower bound stays below the canaries' own ε, itself at most the accounted ε (fixed seeds; the
+    bound exceeds a true ε with probability at most 5%), and the one-shot estimate (no
+    confidence level) below the accounted ε. The canaries did go through the clipped sum: the
+    same run at z = 0.01 finds them (lower bound > 2)."""
+    s, clients = _audit_run("central", noise=2.0)
+    last = s.history[-1]
+    eps, canary_eps = last["epsilon"], last["accounted_canary_epsilon"]
+    assert eps is not None and canary_eps is not None and canary_eps <= eps
+    assert last["epsilon_lower_bound"] < canary_eps, last
+    assert last["epsilon_estimate"] < eps, last
+    assert last["norm"] == 1.0  # the clipping norm: the largest contribution a client makes
+    # canaries are not contributors: the central strategy counted the five real clients
+    assert [r.contributors for r in s.inner.rounds] == [5, 5, 5]
+    loud, _ = _audit_run("central", noise=0.01)
+    assert loud.history[-1]["epsilon_lower_bound"] > 2.0, loud.history[-1]
+
+
+@needs_flwr
+def test_audit_clips_canaries_like_clients():
+    """A canary sent at norm 50 under C = 1 is projected to C before the sum: the audit at
+    z = 0.01 sees the same canaries as with norm = C, and the model moves by at most what C
+    allows (the mean's norm is at most (5 + K_in)·C/5 plus the noise)."""
+    s, _ = _audit_run("central", noise=0.01, rounds=1, norm=50.0)
+    k_in = sum(s.canary_set.included)
+    r = s.inner.rounds[0]
+    assert np.linalg.norm(r.mean) <= (5 + k_in) * 1.0 / 5 + 0.01 * 1.0 / 5 * 6 * np.sqrt(r.mean.size)
+
+
+@needs_flwr
+def test_audit_refuses_bad_configurations():
+    from flwr.serverapp.strategy import FedAvg
+
+    from privfed import errors
+    from privfed.flwr import AuditStrategy, CentralDpStrategy, LocalDpStrategy
+
+    fedavg = FedAvg(fraction_evaluate=0.0)
+    for bad in (0, 1, 2.5, True):
+        with pytest.raises(errors.ConfigError, match="canaries"):
+            AuditStrategy(fedavg, bad, delta=1e-5)
+    with pytest.raises(errors.ConfigError, match="guesses"):
+        AuditStrategy(fedavg, 10, delta=1e-5, guesses=3)
+    with pytest.raises(errors.ConfigError, match="delta"):
+        AuditStrategy(fedavg, 10)
+    with pytest.raises(errors.ConfigError, match="norm"):
+        AuditStrategy(fedavg, 10, delta=1e-5, norm=-1.0)
+    with pytest.raises(errors.ConfigError, match="canary_nodes"):
+        AuditStrategy(fedavg, 10, delta=1e-5, canary_nodes=[])
+    with pytest.raises(errors.ConfigError, match="not built"):
+        AuditStrategy(LocalDpStrategy(fedavg, epsilon=4.0, delta=1e-5), 10)
+    adaptive = CentralDpStrategy(fedavg, 1.0, 1.0, population=5, delta=1e-5, adaptive=True)
+    with pytest.raises(errors.ConfigError, match="adaptive"):
+        AuditStrategy(adaptive, 10)
+    # canaries ≥ the model's parameters: refused in the first round, before anything is sent
+    with pytest.raises(errors.ConfigError, match="fewer canaries than parameters"):
+        _audit_run("none", canaries=30, dim=(3, 5))
+
+
+@needs_flwr
+def test_canary_mod_answers_canary_messages_only():
+    """A TRAIN message with the canary record is answered with received + update without
+    training; any other message trains; a malformed record is refused."""
+    from flwr.app import ConfigRecord
+
+    from privfed import errors
+    from privfed.flwr import canary_mod
+    from privfed.flwr.audit import CANARY_RECORD
+
+    model = _model()
+    called = []
+
+    def trainer(msg, ctxt):
+        called.append(1)
+        return _trainer(np.zeros(28))(msg, ctxt)
+
+    mod = canary_mod()
+    upd = np.arange(24, dtype=np.float64) / 100
+    msg = _train_message(model)
+    msg.content[CANARY_RECORD] = ConfigRecord(
+        {"index": 3, "arrays": ["w"], "weight": 7.0, "update": [float(x) for x in upd]})
+    out = mod(msg, None, trainer)
+    assert not called
+    np.testing.assert_allclose(out.content["arrays"]["w"].numpy(),
+                               (model["w"].astype(np.float64) + upd.reshape(6, 4)).astype(np.float32))
+    np.testing.assert_array_equal(out.content["arrays"]["b"].numpy(), model["b"])
+    assert out.content[CANARY_RECORD]["index"] == 3
+    assert out.content.metric_records["metrics"]["num-examples"] == 7.0
+    mod(_train_message(model), None, trainer)
+    assert called == [1]
+    bad = _train_message(model)
+    bad.content[CANARY_RECORD] = ConfigRecord({"index": 3, "arrays": ["w"], "weight": 1.0,
+                                               "update": [0.0] * 5})
+    with pytest.raises(errors.ProtocolError):
+        mod(bad, None, trainer)
+    with pytest.raises(TypeError, match="canary_mod()"):
+        canary_mod(msg, None, trainer)

@@ -61,7 +61,7 @@ def test_every_exported_name_resolves():
 
     for name in privfed.__all__:
         assert hasattr(privfed, name), name
-    for mod in ("accounting", "mvu", "distributed", "secagg", "ddml", "fl", "errors"):
+    for mod in ("accounting", "audit", "mvu", "distributed", "secagg", "ddml", "fl", "errors"):
         assert isinstance(getattr(privfed, mod), types.ModuleType), mod
 
 

@@ -62,10 +62,72 @@ use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
 use super::FlError;
-use super::config::AuditConfig;
+use super::config::{AuditConfig, Seed};
+use super::train::{PURPOSE_CANARY_DIRECTION, PURPOSE_CANARY_INCLUSION, stream};
 
 /// The most numbers the canaries' directions may hold (`K·d`, 128 MiB of `f64`).
 pub const MAX_CANARY_VALUES: usize = 1 << 24;
+
+/// The generator of canary `i`'s direction in a run with `seed`.
+fn direction_stream(seed: &Seed, i: u64) -> NoiseRng {
+    stream(seed, PURPOSE_CANARY_DIRECTION, 0, i)
+}
+
+/// The generator of the canaries' inclusion bits in a run with `seed`.
+fn inclusion_stream(seed: &Seed) -> NoiseRng {
+    stream(seed, PURPOSE_CANARY_INCLUSION, 0, 0)
+}
+
+/// `k` unit directions in dimension `dim`, row after row: direction `i` is `dim` i.i.d.
+/// standard normals from `direction_rng(i)`, divided by their norm (an isotropic direction on
+/// the sphere; redrawn in the measure-zero event of a zero vector).
+fn draw_directions(
+    k: usize,
+    dim: usize,
+    direction_rng: &mut impl FnMut(u64) -> NoiseRng,
+) -> Result<Vec<f64>, FlError> {
+    if dim == 0 || k.saturating_mul(dim) > MAX_CANARY_VALUES {
+        return Err(FlError::Config(format!(
+            "audit.canaries: {k} canaries of the model's {dim} parameters are more than \
+             {MAX_CANARY_VALUES} numbers; use fewer canaries"
+        )));
+    }
+    let mut directions = Vec::with_capacity(k * dim);
+    for i in 0..k {
+        let mut rng = direction_rng(i as u64);
+        let start = directions.len();
+        loop {
+            directions.extend((0..dim).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
+            let n = directions[start..]
+                .iter()
+                .map(|x| x * x)
+                .sum::<f64>()
+                .sqrt();
+            if n > 0.0 {
+                directions[start..].iter_mut().for_each(|x| *x /= n);
+                break;
+            }
+            directions.truncate(start);
+        }
+    }
+    Ok(directions)
+}
+
+/// The `k` canary directions of a run with `seed` in dimension `dim` (the model's parameter
+/// count), row after row — exactly those `privfed fl train` inserts with `[audit] canaries = k`
+/// and this seed, and those `privfed.audit.CanarySet` and the Flower audit use.
+///
+/// # Errors
+/// `dim = 0` or `k·dim` above [`MAX_CANARY_VALUES`].
+pub fn canary_directions(seed: &Seed, k: usize, dim: usize) -> Result<Vec<f64>, FlError> {
+    draw_directions(k, dim, &mut |i| direction_stream(seed, i))
+}
+
+/// The `k` inclusion bits `S_i` of a run with `seed` (one fair coin per canary, in order).
+pub fn canary_inclusion(seed: &Seed, k: usize) -> Vec<bool> {
+    let mut rng = inclusion_stream(seed);
+    (0..k).map(|_| rng.random_bool(0.5)).collect()
+}
 
 /// One round's audit (the `audit` of a round in the JSON output).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -158,30 +220,7 @@ impl Canaries {
         inclusion_rng: &mut NoiseRng,
     ) -> Result<Self, FlError> {
         let k = cfg.canaries;
-        if dim == 0 || k.saturating_mul(dim) > MAX_CANARY_VALUES {
-            return Err(FlError::Config(format!(
-                "audit.canaries: {k} canaries of the model's {dim} parameters are more than \
-                 {MAX_CANARY_VALUES} numbers; use fewer canaries"
-            )));
-        }
-        let mut directions = Vec::with_capacity(k * dim);
-        for i in 0..k {
-            let mut rng = direction_rng(i as u64);
-            let start = directions.len();
-            loop {
-                directions.extend((0..dim).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
-                let n = directions[start..]
-                    .iter()
-                    .map(|x| x * x)
-                    .sum::<f64>()
-                    .sqrt();
-                if n > 0.0 {
-                    directions[start..].iter_mut().for_each(|x| *x /= n);
-                    break;
-                }
-                directions.truncate(start);
-            }
-        }
+        let directions = draw_directions(k, dim, &mut direction_rng)?;
         let included = (0..k).map(|_| inclusion_rng.random_bool(0.5)).collect();
         Ok(Self {
             directions,
@@ -193,6 +232,41 @@ impl Canaries {
             guesses: cfg.guesses(),
             delta,
         })
+    }
+
+    /// The canaries of a run with `seed`, as `privfed fl train` draws them: direction `i` from
+    /// the seed's canary-direction stream `i`, the inclusion bits from its canary-inclusion
+    /// stream ([`canary_directions`], [`canary_inclusion`]; the other arguments as in
+    /// [`Canaries::new`]). Anyone who knows the seed knows which canaries were included: the
+    /// auditor keeps it secret.
+    ///
+    /// # Errors
+    /// As [`Canaries::new`].
+    pub fn from_seed(
+        cfg: &AuditConfig,
+        dim: usize,
+        clip_and_z: Option<(f64, f64)>,
+        delta: f64,
+        seed: &Seed,
+    ) -> Result<Self, FlError> {
+        Self::new(
+            cfg,
+            dim,
+            clip_and_z,
+            delta,
+            |i| direction_stream(seed, i),
+            &mut inclusion_stream(seed),
+        )
+    }
+
+    /// The unit directions `c_i`, row after row (`K·d` numbers).
+    pub fn directions(&self) -> &[f64] {
+        &self.directions
+    }
+
+    /// `d`, the model's number of parameters.
+    pub fn dim(&self) -> usize {
+        self.dim
     }
 
     /// The inclusion bits `S_i`.

@@ -432,6 +432,37 @@ impl AuditConfig {
     pub fn guesses(&self) -> usize {
         self.guesses.unwrap_or(2 * (self.canaries / 4).max(1))
     }
+
+    /// Checks the fields: `2 ≤ canaries ≤` [`MAX_CANARIES`], confidence in (0, 1), guesses even
+    /// and in `2..=canaries`, a positive finite norm.
+    ///
+    /// # Errors
+    /// [`FlError::Config`] naming the field and its value.
+    pub fn validate(&self) -> Result<(), FlError> {
+        if !(2..=MAX_CANARIES).contains(&self.canaries) {
+            return bad(format!(
+                "audit.canaries must be in 2..={MAX_CANARIES} (got {})",
+                self.canaries
+            ));
+        }
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return bad(format!(
+                "audit.confidence must lie in (0, 1) (got {})",
+                self.confidence
+            ));
+        }
+        let r = self.guesses();
+        if r < 2 || r > self.canaries || !r.is_multiple_of(2) {
+            return bad(format!(
+                "audit.guesses must be even and in 2..={} (audit.canaries), got {r}",
+                self.canaries
+            ));
+        }
+        if let Some(n) = self.norm {
+            positive("audit.norm", n)?;
+        }
+        Ok(())
+    }
 }
 
 /// Everything about a training run except the data.
@@ -738,29 +769,7 @@ impl TrainConfig {
                  only, not {kind:?} (canaries are not inserted through that mechanism)"
             ));
         }
-        if !(2..=MAX_CANARIES).contains(&a.canaries) {
-            return bad(format!(
-                "audit.canaries must be in 2..={MAX_CANARIES} (got {})",
-                a.canaries
-            ));
-        }
-        if !(a.confidence > 0.0 && a.confidence < 1.0) {
-            return bad(format!(
-                "audit.confidence must lie in (0, 1) (got {})",
-                a.confidence
-            ));
-        }
-        let r = a.guesses();
-        if r < 2 || r > a.canaries || !r.is_multiple_of(2) {
-            return bad(format!(
-                "audit.guesses must be even and in 2..={} (audit.canaries), got {r}",
-                a.canaries
-            ));
-        }
-        if let Some(n) = a.norm {
-            positive("audit.norm", n)?;
-        }
-        Ok(())
+        a.validate()
     }
 
     /// The sampling rate the accountants see for data of `clients` clients: `rate` for Poisson,

@@ -853,6 +853,25 @@ fn without_privacy_the_canaries_show_a_large_epsilon() {
     }
 }
 
+/// One home for the canaries: a run draws exactly [`crate::audit::canary_directions`] and
+/// [`crate::audit::canary_inclusion`] of its seed (what `privfed.audit` and the Flower audit
+/// use), and another seed draws others.
+#[test]
+fn a_runs_canaries_are_the_seeds_canaries() {
+    use crate::audit::{Canaries, canary_directions, canary_inclusion};
+    let data = wide(20, 10);
+    let cfg = audited(central(1.0), Sampling::Poisson { rate: 0.5 }, 1, 20);
+    let seed = cfg.seed.unwrap();
+    let t = Trainer::new(cfg.clone(), &data, 1).unwrap();
+    assert_eq!(t.canary_inclusion().unwrap(), canary_inclusion(&seed, 20));
+    let c = Canaries::from_seed(cfg.audit.as_ref().unwrap(), 1010, None, 1e-5, &seed).unwrap();
+    assert_eq!(c.directions(), canary_directions(&seed, 20, 1010).unwrap());
+    assert_eq!(c.included(), canary_inclusion(&seed, 20));
+    let other = Seed::from_u64(u64::MAX);
+    assert_ne!(c.directions(), canary_directions(&other, 20, 1010).unwrap());
+    assert!(canary_directions(&seed, 20, 0).is_err());
+}
+
 /// The canary norm: a configured norm wins; under central DP it defaults to the clip; without
 /// privacy it is the round's largest real update, else the previous round's, else 1.
 #[test]

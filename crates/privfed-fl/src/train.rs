@@ -47,13 +47,13 @@ const PURPOSE_PRIVATIZE: u64 = 4;
 const PURPOSE_SERVER: u64 = 5;
 const PURPOSE_DROPOUT: u64 = 6;
 // 7 is the data's partition stream (`run.rs`).
-const PURPOSE_CANARY_DIRECTION: u64 = 8;
-const PURPOSE_CANARY_INCLUSION: u64 = 9;
+pub(crate) const PURPOSE_CANARY_DIRECTION: u64 = 8;
+pub(crate) const PURPOSE_CANARY_INCLUSION: u64 = 9;
 
 /// Test rows per evaluation task (fixed, so sums combine in the same order for any thread count).
 const EVAL_CHUNK: usize = 256;
 
-fn stream(seed: &Seed, purpose: u64, round: u64, client: u64) -> NoiseRng {
+pub(crate) fn stream(seed: &Seed, purpose: u64, round: u64, client: u64) -> NoiseRng {
     StreamKey::from_bytes(seed.0).stream((purpose << 56) | (round << 24) | client)
 }
 
@@ -377,14 +377,7 @@ impl<'d> Trainer<'d> {
                     (Privacy::CentralGaussian { clip, .. }, Some(z)) => Some((clip, z)),
                     _ => None,
                 };
-                let c = Canaries::new(
-                    a,
-                    n,
-                    clip_and_z,
-                    cfg.accounting.delta,
-                    |i| stream(&seed, PURPOSE_CANARY_DIRECTION, 0, i),
-                    &mut stream(&seed, PURPOSE_CANARY_INCLUSION, 0, 0),
-                )?;
+                let c = Canaries::from_seed(a, n, clip_and_z, cfg.accounting.delta, &seed)?;
                 Some((c, params.clone()))
             }
         };

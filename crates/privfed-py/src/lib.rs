@@ -15,6 +15,7 @@
 
 mod accounting;
 mod arrays;
+mod audit;
 mod central;
 mod ddml;
 mod distributed;
@@ -41,5 +42,6 @@ fn _privfed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     secagg::register(m)?;
     ddml::register(m)?;
     fl::register(m)?;
+    audit::register(m)?;
     Ok(())
 }

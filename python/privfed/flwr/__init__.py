@@ -29,6 +29,12 @@ Distributed DP with secure aggregation (over :mod:`privfed.distributed` and :mod
   Skellam encoding summed by privfed's SecAgg/SecAgg+ over Flower messages; the server decodes
   the mean and accounts each round with the clients actually in the sum.
 
+Canary audits (the empirical ε of a run; :mod:`privfed.flwr.audit`):
+
+* :func:`canary_mod` (client) and :class:`AuditStrategy` (server): canary clients added to each
+  round's cohort, the one-run lower bound and the one-shot estimate logged each round beside
+  the accounted ε.
+
 See docs/FLOWER.md. Needs Flower: ``pip install "privfed[flwr]"``.
 """
 
@@ -44,6 +50,7 @@ except ImportError as exc:  # pragma: no cover - exercised by test_flwr's subpro
         'pip install "privfed[flwr]"'
     ) from exc
 
+from .audit import AuditStrategy, CanaryMod, canary_mod
 from .central import (
     CentralDpMod,
     CentralDpStrategy,
@@ -67,6 +74,9 @@ from .records import flatten_arrays, unflatten_like
 from .selection import ArraySelection
 
 __all__ = [
+    "AuditStrategy",
+    "CanaryMod",
+    "canary_mod",
     "PrivatizeMod",
     "privatize_mod",
     "LocalDpStrategy",

@@ -369,6 +369,21 @@ class CentralDpStrategy(WrappedStrategy):
                          "global": flatten_selected(arrays, names)}
         return msgs
 
+    def add_canary_updates(self, updates: List[np.ndarray]) -> None:
+        """Adds audit canaries' updates (over this round's selected arrays) to the round
+        between ``configure_train`` and ``aggregate_train`` (:class:`privfed.flwr.AuditStrategy`
+        does): each is projected onto the clipping ball and summed with the clients' before the
+        noise, as a client's update is, but canaries are not contributors, do not change the
+        divisor k and are not accounted (they are extra clients, not sampled ones)."""
+        if self._pending is None:
+            raise ValueError("add_canary_updates: no round is open (call it after "
+                             "configure_train and before aggregate_train)")
+        dim = self._pending["global"].size
+        for u in updates:
+            if np.shape(u) != (dim,) or not np.all(np.isfinite(u)):
+                raise ValueError(f"add_canary_updates: a canary update is not {dim} finite numbers")
+        self._pending["canaries"] = [np.asarray(u, dtype=np.float64) for u in updates]
+
     def _accept(self, server_round: int, m: Message, p: Dict[str, Any], seen: set):
         """(Δ, bit) of an acceptable reply, or the reason it is refused."""
         nid = m.metadata.src_node_id
@@ -439,7 +454,9 @@ class CentralDpStrategy(WrappedStrategy):
         # the noisy mean: privfed's projection onto the C-ball, sum / k, N(0, (z_Δ·C/k)²)
         mech = CentralGaussian(c, rnd.noise_multiplier,
                                seed=_derived_seed(self.seed, server_round, "update"))
-        mean = np.asarray(mech.aggregate(np.stack(deltas), float(k)), dtype=np.float64)
+        canaries = p.get("canaries", [])  # audit canaries: clipped and summed, not accounted
+        mean = np.asarray(mech.aggregate(np.stack(deltas + canaries), float(k)),
+                          dtype=np.float64)
         rnd.mean = mean
         if self.adaptive:
             # noisy count of unclipped updates: Σ b_i + N(0, σ_b²) (a 1-D sum at "clip" 1,

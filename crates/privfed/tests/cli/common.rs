@@ -71,7 +71,6 @@ pub fn keys_table(rows: &[(&str, &[&str])]) -> Vec<Value> {
 }
 
 /// Runs `privfed`, asserts success, and parses stdout as JSON.
-
 pub fn json_ok(args: &[&str]) -> Value {
     let out = privfed(args);
     assert!(

@@ -456,7 +456,7 @@ def test_every_rust_event_variant_round_trips_through_the_python_classes():
         _same_json(ev.to_dict(), d, d["type"])
         relation = "replace_one" if d["type"] == "sampled_without_replacement" else "add_or_remove_one"
         acct = pa.RdpAccountant(neighboring_relation=relation).compose(ev)
-        (back,) = acct.ledger()
+        (back,) = acct.ledger
         _same_json(back.to_dict(), d, d["type"] + " (through the accountant)")
     # Every exported event class is the image of one Rust variant (NoOpDpEvent is a function
     # returning the empty ComposedDpEvent).

@@ -114,3 +114,11 @@ if [ -f "$E/fl/paper001-shakespeare.csv" ]; then
     --y-label "next-character accuracy after 30 rounds" \
     --title "Paper 001, Shakespeare by role (GRU): ε = 6 for a hypothetical 10^6 clients, mean of 3 seeds"
 fi
+
+# ---- Auditing ----
+# How tight each guarantee is (docs/AUDIT.md): ε_lb / ε_claimed per row of
+# `scripts/audit_table.sh N BIN experiments/audit_tightness.csv`, pure ε-DP and δ > 0 claims as
+# two series (the lines only join the rows in table order).
+fig audit_tightness $E/audit_tightness.csv --x index --y ratio --series kind --size 520x300 \
+  --x-label "mechanism (row of the table in docs/AUDIT.md)" --y-label "ε_lb / ε_claimed" \
+  --title "How tight each guarantee is: 99% lower bound over the claim (2·10⁴ samples per input)"

@@ -493,14 +493,27 @@ class DeviceKey:
 
 @final
 class Roster:
-    """The enrolled devices' verifying keys, signed by the enrollment authority."""
+    """The enrolled devices' verifying keys, signed by the enrollment authority, with a version
+    and an expiry time (`not_after`, Unix seconds; default 30 days from signing)."""
 
     @staticmethod
-    def sign(authority: DeviceKey, devices: Sequence[bytes]) -> Roster: ...
+    def sign(
+        authority: DeviceKey,
+        devices: Sequence[bytes],
+        *,
+        version: int = 1,
+        not_after: Optional[int] = None,
+    ) -> Roster: ...
     @staticmethod
     def from_bytes(data: bytes) -> Roster: ...
     def to_bytes(self) -> bytes: ...
-    def verify(self, authority: bytes) -> None: ...
+    def verify(
+        self, authority: bytes, *, min_version: int = 0, now: Optional[int] = None
+    ) -> None: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def not_after(self) -> int: ...
     @property
     def devices(self) -> List[bytes]: ...
     @property
@@ -530,6 +543,7 @@ class SecAggClient:
         device: Optional[DeviceKey] = None,
         roster: Optional[Roster] = None,
         authority: Optional[bytes] = None,
+        min_roster_version: int = 0,
     ) -> Self: ...
     @property
     def advertise_message(self) -> bytes: ...

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -775,3 +776,33 @@ def test_nodes_that_trust_an_authority_refuse_weaker_rounds(tmp_path):
     _start(strat, grid, 1)
     (o,) = strat.rounds
     assert o.aborted and all("authority" in e for e in o.errors.values()), o.errors
+
+
+@needs_flwr
+def test_nodes_refuse_an_older_or_expired_roster(tmp_path):
+    """A node keeps the newest roster version it accepted from its authority (in its journal):
+    once it has taken part with version 2, a server relaying version 1 — which the authority
+    signed too, and which may still list a device it since removed — is refused, and so is a
+    roster whose ``not_after`` has passed by the node's clock."""
+    from privfed import secagg
+
+    nodes = [41, 42, 43, 44, 45, 46]
+    dim = _model_dim()
+    authority = secagg.DeviceKey.generate()
+    grid, keys = _enrolled_grid(_secagg_app(dim), nodes, tmp_path, authority=authority)
+    devices = list(keys.values())
+    v1 = secagg.Roster.sign(authority, devices, version=1)
+    v2 = secagg.Roster.sign(authority, devices, version=2)
+    assert (v1.version, v2.version) == (1, 2) and v2.not_after > time.time()
+    strat = _strategy(nodes, dim, threat_model="active", roster=v2)
+    _start(strat, grid, 1)
+    (o,) = strat.rounds
+    assert not o.aborted, (o.abort_reason, o.errors)
+    for roster, why in ((v1, "older than version 2"),
+                        (secagg.Roster.sign(authority, devices, version=3, not_after=1),
+                         "expired")):
+        strat = _strategy(nodes, dim, threat_model="active", roster=roster)
+        _start(strat, grid, 1)
+        (o,) = strat.rounds
+        assert o.aborted and len(o.errors) == len(nodes), o.errors
+        assert all(why in e for e in o.errors.values()), o.errors

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import numpy as np
 import pytest
@@ -355,6 +356,39 @@ def _enroll(n):
     devices = [secagg.DeviceKey.generate() for _ in range(n)]
     roster = secagg.Roster.sign(authority, [d.verifying_key for d in devices])
     return authority, devices, roster
+
+
+def test_a_roster_carries_a_signed_version_and_expiry():
+    """Roster.sign(version=, not_after=): both are signed; verify() and the client refuse an
+    expired roster (by the clock, or `now=`) and one older than `min_version` — what a device
+    keeps so that a server relaying an older roster cannot bring back a removed device."""
+    authority = secagg.DeviceKey.generate()
+    devices = [secagg.DeviceKey.generate() for _ in range(4)]
+    keys = [d.verifying_key for d in devices]
+    r = secagg.Roster.sign(authority, keys, version=7, not_after=2_000_000_000)
+    assert (r.version, r.not_after) == (7, 2_000_000_000)
+    assert "version=7" in repr(r)
+    back = secagg.Roster.from_bytes(r.to_bytes())
+    assert back == r and back.version == 7
+    r.verify(authority.verifying_key, min_version=7, now=2_000_000_000)
+    with pytest.raises(errors.ProtocolAbort, match="expired"):
+        r.verify(authority.verifying_key, now=2_000_000_001)
+    with pytest.raises(errors.ProtocolAbort, match="older"):
+        r.verify(authority.verifying_key, min_version=8)
+    # default expiry: 30 days from signing
+    fresh = secagg.Roster.sign(authority, keys)
+    assert fresh.version == 1
+    assert abs(fresh.not_after - (time.time() + 30 * 86400)) < 120
+    # the client applies the same checks, with the machine's clock
+    config = secagg.round_config(4, 16, 8, threat_model="active", roster=r)
+    with pytest.raises(errors.ProtocolAbort, match="older"):
+        secagg.SecAggClient(config, 1, device=devices[0], roster=r,
+                            authority=authority.verifying_key, min_roster_version=8)
+    stale = secagg.Roster.sign(authority, keys, version=8, not_after=1)
+    config = secagg.round_config(4, 16, 8, threat_model="active", roster=stale)
+    with pytest.raises(errors.ProtocolAbort, match="expired"):
+        secagg.SecAggClient(config, 1, device=devices[0], roster=stale,
+                            authority=authority.verifying_key)
 
 
 def test_active_round_with_a_roster_is_exact_with_dropouts():

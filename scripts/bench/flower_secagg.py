@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One round of Flower's SecAgg+ (the `flwr` package), driven in a single process.
 
-Comparison baseline for privfed's secure aggregation (issue 12). What runs is Flower's own
+Comparison baseline for privfed's secure aggregation. What runs is Flower's own
 protocol code, unmodified:
 
 * server side: the four stage methods of `flwr.server.workflow.SecAggPlusWorkflow`

@@ -10,6 +10,7 @@
 //! | [`distinguish`] | `ε_lb = ln(TPR_lo − δ) − ln(FPR_hi)` with honest threshold selection | Jagielski et al. 2020 |
 //! | [`histogram`] | `δ̂(ε)` of finite outputs, its tolerance, the exact `δ(ε)` | Weissman et al. 2003 |
 //! | [`one_run`] | the one-run audit's p-value and ε bound | Steinke, Nasr, Jagielski 2023 |
+//! | [`one_run_gdp`] | the one-run audit against a Gaussian (μ-GDP) claim: μ and ε bounds | Mahloujifar, Melis, Chaudhuri 2025 |
 //! | [`gdp`] | μ of μ-GDP from tradeoff points, and ε at δ | Dong, Roth, Su 2022 |
 //! | [`one_shot`] | one-shot FL estimate from canary cosines | Andrew et al. 2024 |
 //! | [`randomizer`] | worst-case neighbours and statistics for privfed's randomizers, the verdict | — |
@@ -41,6 +42,7 @@ pub mod error;
 pub mod gdp;
 pub mod histogram;
 pub mod one_run;
+pub mod one_run_gdp;
 pub mod one_shot;
 pub mod randomizer;
 pub mod replay;

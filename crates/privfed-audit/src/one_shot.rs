@@ -25,6 +25,10 @@
 //! equal (in high dimension), so the equal-variance reading loses nothing there and its
 //! sampling error enters only through the ratio `μ̂`, whose median is the true μ.
 //!
+//! **The known null** ([`one_shot_epsilon_known_null`]): the never-inserted canaries' cosines are
+//! only needed to estimate the null, and the null is known exactly — mean 0, variance `1/d` — so
+//! `μ̂ = √d·m̂_in` from the included canaries alone.
+//!
 //! This is an **estimate**, not a bound: it has no confidence level, and the Gaussian reading is
 //! only asymptotically right (the paper proves it for the Gaussian mechanism as `d → ∞`). It
 //! complements the rigorous tests of [`crate::distinguish`] and [`crate::one_run`].
@@ -214,6 +218,69 @@ pub fn one_shot_epsilon(included: &[f64], excluded: &[f64], delta: f64) -> Resul
     })
 }
 
+/// The known-null one-shot estimate ([`one_shot_epsilon_known_null`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct KnownNullEstimate {
+    /// `ε̂ = ε_{μ̂}(δ)` (0 when `μ̂ ≤ 0`).
+    pub epsilon: f64,
+    /// `μ̂ = √d·m̂_in`.
+    pub mu: f64,
+    /// `m̂_in`, the included canaries' mean cosine.
+    pub mean_included: f64,
+    /// `z = √k·μ̂`: standard normal (by the central limit theorem) when no canary influenced
+    /// the model delta.
+    pub z: f64,
+    /// The one-sided p-value `1 − Φ(z)` of "the included canaries left no trace".
+    pub p_value: f64,
+}
+
+/// The one-shot estimate against the **known** null. When the canary directions are
+/// independent uniformly random unit vectors in `d` dimensions, the cosine of a canary that was
+/// not inserted with the model delta (a vector independent of it) has mean 0 and variance
+/// exactly `1/d` (`E[c₁²] = 1/d` by symmetry), so the never-inserted canaries' empirical moments
+/// are not needed. With the `k` included canaries' mean cosine `m̂_in`, read as `N(m_in, 1/d)`
+/// against the null `N(0, 1/d)` (equal variances: μ-GDP, as in [`one_shot_epsilon`]):
+///
+/// `μ̂ = (m̂_in − 0)/(1/√d) = √d·m̂_in`,  `ε̂ = ε_{μ̂}(δ)` ([`crate::gdp::epsilon_for_mu`], 0 for
+/// `μ̂ ≤ 0`).
+///
+/// Under the null (no canary left a trace) `μ̂` has mean 0 and standard deviation exactly
+/// `1/√k`, against `√(1/k_in + 1/k_out)` for the two-group estimate, which also spends the
+/// excluded canaries; so `z = √k·μ̂` is approximately standard normal and `1 − Φ(z)` is a
+/// one-sided p-value for "the included canaries left no trace". Like [`one_shot_epsilon`] this
+/// is an estimate without a confidence level; the p-value concerns only the null.
+///
+/// # Errors
+/// No cosines, `dim = 0`, a cosine that is not finite, or δ outside (0, 1).
+pub fn one_shot_epsilon_known_null(
+    included: &[f64],
+    dim: usize,
+    delta: f64,
+) -> Result<KnownNullEstimate> {
+    if included.is_empty() {
+        return Err(AuditError::TooFewSamples(
+            "the known-null estimate needs at least one included canary".into(),
+        ));
+    }
+    if dim == 0 {
+        return Err(AuditError::invalid("dim", 0.0, "must be at least 1"));
+    }
+    check_finite(included)?;
+    if !(delta > 0.0 && delta < 1.0) {
+        return Err(AuditError::invalid("delta", delta, "must be in (0, 1)"));
+    }
+    let m_in = mean(included);
+    let mu = (dim as f64).sqrt() * m_in;
+    let z = (included.len() as f64).sqrt() * mu;
+    Ok(KnownNullEstimate {
+        epsilon: epsilon_for_mu(mu, delta)?,
+        mu,
+        mean_included: m_in,
+        z,
+        p_value: privfed_special::norm_sf(z),
+    })
+}
+
 /// The paper's own reading, kept for comparison with its code: fit `N(μ̂, σ̂²)` to the included
 /// canaries' cosines (sample mean, sample standard deviation with `k − 1`) and return
 /// [`gaussian_pair_epsilon`]`(μ̂, σ̂, 0, 1/√d, δ)` together with `(μ̂, σ̂)`. Biased upward by
@@ -283,6 +350,24 @@ mod tests {
         assert!(one_shot_epsilon(&[0.1, f64::NAN], &[0.2], 1e-5).is_err());
         assert!(one_shot_epsilon(&[0.1, 0.3], &[0.2], 1.0).is_err());
         assert!(gaussian_pair_epsilon(0.0, 0.0, 0.0, 1.0, 1e-5).is_err());
+        assert!(one_shot_epsilon_known_null(&[], 10, 1e-5).is_err());
+        assert!(one_shot_epsilon_known_null(&[0.1], 0, 1e-5).is_err());
+        assert!(one_shot_epsilon_known_null(&[f64::NAN], 10, 1e-5).is_err());
+        assert!(one_shot_epsilon_known_null(&[0.1], 10, 0.0).is_err());
+    }
+
+    /// The known-null formula by hand: cosines 0.1 and 0.3 in d = 100 → `m̂ = 0.2`, `μ̂ = 2`,
+    /// `z = 2√2`, `ε̂ = ε_2(δ)`; a negative mean gives ε̂ = 0 and a p-value above ½.
+    #[test]
+    fn known_null_formula_by_hand() {
+        let e = one_shot_epsilon_known_null(&[0.1, 0.3], 100, 1e-5).unwrap();
+        assert!((e.mu - 2.0).abs() < 1e-12, "{e:?}");
+        assert!((e.z - 2.0 * 2f64.sqrt()).abs() < 1e-12, "{e:?}");
+        let g = epsilon_for_mu(2.0, 1e-5).unwrap();
+        assert!((e.epsilon - g).abs() < 1e-12, "{e:?}");
+        assert!((e.p_value - privfed_special::norm_sf(e.z)).abs() < 1e-15);
+        let neg = one_shot_epsilon_known_null(&[-0.1], 100, 1e-5).unwrap();
+        assert!(neg.epsilon == 0.0 && neg.p_value > 0.5, "{neg:?}");
     }
 
     /// The equal-variance reading is the GDP of the two groups: means 0.3 and 0.1, each group

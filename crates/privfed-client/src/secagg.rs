@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use privfed_secagg::messages::{decode, encode};
 use privfed_secagg::{
-    Aggregate, Client, ClientId, Credentials, DeviceKey, Roster, RoundConfig, ServerMessage, Stage,
-    ThreatModel,
+    Aggregate, Client, ClientId, Credentials, DeviceKey, Roster, RosterCheck, RoundConfig,
+    ServerMessage, Stage, ThreatModel,
 };
 use rand::SeedableRng;
 use rand::rngs::ChaCha20Rng;
@@ -185,14 +185,18 @@ impl SecAggClient {
     }
 
     /// Joins an active round as an enrolled device: fetches the round's public view, verifies
-    /// its roster against the enrollment `authority` this device trusts and that the round's
-    /// configuration names that roster, then joins with the device's signature of the round.
-    /// Returns the place in the round and the credentials to take part with.
+    /// its roster against the enrollment `authority` this device trusts (signature, not expired
+    /// by this machine's clock, version at least `min_version` — the highest version this
+    /// device has accepted before, 0 if none) and that the round's configuration names that
+    /// roster, then joins with the device's signature of the round. Returns the place in the
+    /// round and the credentials to take part with; the device should keep
+    /// `credentials.roster`'s version as its next `min_version`.
     pub async fn join_enrolled(
         &self,
         round: &str,
         device: DeviceKey,
         authority: &[u8; 32],
+        min_version: u64,
     ) -> Result<(Joined, Credentials), SecAggClientError> {
         #[derive(Deserialize)]
         struct View {
@@ -208,7 +212,10 @@ impl SecAggClient {
             )
             .into());
         };
-        let trusted = roster.verify(authority)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let trusted = roster.verify(authority, RosterCheck { now, min_version })?;
         if view.config.threat_model
             != (ThreatModel::Active {
                 roster: Some(trusted.digest()),

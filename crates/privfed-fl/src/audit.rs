@@ -37,6 +37,10 @@
 //!   cosines `N(μ̂, σ̂²)` against the null `N(0, 1/d)`,
 //!   [`privfed_audit::one_shot::one_shot_epsilon_unequal_variance`]), kept for comparison: at
 //!   small δ the sampling error of `σ̂` alone inflates it, so it is not the number to report.
+//!   `epsilon_estimate_known_null` reads the included cosines against the **known** null of a
+//!   never-inserted isotropic canary, mean 0 and variance exactly `1/d`: `μ̂ = √d·m̂_in`,
+//!   `ε̂ = ε_{μ̂}(δ)` ([`privfed_audit::one_shot::one_shot_epsilon_known_null`]), with
+//!   `known_null_p_value` = `1 − Φ(√k_in·μ̂)` for "the included canaries left no trace".
 //! * `accounted_canary_epsilon` (central DP): the exact ε at δ of a client clipped to the clip
 //!   norm and present in every one of the `T` rounds so far — the canaries' own guarantee,
 //!   μ-GDP with `μ = √T/z` ([`privfed_audit::gdp::epsilon_for_mu`]). The numbers above should
@@ -49,7 +53,9 @@
 
 use privfed_audit::gdp::epsilon_for_mu;
 use privfed_audit::one_run::{epsilon_lower_bound, guesses};
-use privfed_audit::one_shot::{cosine, one_shot_epsilon, one_shot_epsilon_unequal_variance};
+use privfed_audit::one_shot::{
+    cosine, one_shot_epsilon, one_shot_epsilon_known_null, one_shot_epsilon_unequal_variance,
+};
 use privfed_mechanisms::rng::NoiseRng;
 use rand::RngExt;
 use rand_distr::{Distribution, StandardNormal};
@@ -72,6 +78,14 @@ pub struct RoundAudit {
     /// The paper's unequal-variance reading of the one-shot estimate (inflated by the sampling
     /// error of `σ̂`; for comparison only).
     pub epsilon_estimate_unequal_variance: Option<f64>,
+    /// The one-shot estimate against the known null `N(0, 1/d)` of a never-inserted canary's
+    /// cosine, from the included canaries alone
+    /// ([`privfed_audit::one_shot::one_shot_epsilon_known_null`]); `None` when undefined.
+    #[serde(default)]
+    pub epsilon_estimate_known_null: Option<f64>,
+    /// The one-sided p-value of "the included canaries left no trace" under the known null.
+    #[serde(default)]
+    pub known_null_p_value: Option<f64>,
     /// The exact ε at δ of a client at the clip norm in every round so far (central DP only).
     pub accounted_canary_epsilon: Option<f64>,
     /// Correct guesses `v` of the `r` made.
@@ -102,6 +116,10 @@ pub struct AuditSummary {
     pub epsilon_estimate: Option<f64>,
     /// The paper's unequal-variance reading after the last round (for comparison only).
     pub epsilon_estimate_unequal_variance: Option<f64>,
+    /// The known-null one-shot estimate after the last round.
+    pub epsilon_estimate_known_null: Option<f64>,
+    /// Its p-value of "the included canaries left no trace" after the last round.
+    pub known_null_p_value: Option<f64>,
     /// The canaries' own accounted ε after the last round (central DP only).
     pub accounted_canary_epsilon: Option<f64>,
 }
@@ -252,8 +270,8 @@ impl Canaries {
         let (inserted, excluded) = (group(true), group(false));
         // Undefined (too few canaries in a group, or all cosines equal: no spread to fit) is
         // `None`, not an error: the estimate never stops a run.
-        let (estimate, unequal) = if zero {
-            (None, None)
+        let (estimate, unequal, known_null) = if zero {
+            (None, None, None)
         } else {
             (
                 one_shot_epsilon(&inserted, &excluded, self.delta)
@@ -262,6 +280,7 @@ impl Canaries {
                 one_shot_epsilon_unequal_variance(&inserted, self.dim, self.delta)
                     .ok()
                     .map(|(e, _, _)| e),
+                one_shot_epsilon_known_null(&inserted, self.dim, self.delta).ok(),
             )
         };
         let accounted = match self.noise_multiplier {
@@ -274,6 +293,8 @@ impl Canaries {
             epsilon_lower_bound: bound,
             epsilon_estimate: estimate,
             epsilon_estimate_unequal_variance: unequal,
+            epsilon_estimate_known_null: known_null.map(|e| e.epsilon),
+            known_null_p_value: known_null.map(|e| e.p_value),
             accounted_canary_epsilon: accounted,
             correct: v,
             norm,
@@ -293,6 +314,8 @@ impl Canaries {
             epsilon_estimate: last.and_then(|a| a.epsilon_estimate),
             epsilon_estimate_unequal_variance: last
                 .and_then(|a| a.epsilon_estimate_unequal_variance),
+            epsilon_estimate_known_null: last.and_then(|a| a.epsilon_estimate_known_null),
+            known_null_p_value: last.and_then(|a| a.known_null_p_value),
             accounted_canary_epsilon: last.and_then(|a| a.accounted_canary_epsilon),
         }
     }

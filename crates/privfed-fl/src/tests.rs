@@ -827,6 +827,9 @@ fn without_privacy_the_canaries_show_a_large_epsilon() {
     assert_eq!(a.correct, 50, "{a:?}");
     assert!(a.epsilon_lower_bound > 2.0, "{a:?}");
     assert!(a.epsilon_estimate.unwrap() > 2.0, "{a:?}");
+    // The known-null reading sees them too, and its p-value rejects "no trace".
+    assert!(a.epsilon_estimate_known_null.unwrap() > 2.0, "{a:?}");
+    assert!(a.known_null_p_value.unwrap() < 1e-6, "{a:?}");
     // Every round is audited; the summary is the last round's; canaries are not contributors.
     let h = audits(&t);
     assert_eq!(h.len(), 10);
@@ -936,6 +939,12 @@ fn with_central_dp_the_lower_bound_stays_below_the_accounted_epsilon() {
     let e = a.epsilon_estimate.unwrap();
     eprintln!("one-shot ε̂ {e} (ceiling {ceiling}), canaries' ε {canary_eps}, accounted {eps}");
     assert!(e <= ceiling, "one-shot ε̂ {e} vs {ceiling}");
+    // The known-null reading: μ̂ = √d·m̂_in has standard error 1/√k_in under its null; the same
+    // 3.29-standard-error ceiling.
+    let kn = a.epsilon_estimate_known_null.unwrap();
+    let kn_ceiling = privfed_audit::gdp::epsilon_for_mu(mu + 3.29 / k_in.sqrt(), 1e-5).unwrap();
+    eprintln!("known-null ε̂ {kn} (ceiling {kn_ceiling})");
+    assert!(kn <= kn_ceiling, "known-null ε̂ {kn} vs {kn_ceiling}");
     for r in audits(&t) {
         assert!(r.epsilon_lower_bound < eps, "{r:?} vs accounted {eps}");
         assert!(r.accounted_canary_epsilon.unwrap() <= canary_eps, "{r:?}");

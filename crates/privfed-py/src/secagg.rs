@@ -17,8 +17,8 @@ use privfed_secagg::local::SecAggThreat;
 use privfed_secagg::messages::{decode, encode};
 use privfed_secagg::{
     Client, ClientMessage, Credentials, DeviceKey as DeviceKeyRs, GraphChoice, GraphSpec, Receipt,
-    Roster as RosterRs, RoundConfig as ConfigRs, RoundStatus, Server, ServerMessage, Stage,
-    ThreatModel,
+    Roster as RosterRs, RosterCheck, RoundConfig as ConfigRs, RoundStatus, Server, ServerMessage,
+    Stage, ThreatModel,
 };
 use privfed_sim::secagg::{SecAggSimConfig, simulate_in_process};
 use pyo3::prelude::*;
@@ -489,26 +489,56 @@ fn key32(b: &[u8], what: &str) -> PyResult<[u8; 32]> {
 }
 
 /// The enrolled devices' verifying keys, signed by an enrollment authority (a key that is not
-/// the aggregation server's). An active round names its `digest`; a client accepts it only
-/// with the authority's valid signature (`SecAggClient(..., roster=, authority=)`). Its wire
-/// form is `to_bytes()` / `Roster.from_bytes()`.
+/// the aggregation server's), with a version and an expiry time. An active round names its
+/// `digest`; a client accepts it only with the authority's valid signature, not expired by its
+/// clock and not older than the newest version it accepted before (`SecAggClient(..., roster=,
+/// authority=, min_roster_version=)`). Its wire form is `to_bytes()` / `Roster.from_bytes()`.
 #[pyclass(frozen, eq, module = "privfed.secagg", name = "Roster")]
 #[derive(PartialEq)]
 pub struct Roster {
     inner: RosterRs,
 }
 
+/// How long a roster signed without `not_after=` stays valid: 30 days.
+const DEFAULT_ROSTER_LIFETIME_SECS: u64 = 30 * 24 * 3600;
+
+/// This machine's clock, seconds since the Unix epoch.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The check of a roster on this device: `now` (default: the clock) and the lowest version it
+/// accepts.
+fn roster_check(now: Option<u64>, min_version: u64) -> RosterCheck {
+    RosterCheck {
+        now: now.unwrap_or_else(unix_now),
+        min_version,
+    }
+}
+
 #[pymethods]
 impl Roster {
-    /// The `authority` signs `devices` (32-byte verifying keys; sorted and deduplicated).
+    /// The `authority` signs `devices` (32-byte verifying keys; sorted and deduplicated) as
+    /// roster `version` (give each new roster a higher one), valid until `not_after` (seconds
+    /// since the Unix epoch; default: 30 days from now).
     #[staticmethod]
-    fn sign(authority: PyRef<'_, DeviceKey>, devices: Vec<Vec<u8>>) -> PyResult<Self> {
+    #[pyo3(signature = (authority, devices, *, version=1, not_after=None))]
+    fn sign(
+        authority: PyRef<'_, DeviceKey>,
+        devices: Vec<Vec<u8>>,
+        version: u64,
+        not_after: Option<u64>,
+    ) -> PyResult<Self> {
         let devices = devices
             .iter()
             .map(|d| key32(d, "devices"))
             .collect::<PyResult<Vec<_>>>()?;
+        let not_after =
+            not_after.unwrap_or_else(|| unix_now().saturating_add(DEFAULT_ROSTER_LIFETIME_SECS));
         Ok(Self {
-            inner: RosterRs::sign(&authority.inner, devices),
+            inner: RosterRs::sign(&authority.inner, devices, version, not_after),
         })
     }
 
@@ -526,13 +556,30 @@ impl Roster {
     }
 
     /// Raises `ProtocolAbort` unless `authority` (its 32-byte verifying key) signed this
-    /// roster, sorted and without repeats.
-    fn verify(&self, authority: &[u8]) -> PyResult<()> {
+    /// roster, sorted and without repeats, it has not expired at `now` (default: this machine's
+    /// clock) and its version is at least `min_version`.
+    #[pyo3(signature = (authority, *, min_version=0, now=None))]
+    fn verify(&self, authority: &[u8], min_version: u64, now: Option<u64>) -> PyResult<()> {
         self.inner
             .clone()
-            .verify(&key32(authority, "authority")?)
+            .verify(
+                &key32(authority, "authority")?,
+                roster_check(now, min_version),
+            )
             .py()?;
         Ok(())
+    }
+
+    /// The roster's version.
+    #[getter]
+    fn version(&self) -> u64 {
+        self.inner.version
+    }
+
+    /// The last moment the roster is valid, seconds since the Unix epoch.
+    #[getter]
+    fn not_after(&self) -> u64 {
+        self.inner.not_after
     }
 
     /// The enrolled devices' verifying keys, sorted.
@@ -557,7 +604,8 @@ impl Roster {
 
     fn __repr__(&self) -> String {
         format!(
-            "<Roster devices={} digest={}…>",
+            "<Roster version={} devices={} digest={}…>",
+            self.inner.version,
             self.inner.devices.len(),
             &hex(&self.inner.digest())[..16]
         )
@@ -601,9 +649,11 @@ fn plan_secagg_plus<'py>(
 ///
 /// An active round (`config.threat_model == "active"`) needs `device=` (the device's
 /// `DeviceKey`, which signs its round keys) and, when the round names a roster, `roster=` with
-/// `authority=` (the enrollment authority's 32-byte verifying key): the roster is verified here,
-/// and the client refuses a round that names another roster, none while it holds one, or one
-/// it is not enrolled on (`ProtocolAbort`). It then answers five stages (`consistency_check`
+/// `authority=` (the enrollment authority's 32-byte verifying key): the roster is verified here
+/// (signature, not expired by this machine's clock, version at least `min_roster_version`: the
+/// highest version this device accepted before, which the caller keeps), and the client refuses
+/// a round that names another roster, none while it holds one, or one it is not enrolled on
+/// (`ProtocolAbort`). It then answers five stages (`consistency_check`
 /// between the masked input and the unmasking).
 #[pyclass(module = "privfed.secagg", name = "SecAggClient")]
 pub struct SecAggClient {
@@ -615,7 +665,7 @@ pub struct SecAggClient {
 #[pymethods]
 impl SecAggClient {
     #[new]
-    #[pyo3(signature = (config, client_id, *, seed=None, device=None, roster=None, authority=None))]
+    #[pyo3(signature = (config, client_id, *, seed=None, device=None, roster=None, authority=None, min_roster_version=0))]
     fn new(
         config: PyRef<'_, RoundConfig>,
         client_id: u32,
@@ -623,6 +673,7 @@ impl SecAggClient {
         device: Option<PyRef<'_, DeviceKey>>,
         roster: Option<PyRef<'_, Roster>>,
         authority: Option<&[u8]>,
+        min_roster_version: u64,
     ) -> PyResult<Self> {
         let mut rng = rng_from_seed(seed)?;
         let cfg = config.inner.clone();
@@ -645,9 +696,15 @@ impl SecAggClient {
             }
             (Some(device), roster, authority) => {
                 let roster = match (roster, authority) {
-                    (Some(r), Some(a)) => {
-                        Some(r.inner.clone().verify(&key32(a, "authority")?).py()?)
-                    }
+                    (Some(r), Some(a)) => Some(
+                        r.inner
+                            .clone()
+                            .verify(
+                                &key32(a, "authority")?,
+                                roster_check(None, min_roster_version),
+                            )
+                            .py()?,
+                    ),
                     _ => None,
                 };
                 let credentials = Credentials {

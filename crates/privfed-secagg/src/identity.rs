@@ -3,10 +3,13 @@
 //!
 //! Who holds which key:
 //! * the **enrollment authority** (an operator's offline key, *not* the aggregation server's)
-//!   signs the [`Roster`]: the list of device verifying keys allowed to take part;
+//!   signs the [`Roster`]: the list of device verifying keys allowed to take part, with a
+//!   version number and an expiry time, so that a device removed from the roster cannot be
+//!   brought back by a server that relays an older one;
 //! * every **device** holds its own [`DeviceKey`] and the authority's verifying key (shipped
 //!   with the app, or provisioned at enrollment); it accepts a roster only with the authority's
-//!   signature ([`Roster::verify`]);
+//!   signature, not expired by its own clock and not older than the newest version it has
+//!   accepted before ([`Roster::verify`] with a [`RosterCheck`]; the device keeps that version);
 //! * the **server** relays the roster and the signed keys; it holds no key that lets it speak
 //!   for a device.
 //!
@@ -23,7 +26,7 @@ use zeroize::Zeroizing;
 use crate::error::{Result, SecAggError};
 use crate::ids::ClientId;
 
-const ROSTER_LABEL: &[u8] = b"privfed/secagg/v1/roster";
+const ROSTER_LABEL: &[u8] = b"privfed/secagg/v2/roster";
 const KEYS_LABEL: &[u8] = b"privfed/secagg/v1/round-keys";
 const SURVIVORS_LABEL: &[u8] = b"privfed/secagg/v1/survivors";
 const JOIN_LABEL: &[u8] = b"privfed/secagg/v1/join";
@@ -96,19 +99,47 @@ fn verify(key: &[u8; 32], message: &[u8], signature: &SignatureBytes) -> bool {
         .is_ok()
 }
 
-/// The list of enrolled devices, signed by the enrollment authority.
+/// The list of enrolled devices, signed by the enrollment authority, with a version and an
+/// expiry time.
+///
+/// **Versions and expiry** close a replay: without them a server could keep relaying a roster
+/// the authority has since replaced (one that still lists a device removed for cause), and
+/// devices would accept it forever. The authority gives every new roster a higher `version` and
+/// a `not_after` time; a device refuses a roster whose `not_after` has passed by its own clock
+/// or whose version is lower than the newest it has accepted ([`RosterCheck`]). What remains: a
+/// device that has never seen the newer roster accepts the older one until it expires, so the
+/// authority should keep `not_after` short (days) and re-sign the roster before it runs out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Roster {
+    /// The roster's version: each roster an authority signs has a higher one than the last.
+    pub version: u64,
+    /// The last moment the roster is valid, in seconds since the Unix epoch.
+    pub not_after: u64,
     /// The devices' Ed25519 verifying keys, sorted, without repeats.
     pub devices: Vec<[u8; 32]>,
-    /// The authority's signature on `"privfed/secagg/v1/roster" ‖ count ‖ devices`.
+    /// The authority's signature on
+    /// `"privfed/secagg/v2/roster" ‖ version ‖ not_after ‖ count ‖ devices` (integers as 8
+    /// big-endian bytes).
     #[serde(with = "serde_bytes")]
     pub signature: SignatureBytes,
 }
 
-fn roster_message(devices: &[[u8; 32]]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(ROSTER_LABEL.len() + 8 + 32 * devices.len());
+/// What a device requires of a roster besides the authority's signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RosterCheck {
+    /// The device's clock, seconds since the Unix epoch: a roster with `not_after < now` is
+    /// refused.
+    pub now: u64,
+    /// The lowest version the device accepts: the highest version it has accepted before (0 on
+    /// a device that has seen none).
+    pub min_version: u64,
+}
+
+fn roster_message(version: u64, not_after: u64, devices: &[[u8; 32]]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(ROSTER_LABEL.len() + 24 + 32 * devices.len());
     m.extend_from_slice(ROSTER_LABEL);
+    m.extend_from_slice(&version.to_be_bytes());
+    m.extend_from_slice(&not_after.to_be_bytes());
     m.extend_from_slice(&(devices.len() as u64).to_be_bytes());
     for d in devices {
         m.extend_from_slice(d);
@@ -117,26 +148,57 @@ fn roster_message(devices: &[[u8; 32]]) -> Vec<u8> {
 }
 
 impl Roster {
-    /// The authority signs the list of `devices` (sorted and deduplicated here).
-    pub fn sign(authority: &DeviceKey, mut devices: Vec<[u8; 32]>) -> Self {
+    /// The authority signs the list of `devices` (sorted and deduplicated here) as roster
+    /// `version`, valid until `not_after` (seconds since the Unix epoch).
+    pub fn sign(
+        authority: &DeviceKey,
+        mut devices: Vec<[u8; 32]>,
+        version: u64,
+        not_after: u64,
+    ) -> Self {
         devices.sort_unstable();
         devices.dedup();
-        let signature = authority.sign(&roster_message(&devices));
-        Roster { devices, signature }
+        let signature = authority.sign(&roster_message(version, not_after, &devices));
+        Roster {
+            version,
+            not_after,
+            devices,
+            signature,
+        }
     }
 
-    /// Checks the authority's signature (and that the list is sorted without repeats); only a
-    /// verified roster is a [`TrustedRoster`].
-    pub fn verify(self, authority: &[u8; 32]) -> Result<TrustedRoster> {
+    /// Checks the authority's signature, that the list is sorted without repeats, and `check`:
+    /// not expired at `check.now`, not older than `check.min_version`. Only a verified roster
+    /// is a [`TrustedRoster`]; the device should then remember its version as its new
+    /// `min_version`.
+    pub fn verify(self, authority: &[u8; 32], check: RosterCheck) -> Result<TrustedRoster> {
         if !self.devices.windows(2).all(|w| w[0] < w[1]) {
             return Err(SecAggError::Signature(
                 "the roster is not sorted or lists a device twice".into(),
             ));
         }
-        if !verify(authority, &roster_message(&self.devices), &self.signature) {
+        if !verify(
+            authority,
+            &roster_message(self.version, self.not_after, &self.devices),
+            &self.signature,
+        ) {
             return Err(SecAggError::Signature(
                 "the roster is not signed by the enrollment authority this device trusts".into(),
             ));
+        }
+        if self.not_after < check.now {
+            return Err(SecAggError::Policy(format!(
+                "the roster (version {}) expired at {} (Unix seconds); this device's clock says \
+                 {}: ask the enrollment authority for a current one",
+                self.version, self.not_after, check.now
+            )));
+        }
+        if self.version < check.min_version {
+            return Err(SecAggError::Policy(format!(
+                "the roster is version {}, older than version {} this device has already \
+                 accepted: a server relaying an old roster could bring back removed devices",
+                self.version, check.min_version
+            )));
         }
         let digest = self.digest();
         Ok(TrustedRoster {
@@ -148,7 +210,7 @@ impl Roster {
     /// SHA-256 of the signed roster: what [`crate::ThreatModel::Active`] names.
     pub fn digest(&self) -> [u8; 32] {
         let mut h = Sha256::new();
-        h.update(roster_message(&self.devices));
+        h.update(roster_message(self.version, self.not_after, &self.devices));
         h.update(self.signature);
         h.finalize().into()
     }
@@ -175,6 +237,11 @@ impl TrustedRoster {
     /// The signed roster itself.
     pub fn roster(&self) -> &Roster {
         &self.roster
+    }
+
+    /// The roster's version (what the device keeps as its next `min_version`).
+    pub fn version(&self) -> u64 {
+        self.roster.version
     }
 }
 
@@ -239,25 +306,77 @@ mod tests {
         let devices: Vec<[u8; 32]> = (0..5)
             .map(|_| DeviceKey::generate(&mut r).verifying_key())
             .collect();
-        let roster = Roster::sign(&authority, devices.clone());
-        let trusted = roster.clone().verify(&authority.verifying_key()).unwrap();
+        let roster = Roster::sign(&authority, devices.clone(), 3, 1_000);
+        let trusted = roster
+            .clone()
+            .verify(&authority.verifying_key(), CHECK)
+            .unwrap();
         assert!(devices.iter().all(|d| trusted.contains(d)));
         assert!(!trusted.contains(&other.verifying_key()));
         assert_eq!(trusted.digest(), roster.digest());
         assert!(matches!(
-            roster.clone().verify(&other.verifying_key()),
+            roster.clone().verify(&other.verifying_key(), CHECK),
             Err(SecAggError::Signature(_))
         ));
         // A device added, removed or the signature altered: refused.
         let mut added = roster.clone();
         added.devices.push([0xff; 32]);
-        assert!(added.verify(&authority.verifying_key()).is_err());
+        assert!(added.verify(&authority.verifying_key(), CHECK).is_err());
         let mut removed = roster.clone();
         removed.devices.pop();
-        assert!(removed.verify(&authority.verifying_key()).is_err());
-        let mut bad = roster;
+        assert!(removed.verify(&authority.verifying_key(), CHECK).is_err());
+        let mut bad = roster.clone();
         bad.signature[5] ^= 1;
-        assert!(bad.verify(&authority.verifying_key()).is_err());
+        assert!(bad.verify(&authority.verifying_key(), CHECK).is_err());
+        // The version and the expiry are signed: neither can be raised by whoever relays it.
+        let mut newer = roster.clone();
+        newer.version += 1;
+        assert!(matches!(
+            newer.verify(&authority.verifying_key(), CHECK),
+            Err(SecAggError::Signature(_))
+        ));
+        let mut longer = roster;
+        longer.not_after += 1;
+        assert!(matches!(
+            longer.verify(&authority.verifying_key(), CHECK),
+            Err(SecAggError::Signature(_))
+        ));
+    }
+
+    const CHECK: RosterCheck = RosterCheck {
+        now: 500,
+        min_version: 0,
+    };
+
+    #[test]
+    fn an_expired_or_older_roster_is_refused() {
+        let mut r = ChaCha20Rng::seed_from_u64(3);
+        let authority = DeviceKey::generate(&mut r);
+        let key = authority.verifying_key();
+        let removed = DeviceKey::generate(&mut r).verifying_key();
+        let kept = DeviceKey::generate(&mut r).verifying_key();
+        let v1 = Roster::sign(&authority, vec![removed, kept], 1, 1_000);
+        let v2 = Roster::sign(&authority, vec![kept], 2, 2_000);
+        // Valid until and including `not_after`.
+        let at = |now, min_version| RosterCheck { now, min_version };
+        assert!(v1.clone().verify(&key, at(1_000, 0)).is_ok());
+        let expired = v1.clone().verify(&key, at(1_001, 0)).unwrap_err();
+        assert!(
+            matches!(&expired, SecAggError::Policy(m) if m.contains("expired")),
+            "{expired}"
+        );
+        // A device that accepted version 2 refuses version 1, which still lists the removed
+        // device, even before version 1 expires.
+        let accepted = v2.clone().verify(&key, at(900, 0)).unwrap();
+        assert_eq!(accepted.version(), 2);
+        assert!(!accepted.contains(&removed));
+        let replayed = v1.verify(&key, at(900, accepted.version())).unwrap_err();
+        assert!(
+            matches!(&replayed, SecAggError::Policy(m) if m.contains("older")),
+            "{replayed}"
+        );
+        // The same version again is fine (rounds reuse the current roster).
+        assert!(v2.verify(&key, at(900, 2)).is_ok());
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub mod shamir;
 pub use client::Client;
 pub use config::{ClientId, Graph, GraphSpec, PROTOCOL_VERSION, RoundConfig, ThreatModel};
 pub use error::{Result, SecAggError};
-pub use identity::{Credentials, DeviceKey, Roster, TrustedRoster};
+pub use identity::{Credentials, DeviceKey, Roster, RosterCheck, TrustedRoster};
 pub use messages::{ClientMessage, ClientPayload, ServerMessage, ServerPayload, Stage};
 pub use plan::{
     GraphChoice, SecAggPlusPlan, plan_active, plan_secagg_plus, round_config, round_config_for,

@@ -9,7 +9,7 @@ use rand::{CryptoRng, Rng};
 use crate::client::Client;
 use crate::config::{ClientId, RoundConfig, ThreatModel};
 use crate::error::{Result, SecAggError};
-use crate::identity::{Credentials, DeviceKey, Roster};
+use crate::identity::{Credentials, DeviceKey, Roster, RosterCheck};
 use crate::mask::modulus_mask;
 use crate::messages::{ClientMessage, ServerMessage, Stage, decode, encode};
 use crate::plan::{GraphChoice, round_config_for};
@@ -78,13 +78,17 @@ pub struct Enrollment {
 }
 
 impl Enrollment {
-    /// `n` fresh device keys and an authority that enrolls them all.
+    /// `n` fresh device keys and an authority that enrolls them all, on roster version 1 that
+    /// never expires (the round runs in one process, with no clock; the expiry and version
+    /// checks are [`Roster::verify`]'s, tested there).
     pub fn new<R: Rng + CryptoRng + ?Sized>(n: usize, rng: &mut R) -> Self {
         let authority = DeviceKey::generate(rng);
         let devices: Vec<DeviceKey> = (0..n).map(|_| DeviceKey::generate(rng)).collect();
         let roster = Roster::sign(
             &authority,
             devices.iter().map(DeviceKey::verifying_key).collect(),
+            1,
+            u64::MAX,
         );
         Enrollment {
             authority,
@@ -108,10 +112,13 @@ impl Enrollment {
     /// [`Enrollment::into_credentials`] without giving up the enrollment: the same devices can
     /// take part in several rounds.
     pub fn credentials(&self) -> Result<Vec<Credentials>> {
-        let trusted = self
-            .roster
-            .clone()
-            .verify(&self.authority.verifying_key())?;
+        let trusted = self.roster.clone().verify(
+            &self.authority.verifying_key(),
+            RosterCheck {
+                now: 0,
+                min_version: 0,
+            },
+        )?;
         Ok(self
             .devices
             .iter()

@@ -486,7 +486,8 @@ pub async fn simulate_over_http(
             let authority = e.authority.verifying_key();
             for device in e.devices {
                 let (j, c) = http
-                    .join_enrolled(&created.round, device, &authority)
+                    // Fresh simulated devices: none has accepted a roster before.
+                    .join_enrolled(&created.round, device, &authority, 0)
                     .await
                     .map_err(|e| SecAggSimError::Http(e.to_string()))?;
                 joined.push(j);

@@ -4,7 +4,9 @@
 //! The mechanism is run `--samples` times on each of two worst-case neighbouring inputs (chosen
 //! by [`privfed_audit::randomizer::worst_case_pair`], or for `skellam` — the one-dimensional
 //! `x + Sk(μ)` with μ calibrated by the PLD accountant — by
-//! [`privfed_audit::randomizer::skellam_pair`]; the report says which and why), a lower
+//! [`privfed_audit::randomizer::skellam_pair`], and for `ddg` — the one-dimensional sum of
+//! `--clients` discrete Gaussian shares, calibrated by the RDP accountant — by
+//! [`privfed_audit::randomizer::ddg_pair`]; the report says which and why), a lower
 //! bound on ε is computed at confidence `1 − --alpha`, and the claim (the mechanism's own ε, or
 //! `--claim-epsilon`) is flagged as violated when the bound exceeds it (or, for finite outputs,
 //! when the histogram's δ̂(ε) exceeds δ by more than its tolerance). Exit status: 0 when the
@@ -16,8 +18,10 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use privfed_audit::randomizer::{
-    Claim, NeighbourPair, Observations, Side, evaluate, sample, skellam_pair, worst_case_pair,
+    Claim, NeighbourPair, Observations, Side, ddg_event, ddg_pair, evaluate, sample, skellam_pair,
+    worst_case_pair,
 };
+use privfed_mechanisms::discrete_gaussian::DiscreteGaussian;
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
 use privfed_mechanisms::skellam::Skellam;
 use privfed_mechanisms::{LocalRandomizer, MechanismError};
@@ -52,12 +56,16 @@ pub struct AuditArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// skellam: the integer sensitivity Δ of the query (x = 0 against x' = Δ).
+    /// skellam, ddg: the integer sensitivity Δ of the query (x = 0 against x' = Δ).
     #[arg(long, default_value_t = 1)]
     sensitivity: u64,
-    /// skellam: the variance μ of the noise (instead of calibrating it to --epsilon at --delta).
+    /// skellam: the variance μ of the noise; ddg: each client's σ² (instead of calibrating it
+    /// to --epsilon at --delta).
     #[arg(long, allow_negative_numbers = true)]
     variance: Option<f64>,
+    /// ddg: the number of clients whose discrete Gaussian shares are summed.
+    #[arg(long, default_value_t = 10)]
+    clients: usize,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -157,6 +165,47 @@ fn skellam_claim(args: &AuditArgs) -> Result<(f64, f64, f64)> {
     Ok((mu, epsilon_of(AccountantKind::Pld, &event, delta)?, delta))
 }
 
+/// The one-dimensional distributed discrete Gaussian `x + Σ_{i ≤ n} N_ℤ(0, σ_local²)` with
+/// integer sensitivity `Δ`: σ_local² from `--variance` or calibrated by the RDP accountant (the
+/// one that accounts DDG) to `--epsilon` at `--delta`, then rounded up to the sampler's grid; its
+/// claim is the RDP accountant's ε at δ for the variance used. Returns (sampler, claimed ε, δ).
+fn ddg_claim(args: &AuditArgs) -> Result<(DiscreteGaussian, f64, f64)> {
+    use privfed_accounting::calibrate::{AccountantKind, calibrate_parameter, epsilon_of};
+    let Some(delta) = args.mech.delta else {
+        bail!("ddg needs --delta (its claim is ε at δ from the RDP accountant)");
+    };
+    if args.clients == 0 {
+        bail!("--clients must be at least 1");
+    }
+    let (n, d) = (args.clients, args.sensitivity);
+    let s2 = match (args.variance, args.mech.epsilon) {
+        (Some(_), Some(_)) => {
+            bail!(
+                "give --epsilon (a target) or --variance, not both (audit a claim with --claim-epsilon)"
+            )
+        }
+        (Some(v), None) => v,
+        (None, Some(e)) => {
+            // `ddg_event` fails only on a non-positive variance, which the search never tries;
+            // the placeholder is rejected by the accountant, as an error.
+            calibrate_parameter(AccountantKind::Rdp, e, delta, |s2| {
+                ddg_event(n, s2, d).unwrap_or(privfed_accounting::DpEvent::PureDp {
+                    epsilon: f64::INFINITY,
+                })
+            })?
+            .parameter
+        }
+        (None, None) => bail!("ddg needs --epsilon (a target) or --variance"),
+    };
+    let noise = DiscreteGaussian::new(s2)?;
+    let eps = epsilon_of(
+        AccountantKind::Rdp,
+        &ddg_event(n, noise.sigma2(), d)?,
+        delta,
+    )?;
+    Ok((noise, eps, delta))
+}
+
 /// Runs `privfed audit`.
 pub fn run(args: &AuditArgs) -> Result<()> {
     if args.samples < 4 {
@@ -173,11 +222,9 @@ pub fn run(args: &AuditArgs) -> Result<()> {
     if args.sensitivity == 0 {
         bail!("--sensitivity must be at least 1");
     }
-    if args.mech.mechanism == MechanismKind::Ddg {
-        bail!("privfed audit does not cover ddg (the distributed discrete Gaussian) yet");
-    }
-    // The mechanism under audit: a local randomizer, or the 1-D Skellam mechanism.
+    // The mechanism under audit: a local randomizer, or the 1-D Skellam or DDG mechanism.
     let mut skellam_mu = None;
+    let mut ddg_variance = None;
     let (name, pair, own_epsilon, delta, privatize): (
         String,
         NeighbourPair,
@@ -194,6 +241,16 @@ pub fn run(args: &AuditArgs) -> Result<()> {
         };
         skellam_mu = Some(mu);
         ("skellam".to_string(), pair, eps, delta, Box::new(run))
+    } else if args.mech.mechanism == MechanismKind::Ddg {
+        let (noise, eps, delta) = ddg_claim(args)?;
+        let pair = ddg_pair(args.clients, noise.sigma2(), args.sensitivity)?;
+        let clients = args.clients;
+        let run = move |x: &[f64], out: &mut [f64], r: &mut ExperimentRng| {
+            out[0] = x[0] + (0..clients).map(|_| noise.sample(r)).sum::<i64>() as f64;
+            Ok(())
+        };
+        ddg_variance = Some(noise.sigma2());
+        ("ddg".to_string(), pair, eps, delta, Box::new(run))
     } else {
         let mech = build(&args.mech)?;
         let pair = worst_case_pair(&mech)?;
@@ -278,6 +335,11 @@ pub fn run(args: &AuditArgs) -> Result<()> {
     });
     if let Some(mu) = skellam_mu {
         out["skellam_variance"] = json!(mu);
+        out["sensitivity"] = json!(args.sensitivity);
+    }
+    if let Some(s2) = ddg_variance {
+        out["ddg_local_variance"] = json!(s2);
+        out["clients"] = json!(args.clients);
         out["sensitivity"] = json!(args.sensitivity);
     }
     if let Some(h) = &report.histogram {

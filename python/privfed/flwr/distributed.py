@@ -241,9 +241,21 @@ class DistributedDpMod:
             return sa.SecAggClient(cfg, cid, seed=seed)
         if roster is None:
             return sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt))
-        return sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt),
-                               roster=sa.Roster.from_bytes(roster),
-                               authority=self._authority_of(ctxt))
+        # The roster must be at least as new as the newest this node accepted from the same
+        # authority (kept in the node's journal), and unexpired by the node's clock; the
+        # client checks both with the signature.
+        authority = self._authority_of(ctxt)
+        if authority is None:
+            raise errors.ProtocolAbort(
+                f"the round names a roster and this node has no enrollment authority to check "
+                f"it against ({AUTHORITY_KEY} in the node config, or authority=)")
+        vault = self._vault(ctxt)
+        signed = sa.Roster.from_bytes(roster)
+        client = sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt), roster=signed,
+                                 authority=authority,
+                                 min_roster_version=vault.roster_version(authority))
+        vault.accept_roster_version(authority, signed.version)
+        return client
 
     def _check_plan(self, params: Dict[str, Any]) -> None:
         sd = params.get("local_noise_stddev")

@@ -189,7 +189,32 @@ class NodeVault:
         conn.execute("CREATE TABLE IF NOT EXISTS stages (session TEXT NOT NULL, node TEXT NOT "
                      "NULL, stage TEXT NOT NULL, at REAL NOT NULL, reason TEXT, "
                      "PRIMARY KEY (session, node, stage))")
+        conn.execute("CREATE TABLE IF NOT EXISTS rosters (authority TEXT PRIMARY KEY, "
+                     "version INTEGER NOT NULL, at REAL NOT NULL)")
         return conn
+
+    def roster_version(self, authority: bytes) -> int:
+        """The highest roster version this node has accepted from ``authority`` (0 if none): a
+        roster the server relays must be at least this new, so that a server cannot bring back
+        a device the authority removed by relaying an older roster."""
+        conn = self._connect()
+        try:
+            row = conn.execute("SELECT version FROM rosters WHERE authority = ?",
+                               (authority.hex(),)).fetchone()
+            return int(row[0]) if row else 0
+        finally:
+            conn.close()
+
+    def accept_roster_version(self, authority: bytes, version: int) -> None:
+        """Records that this node accepted roster ``version`` of ``authority`` (the highest one
+        stays; never pruned: forgetting it would let an older roster back in)."""
+        conn = self._connect()
+        try:
+            conn.execute("INSERT INTO rosters VALUES (?, ?, ?) ON CONFLICT(authority) DO UPDATE "
+                         "SET version = MAX(version, excluded.version), at = excluded.at",
+                         (authority.hex(), int(version), time.time()))
+        finally:
+            conn.close()
 
     def claim(self, session: bytes, node: str, stage: str) -> None:
         """Records that this node answers ``stage`` of the round ``session`` now. Raises

@@ -12,13 +12,36 @@ pub const ONE_RUN_P_RELATIVE: f64 = 1e-9;
 /// Absolute tolerance of the one-run ε bound (ours: bisection to 1e-9; scipy's brentq to 1e-13).
 pub const ONE_RUN_EPS_ABSOLUTE: f64 = 1e-8;
 
+/// Absolute tolerance of the one-run ε bound against jax_privacy (its brentq stops at
+/// xtol = 1e-6; ours bisects to 1e-9).
+pub const JAX_ONE_RUN_EPS_ABSOLUTE: f64 = 2e-6;
+/// One-run p-values against jax_privacy: `|a − b| ≤ 1e-9·|b| + 1e-15`. jax_privacy forms the δ
+/// term from differences of binomial tails (`sf(v−i−1) − sf(v−1)`), which loses its relative
+/// accuracy when the tails are near 1; the absolute floor covers that cancellation.
+pub const JAX_ONE_RUN_P_RELATIVE: f64 = 1e-9;
+/// The absolute floor of [`JAX_ONE_RUN_P_RELATIVE`].
+pub const JAX_ONE_RUN_P_ABSOLUTE: f64 = 1e-15;
+/// The Clopper–Pearson bound of one event against jax_privacy (both from beta quantiles to a few
+/// ulps; the logarithm of a difference near `δ` amplifies them a little).
+pub const JAX_EVENT_EPS_RELATIVE: f64 = 1e-8;
+
 /// Runs `scripts/reference/audit_oracle.py` on `queries`. Only called from tests compiled where
 /// the build found scipy (`cfg(has_scipy)`, see `build.rs`; always under `CI`), so an
 /// unavailable oracle here is a failure, never a silent skip.
 pub fn oracle(queries: &serde_json::Value) -> serde_json::Value {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../scripts/reference/audit_oracle.py"
+    run_script("audit_oracle.py", queries)
+}
+
+/// Runs `scripts/reference/audit_jax_privacy.py` (jax_privacy's own estimators) on `queries`.
+/// Only called from tests compiled with `cfg(has_jax_privacy)` (always under `CI`).
+pub fn jax_privacy(queries: &serde_json::Value) -> serde_json::Value {
+    run_script("audit_jax_privacy.py", queries)
+}
+
+fn run_script(name: &str, queries: &serde_json::Value) -> serde_json::Value {
+    let script = format!(
+        "{}/../../scripts/reference/{name}",
+        env!("CARGO_MANIFEST_DIR")
     );
     let mut child = Command::new("python3")
         .arg(script)
@@ -26,7 +49,7 @@ pub fn oracle(queries: &serde_json::Value) -> serde_json::Value {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("audit oracle: cannot run python3: {e}"));
+        .unwrap_or_else(|e| panic!("{name}: cannot run python3: {e}"));
     child
         .stdin
         .take()
@@ -36,10 +59,10 @@ pub fn oracle(queries: &serde_json::Value) -> serde_json::Value {
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "oracle failed: {}",
+        "{name} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("oracle output is JSON")
+    serde_json::from_slice(&out.stdout).expect("the oracle's output is JSON")
 }
 
 /// `|a − b| ≤ rel·|b|` (or both exactly equal).

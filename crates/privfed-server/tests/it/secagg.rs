@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use privfed_client::secagg::{Outcome, SecAggClient};
-use privfed_secagg::DeviceKey;
 use privfed_secagg::local::{Enrollment, plain_sum};
 use privfed_secagg::messages::{ClientMessage, ClientPayload, Header, encode};
 use privfed_secagg::{Aggregate, Stage};
+use privfed_secagg::{DeviceKey, Roster};
 use privfed_server::secagg::{Coordinator, EmbeddedRoundStore};
 use privfed_server::{AppState, EmbeddedStore};
 use rand::{RngExt, SeedableRng, rngs::ChaCha20Rng};
@@ -123,7 +123,7 @@ async fn round_in(
         let (joined, credentials) = match &mut devices {
             Some((authority, it)) => {
                 let (j, c) = http
-                    .join_enrolled(&created.round, it.next().unwrap(), authority)
+                    .join_enrolled(&created.round, it.next().unwrap(), authority, 0)
                     .await
                     .unwrap();
                 (j, Some(c))
@@ -290,10 +290,38 @@ async fn an_active_round_admits_only_enrolled_devices_once_each() {
             &created.round,
             DeviceKey::generate(&mut r),
             &other.verifying_key(),
+            0,
         )
         .await
         .unwrap_err();
     assert!(err.to_string().contains("signature"), "{err}");
+    // A device that has accepted a newer roster refuses this round's version 1, which a server
+    // could relay after the authority removed a device from it.
+    let authority = e.authority.verifying_key();
+    let err = http
+        .join_enrolled(&created.round, e.devices[1].clone(), &authority, 2)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("older"), "{err}");
+    // An expired roster is refused by the device's clock.
+    let expired = Roster::sign(
+        &e.authority,
+        e.devices.iter().map(DeviceKey::verifying_key).collect(),
+        5,
+        1,
+    );
+    let stale = http
+        .create_round(
+            TOKEN,
+            &serde_json::json!({"clients": 4, "bits": 16, "dim": 4, "threat_model": "active", "roster": &expired}),
+        )
+        .await
+        .unwrap();
+    let err = http
+        .join_enrolled(&stale.round, e.devices[1].clone(), &authority, 0)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("expired"), "{err}");
     srv.shutdown().await;
 }
 

@@ -2,9 +2,9 @@
 //! every covered mechanism holding its own claim, reproducibility.
 //!
 //! False-positive rate: the honest audits run at `--alpha 1e-3` (each flags a true claim with
-//! probability at most 10⁻³; with 12 of them at most 1.2%), at fixed seeds.
+//! probability at most 10⁻³; with 13 of them at most 1.3%), at fixed seeds.
 
-use crate::common::{fail_table, json_ok, privfed, words};
+use crate::common::{fails_with, json_ok, privfed, words};
 use serde_json::Value;
 
 /// The keys outside checks rely on.
@@ -65,6 +65,26 @@ fn skellam_with_too_little_noise_is_a_violation() {
     assert!(v["mechanism_epsilon"].as_f64().unwrap() > 2.5);
 }
 
+/// Five clients' discrete Gaussian shares of variance 0.2 each on a sensitivity-1 query: the
+/// RDP accountant's ε at 10⁻⁵ is above 4; audited against a claim of ε = 1 it is caught.
+#[test]
+fn ddg_with_too_little_noise_is_a_violation() {
+    let out = privfed(&words(
+        "audit ddg --variance 0.2 --clients 5 --delta 1e-5 --claim-epsilon 1 --samples 50000 --seed 3 --json --quiet",
+    ));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_keys(&v);
+    assert_eq!(v["violation"], true);
+    assert_eq!(v["clients"], 5);
+    assert!(v["mechanism_epsilon"].as_f64().unwrap() > 4.0, "{v}");
+}
+
 /// Every covered mechanism at its own ε: no violation, exit 0, a positive bound below the claim.
 #[test]
 fn every_mechanism_holds_its_own_claim() {
@@ -81,6 +101,7 @@ fn every_mechanism_holds_its_own_claim() {
         &words("privunit-inf --epsilon 2 --dim 8"),
         &words("separated --epsilon 2 --dim 8"),
         &words("skellam --epsilon 2 --delta 1e-5"),
+        &words("ddg --epsilon 2 --delta 1e-5 --clients 4"),
     ];
     for (i, case) in cases.iter().enumerate() {
         let seed = (100 + i).to_string();
@@ -137,16 +158,18 @@ fn seeded_audits_are_reproducible_and_thread_independent() {
 
 #[test]
 fn bad_audit_input_is_a_clear_error() {
-    fail_table(&[
-        ("audit grr --epsilon 1 --samples 2", "--samples"),
-        (
-            "audit grr --epsilon 1 --claim-epsilon -1",
-            "--claim-epsilon",
-        ),
-        ("audit grr --epsilon 1 --alpha 1.5", "--alpha"),
-        ("audit skellam --epsilon 1 --samples 100", "--delta"),
-        ("audit ddg --epsilon 1 --delta 1e-5 --samples 100", "ddg"),
-    ]);
+    fails_with(&words("audit grr --epsilon 1 --samples 2"), "--samples");
+    fails_with(
+        &words("audit grr --epsilon 1 --claim-epsilon -1"),
+        "--claim-epsilon",
+    );
+    fails_with(&words("audit grr --epsilon 1 --alpha 1.5"), "--alpha");
+    fails_with(&words("audit skellam --epsilon 1 --samples 100"), "--delta");
+    fails_with(&words("audit ddg --epsilon 1 --samples 100"), "--delta");
+    fails_with(
+        &words("audit ddg --epsilon 1 --delta 1e-5 --clients 0"),
+        "--clients",
+    );
     // An error is exit status 1, not the violation status 2.
     let out = privfed(&words("audit grr --epsilon -1"));
     assert_eq!(out.status.code(), Some(1));

@@ -267,6 +267,12 @@ def get_skellam_variance(
     accountant: str = "rdp",
 ) -> float: ...
 def validate_event(event: _Event) -> None: ...
+def _randomizer_specs() -> List[Dict[str, Any]]:
+    """The randomizer table: name, python_class, variant and params ({name, example})."""
+
+def _dp_event_examples() -> List[str]:
+    """One example of every Rust DpEvent variant as its JSON text (the schema drift test's
+    fixture)."""
 
 # ---- end of section: randomizers, accounting, MVU
 

@@ -420,3 +420,48 @@ def test_query_errors_are_typed():
         pa.get_noise_multiplier(1.0, DELTA, 0.01, 10, accountant="moments")
     with pytest.raises(privfed.InfeasibleParameters):
         pa.get_noise_multiplier(1e-9, 1e-12, 1.0, 10**6)
+
+
+def _same_json(a, b, where="event"):
+    """`a == b` as JSON values, with int and float kept apart (so a count written as 3.0 or a
+    rate written as 1 is drift, not equality)."""
+    assert type(a) is type(b), f"{where}: {a!r} ({type(a).__name__}) vs {b!r} ({type(b).__name__})"
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), f"{where}: keys {sorted(a)} vs {sorted(b)}"
+        for k in a:
+            _same_json(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), f"{where}: {len(a)} items vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same_json(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} vs {b!r}"
+
+
+def test_every_rust_event_variant_round_trips_through_the_python_classes():
+    """Schema drift: Rust lists one example of every DpEvent variant (an exhaustive match makes a
+    new variant fail to compile until it has one); each is rebuilt by `event_from_dict` as its own
+    class, written back by `to_dict()` to the same JSON, and read back by the Rust accountant to
+    the same event (its ledger)."""
+    from privfed import _privfed
+
+    examples = [json.loads(t) for t in _privfed._dp_event_examples()]
+    types = [d["type"] for d in examples]
+    assert len(types) == len(set(types)) and len(types) >= 11, types
+    classes = set()
+    for d in examples:
+        ev = pa.event_from_dict(d)
+        assert isinstance(ev, pa.DpEvent), d
+        classes.add(type(ev).__name__)
+        _same_json(ev.to_dict(), d, d["type"])
+        relation = "replace_one" if d["type"] == "sampled_without_replacement" else "add_or_remove_one"
+        acct = pa.RdpAccountant(neighboring_relation=relation).compose(ev)
+        (back,) = acct.ledger
+        _same_json(back.to_dict(), d, d["type"] + " (through the accountant)")
+    # Every exported event class is the image of one Rust variant (NoOpDpEvent is a function
+    # returning the empty ComposedDpEvent).
+    exported = {
+        n for n in pa.__all__
+        if n.endswith("DpEvent") and isinstance(getattr(pa, n), type) and n != "DpEvent"
+    }
+    assert classes == exported, (sorted(classes), sorted(exported))

@@ -304,3 +304,55 @@ def test_central_gaussian_projects_averages_and_adds_the_stated_noise():
         noisy.aggregate(np.zeros((1, 3)), 0.0)
     with pytest.raises(privfed.InvalidInput):
         noisy.aggregate(np.array([[np.nan, 1.0]]), 1.0)
+
+
+def _stub_params(class_name):
+    """The parameter names of `class_name.__new__` in the stub (without cls and seed); stubtest
+    in CI checks the stub against the built extension's signatures."""
+    import ast
+    import pathlib
+
+    stub = pathlib.Path(privfed.__file__).with_name("_privfed.pyi")
+    for node in ast.parse(stub.read_text()).body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == "__new__":
+                    a = f.args
+                    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                    return [n for n in names if n not in ("cls", "seed")]
+    return None
+
+
+def _cli_value(text):
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
+def test_every_randomizer_in_the_table_has_its_python_class():
+    """The randomizer table (privfed_mechanisms::spec, which the CLI's tests parse row by row)
+    against the Python package: each row's class is exported, is a LocalRandomizer, takes the
+    row's parameters in the row's order (the stub) and builds from the row's example by keyword,
+    within its ε; and every exported LocalRandomizer has a row."""
+    rows = privfed._privfed._randomizer_specs()
+    assert rows
+    for row in rows:
+        name = row["python_class"]
+        assert name in privfed.__all__, name
+        cls = getattr(privfed, name)
+        assert issubclass(cls, privfed.LocalRandomizer), name
+        params = [p["name"] for p in row["params"]]
+        assert _stub_params(name) == params, (name, _stub_params(name), params)
+        kwargs = {p["name"]: _cli_value(p["example"]) for p in row["params"] if p["example"]}
+        m = cls(**kwargs, seed=1)
+        assert m.epsilon <= kwargs["epsilon"] * (1 + 1e-9), (name, m.epsilon)
+    exported = {
+        n for n in privfed.__all__
+        if isinstance(getattr(privfed, n), type)
+        and issubclass(getattr(privfed, n), privfed.LocalRandomizer)
+        and n != "LocalRandomizer"
+    }
+    assert exported == {r["python_class"] for r in rows}

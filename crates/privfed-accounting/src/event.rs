@@ -251,6 +251,81 @@ impl DpEvent {
         }
     }
 
+    /// One valid example of every variant, in declaration order: the schema's fixture. The Python
+    /// bindings return their JSON so that `privfed.accounting` is tested to read and write the
+    /// same form (`event_from_dict(d).to_dict() == d`) for every variant; a test here checks that
+    /// the list covers [`DpEvent::variant_index`], whose exhaustive match does not compile until a
+    /// new variant has a position (and so, through that test, an example).
+    pub fn examples() -> Vec<DpEvent> {
+        let gaussian = DpEvent::Gaussian {
+            noise_multiplier: 1.1,
+        };
+        let pure = DpEvent::PureDp { epsilon: 0.5 };
+        vec![
+            gaussian.clone(),
+            DpEvent::Laplace { scale: 2.5 },
+            pure.clone(),
+            DpEvent::Skellam {
+                mu: 40.5,
+                l1_sensitivity: 3.0,
+                l2_sensitivity: 1.75,
+            },
+            DpEvent::DistributedDiscreteGaussian {
+                sigma: 12.5,
+                l1_sensitivity: 3.0,
+                l2_sensitivity: 1.75,
+                tau: 0.25,
+                dim: 7,
+            },
+            DpEvent::PoissonSampled {
+                rate: 0.125,
+                event: Box::new(gaussian.clone()),
+            },
+            DpEvent::SampledWithoutReplacement {
+                source_dataset_size: 1000,
+                sample_size: 30,
+                event: Box::new(gaussian.clone()),
+            },
+            DpEvent::LocalSampled {
+                rate: 0.25,
+                event: Box::new(pure.clone()),
+            },
+            DpEvent::Composed {
+                events: vec![gaussian.clone(), pure],
+            },
+            DpEvent::SelfComposed {
+                event: Box::new(gaussian),
+                count: 3,
+            },
+            DpEvent::RdpCurve {
+                orders: vec![1.5, 2.0, 8.0],
+                epsilons: vec![0.125, 0.25, 1.0],
+            },
+        ]
+    }
+
+    /// Number of variants of [`DpEvent`] (the range of [`DpEvent::variant_index`]).
+    pub const VARIANTS: usize = 11;
+
+    /// The variant's position in declaration order, `0..VARIANTS`. The match is exhaustive on
+    /// purpose: a new variant breaks compilation here until it is given a position, and the
+    /// test `examples_cover_every_variant` then fails until [`DpEvent::examples`] has one.
+    pub fn variant_index(&self) -> usize {
+        match self {
+            DpEvent::Gaussian { .. } => 0,
+            DpEvent::Laplace { .. } => 1,
+            DpEvent::PureDp { .. } => 2,
+            DpEvent::Skellam { .. } => 3,
+            DpEvent::DistributedDiscreteGaussian { .. } => 4,
+            DpEvent::PoissonSampled { .. } => 5,
+            DpEvent::SampledWithoutReplacement { .. } => 6,
+            DpEvent::LocalSampled { .. } => 7,
+            DpEvent::Composed { .. } => 8,
+            DpEvent::SelfComposed { .. } => 9,
+            DpEvent::RdpCurve { .. } => 10,
+        }
+    }
+
     /// A short human-readable name, used in error messages (e.g. `PoissonSampled(Laplace)`).
     pub fn name(&self) -> String {
         match self {
@@ -381,6 +456,24 @@ impl DpEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn examples_cover_every_variant() {
+        let ex = DpEvent::examples();
+        let mut seen = vec![false; DpEvent::VARIANTS];
+        for e in &ex {
+            e.validate().unwrap();
+            let k = e.variant_index();
+            assert!(!seen[k], "two examples of {}", e.name());
+            seen[k] = true;
+            let json = serde_json::to_string(e).unwrap();
+            assert_eq!(serde_json::from_str::<DpEvent>(&json).unwrap(), *e);
+        }
+        assert!(
+            seen.iter().all(|&s| s),
+            "variants without an example: {seen:?}"
+        );
+    }
 
     #[test]
     fn a_randomizer_maps_to_its_release_event() {

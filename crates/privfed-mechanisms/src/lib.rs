@@ -71,6 +71,7 @@ pub mod rng;
 pub mod sampling;
 pub mod separated;
 pub mod skellam;
+pub mod spec;
 /// The shared numerics: the base crate [`privfed_special`], also used by the accountants.
 pub use privfed_special as special;
 

@@ -617,6 +617,20 @@ fn validate_event(event: &Bound<'_, PyAny>) -> PyResult<()> {
     event_from_py(event)?.validate().py()
 }
 
+/// One example of every `DpEvent` variant as its serde JSON text (`DpEvent::examples`): the
+/// fixture of the Python test that keeps `privfed.accounting`'s dataclasses in step with the
+/// Rust schema.
+#[pyfunction]
+fn _dp_event_examples() -> PyResult<Vec<String>> {
+    DpEvent::examples()
+        .iter()
+        .map(|e| {
+            serde_json::to_string(e)
+                .map_err(|err| pyo3::exceptions::PyRuntimeError::new_err(err.to_string()))
+        })
+        .collect()
+}
+
 /// Registers the accounting classes and functions (re-exported by `privfed.accounting`).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Accountant>()?;
@@ -627,5 +641,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_laplace_scale, m)?)?;
     m.add_function(wrap_pyfunction!(get_skellam_variance, m)?)?;
     m.add_function(wrap_pyfunction!(validate_event, m)?)?;
+    m.add_function(wrap_pyfunction!(_dp_event_examples, m)?)?;
     Ok(())
 }

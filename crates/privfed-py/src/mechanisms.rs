@@ -589,7 +589,37 @@ impl Mvu {
 }
 
 /// Registers the classes.
+/// The randomizer table (`privfed_mechanisms::spec::RANDOMIZERS`) as a list of dicts: `name`
+/// (command line), `python_class`, `variant` (`AnyRandomizer`) and `params`, a list of
+/// `{"name", "example"}` (the example as command-line text, or `None`). The Python test checks
+/// every row against its class.
+#[pyfunction]
+fn _randomizer_specs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    privfed_mechanisms::spec::RANDOMIZERS
+        .iter()
+        .map(|r| {
+            let d = PyDict::new(py);
+            d.set_item("name", r.name)?;
+            d.set_item("python_class", r.python_class)?;
+            d.set_item("variant", r.variant)?;
+            let params = r
+                .params
+                .iter()
+                .map(|p| {
+                    let pd = PyDict::new(py);
+                    pd.set_item("name", p.name)?;
+                    pd.set_item("example", p.example)?;
+                    Ok(pd)
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            d.set_item("params", params)?;
+            Ok(d)
+        })
+        .collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_randomizer_specs, m)?)?;
     m.add_class::<Randomizer>()?;
     m.add_class::<PrivUnit2>()?;
     m.add_class::<PrivUnitG>()?;

@@ -176,3 +176,138 @@ impl MechanismArgs {
 pub fn build(args: &MechanismArgs) -> Result<AnyRandomizer> {
     Ok(args.spec()?.build()?)
 }
+
+/// The checks that keep the CLI and the simulator in step with the randomizer table
+/// (`privfed_mechanisms::spec::RANDOMIZERS`): every row parses through the real command line
+/// (`privfed describe NAME --param value …`, every parameter an option of that name) and builds,
+/// through the simulator's `MechanismSpec`, the row's `AnyRandomizer` variant; and every local
+/// mechanism the command line offers has a row.
+#[cfg(test)]
+fn check_table(rows: &[privfed_mechanisms::spec::RandomizerSpec]) -> Vec<String> {
+    use clap::{CommandFactory, Parser, ValueEnum};
+    use privfed_mechanisms::LocalRandomizer;
+    use privfed_sim::mechanism::MechanismKind;
+    let mut errors = Vec::new();
+    let cli = crate::Cli::command();
+    let describe = cli
+        .find_subcommand("describe")
+        .expect("describe subcommand");
+    let flags: Vec<String> = describe
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect();
+    for row in rows {
+        for param in row.params {
+            if !flags.contains(&param.cli_flag()) {
+                errors.push(format!("{}: no option {}", row.name, param.cli_flag()));
+            }
+        }
+        let argv = ["privfed", "describe", row.name]
+            .into_iter()
+            .map(String::from)
+            .chain(row.example_args());
+        let parsed = match crate::Cli::try_parse_from(argv) {
+            Ok(c) => c,
+            Err(e) => {
+                errors.push(format!("{}: the command line rejects it: {e}", row.name));
+                continue;
+            }
+        };
+        let crate::Command::Describe(args) = parsed.command else {
+            unreachable!("parsed as describe")
+        };
+        match build(&args.mech) {
+            Ok(m) if m.variant_name() == row.variant => {
+                if m.guarantee().epsilon() > args.mech.epsilon.unwrap_or(0.0) * (1.0 + 1e-9) {
+                    errors.push(format!("{}: built above its ε", row.name));
+                }
+            }
+            Ok(m) => errors.push(format!(
+                "{}: builds {} instead of {}",
+                row.name,
+                m.variant_name(),
+                row.variant
+            )),
+            Err(e) => errors.push(format!("{}: does not build: {e:#}", row.name)),
+        }
+    }
+    // The distributed mechanisms are planned by privfed-distributed, not local randomizers.
+    for kind in MechanismKind::value_variants() {
+        if matches!(kind, MechanismKind::Skellam | MechanismKind::Ddg) {
+            continue;
+        }
+        if !rows.iter().any(|r| r.name == kind.name()) {
+            errors.push(format!(
+                "{}: offered by the command line, no row",
+                kind.name()
+            ));
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_table;
+    use privfed_mechanisms::spec::{Param, RANDOMIZERS, RandomizerSpec};
+
+    #[test]
+    fn every_table_row_parses_and_builds_through_the_cli() {
+        assert_eq!(check_table(RANDOMIZERS), Vec::<String>::new());
+    }
+
+    /// The check catches the two ways a randomizer is added in one place only: a row the
+    /// command line cannot parse or build, and a mechanism the command line offers without a
+    /// row. (The Python side is checked by python/tests/test_mechanisms.py.)
+    #[test]
+    fn the_table_check_fails_when_a_randomizer_is_in_one_place_only() {
+        const NEW: RandomizerSpec = RandomizerSpec {
+            name: "new-rr",
+            python_class: "NewRR",
+            variant: "GridRr",
+            params: &[Param {
+                name: "epsilon",
+                example: Some("1"),
+            }],
+        };
+        let mut rows = RANDOMIZERS.to_vec();
+        rows.push(NEW);
+        let errors = check_table(&rows);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].starts_with("new-rr: the command line rejects it"));
+
+        let without_laplace: Vec<_> = RANDOMIZERS
+            .iter()
+            .filter(|r| r.name != "laplace")
+            .copied()
+            .collect();
+        assert_eq!(
+            check_table(&without_laplace),
+            ["laplace: offered by the command line, no row"]
+        );
+
+        let mut wrong_variant = RANDOMIZERS.to_vec();
+        wrong_variant[0].variant = "Mvu";
+        assert_eq!(
+            check_table(&wrong_variant),
+            ["privunit2: builds PrivUnit2 instead of Mvu"]
+        );
+
+        let mut unknown_option = RANDOMIZERS.to_vec();
+        unknown_option[1].params = &[
+            Param {
+                name: "epsilon",
+                example: Some("4"),
+            },
+            Param {
+                name: "width",
+                example: None,
+            },
+        ];
+        let errors = check_table(&unknown_option);
+        assert!(
+            errors.contains(&"privunitg: no option --width".to_string()),
+            "{errors:?}"
+        );
+    }
+}

@@ -12,7 +12,7 @@ use serde_json::json;
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
     #[command(flatten)]
-    mech: MechanismArgs,
+    pub(crate) mech: MechanismArgs,
     #[command(flatten)]
     distributed: DistributedArgs,
     /// Clients per round (skellam: the minimum number expected to survive).

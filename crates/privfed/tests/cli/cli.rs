@@ -1,18 +1,10 @@
 //! The CLI through the real binary.
 
-use crate::common::{fails_with, json_ok, privfed, words};
+use crate::common::{fail_table, json_ok, privfed, run, words};
 
 #[test]
 fn describe_privunit2_reports_the_optimum() {
-    let v = json_ok(&[
-        "describe",
-        "privunit2",
-        "--epsilon",
-        "4",
-        "--dim",
-        "1000",
-        "--json",
-    ]);
+    let v = run("describe privunit2 --epsilon 4 --dim 1000 --json");
     assert_eq!(v["mechanism"], "privunit2");
     let var = v["variance"].as_f64().unwrap();
     assert!((var - 434.60).abs() <= 0.005 * 434.60, "variance {var}");
@@ -23,41 +15,15 @@ fn describe_privunit2_reports_the_optimum() {
 
 #[test]
 fn describe_every_sphere_parameterization() {
-    let v = json_ok(&[
-        "describe",
-        "privunitg",
-        "--epsilon",
-        "8",
-        "--dim",
-        "1000",
-        "--json",
-    ]);
+    let v = run("describe privunitg --epsilon 8 --dim 1000 --json");
     assert!((v["variance"].as_f64().unwrap() - 132.91).abs() < 0.05);
-    let v = json_ok(&[
-        "describe",
-        "privunitg",
-        "--epsilon",
-        "8",
-        "--dim",
-        "1000",
-        "--parameterization",
-        "dimension-free",
-        "--json",
-    ]);
+    let v = json_ok(&words(
+        "describe privunitg --epsilon 8 --dim 1000 --parameterization dimension-free --json",
+    ));
     assert!(v["variance"].as_f64().unwrap() >= 132.90);
-    let v = json_ok(&[
-        "describe",
-        "privunit2",
-        "--epsilon",
-        "8",
-        "--dim",
-        "1000",
-        "--parameterization",
-        "paper000",
-        "--epsilon0",
-        "2.5",
-        "--json",
-    ]);
+    let v = json_ok(&words(
+        "describe privunit2 --epsilon 8 --dim 1000 --parameterization paper000 --epsilon0 2.5 --json",
+    ));
     assert!(v["epsilon"].as_f64().unwrap() <= 8.0);
     assert!(v["variance"].as_f64().unwrap() > 132.35);
 }
@@ -83,84 +49,26 @@ fn dme_agrees(args: &[&str]) {
 
 #[test]
 fn dme_matches_prediction_for_sphere_mechanisms() {
-    dme_agrees(&[
-        "privunit2",
-        "--epsilon",
-        "4",
-        "--dim",
-        "100",
-        "--clients",
-        "200",
-        "--trials",
-        "150",
-        "--seed",
-        "1",
-    ]);
-    dme_agrees(&[
-        "privunitg",
-        "--epsilon",
-        "2",
-        "--dim",
-        "50",
-        "--clients",
-        "200",
-        "--trials",
-        "150",
-        "--seed",
-        "2",
-    ]);
+    dme_agrees(&words(
+        "privunit2 --epsilon 4 --dim 100 --clients 200 --trials 150 --seed 1",
+    ));
+    dme_agrees(&words(
+        "privunitg --epsilon 2 --dim 50 --clients 200 --trials 150 --seed 2",
+    ));
 }
 
 #[test]
 fn dme_matches_prediction_for_every_other_mechanism() {
-    let common = ["--clients", "300", "--trials", "150", "--seed", "3"];
+    let common = words("--clients 300 --trials 150 --seed 3");
     let cases: [&[&str]; 8] = [
-        &["privunit-inf", "--epsilon", "3", "--dim", "40"],
-        &["scalar-dp", "--epsilon", "2", "--r-max", "3"],
-        &[
-            "scalar-rel-dp",
-            "--epsilon",
-            "2",
-            "--a",
-            "0.05",
-            "--kappa",
-            "0.5",
-        ],
-        &["grr", "--epsilon", "1", "--bits", "3"],
-        &[
-            "separated",
-            "--epsilon",
-            "5",
-            "--dim",
-            "30",
-            "--magnitude-epsilon",
-            "1",
-            "--r-max",
-            "2",
-        ],
-        &["laplace", "--epsilon", "2", "--dim", "10"],
-        &[
-            "laplace",
-            "--epsilon",
-            "2",
-            "--dim",
-            "10",
-            "--norm",
-            "linf",
-            "--radius",
-            "0.5",
-        ],
-        &[
-            "gaussian",
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-5",
-            "--dim",
-            "10",
-            "--norm",
-            "sphere",
-        ],
+        &words("privunit-inf --epsilon 3 --dim 40"),
+        &words("scalar-dp --epsilon 2 --r-max 3"),
+        &words("scalar-rel-dp --epsilon 2 --a 0.05 --kappa 0.5"),
+        &words("grr --epsilon 1 --bits 3"),
+        &words("separated --epsilon 5 --dim 30 --magnitude-epsilon 1 --r-max 2"),
+        &words("laplace --epsilon 2 --dim 10"),
+        &words("laplace --epsilon 2 --dim 10 --norm linf --radius 0.5"),
+        &words("gaussian --epsilon 1 --delta 1e-5 --dim 10 --norm sphere"),
     ];
     for case in cases {
         let mut args = case.to_vec();
@@ -172,23 +80,20 @@ fn dme_matches_prediction_for_every_other_mechanism() {
 #[test]
 fn describe_every_mechanism() {
     let cases: [(&[&str], &str); 9] = [
-        (&["privunit2", "--dim", "10"], "privunit2"),
-        (&["privunitg", "--dim", "10"], "privunitg"),
-        (&["privunit-inf", "--dim", "10"], "privunit-inf"),
+        (&words("privunit2 --dim 10"), "privunit2"),
+        (&words("privunitg --dim 10"), "privunitg"),
+        (&words("privunit-inf --dim 10"), "privunit-inf"),
         (&["scalar-dp"], "scalar-dp"),
-        (
-            &["scalar-rel-dp", "--a", "0.01", "--kappa", "1"],
-            "scalar-rel-dp",
-        ),
-        (&["grr", "--bits", "2"], "grr"),
-        (&["separated", "--dim", "10"], "separated"),
-        (&["laplace", "--dim", "3"], "laplace"),
-        (&["gaussian", "--dim", "3", "--delta", "1e-6"], "gaussian"),
+        (&words("scalar-rel-dp --a 0.01 --kappa 1"), "scalar-rel-dp"),
+        (&words("grr --bits 2"), "grr"),
+        (&words("separated --dim 10"), "separated"),
+        (&words("laplace --dim 3"), "laplace"),
+        (&words("gaussian --dim 3 --delta 1e-6"), "gaussian"),
     ];
     for (case, name) in cases {
         let mut args = vec!["describe"];
         args.extend_from_slice(case);
-        args.extend_from_slice(&["--epsilon", "2", "--json"]);
+        args.extend_from_slice(&words("--epsilon 2 --json"));
         let v = json_ok(&args);
         assert_eq!(v["mechanism"], name);
         let eps = v["epsilon"].as_f64().unwrap();
@@ -197,187 +102,61 @@ fn describe_every_mechanism() {
         assert!(v["params"].is_object());
     }
     // Human-readable output names the mechanism too.
-    let out = privfed(&["describe", "scalar-dp", "--epsilon", "1"]);
+    let out = privfed(&words("describe scalar-dp --epsilon 1"));
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("mechanism: scalar-dp"));
 }
 
 #[test]
 fn dme_is_reproducible_with_a_seed_and_thread_independent() {
-    let a = json_ok(&[
-        "dme",
-        "privunit2",
-        "--epsilon",
-        "4",
-        "--dim",
-        "20",
-        "--clients",
-        "100",
-        "--trials",
-        "3",
-        "--seed",
-        "9",
-        "--threads",
-        "1",
-        "--json",
-        "--quiet",
-    ]);
-    let b = json_ok(&[
-        "dme",
-        "privunit2",
-        "--epsilon",
-        "4",
-        "--dim",
-        "20",
-        "--clients",
-        "100",
-        "--trials",
-        "3",
-        "--seed",
-        "9",
-        "--threads",
-        "2",
-        "--json",
-        "--quiet",
-    ]);
+    let a = json_ok(&words(
+        "dme privunit2 --epsilon 4 --dim 20 --clients 100 --trials 3 --seed 9 --threads 1 --json --quiet",
+    ));
+    let b = json_ok(&words(
+        "dme privunit2 --epsilon 4 --dim 20 --clients 100 --trials 3 --seed 9 --threads 2 --json --quiet",
+    ));
     assert_eq!(a["mse"], b["mse"]);
     assert_eq!(a["predicted_mse"], b["predicted_mse"]);
 }
 
 #[test]
 fn bad_input_is_a_clear_error() {
-    fails_with(
-        &["describe", "privunit2", "--epsilon", "0", "--dim", "10"],
-        "epsilon",
-    );
-    fails_with(
-        &["describe", "privunit2", "--epsilon", "-1", "--dim", "10"],
-        "epsilon",
-    );
-    fails_with(
-        &["describe", "privunit2", "--epsilon", "NaN", "--dim", "10"],
-        "epsilon",
-    );
-    fails_with(&["describe", "privunit2", "--epsilon", "1"], "--dim");
-    fails_with(
-        &["describe", "privunit2", "--epsilon", "1", "--dim", "1"],
-        "dim",
-    );
-    fails_with(
-        &[
-            "describe",
-            "privunit2",
-            "--epsilon",
-            "4",
-            "--dim",
-            "10",
-            "--parameterization",
-            "paper000",
-        ],
-        "--epsilon0",
-    );
-    fails_with(&["describe", "nosuch", "--epsilon", "1"], "invalid value");
-    fails_with(
-        &[
-            "dme",
-            "privunit2",
-            "--epsilon",
-            "1",
-            "--dim",
-            "10",
+    fail_table(&[
+        ("describe privunit2 --epsilon 0 --dim 10", "epsilon"),
+        ("describe privunit2 --epsilon -1 --dim 10", "epsilon"),
+        ("describe privunit2 --epsilon NaN --dim 10", "epsilon"),
+        ("describe privunit2 --epsilon 1", "--dim"),
+        ("describe privunit2 --epsilon 1 --dim 1", "dim"),
+        (
+            "describe privunit2 --epsilon 4 --dim 10 --parameterization paper000",
+            "--epsilon0",
+        ),
+        ("describe nosuch --epsilon 1", "invalid value"),
+        (
+            "dme privunit2 --epsilon 1 --dim 10 --clients 0",
             "--clients",
-            "0",
-        ],
-        "--clients",
-    );
-    fails_with(
-        &[
-            "dme",
-            "privunit2",
-            "--epsilon",
-            "1",
-            "--dim",
-            "10",
-            "--clients",
-            "5",
+        ),
+        (
+            "dme privunit2 --epsilon 1 --dim 10 --clients 5 --trials 0",
             "--trials",
-            "0",
-        ],
-        "--trials",
-    );
-    fails_with(
-        &["describe", "scalar-dp", "--epsilon", "1", "--dim", "3"],
-        "--dim must be 1",
-    );
-    fails_with(
-        &["describe", "scalar-dp", "--epsilon", "1", "--r-max", "-2"],
-        "r_max",
-    );
-    fails_with(&["describe", "scalar-rel-dp", "--epsilon", "1"], "--a");
-    fails_with(
-        &["describe", "grr", "--epsilon", "1", "--bits", "0"],
-        "bits",
-    );
-    fails_with(
-        &[
-            "describe",
-            "grr",
-            "--epsilon",
-            "1",
-            "--lo",
-            "1",
-            "--hi",
-            "-1",
-        ],
-        "lo",
-    );
-    fails_with(
-        &["describe", "gaussian", "--epsilon", "1", "--dim", "3"],
-        "--delta",
-    );
-    fails_with(
-        &[
-            "describe",
-            "gaussian",
-            "--epsilon",
-            "1",
-            "--dim",
-            "3",
-            "--delta",
-            "2",
-        ],
-        "delta",
-    );
-    fails_with(
-        &[
-            "describe",
-            "laplace",
-            "--epsilon",
-            "1",
-            "--dim",
-            "3",
+        ),
+        ("describe scalar-dp --epsilon 1 --dim 3", "--dim must be 1"),
+        ("describe scalar-dp --epsilon 1 --r-max -2", "r_max"),
+        ("describe scalar-rel-dp --epsilon 1", "--a"),
+        ("describe grr --epsilon 1 --bits 0", "bits"),
+        ("describe grr --epsilon 1 --lo 1 --hi -1", "lo"),
+        ("describe gaussian --epsilon 1 --dim 3", "--delta"),
+        ("describe gaussian --epsilon 1 --dim 3 --delta 2", "delta"),
+        (
+            "describe laplace --epsilon 1 --dim 3 --radius 0",
             "--radius",
-            "0",
-        ],
-        "--radius",
-    );
-    fails_with(
-        &[
-            "describe",
-            "separated",
-            "--epsilon",
-            "1",
-            "--dim",
-            "3",
+        ),
+        (
+            "describe separated --epsilon 1 --dim 3 --magnitude-epsilon 1",
             "--magnitude-epsilon",
-            "1",
-        ],
-        "--magnitude-epsilon",
-    );
-    fails_with(
-        &["describe", "privunit-inf", "--epsilon", "1", "--dim", "0"],
-        "dim",
-    );
+        ),
+        ("describe privunit-inf --epsilon 1 --dim 0", "dim"),
+    ]);
 }
 
 /// A negative-looking value, exponent included (`-1e-5`, which clap's own negative-number check
@@ -439,31 +218,15 @@ fn negative_looking_values_name_the_option() {
 fn closed_stdout_pipe_is_not_a_panic() {
     for (args, what) in [
         (
-            &[
-                "describe",
-                "privunit2",
-                "--epsilon",
-                "4",
-                "--dim",
-                "100",
-                "--json",
-            ][..],
+            &words("describe privunit2 --epsilon 4 --dim 100 --json")[..],
             "json report",
         ),
         (
-            &["describe", "privunit2", "--epsilon", "4", "--dim", "100"][..],
+            &words("describe privunit2 --epsilon 4 --dim 100")[..],
             "human report",
         ),
         (
-            &[
-                "account",
-                "--accountant",
-                "rdp",
-                "--mechanism",
-                "laplace",
-                "--scale",
-                "2",
-            ][..],
+            &words("account --accountant rdp --mechanism laplace --scale 2")[..],
             "missing flags (an error, not a pipe)",
         ),
     ] {

@@ -1,27 +1,14 @@
 //! `privfed account | calibrate | analyze` through the real binary.
 
-use crate::common::{fails_with, floats, json_ok, matrix};
+use crate::common::{fail_table, fails_with, floats, json_ok, matrix, run, words};
 
 use privfed_accounting::{DpEvent, RdpAccountant};
 
 #[test]
 fn account_rdp_matches_library() {
-    let v = json_ok(&[
-        "account",
-        "--accountant",
-        "rdp",
-        "--mechanism",
-        "gaussian",
-        "--noise-multiplier",
-        "1.1",
-        "--sampling-rate",
-        "0.01",
-        "--steps",
-        "1000",
-        "--delta",
-        "1e-5",
-        "--json",
-    ]);
+    let v = json_ok(&words(
+        "account --accountant rdp --mechanism gaussian --noise-multiplier 1.1 --sampling-rate 0.01 --steps 1000 --delta 1e-5 --json",
+    ));
     let mut acc = RdpAccountant::new();
     acc.compose(&DpEvent::poisson_gaussian(0.01, 1.1, 1000))
         .unwrap();
@@ -33,18 +20,9 @@ fn account_rdp_matches_library() {
 
 #[test]
 fn account_pld_epsilon_and_delta_are_consistent() {
-    let base = [
-        "account",
-        "--accountant",
-        "pld",
-        "--noise-multiplier",
-        "1.1",
-        "--sampling-rate",
-        "0.01",
-        "--steps",
-        "1000",
-        "--json",
-    ];
+    let base = words(
+        "account --accountant pld --noise-multiplier 1.1 --sampling-rate 0.01 --steps 1000 --json",
+    );
     let e = json_ok(&[&base[..], &["--delta", "1e-5"]].concat());
     let eps = e["epsilon"].as_f64().unwrap();
     assert!(eps > 0.5 && eps < 3.0, "{eps}");
@@ -95,20 +73,9 @@ fn account_other_mechanisms() {
 /// central `poisson_sampled`, whose ln(1 + q(e^ε − 1)) would be an under-statement here).
 #[test]
 fn account_pure_with_sampling_is_local() {
-    let base = [
-        "account",
-        "--mechanism",
-        "pure",
-        "--local-epsilon",
-        "2",
-        "--sampling-rate",
-        "0.1",
-        "--steps",
-        "1",
-        "--delta",
-        "1e-12",
-        "--json",
-    ];
+    let base = words(
+        "account --mechanism pure --local-epsilon 2 --sampling-rate 0.1 --steps 1 --delta 1e-12 --json",
+    );
     let central = (1.0 + 0.1 * (2f64.exp() - 1.0)).ln();
     for acc in ["pld", "rdp"] {
         let v = json_ok(&[&base[..], &["--accountant", acc]].concat());
@@ -123,18 +90,12 @@ fn account_pure_with_sampling_is_local() {
         }
     }
     // δ at ε = T·ε_pure is 0 by pure composition, whatever RDP's conversion says.
-    let d = json_ok(
-        &[
-            &base[..9],
-            &["--epsilon", "2", "--json", "--accountant", "rdp"],
-        ]
-        .concat(),
-    );
+    let d = json_ok(&[&base[..9], &words("--epsilon 2 --json --accountant rdp")].concat());
     assert_eq!(d["delta"].as_f64().unwrap(), 0.0, "{d}");
     assert_eq!(d["delta_from"], "pure_composition");
     assert!(d["delta_rdp"].as_f64().unwrap() > 0.0);
     // Many steps: sampling still helps (fewer participations), below the unsampled composition.
-    let steps = ["--steps", "100", "--delta", "1e-6", "--accountant", "pld"];
+    let steps = words("--steps 100 --delta 1e-6 --accountant pld");
     let sampled = json_ok(&[&base[..7], &["--json"], &steps[..]].concat());
     let full = json_ok(&[&base[..5], &["--json"], &steps[..]].concat());
     let (s, f) = (
@@ -170,172 +131,76 @@ fn calibrate_meets_target() {
 
 #[test]
 fn analyze_ddml_and_reconstruction() {
-    let v = json_ok(&[
-        "analyze",
-        "ddml",
-        "--local-epsilon",
-        "2",
-        "--instances",
-        "10",
-        "--updates",
-        "100",
-        "--json",
-    ]);
+    let v = json_ok(&words(
+        "analyze ddml --local-epsilon 2 --instances 10 --updates 100 --json",
+    ));
     assert_eq!(v["adversary_i"]["epsilon"].as_f64().unwrap(), 2.0);
     assert!((v["adversary_ii"]["expected_loss"].as_f64().unwrap() - 0.9).abs() < 1e-12);
-    let b = json_ok(&[
-        "analyze",
-        "reconstruction",
-        "--dimension",
-        "3",
-        "--threshold",
-        "0.5",
-        "--epsilon",
-        "0.1",
-        "--json",
-    ]);
+    let b = json_ok(&words(
+        "analyze reconstruction --dimension 3 --threshold 0.5 --epsilon 0.1 --json",
+    ));
     // k = 3: P₀ = (1 − t)/2 = 0.25; bound e^{0.1}·0.25.
     assert!((b["success_bound"].as_f64().unwrap() - 0.1f64.exp() * 0.25).abs() < 1e-12);
-    let m = json_ok(&[
-        "analyze",
-        "reconstruction",
-        "--dimension",
-        "3",
-        "--threshold",
-        "0.5",
-        "--target-bound",
-        "0.5",
-        "--json",
-    ]);
+    let m = json_ok(&words(
+        "analyze reconstruction --dimension 3 --threshold 0.5 --target-bound 0.5 --json",
+    ));
     assert!((m["max_epsilon"].as_f64().unwrap() - 2f64.ln()).abs() < 1e-12);
-    let g = json_ok(&[
-        "analyze",
-        "gaussian",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-5",
-        "--json",
-    ]);
+    let g = run("analyze gaussian --epsilon 1 --delta 1e-5 --json");
     assert!((g["sigma"].as_f64().unwrap() - 3.730_631_634_815_937_4).abs() < 1e-8);
 }
 
 #[test]
 fn invalid_parameters_fail_clearly() {
-    let acc = [
-        "account",
-        "--accountant",
-        "rdp",
-        "--noise-multiplier",
-        "1",
-        "--json",
-    ];
+    let acc = words("account --accountant rdp --noise-multiplier 1 --json");
     fn join<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<&'a str> {
         [a, b].concat()
     }
     let with = |extra: &[&'static str]| join(&acc, extra);
     fails_with(
-        &with(&["--sampling-rate", "0", "--steps", "3", "--delta", "1e-5"]),
+        &with(&words("--sampling-rate 0 --steps 3 --delta 1e-5")),
         "sampling-rate",
     );
     fails_with(
-        &with(&["--sampling-rate", "1.5", "--steps", "3", "--delta", "1e-5"]),
+        &with(&words("--sampling-rate 1.5 --steps 3 --delta 1e-5")),
         "sampling-rate",
     );
-    fails_with(&with(&["--steps", "3", "--delta", "0"]), "delta");
-    fails_with(&with(&["--steps", "3", "--delta", "1"]), "delta");
-    fails_with(&with(&["--steps", "0", "--delta", "1e-5"]), "steps");
+    fails_with(&with(&words("--steps 3 --delta 0")), "delta");
+    fails_with(&with(&words("--steps 3 --delta 1")), "delta");
+    fails_with(&with(&words("--steps 0 --delta 1e-5")), "steps");
     fails_with(
-        &with(&["--steps", "3", "--delta", "1e-5", "--epsilon", "1"]),
+        &with(&words("--steps 3 --delta 1e-5 --epsilon 1")),
         "cannot be used",
     );
-    fails_with(
-        &[
-            "account",
-            "--accountant",
-            "rdp",
+    fail_table(&[
+        (
+            "account --accountant rdp --noise-multiplier 0 --steps 3 --delta 1e-5",
+            "noise_multiplier",
+        ),
+        (
+            "account --accountant rdp --noise-multiplier -1 --steps 3 --delta 1e-5",
+            "noise_multiplier",
+        ),
+        (
+            "account --accountant rdp --steps 3 --delta 1e-5",
             "--noise-multiplier",
-            "0",
-            "--steps",
-            "3",
-            "--delta",
-            "1e-5",
-        ],
-        "noise_multiplier",
-    );
+        ),
+    ]);
     fails_with(
-        &[
-            "account",
-            "--accountant",
-            "rdp",
-            "--noise-multiplier",
-            "-1",
-            "--steps",
-            "3",
-            "--delta",
-            "1e-5",
-        ],
-        "noise_multiplier",
-    );
-    fails_with(
-        &[
-            "account",
-            "--accountant",
-            "rdp",
-            "--steps",
-            "3",
-            "--delta",
-            "1e-5",
-        ],
-        "--noise-multiplier",
-    );
-    fails_with(
-        &[
-            "account",
-            "--accountant",
-            "pld",
-            "--mechanism",
-            "skellam",
-            "--variance",
-            "10",
-            "--l1-sensitivity",
-            "3",
-            "--l2-sensitivity",
-            "2",
-            "--steps",
-            "3",
-            "--delta",
-            "1e-5",
-        ],
+        &words(
+            "account --accountant pld --mechanism skellam --variance 10 --l1-sensitivity 3 --l2-sensitivity 2 --steps 3 --delta 1e-5",
+        ),
         "Skellam",
     );
-    fails_with(
-        &[
-            "calibrate",
-            "--accountant",
-            "rdp",
-            "--target-epsilon",
-            "1",
-            "--delta",
-            "2",
-            "--steps",
-            "3",
-        ],
-        "delta",
-    );
-    fails_with(
-        &[
-            "analyze",
-            "reconstruction",
-            "--dimension",
-            "1",
-            "--threshold",
-            "0.5",
-            "--epsilon",
-            "1",
-        ],
-        "k",
-    );
+    fail_table(&[
+        (
+            "calibrate --accountant rdp --target-epsilon 1 --delta 2 --steps 3",
+            "delta",
+        ),
+        (
+            "analyze reconstruction --dimension 1 --threshold 0.5 --epsilon 1",
+            "k",
+        ),
+    ]);
 }
 
 // ---- `privfed account --mechanism mvu` -------------------------------------------------------
@@ -484,7 +349,7 @@ fn account_mvu_scalar_curve_composition_and_bounds() {
     let e_ldp = ldp_epsilon(&p);
     assert!(e_ldp <= 2.0 + 1e-9 && e_ldp > 1.0, "{e_ldp}");
     let delta = 1e-3;
-    let one = account_mvu(&path, &["--steps", "1", "--delta", "1e-3"]);
+    let one = account_mvu(&path, &words("--steps 1 --delta 1e-3"));
     assert_eq!(one["accountant"], "rdp");
     assert_eq!(one["bound"]["rdp_bound"], "exact_scalar");
     let pure = one["pure_epsilon_per_step"].as_f64().unwrap();
@@ -542,7 +407,7 @@ fn account_mvu_scalar_curve_composition_and_bounds() {
         }
     }
     // δ for ε is consistent with ε for δ.
-    let v5 = account_mvu(&path, &["--steps", "5", "--delta", "1e-3"]);
+    let v5 = account_mvu(&path, &words("--steps 5 --delta 1e-3"));
     let e5 = format!("{}", v5["epsilon_rdp"].as_f64().unwrap());
     let d = account_mvu(&path, &["--steps", "5", "--epsilon", &e5]);
     let d5 = d["delta"].as_f64().unwrap();
@@ -559,12 +424,9 @@ fn account_mvu_local_sampling_and_vector_bounds() {
         "ldp_3_2_s.json",
         "--input-bits 3 --output-bits 2 --epsilon 2",
     );
-    let plain = account_mvu(&path, &["--steps", "50", "--delta", "1e-5"]);
+    let plain = account_mvu(&path, &words("--steps 50 --delta 1e-5"));
     let q = 0.1;
-    let sampled = account_mvu(
-        &path,
-        &["--steps", "50", "--delta", "1e-5", "--sampling-rate", "0.1"],
-    );
+    let sampled = account_mvu(&path, &words("--steps 50 --delta 1e-5 --sampling-rate 0.1"));
     let orders = floats(&plain["event"]["event"]["orders"]);
     let base = floats(&plain["event"]["event"]["epsilons"]);
     let samp = floats(&sampled["event"]["event"]["epsilons"]);
@@ -593,16 +455,7 @@ fn account_mvu_local_sampling_and_vector_bounds() {
     );
     let v = account_mvu(
         &vpath,
-        &[
-            "--steps",
-            "3",
-            "--delta",
-            "1e-5",
-            "--dim",
-            "4",
-            "--sensitivity",
-            "0.5",
-        ],
+        &words("--steps 3 --delta 1e-5 --dim 4 --sensitivity 0.5"),
     );
     // Exact metric ε: max ln(P_ij/P_kj)/(|i−k|/7).
     let mut em = 0.0f64;
@@ -636,18 +489,9 @@ fn account_mvu_local_sampling_and_vector_bounds() {
     // The scalar curve of the same design is the d = 1, full-range special case.
     let s1 = account_mvu(
         &vpath,
-        &[
-            "--steps",
-            "1",
-            "--delta",
-            "1e-5",
-            "--dim",
-            "1",
-            "--sensitivity",
-            "1",
-        ],
+        &words("--steps 1 --delta 1e-5 --dim 1 --sensitivity 1"),
     );
-    let sc = account_mvu(&vpath, &["--steps", "1", "--delta", "1e-5"]);
+    let sc = account_mvu(&vpath, &words("--steps 1 --delta 1e-5"));
     let (a1, b1) = (
         floats(&s1["event"]["event"]["epsilons"]),
         floats(&sc["event"]["event"]["epsilons"]),
@@ -706,7 +550,7 @@ fn account_mvu_bad_design_files_fail_naming_the_file() {
         run(tp, needle);
     }
     // Usage errors.
-    let base = ["account", "--mechanism", "mvu", "--delta", "1e-5"];
+    let base = words("account --mechanism mvu --delta 1e-5");
     for (extra, needle) in [
         (vec!["--steps", "3"], "--design"),
         (
@@ -722,15 +566,7 @@ fn account_mvu_bad_design_files_fail_naming_the_file() {
         fails_with(&[&base[..], &extra].concat(), needle);
     }
     fails_with(
-        &[
-            "account",
-            "--noise-multiplier",
-            "1",
-            "--steps",
-            "3",
-            "--delta",
-            "1e-5",
-        ],
+        &words("account --noise-multiplier 1 --steps 3 --delta 1e-5"),
         "--accountant",
     );
 }

@@ -4,7 +4,7 @@
 //! False-positive rate: the honest audits run at `--alpha 1e-3` (each flags a true claim with
 //! probability at most 10⁻³; with 13 of them at most 1.3%), at fixed seeds.
 
-use crate::common::{fails_with, json_ok, privfed};
+use crate::common::{fails_with, json_ok, privfed, words};
 use serde_json::Value;
 
 /// The keys outside checks rely on.
@@ -27,20 +27,9 @@ fn assert_keys(v: &Value) {
 /// report is still printed on stdout.
 #[test]
 fn grr_at_twice_the_claimed_epsilon_is_a_violation() {
-    let out = privfed(&[
-        "audit",
-        "grr",
-        "--epsilon",
-        "2",
-        "--claim-epsilon",
-        "1",
-        "--samples",
-        "20000",
-        "--seed",
-        "1",
-        "--json",
-        "--quiet",
-    ]);
+    let out = privfed(&words(
+        "audit grr --epsilon 2 --claim-epsilon 1 --samples 20000 --seed 1 --json --quiet",
+    ));
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -61,22 +50,9 @@ fn grr_at_twice_the_claimed_epsilon_is_a_violation() {
 /// accountant; audited against a claim of ε = 1 at that δ it is caught.
 #[test]
 fn skellam_with_too_little_noise_is_a_violation() {
-    let out = privfed(&[
-        "audit",
-        "skellam",
-        "--variance",
-        "0.45",
-        "--delta",
-        "1e-5",
-        "--claim-epsilon",
-        "1",
-        "--samples",
-        "50000",
-        "--seed",
-        "2",
-        "--json",
-        "--quiet",
-    ]);
+    let out = privfed(&words(
+        "audit skellam --variance 0.45 --delta 1e-5 --claim-epsilon 1 --samples 50000 --seed 2 --json --quiet",
+    ));
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -93,24 +69,9 @@ fn skellam_with_too_little_noise_is_a_violation() {
 /// RDP accountant's ε at 10⁻⁵ is above 4; audited against a claim of ε = 1 it is caught.
 #[test]
 fn ddg_with_too_little_noise_is_a_violation() {
-    let out = privfed(&[
-        "audit",
-        "ddg",
-        "--variance",
-        "0.2",
-        "--clients",
-        "5",
-        "--delta",
-        "1e-5",
-        "--claim-epsilon",
-        "1",
-        "--samples",
-        "50000",
-        "--seed",
-        "3",
-        "--json",
-        "--quiet",
-    ]);
+    let out = privfed(&words(
+        "audit ddg --variance 0.2 --clients 5 --delta 1e-5 --claim-epsilon 1 --samples 50000 --seed 3 --json --quiet",
+    ));
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -128,35 +89,19 @@ fn ddg_with_too_little_noise_is_a_violation() {
 #[test]
 fn every_mechanism_holds_its_own_claim() {
     let cases: &[&[&str]] = &[
-        &["grr", "--epsilon", "1"],
-        &["scalar-dp", "--epsilon", "1"],
-        &[
-            "scalar-rel-dp",
-            "--epsilon",
-            "1",
-            "--a",
-            "0.1",
-            "--kappa",
-            "2",
-        ],
-        &["bitwise-rr", "--epsilon", "1"],
-        &["mvu", "--epsilon", "1", "--bits", "2"],
-        &["laplace", "--epsilon", "1", "--dim", "1", "--norm", "l1"],
-        &[
-            "gaussian",
-            "--epsilon",
-            "2",
-            "--delta",
-            "1e-5",
-            "--dim",
-            "1",
-        ],
-        &["privunit2", "--epsilon", "2", "--dim", "16"],
-        &["privunitg", "--epsilon", "2", "--dim", "16"],
-        &["privunit-inf", "--epsilon", "2", "--dim", "8"],
-        &["separated", "--epsilon", "2", "--dim", "8"],
-        &["skellam", "--epsilon", "2", "--delta", "1e-5"],
-        &["ddg", "--epsilon", "2", "--delta", "1e-5", "--clients", "4"],
+        &words("grr --epsilon 1"),
+        &words("scalar-dp --epsilon 1"),
+        &words("scalar-rel-dp --epsilon 1 --a 0.1 --kappa 2"),
+        &words("bitwise-rr --epsilon 1"),
+        &words("mvu --epsilon 1 --bits 2"),
+        &words("laplace --epsilon 1 --dim 1 --norm l1"),
+        &words("gaussian --epsilon 2 --delta 1e-5 --dim 1"),
+        &words("privunit2 --epsilon 2 --dim 16"),
+        &words("privunitg --epsilon 2 --dim 16"),
+        &words("privunit-inf --epsilon 2 --dim 8"),
+        &words("separated --epsilon 2 --dim 8"),
+        &words("skellam --epsilon 2 --delta 1e-5"),
+        &words("ddg --epsilon 2 --delta 1e-5 --clients 4"),
     ];
     for (i, case) in cases.iter().enumerate() {
         let seed = (100 + i).to_string();
@@ -213,40 +158,19 @@ fn seeded_audits_are_reproducible_and_thread_independent() {
 
 #[test]
 fn bad_audit_input_is_a_clear_error() {
+    fails_with(&words("audit grr --epsilon 1 --samples 2"), "--samples");
     fails_with(
-        &["audit", "grr", "--epsilon", "1", "--samples", "2"],
-        "--samples",
-    );
-    fails_with(
-        &["audit", "grr", "--epsilon", "1", "--claim-epsilon", "-1"],
+        &words("audit grr --epsilon 1 --claim-epsilon -1"),
         "--claim-epsilon",
     );
+    fails_with(&words("audit grr --epsilon 1 --alpha 1.5"), "--alpha");
+    fails_with(&words("audit skellam --epsilon 1 --samples 100"), "--delta");
+    fails_with(&words("audit ddg --epsilon 1 --samples 100"), "--delta");
     fails_with(
-        &["audit", "grr", "--epsilon", "1", "--alpha", "1.5"],
-        "--alpha",
-    );
-    fails_with(
-        &["audit", "skellam", "--epsilon", "1", "--samples", "100"],
-        "--delta",
-    );
-    fails_with(
-        &["audit", "ddg", "--epsilon", "1", "--samples", "100"],
-        "--delta",
-    );
-    fails_with(
-        &[
-            "audit",
-            "ddg",
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-5",
-            "--clients",
-            "0",
-        ],
+        &words("audit ddg --epsilon 1 --delta 1e-5 --clients 0"),
         "--clients",
     );
     // An error is exit status 1, not the violation status 2.
-    let out = privfed(&["audit", "grr", "--epsilon", "-1"]);
+    let out = privfed(&words("audit grr --epsilon -1"));
     assert_eq!(out.status.code(), Some(1));
 }

@@ -1,6 +1,6 @@
 //! `privfed ddml` through the real binary.
 
-use crate::common::{fails_with, json_ok, privfed};
+use crate::common::{fails_with, json_ok, privfed, words};
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -89,7 +89,7 @@ fn strategies_and_batching() {
     let v = json_ok(&synth(
         "50000",
         "4",
-        &["--no-noise", "--strategy", "accept-one-in"],
+        &words("--no-noise --strategy accept-one-in"),
     ));
     // One instance accepting one update in 10.
     assert_eq!(v["k"], 1);
@@ -99,7 +99,7 @@ fn strategies_and_batching() {
     let v = json_ok(&synth(
         "50000",
         "4",
-        &["--no-noise", "--server-batch", "100"],
+        &words("--no-noise --server-batch 100"),
     ));
     assert_eq!(v["overwrites"], 200);
     assert_eq!(v["strategy"]["kind"], "server_batch");
@@ -107,14 +107,7 @@ fn strategies_and_batching() {
 
 #[test]
 fn bad_arguments_are_clear_errors() {
-    let base = [
-        "ddml",
-        "simulate",
-        "--dataset",
-        "synthetic-production",
-        "--learning-rate",
-        "0.1",
-    ];
+    let base = words("ddml simulate --dataset synthetic-production --learning-rate 0.1");
     let with = |extra: &[&'static str]| {
         let mut a = base.to_vec();
         a.extend_from_slice(extra);
@@ -122,45 +115,26 @@ fn bad_arguments_are_clear_errors() {
     };
     fails_with(&with(&["--k", "5"]), "--epsilon");
     fails_with(
-        &with(&["--k", "5", "--epsilon", "1", "--no-noise"]),
+        &with(&words("--k 5 --epsilon 1 --no-noise")),
         "cannot be used",
     );
-    fails_with(&with(&["--k", "0", "--no-noise"]), "--k must be at least 1");
+    fails_with(&with(&words("--k 0 --no-noise")), "--k must be at least 1");
     fails_with(
-        &with(&[
-            "--k",
-            "5",
-            "--no-noise",
-            "--strategy",
-            "replace-drawn",
-            "--server-batch",
-            "3",
-        ]),
+        &with(&words(
+            "--k 5 --no-noise --strategy replace-drawn --server-batch 3",
+        )),
         "--server-batch goes with --strategy server-batch",
     );
     fails_with(
-        &with(&["--k", "5", "--no-noise", "--strategy", "server-batch"]),
+        &with(&words("--k 5 --no-noise --strategy server-batch")),
         "needs --server-batch",
     );
-    fails_with(&with(&["--k", "5", "--epsilon", "-1"]), "epsilon");
+    fails_with(&with(&words("--k 5 --epsilon -1")), "epsilon");
+    fails_with(&with(&words("--k 5 --no-noise --passes 0")), "passes");
     fails_with(
-        &with(&["--k", "5", "--no-noise", "--passes", "0"]),
-        "passes",
-    );
-    fails_with(
-        &[
-            "ddml",
-            "simulate",
-            "--dataset",
-            "mnist",
-            "--data-dir",
-            "/nonexistent/privfed",
-            "--k",
-            "5",
-            "--no-noise",
-            "--learning-rate",
-            "0.1",
-        ],
+        &words(
+            "ddml simulate --dataset mnist --data-dir /nonexistent/privfed --k 5 --no-noise --learning-rate 0.1",
+        ),
         "train-images-idx3-ubyte.gz: cannot open",
     );
 }

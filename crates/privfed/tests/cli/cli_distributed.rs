@@ -6,21 +6,9 @@ use crate::common::{fails_with, json_ok, privfed, words};
 /// Golden values: n = 100, c = 1, local σ = 0.1, d = 2^20, k = 4.
 #[test]
 fn describe_skellam_golden_values() {
-    let base = [
-        "describe",
-        "skellam",
-        "--clip",
-        "1",
-        "--clients",
-        "100",
-        "--dim",
-        "1048576",
-        "--noise-stddev",
-        "0.1",
-        "--k",
-        "4",
-        "--json",
-    ];
+    let base = words(
+        "describe skellam --clip 1 --clients 100 --dim 1048576 --noise-stddev 0.1 --k 4 --json",
+    );
     for (bits, scale, tol) in [("16", 8153.2, 0.5), ("12", 509.55, 0.05)] {
         let mut args = base.to_vec();
         args.extend_from_slice(&["--bits", bits]);
@@ -34,7 +22,7 @@ fn describe_skellam_golden_values() {
     }
     // With δ: ε is reported and finite.
     let mut args = base.to_vec();
-    args.extend_from_slice(&["--bits", "16", "--delta", "1e-5"]);
+    args.extend_from_slice(&words("--bits 16 --delta 1e-5"));
     let e = json_ok(&args)["epsilon"].as_f64().unwrap();
     assert!(e > 0.0 && e.is_finite());
 }
@@ -90,81 +78,27 @@ fn describe_skellam_reports_the_honest_contributors() {
 
 #[test]
 fn describe_skellam_plans_for_an_epsilon_or_names_the_knob() {
-    let v = json_ok(&[
-        "describe",
-        "skellam",
-        "--bits",
-        "18",
-        "--clip",
-        "3",
-        "--clients",
-        "16",
-        "--dim",
-        "16777216",
-        "--k",
-        "3",
-        "--epsilon",
-        "6",
-        "--delta",
-        "0.01",
-        "--rounds",
-        "150",
-        "--json",
-    ]);
+    let v = json_ok(&words(
+        "describe skellam --bits 18 --clip 3 --clients 16 --dim 16777216 --k 3 --epsilon 6 --delta 0.01 --rounds 150 --json",
+    ));
     let sigma = v["local_noise_stddev"].as_f64().unwrap();
     // The paper's own solver gives 5.52 here (their issue #66 table).
     assert!((sigma - 5.52).abs() < 0.01, "{sigma}");
     assert!(v["epsilon"].as_f64().unwrap() <= 6.0);
     // 16 bits: no noise level reaches ε = 6 — an error naming the bits, not a huge σ.
     fails_with(
-        &[
-            "describe",
-            "skellam",
-            "--bits",
-            "16",
-            "--clip",
-            "3",
-            "--clients",
-            "16",
-            "--dim",
-            "16777216",
-            "--k",
-            "3",
-            "--epsilon",
-            "6",
-            "--delta",
-            "0.01",
-            "--rounds",
-            "150",
-        ],
+        &words(
+            "describe skellam --bits 16 --clip 3 --clients 16 --dim 16777216 --k 3 --epsilon 6 --delta 0.01 --rounds 150",
+        ),
         "move `bits`: use at least 17 bits",
     );
 }
 
 #[test]
 fn dme_skellam_reports_mse_wraps_and_epsilon() {
-    let args = [
-        "dme",
-        "skellam",
-        "--bits",
-        "16",
-        "--clip",
-        "1",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-5",
-        "--clients",
-        "20",
-        "--dim",
-        "100",
-        "--trials",
-        "40",
-        "--seed",
-        "3",
-        "--json",
-        "--quiet",
-    ];
+    let args = words(
+        "dme skellam --bits 16 --clip 1 --epsilon 2 --delta 1e-5 --clients 20 --dim 100 --trials 40 --seed 3 --json --quiet",
+    );
     let v = json_ok(&args);
     for key in ["mse", "predicted_mse", "wraps", "epsilon", "seconds"] {
         assert!(v.get(key).is_some(), "missing {key}: {v}");
@@ -192,101 +126,34 @@ fn dme_skellam_reports_mse_wraps_and_epsilon() {
 /// The DDG baseline through the same options: planned to the same ε with its own accounting.
 #[test]
 fn ddg_is_planned_and_run_with_its_own_accounting() {
-    let v = json_ok(&[
-        "dme",
-        "ddg",
-        "--bits",
-        "16",
-        "--clip",
-        "1",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-5",
-        "--clients",
-        "20",
-        "--dim",
-        "100",
-        "--trials",
-        "20",
-        "--seed",
-        "3",
-        "--json",
-        "--quiet",
-    ]);
+    let v = json_ok(&words(
+        "dme ddg --bits 16 --clip 1 --epsilon 2 --delta 1e-5 --clients 20 --dim 100 --trials 20 --seed 3 --json --quiet",
+    ));
     assert_eq!(v["mechanism"], "ddg");
     for key in ["mse", "predicted_mse", "wraps", "epsilon", "seconds"] {
         assert!(v.get(key).is_some(), "missing {key}: {v}");
     }
     let e = v["epsilon"].as_f64().unwrap();
     assert!(e <= 2.0 + 1e-9 && e > 1.99, "{e}");
-    let d = json_ok(&[
-        "describe",
-        "ddg",
-        "--bits",
-        "16",
-        "--clip",
-        "1",
-        "--clients",
-        "100",
-        "--dim",
-        "4096",
-        "--noise-stddev",
-        "0.1",
-        "--delta",
-        "1e-5",
-        "--json",
-    ]);
+    let d = json_ok(&words(
+        "describe ddg --bits 16 --clip 1 --clients 100 --dim 4096 --noise-stddev 0.1 --delta 1e-5 --json",
+    ));
     assert_eq!(d["share"], "discrete_gaussian");
     assert!(d["epsilon"].as_f64().unwrap().is_finite());
 }
 
 #[test]
 fn dme_gaussian_with_clip_is_the_distributed_baseline() {
-    let v = json_ok(&[
-        "dme",
-        "gaussian",
-        "--bits",
-        "16",
-        "--clip",
-        "1",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-5",
-        "--clients",
-        "20",
-        "--dim",
-        "100",
-        "--trials",
-        "20",
-        "--seed",
-        "3",
-        "--json",
-        "--quiet",
-    ]);
+    let v = json_ok(&words(
+        "dme gaussian --bits 16 --clip 1 --epsilon 2 --delta 1e-5 --clients 20 --dim 100 --trials 20 --seed 3 --json --quiet",
+    ));
     assert_eq!(v["mechanism"], "gaussian");
     assert_eq!(v["wraps"].as_u64(), Some(0));
     assert!((v["epsilon"].as_f64().unwrap() - 2.0).abs() < 1e-6);
     // Without --clip, `dme gaussian` is still the local Gaussian randomizer.
-    let local = json_ok(&[
-        "dme",
-        "gaussian",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-5",
-        "--clients",
-        "20",
-        "--dim",
-        "3",
-        "--trials",
-        "2",
-        "--seed",
-        "1",
-        "--json",
-        "--quiet",
-    ]);
+    let local = json_ok(&words(
+        "dme gaussian --epsilon 2 --delta 1e-5 --clients 20 --dim 3 --trials 2 --seed 1 --json --quiet",
+    ));
     assert!(local.get("wraps").is_none());
 }
 
@@ -323,25 +190,9 @@ fn dme_gaussian_with_clip_does_not_read_bits() {
 
 #[test]
 fn distributed_bad_input_is_a_clear_error() {
-    let ok = [
-        "dme",
-        "skellam",
-        "--bits",
-        "16",
-        "--clip",
-        "1",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-5",
-        "--clients",
-        "5",
-        "--dim",
-        "10",
-        "--trials",
-        "1",
-        "--quiet",
-    ];
+    let ok = words(
+        "dme skellam --bits 16 --clip 1 --epsilon 2 --delta 1e-5 --clients 5 --dim 10 --trials 1 --quiet",
+    );
     let with = |flag: &str, value: &str| -> Vec<String> {
         let mut v: Vec<String> = ok.iter().map(|s| s.to_string()).collect();
         let i = v.iter().position(|a| a == flag).unwrap();
@@ -363,28 +214,14 @@ fn distributed_bad_input_is_a_clear_error() {
         fails_with(&args, needle);
     }
     fails_with(
-        &[
-            "dme",
-            "skellam",
-            "--bits",
-            "16",
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-5",
-            "--clients",
-            "5",
-            "--dim",
-            "10",
-            "--quiet",
-        ],
+        &words("dme skellam --bits 16 --epsilon 1 --delta 1e-5 --clients 5 --dim 10 --quiet"),
         "--clip",
     );
     let mut drop = ok.to_vec();
     drop.extend_from_slice(&["--dropout", "1"]);
     fails_with(&drop, "dropout");
     // The local mechanisms still require --epsilon.
-    let out = privfed(&["describe", "privunit2", "--dim", "10"]);
+    let out = privfed(&words("describe privunit2 --dim 10"));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--epsilon"));
 }

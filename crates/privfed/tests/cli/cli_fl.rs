@@ -1,7 +1,7 @@
 //! `privfed fl` through the real binary: the quickstart, resuming after `kill -9`, bad configs,
 //! and an experiment's quick grid.
 
-use crate::common::{TempDir, fails_with, json_ok, privfed};
+use crate::common::{TempDir, fails_with, json_ok, privfed, words};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -356,7 +356,7 @@ fn bad_configs_fail_with_the_key_named() {
         "train-images-idx3-ubyte.gz",
     );
     fails_with(
-        &["fl", "train", "--config", "/nonexistent.toml"],
+        &words("fl train --config /nonexistent.toml"),
         "nonexistent.toml",
     );
     let out = privfed(&[

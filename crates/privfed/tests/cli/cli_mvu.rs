@@ -1,6 +1,6 @@
 //! `privfed mvu ...`, `describe mvu|bitwise-rr` and `dme mvu` through the real binary.
 
-use crate::common::{fails_with, json_ok, matrix};
+use crate::common::{fail_table, fails_with, json_ok, matrix, run, words};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("privfed-cli-mvu-{}", std::process::id()));
@@ -103,61 +103,26 @@ fn design_reports_a_feasible_design_better_than_grr_and_saves_it() {
 
 #[test]
 fn metric_design_and_errors() {
-    let v = json_ok(&[
-        "mvu",
-        "design",
-        "--input-bits",
-        "3",
-        "--output-bits",
-        "2",
-        "--epsilon",
-        "4",
-        "--metric-dp",
-        "l1",
-        "--json",
-    ]);
+    let v = json_ok(&words(
+        "mvu design --input-bits 3 --output-bits 2 --epsilon 4 --metric-dp l1 --json",
+    ));
     assert_eq!(v["constraint"]["kind"], "metric");
     assert!(v["epsilon"].as_f64().unwrap() <= 4.0);
     assert!(v["max_violation"].as_f64().unwrap() <= 1e-9);
-    fails_with(
-        &[
-            "mvu",
-            "design",
-            "--input-bits",
-            "3",
-            "--output-bits",
-            "0",
-            "--epsilon",
-            "1",
-        ],
-        "infeasible",
-    );
-    fails_with(
-        &[
-            "mvu",
-            "design",
-            "--input-bits",
-            "9",
-            "--output-bits",
-            "3",
-            "--epsilon",
-            "1",
-        ],
-        "input_bits",
-    );
-    fails_with(
-        &[
-            "mvu",
-            "design",
-            "--input-bits",
-            "3",
-            "--output-bits",
-            "3",
-            "--epsilon",
-            "-1",
-        ],
-        "epsilon",
-    );
+    fail_table(&[
+        (
+            "mvu design --input-bits 3 --output-bits 0 --epsilon 1",
+            "infeasible",
+        ),
+        (
+            "mvu design --input-bits 9 --output-bits 3 --epsilon 1",
+            "input_bits",
+        ),
+        (
+            "mvu design --input-bits 3 --output-bits 3 --epsilon -1",
+            "epsilon",
+        ),
+    ]);
     let bad = tmp("bad.json");
     std::fs::write(&bad, "{\"input_bits\": 1}").unwrap();
     fails_with(
@@ -172,29 +137,14 @@ fn metric_design_and_errors() {
         "invalid MVU design",
     );
     fails_with(
-        &[
-            "describe",
-            "mvu",
-            "--epsilon",
-            "1",
-            "--design",
-            "/nonexistent/x.json",
-        ],
+        &words("describe mvu --epsilon 1 --design /nonexistent/x.json"),
         "reading",
     );
 }
 
 #[test]
 fn describe_bitwise_rr_and_mvu() {
-    let v = json_ok(&[
-        "describe",
-        "bitwise-rr",
-        "--epsilon",
-        "3",
-        "--bits",
-        "3",
-        "--json",
-    ]);
+    let v = run("describe bitwise-rr --epsilon 3 --bits 3 --json");
     assert_eq!(v["mechanism"], "bitwise-rr");
     let eps = v["epsilon"].as_f64().unwrap();
     assert!(eps <= 3.0 && eps > 3.0 - 1e-12);
@@ -204,9 +154,9 @@ fn describe_bitwise_rr_and_mvu() {
     let expected = h * h * 21.0 * e / (e - 1.0).powi(2) + h * h / 4.0;
     let w = v["variance"].as_f64().unwrap();
     assert!((w - expected).abs() < 1e-12 * expected, "{w} vs {expected}");
-    let m = json_ok(&["describe", "mvu", "--epsilon", "3", "--bits", "3", "--json"]);
+    let m = run("describe mvu --epsilon 3 --bits 3 --json");
     assert_eq!(m["mechanism"], "mvu");
-    let g = json_ok(&["describe", "grr", "--epsilon", "3", "--bits", "3", "--json"]);
+    let g = run("describe grr --epsilon 3 --bits 3 --json");
     assert!(m["variance"].as_f64().unwrap() < g["variance"].as_f64().unwrap());
 }
 
@@ -316,12 +266,14 @@ fn scalar_experiment_end_to_end() {
 
 #[test]
 fn vector_experiment_rejects_bad_sizes() {
-    fails_with(
-        &["mvu", "experiment", "vector", "--trials", "0"],
-        "--trials must be at least 1",
-    );
-    fails_with(
-        &["mvu", "experiment", "vector", "--l1-input-bits", "12"],
-        "--l1-input-bits must be in 5..=",
-    );
+    fail_table(&[
+        (
+            "mvu experiment vector --trials 0",
+            "--trials must be at least 1",
+        ),
+        (
+            "mvu experiment vector --l1-input-bits 12",
+            "--l1-input-bits must be in 5..=",
+        ),
+    ]);
 }

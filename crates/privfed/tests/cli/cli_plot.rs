@@ -1,6 +1,6 @@
 //! `privfed plot` and `privfed analyze epsilon-vs-noise` through the real binary.
 
-use crate::common::{TempDir, fails_with, json_ok, privfed};
+use crate::common::{TempDir, fails_with, json_ok, privfed, words};
 
 fn series_names(svg: &str) -> Vec<String> {
     svg.split(r#"<g class="series" data-series=""#)
@@ -221,7 +221,7 @@ fn plot_errors_are_clear() {
     );
     assert!(!out.exists());
     fails_with(
-        &["analyze", "epsilon-vs-noise", "--sigmas", "0"],
+        &words("analyze epsilon-vs-noise --sigmas 0"),
         "must be finite and > 0",
     );
 }

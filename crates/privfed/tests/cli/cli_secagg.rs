@@ -1,26 +1,13 @@
 //! `privfed secagg` and `privfed dme … --secagg`.
 
-use crate::common::{fails_with, json_ok, words};
+use crate::common::{fail_table, fails_with, json_ok, run, words};
 use privfed_secagg::Stage;
 
 #[test]
 fn secagg_simulate_reports_an_exact_sum_and_its_cost() {
-    let v = json_ok(&[
-        "secagg",
-        "simulate",
-        "--clients",
-        "30",
-        "--dim",
-        "1000",
-        "--bits",
-        "20",
-        "--dropout",
-        "0.2",
-        "--seed",
-        "5",
-        "--json",
-        "--quiet",
-    ]);
+    let v = json_ok(&words(
+        "secagg simulate --clients 30 --dim 1000 --bits 20 --dropout 0.2 --seed 5 --json --quiet",
+    ));
     assert_eq!(v["exact"], true, "{v}");
     // In process the default is the active mode: its complete-graph threshold counts the
     // colluding fraction, ⌊(30 + ⌈0.1·30⌉)/2⌋ + 1.
@@ -70,14 +57,16 @@ fn the_lying_server_recovers_an_input_only_from_an_honest_but_curious_round() {
             (Some(3), Some(6))
         );
     }
-    fails_with(
-        &words("secagg simulate --clients 11 --dim 8 --adversary lying-server --dropout 0.2"),
-        "without dropouts",
-    );
-    fails_with(
-        &words("secagg simulate --clients 11 --dim 8 --http --no-roster"),
-        "need a roster",
-    );
+    fail_table(&[
+        (
+            "secagg simulate --clients 11 --dim 8 --adversary lying-server --dropout 0.2",
+            "without dropouts",
+        ),
+        (
+            "secagg simulate --clients 11 --dim 8 --http --no-roster",
+            "need a roster",
+        ),
+    ]);
     // Over loopback HTTP the default is the active mode too: the coordinator serves the roster
     // and admits the enrolled devices.
     let v = json_ok(&words(
@@ -101,7 +90,7 @@ fn the_lying_server_recovers_an_input_only_from_an_honest_but_curious_round() {
 
 #[test]
 fn secagg_plan_for_the_active_mode_names_the_deciding_bound() {
-    let v = json_ok(&words("secagg plan --clients 1000 --dropout 0.2 --json"));
+    let v = run("secagg plan --clients 1000 --dropout 0.2 --json");
     assert_eq!(v["threat_model"], "active", "{v}");
     assert_eq!(v["grinding_bits"], 40.0);
     assert!(["connectivity", "correctness"].contains(&v["decided_by"].as_str().unwrap()));
@@ -113,24 +102,9 @@ fn secagg_plan_for_the_active_mode_names_the_deciding_bound() {
 
 #[test]
 fn secagg_simulate_random_stages_and_secagg_plus() {
-    let v = json_ok(&[
-        "secagg",
-        "simulate",
-        "--clients",
-        "150",
-        "--dim",
-        "64",
-        "--bits",
-        "62",
-        "--dropout",
-        "0.1",
-        "--dropout-stage",
-        "random",
-        "--seed",
-        "6",
-        "--json",
-        "--quiet",
-    ]);
+    let v = json_ok(&words(
+        "secagg simulate --clients 150 --dim 64 --bits 62 --dropout 0.1 --dropout-stage random --seed 6 --json --quiet",
+    ));
     assert_eq!(v["exact"], true, "{v}");
     assert_eq!(v["graph"], "harary");
     assert!(v["degree"].as_u64().unwrap() < 149);
@@ -138,48 +112,17 @@ fn secagg_simulate_random_stages_and_secagg_plus() {
 
 #[test]
 fn too_few_survivors_abort_with_a_non_zero_exit() {
-    fails_with(
-        &[
-            "secagg",
-            "simulate",
-            "--clients",
-            "10",
-            "--dim",
-            "8",
-            "--dropout",
-            "0.7",
-            "--seed",
-            "1",
-            "--quiet",
-        ],
-        "aborted",
-    );
-    fails_with(
-        &[
-            "secagg",
-            "simulate",
-            "--clients",
-            "10",
-            "--dim",
-            "8",
-            "--bits",
-            "65",
-        ],
-        "bits",
-    );
-    fails_with(
-        &[
-            "secagg",
-            "simulate",
-            "--clients",
-            "10",
-            "--dim",
-            "8",
-            "--dropout",
-            "1.5",
-        ],
-        "dropout",
-    );
+    fail_table(&[
+        (
+            "secagg simulate --clients 10 --dim 8 --dropout 0.7 --seed 1 --quiet",
+            "aborted",
+        ),
+        ("secagg simulate --clients 10 --dim 8 --bits 65", "bits"),
+        (
+            "secagg simulate --clients 10 --dim 8 --dropout 1.5",
+            "dropout",
+        ),
+    ]);
 }
 
 #[test]
@@ -195,16 +138,7 @@ fn secagg_plan_names_degree_and_threshold() {
     let s = &v["security_log2"];
     assert!(s == "-inf" || s.as_f64().unwrap() <= -40.0, "{v}");
     fails_with(
-        &[
-            "secagg",
-            "plan",
-            "--clients",
-            "10",
-            "--dropout",
-            "0.5",
-            "--corrupt",
-            "0.45",
-        ],
+        &words("secagg plan --clients 10 --dropout 0.5 --corrupt 0.45"),
         "more clients",
     );
 }
@@ -218,30 +152,9 @@ fn secagg_plan_names_degree_and_threshold() {
 /// with probability 0.0026; the noise generator's change to AES-256-CTR made seed 3 one of them.)
 #[test]
 fn dme_skellam_through_secure_aggregation_decodes_the_same_mean() {
-    let base = [
-        "dme",
-        "skellam",
-        "--bits",
-        "16",
-        "--clip",
-        "1",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-5",
-        "--clients",
-        "20",
-        "--dim",
-        "100",
-        "--trials",
-        "5",
-        "--seed",
-        "3",
-        "--dropout",
-        "0.1",
-        "--json",
-        "--quiet",
-    ];
+    let base = words(
+        "dme skellam --bits 16 --clip 1 --epsilon 2 --delta 1e-5 --clients 20 --dim 100 --trials 5 --seed 3 --dropout 0.1 --json --quiet",
+    );
     // The active round is sized for a colluding fraction of 0.1, and its accounting assumes
     // the same γ unless told otherwise; the plain sum is given that γ so both plan alike.
     let mut plain_args = base.to_vec();
@@ -284,36 +197,13 @@ fn dme_skellam_through_secure_aggregation_decodes_the_same_mean() {
     ddg[1] = "ddg";
     assert_eq!(json_ok(&ddg)["secure_aggregation"], true);
     fails_with(
-        &[
-            "dme",
-            "gaussian",
-            "--clip",
-            "1",
-            "--epsilon",
-            "2",
-            "--delta",
-            "1e-5",
-            "--clients",
-            "20",
-            "--dim",
-            "10",
-            "--secagg",
-            "--quiet",
-        ],
+        &words(
+            "dme gaussian --clip 1 --epsilon 2 --delta 1e-5 --clients 20 --dim 10 --secagg --quiet",
+        ),
         "skellam",
     );
     fails_with(
-        &[
-            "dme",
-            "privunit2",
-            "--epsilon",
-            "2",
-            "--clients",
-            "5",
-            "--dim",
-            "10",
-            "--secagg",
-        ],
+        &words("dme privunit2 --epsilon 2 --clients 5 --dim 10 --secagg"),
         "--secagg",
     );
 }

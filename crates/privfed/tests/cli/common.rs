@@ -37,12 +37,40 @@ pub fn privfed(args: &[&str]) -> Output {
         .expect("run privfed")
 }
 
-/// Runs `privfed`, asserts success, and parses stdout as JSON.
 /// The words of a command line written as one string (no quoting: words are split on spaces).
 pub fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
 
+/// Runs `privfed` on a command line written as one string ([`words`]), asserts success and
+/// parses stdout as JSON.
+pub fn run(line: &str) -> Value {
+    json_ok(&words(line))
+}
+
+/// A table of failing command lines: each row `(command line, stderr substring)` must exit
+/// non-zero with the substring in stderr and no panic ([`fails_with`]).
+pub fn fail_table(rows: &[(&str, &str)]) {
+    for (line, needle) in rows {
+        fails_with(&words(line), needle);
+    }
+}
+
+/// A table of succeeding command lines: each row `(command line, keys)` must exit zero with
+/// JSON on stdout that has every key; returns the reports in row order for further checks.
+pub fn keys_table(rows: &[(&str, &[&str])]) -> Vec<Value> {
+    rows.iter()
+        .map(|(line, keys)| {
+            let v = run(line);
+            for key in *keys {
+                assert!(v.get(key).is_some(), "privfed {line}: missing {key}: {v}");
+            }
+            v
+        })
+        .collect()
+}
+
+/// Runs `privfed`, asserts success, and parses stdout as JSON.
 pub fn json_ok(args: &[&str]) -> Value {
     let out = privfed(args);
     assert!(

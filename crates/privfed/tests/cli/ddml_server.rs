@@ -1,7 +1,7 @@
 //! The Draw-and-Discard server through the real binary: `kill -9` under load and restart,
 //! `privfed loadgen` and `privfed ddml simulate --server` against it.
 
-use crate::common::TempDir;
+use crate::common::{TempDir, words};
 use privfed_client::client::{Client, ModelInfo, Submitted};
 use privfed_ddml::wire::CreateModel;
 use std::collections::HashSet;
@@ -479,7 +479,7 @@ fn simulate_against_a_live_server() {
 
     // The token from the environment; the model is deleted at the end.
     let out = Command::new(env!("CARGO_BIN_EXE_privfed"))
-        .args(simulate_args(url, "2000", &["--no-noise", "--seed", "23"]))
+        .args(simulate_args(url, "2000", &words("--no-noise --seed 23")))
         .env("PRIVFED_ADMIN_TOKEN", TOKEN)
         .output()
         .unwrap();
@@ -549,19 +549,9 @@ fn simulate_server_errors() {
         "--server needs --admin-token",
     );
     crate::common::fails_with(
-        &[
-            "ddml",
-            "simulate",
-            "--dataset",
-            "synthetic-production",
-            "--k",
-            "5",
-            "--learning-rate",
-            "0.1",
-            "--no-noise",
-            "--model",
-            "m",
-        ],
+        &words(
+            "ddml simulate --dataset synthetic-production --k 5 --learning-rate 0.1 --no-noise --model m",
+        ),
         "--server",
     );
 
@@ -569,7 +559,7 @@ fn simulate_server_errors() {
     let server = Server::start(&dir.0, &[]);
     let url = server.url.as_str();
     fails(
-        &simulate_args(url, "2000", &["--no-noise", "--admin-token", "wrong-token"]),
+        &simulate_args(url, "2000", &words("--no-noise --admin-token wrong-token")),
         "403 forbidden",
     );
     let admin = Client::new(url).unwrap().with_admin_token(TOKEN);

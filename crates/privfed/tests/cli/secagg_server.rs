@@ -2,7 +2,7 @@
 //! --server`, a round that survives `kill -9` of the server mid-stage, and a round served by two
 //! server processes over one Redis that survives `kill -9` of one of them.
 
-use crate::common::{RedisServer, TempDir, fails_with, json_ok};
+use crate::common::{RedisServer, TempDir, fails_with, json_ok, words};
 use crate::serve_ops::Served;
 use privfed_client::secagg::{Outcome, SecAggClient};
 use privfed_secagg::Stage;
@@ -56,23 +56,9 @@ fn secagg_simulate_against_privfed_serve_and_over_loopback() {
         "403",
     );
     // --http: the same over a loopback server started in-process.
-    let v = json_ok(&[
-        "secagg",
-        "simulate",
-        "--clients",
-        "10",
-        "--dim",
-        "100",
-        "--dropout",
-        "0.2",
-        "--dropout-stage",
-        "random",
-        "--seed",
-        "2",
-        "--http",
-        "--json",
-        "--quiet",
-    ]);
+    let v = json_ok(&words(
+        "secagg simulate --clients 10 --dim 100 --dropout 0.2 --dropout-stage random --seed 2 --http --json --quiet",
+    ));
     assert_eq!(v["exact"], true, "{v}");
     assert!(
         v["transport"]

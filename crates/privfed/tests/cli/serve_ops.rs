@@ -4,8 +4,8 @@
 //! makes the server fail closed; bad flags fail; both group-commit modes acknowledge and count
 //! every update.
 
-use crate::common::TempDir;
 use crate::common::fails_with;
+use crate::common::{TempDir, words};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -216,7 +216,7 @@ fn a_store_outage_is_logged_once_per_transition() {
 #[test]
 fn json_logs_for_startup_requests_and_shutdown() {
     let dir = TempDir::new("logs");
-    let mut srv = Served::start(&dir.0, &["--log-format", "json", "--log-level", "debug"]);
+    let mut srv = Served::start(&dir.0, &words("--log-format json --log-level debug"));
     assert!(get(&srv.addr, "/healthz").starts_with("HTTP/1.1 200"));
     assert!(get(&srv.addr, "/no/such/route").starts_with("HTTP/1.1 404"));
     srv.sigterm();
@@ -272,12 +272,7 @@ fn sigterm_with_a_partial_request_exits_and_releases_the_store() {
     let dir = TempDir::new("sigterm");
     let mut srv = Served::start(
         &dir.0,
-        &[
-            "--shutdown-deadline-secs",
-            "1",
-            "--header-timeout-secs",
-            "600",
-        ],
+        &words("--shutdown-deadline-secs 1 --header-timeout-secs 600"),
     );
     let mut partial = TcpStream::connect(&srv.addr).unwrap();
     partial
@@ -423,7 +418,7 @@ fn serve_flags_are_validated() {
     fails_with(&with(&["--ticket-step-secs", "x"]), "--ticket-step-secs");
     fails_with(&with(&["--rate-limit", "0"]), "--rate-limit");
     fails_with(
-        &with(&["--rate-limit", "5", "--rate-burst", "0.5"]),
+        &with(&words("--rate-limit 5 --rate-burst 0.5")),
         "--rate-burst",
     );
     fails_with(
@@ -438,7 +433,7 @@ fn serve_flags_are_validated() {
     fails_with(&with(&["--group-commit", "lazy"]), "lazy");
     fails_with(&with(&["--log-format", "xml"]), "xml");
     fails_with(
-        &with(&["--init-store", "--journal-bytes", "100"]),
+        &with(&words("--init-store --journal-bytes 100")),
         "--journal-bytes must be between 4096",
     );
     // An existing store keeps its journal: the size is for a new one only.

@@ -808,3 +808,82 @@ impl Client {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GraphSpec;
+    use crate::messages::encode;
+    use rand::{SeedableRng, rngs::ChaCha20Rng};
+
+    fn config(n: u32, t: u32) -> RoundConfig {
+        RoundConfig {
+            session_id: [8; 32],
+            clients: n,
+            threshold: t,
+            bits: 16,
+            dim: 4,
+            graph: GraphSpec::Complete,
+            threat_model: ThreatModel::HonestButCurious,
+        }
+    }
+
+    #[test]
+    fn a_message_over_the_stage_cap_is_refused_unread_and_aborts() {
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let c = config(10, 6);
+        let (mut client, _) = Client::new(c.clone(), 1, &mut rng).unwrap();
+        let cap = client.max_message_len();
+        assert_eq!(cap, max_server_message_len(&c, Stage::ShareKeys));
+        // Nine neighbours' keys, the largest honest message of the stage, fit.
+        let keys = ServerMessage {
+            header: Header::new(c.binding(), 1),
+            payload: ServerPayload::Keys {
+                peers: (2..=10)
+                    .map(|id| PeerKeys {
+                        id,
+                        cipher_pk: [id as u8; 32],
+                        mask_pk: [id as u8 + 100; 32],
+                    })
+                    .collect(),
+            },
+        };
+        assert!(encode(&keys).len() <= cap);
+        // One byte over: refused before decoding (garbage bytes would otherwise be Malformed).
+        let e = client
+            .handle_bytes(&vec![0xff; cap + 1], &[0; 4], &mut rng)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            SecAggError::TooLarge {
+                stage: Stage::ShareKeys,
+                len: cap as u64 + 1,
+                cap: cap as u64
+            }
+        );
+        assert!(client.is_aborted());
+        // At the cap, garbage is decoded (and refused as malformed, which does not abort).
+        let (mut other, _) = Client::new(c, 2, &mut rng).unwrap();
+        let e = other
+            .handle_bytes(&vec![0xff; cap], &[0; 4], &mut rng)
+            .unwrap_err();
+        assert!(matches!(e, SecAggError::Malformed(_)));
+        assert!(!other.is_aborted());
+    }
+
+    #[test]
+    fn the_default_policy_refuses_before_any_key_is_made() {
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        let e = Client::new(config(2, 1), 1, &mut rng).unwrap_err();
+        assert!(matches!(
+            e,
+            SecAggError::Refused {
+                rule: "min_clients",
+                ..
+            }
+        ));
+        assert!(
+            Client::new_with_policy(config(2, 1), 1, &ClientPolicy::permissive(), &mut rng).is_ok()
+        );
+    }
+}

@@ -31,9 +31,10 @@ Decoded = _native.Decoded
 plan = _native.plan
 rotation_seed = _native.rotation_seed
 round_event = _native.round_event
+check_plan = _native.check_plan
 
 # The native functions carry their public names; this module is where users find them.
-for _f in (plan, rotation_seed, round_event):
+for _f in (plan, rotation_seed, round_event, check_plan):
     _f.__module__ = __name__
 del _f
 
@@ -46,4 +47,5 @@ __all__ = [
     "plan",
     "rotation_seed",
     "round_event",
+    "check_plan",
 ]

@@ -135,6 +135,8 @@ impl ToPyErr for DistributedError {
             // The message keeps the planner's "move `knob`: advice" intact.
             DistributedError::Infeasible { .. } => Kind::InfeasibleParameters,
             DistributedError::RoundingFailed { .. } => Kind::NumericalError,
+            // The client refuses the server's plan: the round is over for it.
+            DistributedError::Refused { .. } => Kind::ProtocolAbort,
             DistributedError::Mechanism(e) => return e.to_pyerr(),
             DistributedError::Accounting(e) => return e.to_pyerr(),
             _ => Kind::Base,
@@ -201,7 +203,9 @@ impl ToPyErr for SecAggError {
             | SecAggError::InconsistentRequest(_)
             | SecAggError::Inconsistent(_)
             | SecAggError::Signature(_)
-            | SecAggError::Policy(_) => Kind::ProtocolAbort,
+            | SecAggError::Policy(_)
+            | SecAggError::Refused { .. }
+            | SecAggError::TooLarge { .. } => Kind::ProtocolAbort,
             SecAggError::Input(_) => Kind::InvalidInput,
             _ => Kind::ProtocolError,
         };

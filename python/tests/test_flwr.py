@@ -779,9 +779,10 @@ def test_nodes_that_trust_an_authority_refuse_weaker_rounds(tmp_path):
 
 @needs_flwr
 def test_the_clients_policy_refuses_unsafe_rounds_and_the_refusal_sticks():
-    """Every node's default policy refuses a plan without noise; a node's own floor on the
-    cohort (node config) refuses a round too small for it; each is an abort at advertise_keys
-    that leaves no running round (no seed) behind. Relaxed by node config, the same plan runs."""
+    """A node's own floors (node config) on the cohort and the noise, and its cap on the clip,
+    refuse a round that falls short; each is an abort at advertise_keys that leaves no running
+    round (no seed) behind. At the boundary the same round runs. (A plan without noise, which
+    the default plan policy refuses, cannot be made by the strategy at all.)"""
     from flwr_harness import InProcessGrid
 
     from privfed.flwr import DistributedDpStrategy
@@ -797,7 +798,7 @@ def test_the_clients_policy_refuses_unsafe_rounds_and_the_refusal_sticks():
         return DistributedDpStrategy(fedavg, plan=plan, delta=1e-5, stage_timeout=None)
 
     cases = [
-        (0.0, {}, "allow_no_noise"),
+        (0.5, {"privfed-min-local-noise-stddev": 0.6}, "min_local_noise_stddev"),
         (0.5, {"privfed-min-clients": 5}, "min_clients: n = 4"),
         (0.5, {"privfed-max-clip": 0.5}, "max_clip: clip = 1"),
     ]
@@ -814,11 +815,13 @@ def test_the_clients_policy_refuses_unsafe_rounds_and_the_refusal_sticks():
         for nid in nodes:
             st = grid.contexts[nid].state.config_records.get("privfed-secagg-state")
             assert st is None or st.get("status") != "running"
-    # relaxed by the node's operator: the noiseless plan runs
+    # at every boundary: the round runs
     grid = InProcessGrid(_secagg_app(dim), nodes)
     for nid in nodes:
-        grid.contexts[nid].node_config["privfed-allow-no-noise"] = "true"
-    strat = strategy(0.0)
+        grid.contexts[nid].node_config.update({
+            "privfed-min-clients": 4, "privfed-min-local-noise-stddev": 0.5,
+            "privfed-max-clip": 1.0})
+    strat = strategy(0.5)
     _start(strat, grid, 1)
     (o,) = strat.rounds
     assert not o.aborted and o.contributors == 4, (o.abort_reason, o.errors)

@@ -408,12 +408,12 @@ class DistributedDpMod:
             cfg = _config_from_bytes(rec["config"])
             params = json.loads(str(rec["plan"]))
             self._check_plan(params, ctxt)
-            sa.check_policy(cfg, self._secagg_policy(cfg, ctxt))
             if int(params.get("padded_dim", cfg.dim)) != cfg.dim:
                 raise errors.ProtocolError("the plan's padded dimension is not the round's")
             session, cid = _session_id(cfg), int(rec["client-id"])
             roster = bytes(rec["roster"]) if "roster" in rec else None
             self._check_threat_model(cfg, roster, ctxt)
+            sa.check_policy(cfg, self._secagg_policy(cfg, ctxt))
             vault = self._vault(ctxt)
             if st is not None and st.get("status") == "running" and bytes(
                     st["session"]) != session:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, final, overload
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union, final, overload
 
 from typing_extensions import Self
 
@@ -360,6 +360,14 @@ def plan(
 def rotation_seed(session_id: bytes, round: int) -> bytes:
     """HKDF-SHA256 seed (32 bytes) of the round's randomized Hadamard rotation."""
 
+def check_plan(
+    plan: Union[SkellamPlan, Mapping[str, Any]],
+    policy: Union[None, str, Mapping[str, Any]] = None,
+) -> None:
+    """Checks the server's plan against the client's plan policy (default: refuse a plan
+    without local noise; "permissive"; or a dict of allow_no_noise, min_local_noise_stddev,
+    max_clip). Raises ProtocolAbort naming the rule when it refuses."""
+
 @final
 class SkellamEncoder:
     """A client's encoder (paper 001 Alg. 1): clip, scale, rotate, conditional rounding,
@@ -479,6 +487,14 @@ class RoundConfig:
     def __getitem__(self, key: str, /) -> Any: ...
     def keys(self) -> List[str]: ...
 
+_Policy = Union[None, str, Mapping[str, Any]]
+
+def check_policy(config: RoundConfig, policy: _Policy = None) -> None:
+    """Checks a round against the client's policy (default: n >= 3, t >= 2, t > k/2; or
+    "permissive"; or a dict of min_clients, min_threshold, min_threshold_fraction, min_degree,
+    accept_honest_but_curious, accept_active_without_roster). Raises ProtocolAbort naming the
+    rule, the round's value and the limit when it refuses."""
+
 def round_config(
     clients: int,
     bits: int,
@@ -558,6 +574,7 @@ class SecAggClient:
         device: Optional[DeviceKey] = None,
         roster: Optional[Roster] = None,
         authority: Optional[bytes] = None,
+        policy: _Policy = None,
         min_roster_version: int = 0,
     ) -> Self: ...
     @property

@@ -32,9 +32,10 @@ plan = _native.plan
 rotation_seed = _native.rotation_seed
 round_event = _native.round_event
 honest_contributors = _native.honest_contributors
+check_plan = _native.check_plan
 
 # The native functions carry their public names; this module is where users find them.
-for _f in (plan, rotation_seed, round_event, honest_contributors):
+for _f in (plan, rotation_seed, round_event, honest_contributors, check_plan):
     _f.__module__ = __name__
 del _f
 
@@ -48,4 +49,5 @@ __all__ = [
     "rotation_seed",
     "round_event",
     "honest_contributors",
+    "check_plan",
 ]

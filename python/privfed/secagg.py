@@ -49,9 +49,11 @@ plan_secagg_plus = _native.plan_secagg_plus
 simulate = _native.simulate
 decode_message = _native.decode_message
 encode_message = _native.encode_message
+check_policy = _native.check_policy
 
 # The native functions carry their public names; this module is where users find them.
-for _f in (round_config, plan_secagg_plus, simulate, decode_message, encode_message):
+for _f in (round_config, plan_secagg_plus, simulate, decode_message, encode_message,
+           check_policy):
     _f.__module__ = __name__
 del _f
 
@@ -66,4 +68,5 @@ __all__ = [
     "simulate",
     "decode_message",
     "encode_message",
+    "check_policy",
 ]

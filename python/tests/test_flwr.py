@@ -1029,3 +1029,53 @@ def test_canary_mod_answers_canary_messages_only():
         mod(bad, None, trainer)
     with pytest.raises(TypeError, match="canary_mod()"):
         canary_mod(msg, None, trainer)
+
+
+@needs_flwr
+def test_the_clients_policy_refuses_unsafe_rounds_and_the_refusal_sticks():
+    """A node's own floors (node config) on the cohort and the noise, and its cap on the clip,
+    refuse a round that falls short; each is an abort at advertise_keys that leaves no running
+    round (no seed) behind. At the boundary the same round runs. (A plan without noise, which
+    the default plan policy refuses, cannot be made by the strategy at all.)"""
+    from flwr_harness import InProcessGrid
+
+    from privfed.flwr import DistributedDpStrategy
+    from flwr.serverapp.strategy import FedAvg
+
+    nodes = [41, 42, 43, 44]
+    dim = _model_dim()
+
+    def strategy(noise):
+        plan = _dist.plan(dim, 1.0, 16, len(nodes), noise_stddev=noise)
+        fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=4,
+                        min_available_nodes=4)
+        return DistributedDpStrategy(fedavg, plan=plan, delta=1e-5, stage_timeout=None)
+
+    cases = [
+        (0.5, {"privfed-min-local-noise-stddev": 0.6}, "min_local_noise_stddev"),
+        (0.5, {"privfed-min-clients": 5}, "min_clients: n = 4"),
+        (0.5, {"privfed-max-clip": 0.5}, "max_clip: clip = 1"),
+    ]
+    for noise, conf, rule in cases:
+        grid = InProcessGrid(_secagg_app(dim), nodes)
+        for nid in nodes:
+            grid.contexts[nid].node_config.update(conf)
+        strat = strategy(noise)
+        _start(strat, grid, 1)
+        (o,) = strat.rounds
+        assert o.aborted and len(o.errors) == 4, (rule, o.errors)
+        assert all(rule in e and e.startswith("advertise_keys") for e in o.errors.values()), (
+            o.errors)
+        for nid in nodes:
+            st = grid.contexts[nid].state.config_records.get("privfed-secagg-state")
+            assert st is None or st.get("status") != "running"
+    # at every boundary: the round runs
+    grid = InProcessGrid(_secagg_app(dim), nodes)
+    for nid in nodes:
+        grid.contexts[nid].node_config.update({
+            "privfed-min-clients": 4, "privfed-min-local-noise-stddev": 0.5,
+            "privfed-max-clip": 1.0})
+    strat = strategy(0.5)
+    _start(strat, grid, 1)
+    (o,) = strat.rounds
+    assert not o.aborted and o.contributors == 4, (o.abort_reason, o.errors)

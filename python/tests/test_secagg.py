@@ -491,3 +491,71 @@ def test_device_keys_are_stored_private_and_reloaded(tmp_path):
         secagg.DeviceKey.load(path)
     with pytest.raises(OSError):
         secagg.DeviceKey.load(tmp_path / "missing.key")
+
+
+# -- the client's policy and the response caps (one home: privfed_secagg::ClientPolicy,
+# privfed_distributed::PlanPolicy; these check the bindings reach them) --
+
+def test_the_default_policy_refuses_two_clients_and_names_the_rule():
+    c2 = secagg.round_config(2, 16, 4)  # well formed: t = 1 of 1 neighbour
+    with pytest.raises(errors.ProtocolAbort, match=r"min_clients: n = 2.*n ≥ 3"):
+        secagg.SecAggClient(c2, 1)
+    with pytest.raises(errors.ProtocolAbort, match="min_clients"):
+        secagg.check_policy(c2)
+    secagg.SecAggClient(c2, 1, policy="permissive")  # visibly relaxed
+    secagg.SecAggClient(c2, 1, policy={"min_clients": 2, "min_threshold": 1,
+                                      "min_threshold_fraction": 0.0})
+    # at the boundary: three clients (t = 2 of 2 neighbours) pass the defaults
+    secagg.check_policy(secagg.round_config(3, 16, 4))
+    secagg.SecAggClient(secagg.round_config(3, 16, 4), 1)
+
+
+def test_policy_rules_at_their_boundaries_and_malformed_policies():
+    c = secagg.round_config(10, 16, 4, graph="harary", degree=4, threshold=3)
+    secagg.check_policy(c, {"min_degree": 4})
+    with pytest.raises(errors.ProtocolAbort, match="min_degree: k = 4"):
+        secagg.check_policy(c, {"min_degree": 6})
+    secagg.check_policy(c, {"min_threshold": 3})
+    with pytest.raises(errors.ProtocolAbort, match="min_threshold: t = 3"):
+        secagg.check_policy(c, {"min_threshold": 4})
+    with pytest.raises(errors.ProtocolAbort, match="min_threshold_fraction"):
+        secagg.check_policy(c, {"min_threshold_fraction": 0.75})  # 3 ≤ 0.75·4
+    with pytest.raises(errors.ProtocolAbort, match="accept_honest_but_curious"):
+        secagg.check_policy(c, {"accept_honest_but_curious": False})
+    with pytest.raises(errors.InvalidParameter, match="min_clinets"):
+        secagg.check_policy(c, {"min_clinets": 3})
+    with pytest.raises(errors.InvalidParameter, match="policy"):
+        secagg.check_policy(c, "lenient")
+    with pytest.raises(errors.InvalidParameter, match="min_threshold_fraction"):
+        secagg.check_policy(c, {"min_threshold_fraction": 1.0})
+
+
+def test_a_server_message_over_the_stage_cap_aborts_the_client():
+    config = secagg.round_config(5, 16, 4)
+    client = secagg.SecAggClient(config, 1)
+    with pytest.raises(errors.ProtocolAbort, match="exceeds the round's cap"):
+        client.handle(b"\0" * (1 << 20))
+    assert client.aborted
+    # a short malformed message is only malformed (the client stays in the round)
+    other = secagg.SecAggClient(config, 2)
+    with pytest.raises(errors.ProtocolError):
+        other.handle(b"\0" * 8)
+    assert not other.aborted
+
+
+def test_the_plan_policy_refuses_no_noise_by_default_and_takes_overrides():
+    noisy = dd.plan(16, 1.0, 16, 5, noise_stddev=0.1)
+    silent = dd.plan(16, 1.0, 16, 5, noise_stddev=0.0)
+    dd.check_plan(noisy)
+    dd.check_plan(noisy.params)  # as a client receives it
+    with pytest.raises(errors.ProtocolAbort, match="allow_no_noise: local_noise_stddev = 0"):
+        dd.check_plan(silent.params)
+    dd.check_plan(silent.params, "permissive")
+    dd.check_plan(silent.params, {"allow_no_noise": True})
+    dd.check_plan(noisy.params, {"min_local_noise_stddev": 0.1, "max_clip": 1.0})
+    with pytest.raises(errors.ProtocolAbort, match="min_local_noise_stddev"):
+        dd.check_plan(noisy.params, {"min_local_noise_stddev": 0.11})
+    with pytest.raises(errors.ProtocolAbort, match="max_clip: clip = 1"):
+        dd.check_plan(noisy.params, {"max_clip": 0.99})
+    with pytest.raises(errors.InvalidParameter, match="max_clp"):
+        dd.check_plan(noisy.params, {"max_clp": 1.0})

@@ -8,10 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use privfed_secagg::messages::{decode, encode};
+use privfed_secagg::messages::encode;
 use privfed_secagg::{
-    Aggregate, Client, ClientId, Credentials, DeviceKey, Roster, RosterCheck, RoundConfig,
-    ServerMessage, Stage, ThreatModel,
+    Aggregate, Client, ClientId, ClientPolicy, Credentials, DeviceKey, Roster, RosterCheck,
+    RoundConfig, Stage, ThreatModel,
 };
 use rand::SeedableRng;
 use rand::rngs::ChaCha20Rng;
@@ -41,6 +41,80 @@ pub enum SecAggClientError {
     /// A bad base URL or option.
     #[error("invalid: {0}")]
     Invalid(String),
+    /// A JSON answer of the server (a join, a round's view, a result) is longer than its cap
+    /// ([`MAX_JSON_LEN`], [`MAX_VIEW_LEN`]); it was not read. Stage messages over their
+    /// round's cap are [`privfed_secagg::SecAggError::TooLarge`] (in
+    /// [`SecAggClientError::Protocol`]).
+    #[error("the server's {what} is larger than {cap} bytes (at least {len})")]
+    TooLarge {
+        /// Which answer.
+        what: &'static str,
+        /// Its length as announced, or the bytes read when reading stopped.
+        len: u64,
+        /// The cap.
+        cap: u64,
+    },
+}
+
+/// Cap on a JSON answer that carries no per-client list (a join, a round's creation, an
+/// error body, the end of a round): a configuration and a token are well under 64 KiB.
+pub const MAX_JSON_LEN: usize = 64 << 10;
+
+/// Cap on a round's public view and its result: they carry the roster (one device key per
+/// enrolled client, about 70 bytes of JSON each) or the sum (up to `dim` integers of 20
+/// digits); 64 MiB holds a roster of 10^5 devices and a sum of 3·10^6 coordinates.
+pub const MAX_VIEW_LEN: usize = 64 << 20;
+
+/// Reads `r`'s body, refusing it unread when its Content-Length exceeds `cap` and, for a
+/// chunked or unannounced body, stopping at the first chunk that takes it past `cap`: no more
+/// than `cap` plus one chunk is ever buffered.
+async fn read_capped(
+    mut r: reqwest::Response,
+    cap: usize,
+    too_large: impl Fn(u64) -> SecAggClientError,
+) -> Result<Vec<u8>, SecAggClientError> {
+    if let Some(len) = r.content_length()
+        && len > cap as u64
+    {
+        return Err(too_large(len));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = r.chunk().await? {
+        if body.len() + chunk.len() > cap {
+            return Err(too_large((body.len() + chunk.len()) as u64));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// [`read_capped`] of a JSON answer, parsed.
+async fn json_capped<T: serde::de::DeserializeOwned>(
+    r: reqwest::Response,
+    cap: usize,
+    what: &'static str,
+) -> Result<T, SecAggClientError> {
+    let body = read_capped(r, cap, |len| SecAggClientError::TooLarge {
+        what,
+        len,
+        cap: cap as u64,
+    })
+    .await?;
+    serde_json::from_slice(&body).map_err(|e| SecAggClientError::Invalid(format!("{what}: {e}")))
+}
+
+/// An error body, read up to [`MAX_JSON_LEN`] (longer ones are cut: they are only shown).
+async fn error_text(r: reqwest::Response) -> String {
+    match read_capped(r, MAX_JSON_LEN, |len| SecAggClientError::TooLarge {
+        what: "error body",
+        len,
+        cap: MAX_JSON_LEN as u64,
+    })
+    .await
+    {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => e.to_string(),
+    }
 }
 
 /// A client's place in a round.
@@ -89,6 +163,7 @@ pub struct SecAggClient {
     http: reqwest::Client,
     base: String,
     retry_budget: Duration,
+    policy: ClientPolicy,
 }
 
 /// The answer to a round creation.
@@ -114,12 +189,20 @@ impl SecAggClient {
                 .build()?,
             base: base_url.trim_end_matches('/').to_string(),
             retry_budget: Duration::from_secs(120),
+            policy: ClientPolicy::default(),
         })
     }
 
     /// How long transport failures and 503s are retried before giving up (default 120 s).
     pub fn with_retry_budget(mut self, budget: Duration) -> Self {
         self.retry_budget = budget;
+        self
+    }
+
+    /// The rounds this client joins (default [`ClientPolicy::default`]): a round it refuses
+    /// fails with [`privfed_secagg::SecAggError::Refused`] before any key is sent.
+    pub fn with_policy(mut self, policy: ClientPolicy) -> Self {
+        self.policy = policy;
         self
     }
 
@@ -140,7 +223,7 @@ impl SecAggClient {
                 Ok(r) => {
                     return Err(SecAggClientError::Status {
                         status: 503,
-                        body: r.text().await.unwrap_or_default(),
+                        body: error_text(r).await,
                     });
                 }
                 Err(e) if e.is_timeout() || e.is_connect() || e.is_request() => {
@@ -157,7 +240,7 @@ impl SecAggClient {
         } else {
             Err(SecAggClientError::Status {
                 status: r.status().as_u16(),
-                body: r.text().await.unwrap_or_default(),
+                body: error_text(r).await,
             })
         }
     }
@@ -172,14 +255,14 @@ impl SecAggClient {
         let r = self
             .send(|| self.http.post(&url).bearer_auth(admin_token).json(body))
             .await?;
-        Ok(Self::check(r).await?.json().await?)
+        json_capped(Self::check(r).await?, MAX_JSON_LEN, "round creation").await
     }
 
     /// Joins a round.
     pub async fn join(&self, round: &str) -> Result<Joined, SecAggClientError> {
         let url = format!("{}/v1/secagg/rounds/{round}/join", self.base);
         let r = self.send(|| self.http.post(&url)).await?;
-        let mut joined: Joined = Self::check(r).await?.json().await?;
+        let mut joined: Joined = json_capped(Self::check(r).await?, MAX_JSON_LEN, "join").await?;
         joined.round = round.to_string();
         Ok(joined)
     }
@@ -216,6 +299,8 @@ impl SecAggClient {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let trusted = roster.verify(authority, RosterCheck { now, min_version })?;
+        view.config.validate()?;
+        self.policy.check(&view.config)?;
         if view.config.threat_model
             != (ThreatModel::Active {
                 roster: Some(trusted.digest()),
@@ -232,7 +317,7 @@ impl SecAggClient {
         });
         let url = format!("{}/v1/secagg/rounds/{round}/join", self.base);
         let r = self.send(|| self.http.post(&url).json(&body)).await?;
-        let mut joined: Joined = Self::check(r).await?.json().await?;
+        let mut joined: Joined = json_capped(Self::check(r).await?, MAX_JSON_LEN, "join").await?;
         joined.round = round.to_string();
         if joined.config != view.config {
             return Err(privfed_secagg::SecAggError::Policy(
@@ -253,7 +338,7 @@ impl SecAggClient {
     pub async fn status(&self, round: &str) -> Result<serde_json::Value, SecAggClientError> {
         let url = format!("{}/v1/secagg/rounds/{round}", self.base);
         let r = self.send(|| self.http.get(&url)).await?;
-        Ok(Self::check(r).await?.json().await?)
+        json_capped(Self::check(r).await?, MAX_VIEW_LEN, "round view").await
     }
 
     /// Closes the round's current stage now (admin): the operator's deadline.
@@ -280,7 +365,7 @@ impl SecAggClient {
         let r = self
             .send(|| self.http.get(&url).bearer_auth(admin_token))
             .await?;
-        Ok(Self::check(r).await?.json().await?)
+        json_capped(Self::check(r).await?, MAX_VIEW_LEN, "round result").await
     }
 
     /// Takes part in the round with `input` (in Z_{2^b}^d), stopping before `drop_before` if
@@ -318,8 +403,19 @@ impl SecAggClient {
         }
         let t = Instant::now();
         let (mut client, first) = match credentials {
-            Some(c) => Client::new_active(joined.config.clone(), joined.client, c, &mut rng)?,
-            None => Client::new(joined.config.clone(), joined.client, &mut rng)?,
+            Some(c) => Client::new_active_with_policy(
+                joined.config.clone(),
+                joined.client,
+                c,
+                &self.policy,
+                &mut rng,
+            )?,
+            None => Client::new_with_policy(
+                joined.config.clone(),
+                joined.client,
+                &self.policy,
+                &mut rng,
+            )?,
         };
         p.compute += t.elapsed();
         self.post(joined, &encode(&first), &mut p).await?;
@@ -346,7 +442,7 @@ impl SecAggClient {
                         status: String,
                         reason: String,
                     }
-                    let over: Over = r.json().await?;
+                    let over: Over = json_capped(r, MAX_JSON_LEN, "end of round").await?;
                     p.outcome = if over.status == "finished" {
                         Outcome::Finished
                     } else {
@@ -356,11 +452,21 @@ impl SecAggClient {
                 }
                 _ => {}
             }
-            let body = Self::check(r).await?.bytes().await?;
+            // Sized before it is read: never more than the stage's cap plus one chunk.
+            let cap = client.max_message_len();
+            let body = read_capped(Self::check(r).await?, cap, |len| {
+                privfed_secagg::SecAggError::TooLarge {
+                    stage,
+                    len,
+                    cap: cap as u64,
+                }
+                .into()
+            })
+            .await?;
             p.bytes_down += body.len() as u64;
             let t = Instant::now();
-            let answer = decode::<ServerMessage>(&body)
-                .and_then(|m| client.handle(&m, input, &mut rng))
+            let answer = client
+                .handle_bytes(&body, input, &mut rng)
                 .map(|m| encode(&m));
             p.compute += t.elapsed();
             self.post(joined, &answer?, &mut p).await?;
@@ -386,5 +492,218 @@ impl SecAggClient {
         Self::check(r).await?;
         p.bytes_up += body.len() as u64;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against a hostile server on a loopback socket: a tiny HTTP/1.1 server that answers the
+    //! join, accepts the first message, then answers the stage request with a huge body.
+    use super::*;
+    use privfed_secagg::{GraphSpec, SecAggError};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// How the hostile server answers the stage request.
+    #[derive(Clone, Copy)]
+    enum Huge {
+        /// `Content-Length: 1 GiB`, then zeros.
+        Announced,
+        /// Chunked, 16 KiB chunks of zeros, up to 1 GiB.
+        Chunked,
+    }
+
+    const GIB: u64 = 1 << 30;
+
+    struct Hostile {
+        base: String,
+        /// Body bytes written by the stage answer before the client hung up.
+        written: Arc<AtomicU64>,
+        /// Client messages posted.
+        posted: Arc<AtomicU64>,
+    }
+
+    async fn read_head(s: &mut tokio::net::TcpStream) -> Option<(String, usize)> {
+        let mut buf = Vec::new();
+        let mut byte = [0u8; 1];
+        while !buf.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).await.ok()? == 0 {
+                return None;
+            }
+            buf.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&buf).into_owned();
+        let len = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap_or(0))
+            })
+            .unwrap_or(0);
+        Some((head, len))
+    }
+
+    async fn hostile(config: RoundConfig, huge: Huge) -> Hostile {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let written = Arc::new(AtomicU64::new(0));
+        let posted = Arc::new(AtomicU64::new(0));
+        let (w, p) = (written.clone(), posted.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                let (w, p, config) = (w.clone(), p.clone(), config.clone());
+                tokio::spawn(async move {
+                    let Some((head, len)) = read_head(&mut s).await else {
+                        return;
+                    };
+                    let mut body = vec![0u8; len];
+                    if s.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let ok = |b: String| {
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                             content-length: {}\r\nconnection: close\r\n\r\n{b}",
+                            b.len()
+                        )
+                    };
+                    if head.contains("/join") {
+                        let j = serde_json::json!({"client": 1, "token": "t", "config": config});
+                        let _ = s.write_all(ok(j.to_string()).as_bytes()).await;
+                    } else if head.contains("/messages") {
+                        p.fetch_add(1, Ordering::SeqCst);
+                        let _ = s.write_all(ok("{}".into()).as_bytes()).await;
+                    } else if head.contains("/next") {
+                        let zeros = vec![0u8; 16 << 10];
+                        let head = match huge {
+                            Huge::Announced => format!(
+                                "HTTP/1.1 200 OK\r\ncontent-length: {GIB}\r\n\
+                                 connection: close\r\n\r\n"
+                            ),
+                            Huge::Chunked => "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\
+                                              connection: close\r\n\r\n"
+                                .to_string(),
+                        };
+                        if s.write_all(head.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        while w.load(Ordering::SeqCst) < GIB {
+                            let r = match huge {
+                                Huge::Announced => s.write_all(&zeros).await,
+                                Huge::Chunked => {
+                                    let mut c = format!("{:x}\r\n", zeros.len()).into_bytes();
+                                    c.extend_from_slice(&zeros);
+                                    c.extend_from_slice(b"\r\n");
+                                    s.write_all(&c).await
+                                }
+                            };
+                            if r.is_err() {
+                                return;
+                            }
+                            w.fetch_add(zeros.len() as u64, Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        Hostile {
+            base,
+            written,
+            posted,
+        }
+    }
+
+    fn config(clients: u32, threshold: u32) -> RoundConfig {
+        RoundConfig {
+            session_id: [1; 32],
+            clients,
+            threshold,
+            bits: 16,
+            dim: 4,
+            graph: GraphSpec::Complete,
+            threat_model: ThreatModel::HonestButCurious,
+        }
+    }
+
+    async fn run(h: &Hostile) -> Result<Participation, SecAggClientError> {
+        let c = SecAggClient::new(&h.base)
+            .unwrap()
+            .with_retry_budget(Duration::from_secs(2));
+        let joined = c.join("r").await?;
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            c.participate(&joined, &[1, 2, 3, 4], None),
+        )
+        .await
+        .expect("the client gives up on a huge body instead of reading it")
+    }
+
+    fn cap_of(config: &RoundConfig) -> u64 {
+        privfed_secagg::messages::max_server_message_len(config, Stage::ShareKeys) as u64
+    }
+
+    #[tokio::test]
+    async fn an_announced_huge_body_is_refused_unread() {
+        let config = config(10, 6);
+        let h = hostile(config.clone(), Huge::Announced).await;
+        let e = run(&h).await.unwrap_err();
+        let SecAggClientError::Protocol(SecAggError::TooLarge { stage, len, cap }) = e else {
+            panic!("expected TooLarge, got {e:?}");
+        };
+        assert_eq!((stage, len, cap), (Stage::ShareKeys, GIB, cap_of(&config)));
+        assert_eq!(h.posted.load(Ordering::SeqCst), 1); // only the advertised keys
+    }
+
+    #[tokio::test]
+    async fn a_streamed_huge_body_is_cut_at_the_cap() {
+        let config = config(10, 6);
+        let cap = cap_of(&config);
+        let h = hostile(config, Huge::Chunked).await;
+        let e = run(&h).await.unwrap_err();
+        let SecAggClientError::Protocol(SecAggError::TooLarge { len, cap: c, .. }) = e else {
+            panic!("expected TooLarge, got {e:?}");
+        };
+        assert_eq!(c, cap);
+        // Buffered: the cap plus one chunk at most (a chunk is one read of hyper's buffer,
+        // ≤ 1 MiB), not the gigabyte on offer.
+        assert!(
+            len > cap && len <= cap + (1 << 20),
+            "read {len} bytes, cap {cap}"
+        );
+        // The server could push no more than the socket buffers hold once the client hung up.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let w = h.written.load(Ordering::SeqCst);
+        assert!(w < 64 << 20, "the server wrote {w} bytes");
+    }
+
+    #[tokio::test]
+    async fn an_unsafe_round_is_refused_before_anything_is_sent() {
+        let h = hostile(config(2, 1), Huge::Announced).await;
+        let e = run(&h).await.unwrap_err();
+        let SecAggClientError::Protocol(SecAggError::Refused { rule, .. }) = e else {
+            panic!("expected Refused, got {e:?}");
+        };
+        assert_eq!(rule, "min_clients");
+        assert_eq!(h.posted.load(Ordering::SeqCst), 0);
+        // Relaxed explicitly, the same round is joined (and then meets the huge body).
+        let c = SecAggClient::new(&h.base)
+            .unwrap()
+            .with_policy(ClientPolicy::permissive());
+        let joined = c.join("r").await.unwrap();
+        let e = c
+            .participate(&joined, &[1, 2, 3, 4], None)
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            SecAggClientError::Protocol(SecAggError::TooLarge { .. })
+        ));
+        assert_eq!(h.posted.load(Ordering::SeqCst), 1);
     }
 }

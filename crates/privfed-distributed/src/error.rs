@@ -49,6 +49,17 @@ pub enum DistributedError {
         /// The rounding bias parameter.
         beta: f64,
     },
+    /// The client's [`crate::policy::PlanPolicy`] refuses the server's plan: `rule` is the
+    /// policy's field, `value` the plan's, `limit` what the rule asks.
+    #[error("the client's policy refuses this plan: {rule}: {value}, the policy asks {limit}")]
+    Refused {
+        /// The rule broken (a [`crate::policy::PlanPolicy`] field name).
+        rule: &'static str,
+        /// The plan's value, printed.
+        value: String,
+        /// What the rule asks, printed.
+        limit: String,
+    },
     /// An error from a mechanism (sampler, rotation).
     #[error(transparent)]
     Mechanism(#[from] privfed_mechanisms::MechanismError),

@@ -50,6 +50,7 @@ pub mod error;
 pub mod modular;
 pub mod params;
 pub mod planner;
+pub mod policy;
 pub mod seed;
 
 pub use accounting::{
@@ -62,6 +63,7 @@ pub use error::{DistributedError, Result};
 pub use modular::ModularSum;
 pub use params::{SkellamConfig, SkellamParams};
 pub use planner::{NoiseTarget, Plan, PlanRequest, PredictedMse, plan};
+pub use policy::PlanPolicy;
 pub use seed::rotation_seed;
 
 #[cfg(test)]

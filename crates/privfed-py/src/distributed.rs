@@ -17,9 +17,9 @@ use crate::mechanisms::count;
 use crate::rng::{SharedRng, threads};
 use numpy::PyArray1;
 use privfed_distributed::{
-    Decoded as DecodedRs, ModularSum as ModularSumRs, NoiseShare, NoiseTarget, Plan, PlanRequest,
-    SkellamConfig, SkellamDecoder as DecoderRs, SkellamEncoder as EncoderRs, SkellamParams,
-    round_event_for,
+    Decoded as DecodedRs, ModularSum as ModularSumRs, NoiseShare, NoiseTarget, Plan, PlanPolicy,
+    PlanRequest, SkellamConfig, SkellamDecoder as DecoderRs, SkellamEncoder as EncoderRs,
+    SkellamParams, round_event_for,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -287,6 +287,26 @@ fn plan(
     };
     let inner = py.detach(|| privfed_distributed::plan(&req)).py()?;
     Ok(SkellamPlan { inner })
+}
+
+/// Checks the server's plan (a `SkellamPlan` or its params dict, as a client receives it)
+/// against the client's plan policy: `None` (the defaults: refuse a plan without local noise),
+/// `"permissive"`, or a dict of `allow_no_noise`, `min_local_noise_stddev`, `max_clip` (missing
+/// fields keep their defaults). Raises `ProtocolAbort` naming the rule, the plan's value and the
+/// limit; `InvalidParameter` for a malformed plan or policy.
+#[pyfunction]
+#[pyo3(signature = (plan, policy=None))]
+fn check_plan(plan: &Bound<'_, PyAny>, policy: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let policy = match policy.filter(|p| !p.is_none()) {
+        None => PlanPolicy::default(),
+        Some(p) => match p.extract::<String>().ok().as_deref() {
+            Some("default") => PlanPolicy::default(),
+            Some("permissive") => PlanPolicy::permissive(),
+            _ => from_python(p, "plan policy", Kind::InvalidParameter)?,
+        },
+    };
+    let (params, _) = params_of(plan, None)?;
+    policy.check(&params).py()
 }
 
 /// The 256-bit seed of round `round`'s rotation in session `session_id`
@@ -612,5 +632,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rotation_seed, m)?)?;
     m.add_function(wrap_pyfunction!(round_event, m)?)?;
     m.add_function(wrap_pyfunction!(honest_contributors, m)?)?;
+    m.add_function(wrap_pyfunction!(check_plan, m)?)?;
     Ok(())
 }

@@ -136,6 +136,8 @@ impl ToPyErr for DistributedError {
             DistributedError::Infeasible { .. } => Kind::InfeasibleParameters,
             DistributedError::NoHonestContributor { .. } => Kind::InvalidParameter,
             DistributedError::RoundingFailed { .. } => Kind::NumericalError,
+            // The client refuses the server's plan: the round is over for it.
+            DistributedError::Refused { .. } => Kind::ProtocolAbort,
             DistributedError::Mechanism(e) => return e.to_pyerr(),
             DistributedError::Accounting(e) => return e.to_pyerr(),
             _ => Kind::Base,
@@ -202,7 +204,9 @@ impl ToPyErr for SecAggError {
             | SecAggError::InconsistentRequest(_)
             | SecAggError::Inconsistent(_)
             | SecAggError::Signature(_)
-            | SecAggError::Policy(_) => Kind::ProtocolAbort,
+            | SecAggError::Policy(_)
+            | SecAggError::Refused { .. }
+            | SecAggError::TooLarge { .. } => Kind::ProtocolAbort,
             SecAggError::Input(_) => Kind::InvalidInput,
             _ => Kind::ProtocolError,
         };

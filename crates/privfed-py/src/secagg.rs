@@ -16,9 +16,9 @@ use privfed_mechanisms::rng::NoiseRng;
 use privfed_secagg::local::SecAggThreat;
 use privfed_secagg::messages::{decode, encode};
 use privfed_secagg::{
-    Client, ClientMessage, Credentials, DeviceKey as DeviceKeyRs, GraphChoice, GraphSpec, Receipt,
-    Roster as RosterRs, RosterCheck, RoundConfig as ConfigRs, RoundStatus, Server, ServerMessage,
-    Stage, ThreatModel,
+    Client, ClientMessage, ClientPolicy, Credentials, DeviceKey as DeviceKeyRs, GraphChoice,
+    GraphSpec, Receipt, Roster as RosterRs, RosterCheck, RoundConfig as ConfigRs, RoundStatus,
+    Server, ServerMessage, Stage, ThreatModel,
 };
 use privfed_sim::secagg::{SecAggSimConfig, simulate_in_process};
 use pyo3::prelude::*;
@@ -665,7 +665,8 @@ pub struct SecAggClient {
 #[pymethods]
 impl SecAggClient {
     #[new]
-    #[pyo3(signature = (config, client_id, *, seed=None, device=None, roster=None, authority=None, min_roster_version=0))]
+    #[pyo3(signature = (config, client_id, *, seed=None, device=None, roster=None, authority=None, policy=None, min_roster_version=0))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword-only constructor, one argument each
     fn new(
         config: PyRef<'_, RoundConfig>,
         client_id: u32,
@@ -673,12 +674,16 @@ impl SecAggClient {
         device: Option<PyRef<'_, DeviceKey>>,
         roster: Option<PyRef<'_, Roster>>,
         authority: Option<&[u8]>,
+        policy: Option<&Bound<'_, PyAny>>,
         min_roster_version: u64,
     ) -> PyResult<Self> {
+        let policy = client_policy(policy)?;
         let mut rng = rng_from_seed(seed)?;
         let cfg = config.inner.clone();
         let (inner, msg) = match (device, roster, authority) {
-            (None, None, None) => Client::new(cfg, client_id, &mut rng).py()?,
+            (None, None, None) => {
+                Client::new_with_policy(cfg, client_id, &policy, &mut rng).py()?
+            }
             (None, ..) => {
                 return Err(invalid(
                     "device",
@@ -711,7 +716,8 @@ impl SecAggClient {
                     device: device.inner.clone(),
                     roster,
                 };
-                Client::new_active(cfg, client_id, credentials, &mut rng).py()?
+                Client::new_active_with_policy(cfg, client_id, credentials, &policy, &mut rng)
+                    .py()?
             }
         };
         Ok(Self {
@@ -737,14 +743,18 @@ impl SecAggClient {
         server_message: &[u8],
         input: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let message: ServerMessage = decode(server_message).py()?;
         let input = match input.filter(|i| !i.is_none()) {
             Some(x) => read_u64_vector(x, "input")?,
             None => Vec::new(),
         };
         let Self { inner, rng, .. } = self;
+        // Sized against the stage's cap before it is decoded (an oversized message aborts).
         let answer = py
-            .detach(|| inner.handle(&message, &input, rng).map(|m| encode(&m)))
+            .detach(|| {
+                inner
+                    .handle_bytes(server_message, &input, rng)
+                    .map(|m| encode(&m))
+            })
             .py()?;
         Ok(PyBytes::new(py, &answer))
     }
@@ -1011,6 +1021,46 @@ fn secagg_simulate<'py>(
     to_python(py, &report)
 }
 
+/// A `ClientPolicy` from Python: `None` (the defaults), `"default"`, `"permissive"` (every rule
+/// off; tests and experiments only) or a dict (or JSON string) of its fields (`min_clients`,
+/// `min_threshold`, `min_threshold_fraction`, `min_degree`, `accept_honest_but_curious`,
+/// `accept_active_without_roster`); missing fields keep their defaults, unknown ones are refused.
+pub(crate) fn client_policy(obj: Option<&Bound<'_, PyAny>>) -> PyResult<ClientPolicy> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(ClientPolicy::default());
+    };
+    if let Ok(s) = obj.extract::<String>() {
+        match s.as_str() {
+            "default" => return Ok(ClientPolicy::default()),
+            "permissive" => return Ok(ClientPolicy::permissive()),
+            _ if s.trim_start().starts_with('{') => {}
+            _ => {
+                return Err(invalid(
+                    "policy",
+                    format!("`{s}`: expected \"default\", \"permissive\" or a dict of rules"),
+                ));
+            }
+        }
+    }
+    let p: ClientPolicy = from_python(obj, "policy", Kind::InvalidParameter)?;
+    p.validate().py()?;
+    Ok(p)
+}
+
+/// Checks `config` against the client policy `policy` (see `SecAggClient`): raises
+/// `ProtocolAbort` naming the rule, the round's value and the limit when the policy refuses the
+/// round; `InvalidParameter` for a malformed configuration or policy.
+#[pyfunction]
+#[pyo3(name = "check_policy", signature = (config, policy=None))]
+fn secagg_check_policy(
+    config: PyRef<'_, RoundConfig>,
+    policy: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let policy = client_policy(policy)?;
+    config.inner.validate().py()?;
+    policy.check(&config.inner).py()
+}
+
 /// Registers the classes and functions (re-exported by `privfed.secagg`).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RoundConfig>()?;
@@ -1023,5 +1073,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(secagg_decode_message, m)?)?;
     m.add_function(wrap_pyfunction!(secagg_encode_message, m)?)?;
     m.add_function(wrap_pyfunction!(secagg_simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(secagg_check_policy, m)?)?;
     Ok(())
 }

@@ -35,8 +35,10 @@ use crate::identity::{self, Credentials};
 use crate::mask::{Sign, apply_mask, modulus_mask};
 use crate::messages::{
     ClientMessage, ClientPayload, Header, OwnedShare, PeerKeys, SealedShares, ServerMessage,
-    ServerPayload, SharePlaintext, SignedKeys, Stage, SurvivorSignature, key_list_binding, pack,
+    ServerPayload, SharePlaintext, SignedKeys, Stage, SurvivorSignature, decode, key_list_binding,
+    max_server_message_len, pack,
 };
+use crate::policy::ClientPolicy;
 use crate::shamir::{self, Share};
 
 /// Shares a client received from one neighbour.
@@ -93,11 +95,22 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Joins the round as client `id`: generates both key pairs and returns the message that
-    /// advertises their public halves.
+    /// Joins the round as client `id` under the default [`ClientPolicy`]: generates both key
+    /// pairs and returns the message that advertises their public halves.
     pub fn new<R: Rng + CryptoRng + ?Sized>(
         config: RoundConfig,
         id: ClientId,
+        rng: &mut R,
+    ) -> Result<(Self, ClientMessage)> {
+        Self::new_with_policy(config, id, &ClientPolicy::default(), rng)
+    }
+
+    /// [`Client::new`] under `policy`: a round the policy refuses is
+    /// [`SecAggError::Refused`] before any key is made or any message sent.
+    pub fn new_with_policy<R: Rng + CryptoRng + ?Sized>(
+        config: RoundConfig,
+        id: ClientId,
+        policy: &ClientPolicy,
         rng: &mut R,
     ) -> Result<(Self, ClientMessage)> {
         if config.threat_model.is_active() {
@@ -107,17 +120,29 @@ impl Client {
                     .into(),
             ));
         }
-        Self::join(config, id, None, rng)
+        Self::join(config, id, None, policy, rng)
     }
 
     /// Joins an active-mode round as client `id` with the device's `credentials`: generates
     /// both key pairs and returns the message that advertises them, signed by the device key.
     /// The round must be in the active mode, and name the credentials' roster (or none, when the
     /// credentials have none).
+    /// The default [`ClientPolicy`] applies.
     pub fn new_active<R: Rng + CryptoRng + ?Sized>(
         config: RoundConfig,
         id: ClientId,
         credentials: Credentials,
+        rng: &mut R,
+    ) -> Result<(Self, ClientMessage)> {
+        Self::new_active_with_policy(config, id, credentials, &ClientPolicy::default(), rng)
+    }
+
+    /// [`Client::new_active`] under `policy` (checked before any key is made or message sent).
+    pub fn new_active_with_policy<R: Rng + CryptoRng + ?Sized>(
+        config: RoundConfig,
+        id: ClientId,
+        credentials: Credentials,
+        policy: &ClientPolicy,
         rng: &mut R,
     ) -> Result<(Self, ClientMessage)> {
         let ThreatModel::Active { roster } = config.threat_model else {
@@ -155,16 +180,18 @@ impl Client {
                 "this device is not on the roster".into(),
             ));
         }
-        Self::join(config, id, Some(credentials), rng)
+        Self::join(config, id, Some(credentials), policy, rng)
     }
 
     fn join<R: Rng + CryptoRng + ?Sized>(
         config: RoundConfig,
         id: ClientId,
         credentials: Option<Credentials>,
+        policy: &ClientPolicy,
         rng: &mut R,
     ) -> Result<(Self, ClientMessage)> {
         let graph = config.validate()?;
+        policy.check(&config)?;
         if !graph.contains(id) {
             return Err(SecAggError::config(
                 "id",
@@ -232,6 +259,37 @@ impl Client {
     /// Whether the client aborted the round (and dropped its secrets).
     pub fn is_aborted(&self) -> bool {
         matches!(self.state, State::Aborted)
+    }
+
+    /// The largest server message this client accepts now: the longest an honest server sends
+    /// for the stage it waits for ([`max_server_message_len`]), or 0 when it waits for none.
+    pub fn max_message_len(&self) -> usize {
+        self.next_stage()
+            .map_or(0, |stage| max_server_message_len(&self.config, stage))
+    }
+
+    /// [`Client::handle`] for an encoded message: a message longer than
+    /// [`Client::max_message_len`] is refused ([`SecAggError::TooLarge`], which aborts) before
+    /// it is decoded.
+    pub fn handle_bytes<R: Rng + CryptoRng + ?Sized>(
+        &mut self,
+        bytes: &[u8],
+        input: &[u64],
+        rng: &mut R,
+    ) -> Result<ClientMessage> {
+        if let Some(stage) = self.next_stage() {
+            let cap = max_server_message_len(&self.config, stage);
+            if bytes.len() > cap {
+                self.state = State::Aborted;
+                return Err(SecAggError::TooLarge {
+                    stage,
+                    len: bytes.len() as u64,
+                    cap: cap as u64,
+                });
+            }
+        }
+        let message = decode::<ServerMessage>(bytes)?;
+        self.handle(&message, input, rng)
     }
 
     /// Handles the server's message for the next stage and returns the client's answer. The
@@ -748,5 +806,84 @@ impl Client {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GraphSpec;
+    use crate::messages::encode;
+    use rand::{SeedableRng, rngs::ChaCha20Rng};
+
+    fn config(n: u32, t: u32) -> RoundConfig {
+        RoundConfig {
+            session_id: [8; 32],
+            clients: n,
+            threshold: t,
+            bits: 16,
+            dim: 4,
+            graph: GraphSpec::Complete,
+            threat_model: ThreatModel::HonestButCurious,
+        }
+    }
+
+    #[test]
+    fn a_message_over_the_stage_cap_is_refused_unread_and_aborts() {
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let c = config(10, 6);
+        let (mut client, _) = Client::new(c.clone(), 1, &mut rng).unwrap();
+        let cap = client.max_message_len();
+        assert_eq!(cap, max_server_message_len(&c, Stage::ShareKeys));
+        // Nine neighbours' keys, the largest honest message of the stage, fit.
+        let keys = ServerMessage {
+            header: Header::new(c.binding(), 1),
+            payload: ServerPayload::Keys {
+                peers: (2..=10)
+                    .map(|id| PeerKeys {
+                        id,
+                        cipher_pk: [id as u8; 32],
+                        mask_pk: [id as u8 + 100; 32],
+                    })
+                    .collect(),
+            },
+        };
+        assert!(encode(&keys).len() <= cap);
+        // One byte over: refused before decoding (garbage bytes would otherwise be Malformed).
+        let e = client
+            .handle_bytes(&vec![0xff; cap + 1], &[0; 4], &mut rng)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            SecAggError::TooLarge {
+                stage: Stage::ShareKeys,
+                len: cap as u64 + 1,
+                cap: cap as u64
+            }
+        );
+        assert!(client.is_aborted());
+        // At the cap, garbage is decoded (and refused as malformed, which does not abort).
+        let (mut other, _) = Client::new(c, 2, &mut rng).unwrap();
+        let e = other
+            .handle_bytes(&vec![0xff; cap], &[0; 4], &mut rng)
+            .unwrap_err();
+        assert!(matches!(e, SecAggError::Malformed(_)));
+        assert!(!other.is_aborted());
+    }
+
+    #[test]
+    fn the_default_policy_refuses_before_any_key_is_made() {
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        let e = Client::new(config(2, 1), 1, &mut rng).unwrap_err();
+        assert!(matches!(
+            e,
+            SecAggError::Refused {
+                rule: "min_clients",
+                ..
+            }
+        ));
+        assert!(
+            Client::new_with_policy(config(2, 1), 1, &ClientPolicy::permissive(), &mut rng).is_ok()
+        );
     }
 }

@@ -84,6 +84,28 @@ pub enum SecAggError {
     /// the wrong threat model).
     #[error("the client's policy refuses this round: {0}")]
     Policy(String),
+    /// The client's [`crate::policy::ClientPolicy`] refuses the round: `rule` is the policy's
+    /// field, `value` the round's, `limit` what the rule asks.
+    #[error("the client's policy refuses this round: {rule}: {value}, the policy asks {limit}")]
+    Refused {
+        /// The rule broken (a [`crate::policy::ClientPolicy`] field name).
+        rule: &'static str,
+        /// The round's value, printed.
+        value: String,
+        /// What the rule asks, printed.
+        limit: String,
+    },
+    /// A server message is longer than the largest one an honest server sends at this stage
+    /// of this round ([`crate::messages::max_server_message_len`]); it is refused unread.
+    #[error("a {stage:?} message of {len} bytes exceeds the round's cap of {cap} bytes")]
+    TooLarge {
+        /// The stage the client waits for.
+        stage: Stage,
+        /// The message's length (or its announced length), in bytes.
+        len: u64,
+        /// The cap, in bytes.
+        cap: u64,
+    },
     /// The operation is not possible in the party's current state.
     #[error("not possible now: {0}")]
     State(String),

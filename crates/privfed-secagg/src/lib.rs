@@ -78,6 +78,7 @@ pub mod local;
 pub mod mask;
 pub mod messages;
 pub mod plan;
+pub mod policy;
 pub mod server;
 pub mod shamir;
 
@@ -89,4 +90,5 @@ pub use messages::{ClientMessage, ClientPayload, ServerMessage, ServerPayload, S
 pub use plan::{
     GraphChoice, SecAggPlusPlan, plan_active, plan_secagg_plus, round_config, round_config_for,
 };
+pub use policy::ClientPolicy;
 pub use server::{Aggregate, Receipt, RoundStatus, Server};

@@ -11,8 +11,9 @@ use crate::config::{ClientId, RoundConfig, ThreatModel};
 use crate::error::{Result, SecAggError};
 use crate::identity::{Credentials, DeviceKey, Roster, RosterCheck};
 use crate::mask::modulus_mask;
-use crate::messages::{ClientMessage, ServerMessage, Stage, decode, encode};
+use crate::messages::{ClientMessage, Stage, decode, encode};
 use crate::plan::{GraphChoice, round_config_for};
+use crate::policy::ClientPolicy;
 use crate::server::{Aggregate, RoundStatus, Server};
 
 /// The plain sum of the named clients' inputs mod 2^`bits` (client `id` holds
@@ -139,6 +140,8 @@ pub struct LocalRound {
     inputs: Vec<Vec<u64>>,
     /// drop_before[i]: the stage before which client i+1 goes silent (None: never).
     drop_before: Vec<Option<Stage>>,
+    /// The policy every client joins under.
+    policy: ClientPolicy,
     next: usize,
 }
 
@@ -173,6 +176,7 @@ impl LocalRound {
             credentials: (0..n).map(|_| None).collect(),
             inputs,
             drop_before,
+            policy: ClientPolicy::default(),
             next: 0,
         })
     }
@@ -195,6 +199,13 @@ impl LocalRound {
         let mut round = Self::new(config, inputs, drop_before)?;
         round.credentials = credentials.into_iter().map(Some).collect();
         Ok(round)
+    }
+
+    /// Every client joins under `policy` instead of [`ClientPolicy::default`] (a refused round
+    /// fails at its first stage with [`SecAggError::Refused`]).
+    pub fn with_policy(mut self, policy: ClientPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// The server (its status and output).
@@ -241,8 +252,8 @@ impl LocalRound {
                 observer.start(Party::Client(id));
                 let config = self.server.config().clone();
                 let created = match self.credentials[i].take() {
-                    Some(c) => Client::new_active(config, id, c, rng),
-                    None => Client::new(config, id, rng),
+                    Some(c) => Client::new_active_with_policy(config, id, c, &self.policy, rng),
+                    None => Client::new_with_policy(config, id, &self.policy, rng),
                 };
                 let up = created.map(|(client, m)| {
                     self.clients[i] = Some(client);
@@ -263,12 +274,15 @@ impl LocalRound {
                 traffic.down += down.len() as u64;
                 observer.start(Party::Client(id));
                 let client = self.clients[i].as_mut().expect("checked above");
-                let answer = decode::<ServerMessage>(&down)
-                    .and_then(|request| client.handle(&request, &self.inputs[i], rng))
+                // Sized against the round's cap before it is decoded, as on a device.
+                let answer = client
+                    .handle_bytes(&down, &self.inputs[i], rng)
                     .map(|m| encode(&m));
                 observer.stop(Party::Client(id));
                 match answer {
                     Ok(up) => up,
+                    // The server here is honest: a message over the cap is a wrong cap.
+                    Err(e @ SecAggError::TooLarge { .. }) => return Err(e),
                     // A client that aborts sends nothing more.
                     Err(e) if e.is_fatal() => continue,
                     Err(e) => return Err(e),

@@ -290,6 +290,38 @@ pub fn max_client_message_len(config: &crate::RoundConfig) -> usize {
             .max(consistency)
 }
 
+/// An upper bound on the encoded length of any [`ServerMessage`] an honest server sends a
+/// client of a round with this configuration to open `stage` (0 for
+/// [`Stage::AdvertiseKeys`], which the client opens itself). A client refuses longer messages
+/// before reading them, so a server cannot make it buffer more than the round needs. With `n`
+/// clients, `k` neighbours and postcard's varints at their widest:
+///
+/// * [`Stage::ShareKeys`]: `k` neighbours' keys, or in the active mode the signed key list of
+///   all `n` clients;
+/// * [`Stage::MaskedInput`]: `k` share ciphertexts;
+/// * [`Stage::ConsistencyCheck`]: a survivor set of at most `n` ids;
+/// * [`Stage::Unmasking`]: at most `k + 1` survivors and `k` dropped ids, or in the active mode
+///   at most `n` survivors' signatures.
+pub fn max_server_message_len(config: &crate::RoundConfig, stage: Stage) -> usize {
+    const U32: usize = 5;
+    const LEN: usize = 10;
+    let n = config.clients as usize;
+    let degree = config.degree() as usize;
+    let active = config.threat_model.is_active();
+    let header = U32 + 32 + U32;
+    let signature = LEN + 64;
+    let payload = match stage {
+        Stage::AdvertiseKeys => return 0,
+        Stage::ShareKeys if active => LEN + n * (U32 + 3 * 32 + signature),
+        Stage::ShareKeys => LEN + degree * (U32 + 2 * 32),
+        Stage::MaskedInput => LEN + degree * (U32 + LEN + SharePlaintext::LEN + 16),
+        Stage::ConsistencyCheck => LEN + n * U32,
+        Stage::Unmasking if active => LEN + n * (U32 + signature),
+        Stage::Unmasking => 2 * LEN + (2 * degree + 1) * U32,
+    };
+    header + U32 + payload
+}
+
 /// Serializes a message for the wire.
 pub fn encode<T: Serialize>(message: &T) -> Vec<u8> {
     postcard::to_allocvec(message).expect("protocol messages always serialize")

@@ -74,6 +74,35 @@ _SECAGG_KEYS = ("stage", "config", "client-id", "round", "plan", "message", "arr
 #: Node-config keys (set by the SuperNode's operator, never by the server) of the active mode.
 AUTHORITY_KEY = "privfed-secagg-authority"
 DEVICE_KEY = "privfed-device-key"
+#: Node-config keys of the client's policy (docs/FLOWER.md, "The client's policy"): each
+#: overrides the one rule it names; ``privfed-secagg-policy`` (``"default"``, ``"permissive"``
+#: or a JSON object of rules) replaces the base the others apply to.
+POLICY_KEY = "privfed-secagg-policy"
+_POLICY_KEYS = {
+    "privfed-min-clients": ("min_clients", int),
+    "privfed-min-threshold": ("min_threshold", int),
+    "privfed-min-threshold-fraction": ("min_threshold_fraction", float),
+    "privfed-min-degree": ("min_degree", int),
+}
+_PLAN_POLICY_KEYS = {
+    "privfed-min-local-noise-stddev": ("min_local_noise_stddev", float),
+    "privfed-max-clip": ("max_clip", float),
+    "privfed-allow-no-noise": ("allow_no_noise", bool),
+}
+_PERMISSIVE = {"min_clients": 0, "min_threshold": 0, "min_threshold_fraction": 0.0,
+               "min_degree": 0}
+
+
+def _node_value(conf: Any, key: str, ty: type) -> Any:
+    v = conf.get(key)
+    if ty is bool and isinstance(v, str):
+        if v.lower() not in ("true", "false", "1", "0"):
+            raise errors.ConfigError(f"{key} = {v!r}: expected true or false")
+        return v.lower() in ("true", "1")
+    try:
+        return ty(v)
+    except (TypeError, ValueError) as e:
+        raise errors.ConfigError(f"{key} = {v!r}: {e}") from None
 
 
 def _config_from_bytes(data: bytes):
@@ -124,9 +153,20 @@ class DistributedDpMod:
 
     A TRAIN message without the ``"privfed-secagg"`` record is refused (an error reply): the
     mod never sends an update in the clear; so is one with another ``privfed…`` record or
-    unknown keys in its own. ``min_local_noise_stddev`` and ``max_clip`` let the
-    client refuse a plan that would give it less noise, or a larger sensitivity, than it
-    accepts. ``encoder_seed(context, server_round)`` (experiments only) fixes the encoder's
+    unknown keys in its own.
+
+    **The client's policy** (privfed's Rust ``ClientPolicy`` and ``PlanPolicy``, checked before
+    the node answers anything): by default a round of fewer than 3 clients, a threshold below 2
+    or not above half of each client's neighbours, or a plan without local noise is refused
+    (``ProtocolAbort``, and the round stays aborted on this node). ``policy=`` (``"default"``,
+    ``"permissive"`` or a dict of rules, see :func:`privfed.secagg.check_policy`) and the node
+    config's ``privfed-secagg-policy`` / ``privfed-min-clients`` / ``privfed-min-threshold`` /
+    ``privfed-min-threshold-fraction`` / ``privfed-min-degree`` relax or tighten the round
+    rules; ``min_local_noise_stddev``, ``max_clip``, ``allow_no_noise`` (or
+    ``privfed-min-local-noise-stddev`` / ``privfed-max-clip`` / ``privfed-allow-no-noise``) the
+    plan rules (:func:`privfed.distributed.check_plan`): a plan that would give this client less
+    noise, or a larger sensitivity, than it accepts is refused. ``encoder_seed(context,
+    server_round)`` (experiments only) fixes the encoder's
     randomness; never use it for a real release.
 
     Active rounds (``DistributedDpStrategy(threat_model="active")``): the client signs its round
@@ -153,6 +193,8 @@ class DistributedDpMod:
         authority: Union[bytes, str, None] = None,
         device_key: Union[str, "os.PathLike[str]", None] = None,
         require_active: Optional[bool] = None,
+        policy: Union[None, str, Dict[str, Any]] = None,
+        allow_no_noise: Optional[bool] = None,
     ) -> None:
         if args:
             raise uncalled_mod_error("DistributedDpMod", "DistributedDpMod()", args)
@@ -166,6 +208,14 @@ class DistributedDpMod:
         self.arrays_key = arrays_key
         self.min_local_noise_stddev = min_local_noise_stddev
         self.max_clip = max_clip
+        self.allow_no_noise = allow_no_noise
+        self.policy = policy
+        # a malformed policy fails here (InvalidParameter), not at the first round; a refusal
+        # of this sample round only shows that the policy parsed
+        try:
+            sa.check_policy(sa.round_config(3, 16, 1), self._policy_base(policy))
+        except errors.ProtocolAbort:
+            pass
         self.encoder_seed = encoder_seed
         self.threads = threads
 
@@ -237,10 +287,12 @@ class DistributedDpMod:
             raise errors.ProtocolError("the round names a roster the server did not send")
 
     def _client(self, cfg, cid: int, seed: bytes, roster: Optional[bytes], ctxt: Context):
+        policy = self._secagg_policy(cfg, ctxt)
         if cfg.threat_model != "active":
-            return sa.SecAggClient(cfg, cid, seed=seed)
+            return sa.SecAggClient(cfg, cid, seed=seed, policy=policy)
         if roster is None:
-            return sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt))
+            return sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt),
+                                   policy=policy)
         # The roster must be at least as new as the newest this node accepted from the same
         # authority (kept in the node's journal), and unexpired by the node's clock; the
         # client checks both with the signature.
@@ -252,23 +304,56 @@ class DistributedDpMod:
         vault = self._vault(ctxt)
         signed = sa.Roster.from_bytes(roster)
         client = sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt), roster=signed,
-                                 authority=authority,
+                                 authority=authority, policy=policy,
                                  min_roster_version=vault.roster_version(authority))
         vault.accept_roster_version(authority, signed.version)
         return client
 
-    def _check_plan(self, params: Dict[str, Any]) -> None:
-        sd = params.get("local_noise_stddev")
-        if self.min_local_noise_stddev is not None and (
-            sd is None or float(sd) < self.min_local_noise_stddev
-        ):
-            raise errors.ProtocolAbort(
-                f"the server's plan gives this client local noise {sd}, below the "
-                f"{self.min_local_noise_stddev} it accepts"
-            )
-        c = params.get("clip")
-        if self.max_clip is not None and (c is None or float(c) > self.max_clip):
-            raise errors.ProtocolAbort(f"the server's plan clips at {c} > {self.max_clip}")
+    @staticmethod
+    def _policy_base(p: Union[None, str, Dict[str, Any]]) -> Dict[str, Any]:
+        if p is None or p == "default":
+            return {}
+        if p == "permissive":
+            return dict(_PERMISSIVE)
+        if isinstance(p, str):
+            p = json.loads(p) if p.lstrip().startswith("{") else p
+        if not isinstance(p, dict):
+            raise errors.ConfigError(
+                f"policy {p!r}: expected 'default', 'permissive' or a dict of rules")
+        return dict(p)
+
+    def _secagg_policy(self, cfg, ctxt: Context) -> Dict[str, Any]:
+        """The round rules this node applies: ``policy=``, else the node config's
+        ``privfed-secagg-policy``, with each ``privfed-min-…`` node-config key over it, and
+        ``require_active`` (or a trusted authority) refusing honest-but-curious rounds."""
+        conf = ctxt.node_config if ctxt.node_config is not None else {}
+        base = self.policy if self.policy is not None else conf.get(POLICY_KEY)
+        out = self._policy_base(base)
+        for key, (name, ty) in _POLICY_KEYS.items():
+            if key in conf:
+                out[name] = _node_value(conf, key, ty)
+        require = self.require_active if self.require_active is not None else (
+            self._authority_of(ctxt) is not None)
+        if require:
+            out["accept_honest_but_curious"] = False
+        return out
+
+    def _plan_policy(self, ctxt: Context) -> Dict[str, Any]:
+        """The plan rules: the node config's ``privfed-…`` keys, overridden by the mod's
+        ``min_local_noise_stddev`` / ``max_clip`` / ``allow_no_noise``."""
+        conf = ctxt.node_config if ctxt.node_config is not None else {}
+        out: Dict[str, Any] = {}
+        for key, (name, ty) in _PLAN_POLICY_KEYS.items():
+            if key in conf:
+                out[name] = _node_value(conf, key, ty)
+        for name in ("min_local_noise_stddev", "max_clip", "allow_no_noise"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    def _check_plan(self, params: Dict[str, Any], ctxt: Context) -> None:
+        # one home for the rules: privfed_distributed::PlanPolicy (ProtocolAbort when refused)
+        dist.check_plan(params, self._plan_policy(ctxt))
 
     @staticmethod
     def _marker(st: ConfigRecord, status: str, reason: str = "") -> ConfigRecord:
@@ -334,12 +419,13 @@ class DistributedDpMod:
         if stage == "advertise_keys":
             cfg = _config_from_bytes(rec["config"])
             params = json.loads(str(rec["plan"]))
-            self._check_plan(params)
+            self._check_plan(params, ctxt)
             if int(params.get("padded_dim", cfg.dim)) != cfg.dim:
                 raise errors.ProtocolError("the plan's padded dimension is not the round's")
             session, cid = _session_id(cfg), int(rec["client-id"])
             roster = bytes(rec["roster"]) if "roster" in rec else None
             self._check_threat_model(cfg, roster, ctxt)
+            sa.check_policy(cfg, self._secagg_policy(cfg, ctxt))
             vault = self._vault(ctxt)
             if st is not None and st.get("status") == "running" and bytes(
                     st["session"]) != session:

@@ -27,6 +27,12 @@
 //!   and [`privfed_audit::one_run::epsilon_lower_bound`]`(K, r, v, δ, 1 − confidence)` is a lower
 //!   bound on the ε of the run **with respect to one canary** at that confidence: if the training
 //!   is (ε, δ)-DP for each canary, the bound exceeds ε with probability at most `1 − confidence`.
+//! * `epsilon_lower_bound_gaussian`: the same guesses tested against a Gaussian (μ-GDP) claim,
+//!   Mahloujifar, Melis, Chaudhuri 2025 ([`privfed_audit::one_run_gdp::epsilon_lower_bound`]):
+//!   a lower bound at the same confidence **for a training whose tradeoff curve with respect to
+//!   one canary is Gaussian** — exactly the case of the canaries under central DP, which are in
+//!   every round (μ = √T/z, `accounted_canary_epsilon` below), and a tighter bound there than the
+//!   (ε, δ) analysis; for other privacy it is a reading, not a bound. `None` at δ = 0.
 //! * `epsilon_estimate`: the one-shot estimate of Andrew, Kairouz, Oh, Oprea, McMahan,
 //!   Suriyakumar 2024 ("One-shot empirical privacy estimation for federated learning"), read as
 //!   μ-GDP: `μ̂ = (m̂_in − m̂_out)/ŝ` from the mean cosines of the included and the never-inserted
@@ -53,6 +59,7 @@
 
 use privfed_audit::gdp::epsilon_for_mu;
 use privfed_audit::one_run::{epsilon_lower_bound, guesses};
+use privfed_audit::one_run_gdp;
 use privfed_audit::one_shot::{
     cosine, one_shot_epsilon, one_shot_epsilon_known_null, one_shot_epsilon_unequal_variance,
 };
@@ -134,6 +141,10 @@ pub fn canary_inclusion(seed: &Seed, k: usize) -> Vec<bool> {
 pub struct RoundAudit {
     /// The one-run lower bound on ε at the configured confidence (Steinke et al. 2023).
     pub epsilon_lower_bound: f64,
+    /// The one-run lower bound against a Gaussian claim (Mahloujifar et al. 2025; see the
+    /// [module docs](self)); `None` at δ = 0.
+    #[serde(default)]
+    pub epsilon_lower_bound_gaussian: Option<f64>,
     /// The one-shot estimate ε̂ (Andrew et al. 2024), read as μ-GDP; `None` when it is
     /// undefined.
     pub epsilon_estimate: Option<f64>,
@@ -174,6 +185,8 @@ pub struct AuditSummary {
     pub correct: u64,
     /// The one-run lower bound after the last round (0 before any round).
     pub epsilon_lower_bound: f64,
+    /// The one-run lower bound against a Gaussian claim after the last round.
+    pub epsilon_lower_bound_gaussian: Option<f64>,
     /// The one-shot estimate after the last round.
     pub epsilon_estimate: Option<f64>,
     /// The paper's unequal-variance reading after the last round (for comparison only).
@@ -333,6 +346,20 @@ impl Canaries {
             1.0 - self.confidence,
         )
         .map_err(err)?;
+        let bound_gaussian = if self.delta > 0.0 {
+            Some(
+                one_run_gdp::epsilon_lower_bound(
+                    self.included.len() as u64,
+                    r,
+                    v,
+                    self.delta,
+                    1.0 - self.confidence,
+                )
+                .map_err(err)?,
+            )
+        } else {
+            None
+        };
         let group = |want: bool| -> Vec<f64> {
             scores
                 .iter()
@@ -365,6 +392,7 @@ impl Canaries {
         };
         Ok(RoundAudit {
             epsilon_lower_bound: bound,
+            epsilon_lower_bound_gaussian: bound_gaussian,
             epsilon_estimate: estimate,
             epsilon_estimate_unequal_variance: unequal,
             epsilon_estimate_known_null: known_null.map(|e| e.epsilon),
@@ -385,6 +413,7 @@ impl Canaries {
             guesses: self.guesses as u64,
             correct: last.map_or(0, |a| a.correct),
             epsilon_lower_bound: last.map_or(0.0, |a| a.epsilon_lower_bound),
+            epsilon_lower_bound_gaussian: last.and_then(|a| a.epsilon_lower_bound_gaussian),
             epsilon_estimate: last.and_then(|a| a.epsilon_estimate),
             epsilon_estimate_unequal_variance: last
                 .and_then(|a| a.epsilon_estimate_unequal_variance),

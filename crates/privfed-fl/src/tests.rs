@@ -826,6 +826,11 @@ fn without_privacy_the_canaries_show_a_large_epsilon() {
     assert_eq!((a.canaries, a.guesses), (100, 50));
     assert_eq!(a.correct, 50, "{a:?}");
     assert!(a.epsilon_lower_bound > 2.0, "{a:?}");
+    // Against a Gaussian claim the same 50 right guesses bound ε higher still.
+    assert!(
+        a.epsilon_lower_bound_gaussian.unwrap() > a.epsilon_lower_bound,
+        "{a:?}"
+    );
     assert!(a.epsilon_estimate.unwrap() > 2.0, "{a:?}");
     // The known-null reading sees them too, and its p-value rejects "no trace".
     assert!(a.epsilon_estimate_known_null.unwrap() > 2.0, "{a:?}");
@@ -964,6 +969,15 @@ fn with_central_dp_the_lower_bound_stays_below_the_accounted_epsilon() {
     let kn_ceiling = privfed_audit::gdp::epsilon_for_mu(mu + 3.29 / k_in.sqrt(), 1e-5).unwrap();
     eprintln!("known-null ε̂ {kn} (ceiling {kn_ceiling})");
     assert!(kn <= kn_ceiling, "known-null ε̂ {kn} vs {kn_ceiling}");
+    // The canaries' curve is exactly Gaussian (μ = √T/z), so the Gaussian one-run bound is a
+    // bound for them: below their own ε, with the same 5% failure probability over the seed.
+    for r in audits(&t) {
+        let g = r.epsilon_lower_bound_gaussian.unwrap();
+        assert!(
+            g < r.accounted_canary_epsilon.unwrap(),
+            "Gaussian bound {g} vs the canaries' ε: {r:?}"
+        );
+    }
     for r in audits(&t) {
         assert!(r.epsilon_lower_bound < eps, "{r:?} vs accounted {eps}");
         assert!(r.accounted_canary_epsilon.unwrap() <= canary_eps, "{r:?}");

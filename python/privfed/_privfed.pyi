@@ -646,9 +646,10 @@ def simulate(
     threshold: Optional[int] = None,
     seed: Optional[int] = None,
     threat_model: Literal["active", "honest-but-curious"] = "active",
+    policy: _Policy = None,
 ) -> Dict[str, Any]:
     """One in-process round; the report of `privfed secagg simulate --json`
-    (privfed.secagg.simulate)."""
+    (privfed.secagg.simulate); `policy` as `SecAggClient`'s."""
 
 # ============================================================================================
 # privfed.ddml — the Draw-and-Discard client step (paper 003 Alg. 1).

@@ -73,7 +73,7 @@ pub struct PlanRequest {
     pub share: NoiseShare,
     /// The fraction `γ ∈ [0, 1)` of the cohort (`max_contributors`) that may collude with the
     /// server. Colluders subtract their own noise, so the noise and ε are for the honest lower
-    /// bound `clients − ⌈γ·cohort⌉` ([`honest_contributors`](crate::honest_contributors)), and a
+    /// bound `clients − ⌈γ·cohort⌉` ([`honest_contributors`]), and a
     /// target ε holds with that many clients' noise alone. `0` (the default) counts every
     /// survivor's noise: right against an honest-but-curious server whose clients do not
     /// collude with it, which is what a plan without a threat model has always assumed.
@@ -157,10 +157,10 @@ pub struct Plan {
     pub share: NoiseShare,
     /// The colluding fraction `γ` of the cohort the ε assumes.
     pub colluding_fraction: f64,
-    /// The colluders assumed, `⌈γ·max_contributors⌉` ([`colluders`](crate::colluders)).
+    /// The colluders assumed, `⌈γ·max_contributors⌉` ([`colluders`]).
     pub colluders: usize,
     /// The lower bound on honest contributors whose noise the ε counts, `clients − colluders`
-    /// ([`honest_contributors`](crate::honest_contributors)).
+    /// ([`honest_contributors`]).
     pub honest_contributors: usize,
 }
 

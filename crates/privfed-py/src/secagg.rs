@@ -977,9 +977,11 @@ fn secagg_encode_message<'py>(
 /// and exactly `round(dropout·clients)` dropouts before `dropout_stage`, both from `seed` (the
 /// OS when omitted); the protocol's keys always come from the OS. Returns the report of
 /// `privfed secagg simulate --json` (`exact`, `survivors`, `threshold`, `seconds`,
-/// `bytes_per_client`, …). An aborted round raises `ProtocolAbort`.
+/// `bytes_per_client`, …). An aborted round raises `ProtocolAbort`. Every client joins under
+/// `policy` (as `SecAggClient`'s: `None` for the defaults, which refuse e.g. fewer than 3
+/// clients; `"permissive"` for experiments).
 #[pyfunction]
-#[pyo3(name = "simulate", signature = (clients, dim, bits=32, dropout=0.0, *, dropout_stage="masked_input", graph="auto", degree=None, threshold=None, seed=None, threat_model="active"))]
+#[pyo3(name = "simulate", signature = (clients, dim, bits=32, dropout=0.0, *, dropout_stage="masked_input", graph="auto", degree=None, threshold=None, seed=None, threat_model="active", policy=None))]
 #[allow(clippy::too_many_arguments)]
 fn secagg_simulate<'py>(
     py: Python<'py>,
@@ -993,7 +995,9 @@ fn secagg_simulate<'py>(
     threshold: Option<u32>,
     seed: Option<u64>,
     threat_model: &str,
+    policy: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let policy = client_policy(policy)?;
     if dim == 0 {
         return Err(invalid("dim", "must be at least 1"));
     }
@@ -1016,6 +1020,7 @@ fn secagg_simulate<'py>(
         graph: graph_choice(graph, degree, threshold)?,
         seed,
         threat,
+        policy,
     };
     let report = py.detach(|| simulate_in_process(&cfg, &|_| {})).py()?;
     to_python(py, &report)

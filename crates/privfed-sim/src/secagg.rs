@@ -19,7 +19,8 @@ pub use privfed_secagg::plan::{
     DEFAULT_CORRUPT_FRACTION, DEFAULT_GRINDING_BITS, GraphChoice, round_config, round_config_for,
 };
 use privfed_secagg::{
-    Aggregate, ClientId, Credentials, GraphSpec, RoundConfig, SecAggError, Stage, ThreatModel,
+    Aggregate, ClientId, ClientPolicy, Credentials, GraphSpec, RoundConfig, SecAggError, Stage,
+    ThreatModel,
 };
 use rand::{Rng, RngExt};
 use serde::Serialize;
@@ -44,6 +45,8 @@ pub struct SecAggSimConfig {
     pub seed: Option<u64>,
     /// Which server the clients defend against.
     pub threat: SecAggThreat,
+    /// The rounds the clients agree to join (`privfed_secagg::policy`; default: its defaults).
+    pub policy: ClientPolicy,
 }
 
 /// Why a simulation failed.
@@ -205,7 +208,8 @@ pub fn simulate_in_process(
     let mut round = match credentials {
         Some(c) => LocalRound::with_credentials(config.clone(), inputs.clone(), drops, c)?,
         None => LocalRound::new(config.clone(), inputs.clone(), drops)?,
-    };
+    }
+    .with_policy(cfg.policy);
     let mut watch = Stopwatch::default();
     let mut stage_seconds = BTreeMap::new();
     let (mut up, mut down) = (0u64, 0u64);
@@ -454,7 +458,9 @@ pub async fn simulate_over_http(
     // per client; the round names the roster, each device joins with its signature.
     let enrollment = (cfg.threat == SecAggThreat::Active)
         .then(|| Enrollment::new(cfg.clients as usize, &mut rand::rng()));
-    let http = SecAggClient::new(server).map_err(|e| SecAggSimError::Http(e.to_string()))?;
+    let http = SecAggClient::new(server)
+        .map_err(|e| SecAggSimError::Http(e.to_string()))?
+        .with_policy(cfg.policy);
     let (graph, threshold) = match cfg.graph {
         GraphChoice::Auto => (serde_json::json!("auto"), None),
         GraphChoice::Complete => (serde_json::json!("complete"), None),
@@ -629,6 +635,7 @@ mod tests {
             graph: GraphChoice::Auto,
             seed: Some(3),
             threat: SecAggThreat::HonestButCurious,
+            policy: ClientPolicy::default(),
         }
     }
 

@@ -3,8 +3,8 @@
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use privfed_secagg::Stage;
 use privfed_secagg::local::SecAggThreat;
+use privfed_secagg::{ClientPolicy, Stage};
 use privfed_sim::secagg::{
     Attack, DEFAULT_CORRUPT_FRACTION, DEFAULT_GRINDING_BITS, GraphChoice, SecAggSimConfig,
     SecAggSimReport, simulate_attack, simulate_in_process, simulate_over_http,
@@ -145,6 +145,23 @@ pub struct SimulateArgs {
     /// Active mode without a roster: any device key is accepted (the server could add Sybils).
     #[arg(long)]
     no_roster: bool,
+    /// The smallest cohort the simulated clients agree to join (their policy; default 3).
+    #[arg(long)]
+    min_clients: Option<u32>,
+    /// The smallest threshold t the clients accept (default 2).
+    #[arg(long)]
+    min_threshold: Option<u32>,
+    /// The clients require t to exceed this fraction of their neighbours, in [0, 1) (default
+    /// 0.5: a minority of neighbours cannot reconstruct a secret).
+    #[arg(long)]
+    min_threshold_fraction: Option<f64>,
+    /// The smallest SecAgg+ degree the clients accept (default 2, capped at n − 1).
+    #[arg(long)]
+    min_degree: Option<u32>,
+    /// Turn every rule of the clients' policy off (experiments only: the clients then join
+    /// rounds a server could break by construction, e.g. t = 1).
+    #[arg(long, conflicts_with_all = ["min_clients", "min_threshold", "min_threshold_fraction", "min_degree"])]
+    permissive_policy: bool,
     /// Instead of an honest round, play this attacker against real clients (in process, no
     /// dropouts) and report whether it recovered the target's input.
     #[arg(long, value_enum, conflicts_with_all = ["server", "http"])]
@@ -219,6 +236,30 @@ pub fn run(cmd: &SecAggCommand) -> Result<()> {
     }
 }
 
+/// The simulated clients' policy: the library's defaults, each rule overridden by its flag, or
+/// every rule off with `--permissive-policy`.
+fn client_policy(args: &SimulateArgs) -> Result<ClientPolicy> {
+    if args.permissive_policy {
+        return Ok(ClientPolicy::permissive());
+    }
+    let mut p = ClientPolicy::default();
+    if let Some(n) = args.min_clients {
+        p.min_clients = n;
+    }
+    if let Some(t) = args.min_threshold {
+        p.min_threshold = t;
+    }
+    if let Some(f) = args.min_threshold_fraction {
+        p.min_threshold_fraction = f;
+    }
+    if let Some(k) = args.min_degree {
+        p.min_degree = k;
+    }
+    p.validate()
+        .map_err(|e| anyhow::anyhow!("--min-threshold-fraction: {e}"))?;
+    Ok(p)
+}
+
 fn simulate(args: &SimulateArgs) -> Result<()> {
     if args.dim == 0 {
         bail!("--dim must be at least 1");
@@ -244,6 +285,7 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
         },
         seed: args.seed,
         threat: threat(args)?,
+        policy: client_policy(args)?,
     };
     if let Some(adversary) = args.adversary {
         let attack = match adversary {

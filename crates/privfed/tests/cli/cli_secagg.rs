@@ -207,3 +207,38 @@ fn dme_skellam_through_secure_aggregation_decodes_the_same_mean() {
         "--secagg",
     );
 }
+
+/// The simulated clients join under the library's default policy: a round of two clients (t = 1
+/// or 2 — a single peer can reconstruct a secret) is refused unless the flag relaxes it;
+/// `--permissive-policy` turns every rule off; a malformed fraction is named.
+#[test]
+fn the_clients_policy_refuses_unsafe_rounds_unless_relaxed() {
+    fail_table(&[
+        (
+            "secagg simulate --clients 2 --dim 4 --threat-model honest-but-curious --quiet",
+            "min_clients",
+        ),
+        (
+            "secagg simulate --clients 12 --dim 4 --min-threshold-fraction 1.5 --quiet",
+            "--min-threshold-fraction",
+        ),
+        (
+            "secagg simulate --clients 12 --dim 4 --permissive-policy --min-clients 3 --quiet",
+            "cannot be used with",
+        ),
+    ]);
+    for relaxed in [
+        "--min-clients 2 --min-threshold 1 --min-threshold-fraction 0",
+        "--permissive-policy",
+    ] {
+        let v = run(&format!(
+            "secagg simulate --clients 2 --dim 4 --threat-model honest-but-curious --seed 1 {relaxed} --json --quiet"
+        ));
+        assert_eq!(v["exact"].as_bool(), Some(true), "{relaxed}: {v}");
+    }
+    // A stricter policy refuses a round the defaults accept.
+    fails_with(
+        &words("secagg simulate --clients 12 --dim 4 --min-clients 20 --quiet"),
+        "min_clients",
+    );
+}

@@ -121,4 +121,4 @@ fi
 # two series (the lines only join the rows in table order).
 fig audit_tightness $E/audit_tightness.csv --x index --y ratio --series kind --size 520x300 \
   --x-label "mechanism (row of the table in docs/AUDIT.md)" --y-label "ε_lb / ε_claimed" \
-  --title "How tight each guarantee is: 99% lower bound over the claim (2·10⁴ samples per input)"
+  --title "How tight each guarantee is: 99% lower bound over the claim (10⁶ samples per input)"

@@ -282,3 +282,19 @@ def test_a_finished_round_leaves_a_marker_only_and_a_new_round_supersedes(tmp_pa
 
     j = vault_for(tmp_path / "vault").stages(bytes(r2.cfg.session_id), str(nid))
     assert "superseded" in (j.get("aborted") or "")
+
+
+def test_a_refused_plan_sticks_for_the_round(tmp_path):
+    """A node that refuses the server's plan at advertise_keys (here: less local noise than it
+    accepts) has refused the round: the same round re-sent with a plan it would accept is
+    refused too, while another node accepts that plan."""
+    from privfed.flwr import distributed_dp_mod
+
+    r = Round(tmp_path / "vault")
+    strict = distributed_dp_mod(state_dir=tmp_path / "vault", min_local_noise_stddev=1.0)
+    target, control = NODES[0], NODES[1]
+    _refused(lambda: r.send(target, "advertise_keys", mod=strict), "min_local_noise_stddev")
+    assert r.state(target) is None  # nothing was started: no seed was ever made
+    # the same round (same configuration, so the same session) with a plan it accepts
+    _refused(lambda: r.send(target, "advertise_keys"), "aborted round")
+    assert r.send(control, "advertise_keys")  # the plan itself is fine for another node

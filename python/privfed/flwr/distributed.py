@@ -418,15 +418,21 @@ class DistributedDpMod:
         node = self._node(ctxt)
         if stage == "advertise_keys":
             cfg = _config_from_bytes(rec["config"])
-            params = json.loads(str(rec["plan"]))
-            self._check_plan(params, ctxt)
-            if int(params.get("padded_dim", cfg.dim)) != cfg.dim:
-                raise errors.ProtocolError("the plan's padded dimension is not the round's")
             session, cid = _session_id(cfg), int(rec["client-id"])
             roster = bytes(rec["roster"]) if "roster" in rec else None
-            self._check_threat_model(cfg, roster, ctxt)
-            sa.check_policy(cfg, self._secagg_policy(cfg, ctxt))
             vault = self._vault(ctxt)
+            try:
+                params = json.loads(str(rec["plan"]))
+                self._check_plan(params, ctxt)
+                if int(params.get("padded_dim", cfg.dim)) != cfg.dim:
+                    raise errors.ProtocolError("the plan's padded dimension is not the round's")
+                self._check_threat_model(cfg, roster, ctxt)
+                sa.check_policy(cfg, self._secagg_policy(cfg, ctxt))
+            except Exception as e:
+                # A refused round stays refused on this node: the same session re-sent with
+                # another plan or roster is refused at the claim below.
+                vault.abort(session, node, f"advertise_keys refused: {e}")
+                raise
             if st is not None and st.get("status") == "running" and bytes(
                     st["session"]) != session:
                 # the server moved on (the old round aborted on its side): the old seed goes

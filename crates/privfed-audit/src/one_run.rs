@@ -19,7 +19,7 @@
 use crate::error::{AuditError, Result, check_alpha, check_delta, check_epsilon};
 use privfed_special::{beta_inc, ln_binomial, softplus};
 
-fn check_counts(m: u64, r: u64, v: u64) -> Result<()> {
+pub(crate) fn check_counts(m: u64, r: u64, v: u64) -> Result<()> {
     if !(v <= r && r <= m) {
         return Err(AuditError::invalid(
             "counts",
@@ -73,14 +73,24 @@ pub fn epsilon_lower_bound(m: u64, r: u64, v: u64, delta: f64, alpha: f64) -> Re
     check_counts(m, r, v)?;
     check_delta(delta)?;
     check_alpha(alpha)?;
-    let rejected = |e: f64| -> Result<bool> { Ok(p_value(m, r, v, e, delta)? <= alpha) };
+    largest_rejected(1e4, |e| Ok(p_value(m, r, v, e, delta)? <= alpha))
+}
+
+/// The largest `x ≥ 0` that `rejected` rejects, for a predicate that rejects every value below
+/// its boundary (the one-run audits' bounds): 0 when 0 is not rejected; otherwise the bracket
+/// doubles from 1 (its upper end is returned once it passes `cap`) and is bisected to an
+/// absolute width of `10⁻⁹`, returning the lower end (a value that was rejected).
+pub(crate) fn largest_rejected(
+    cap: f64,
+    mut rejected: impl FnMut(f64) -> Result<bool>,
+) -> Result<f64> {
     if !rejected(0.0)? {
         return Ok(0.0);
     }
     let mut hi = 1.0;
     while rejected(hi)? {
         hi *= 2.0;
-        if hi > 1e4 {
+        if hi > cap {
             return Ok(hi);
         }
     }

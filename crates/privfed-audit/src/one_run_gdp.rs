@@ -26,19 +26,15 @@
 
 use crate::error::{AuditError, Result, check_alpha, check_delta};
 use crate::gdp::epsilon_for_mu;
+use crate::one_run;
 use privfed_special::{norm_cdf, norm_quantile};
 
+/// [`crate::one_run`]'s count check, and at least one canary.
 fn check_counts(m: u64, k: u64, c: u64) -> Result<()> {
-    if !(c <= k && k <= m && m > 0) {
-        return Err(AuditError::invalid(
-            "counts",
-            c as f64,
-            format!(
-                "need correct c ≤ guesses k ≤ canaries m, m ≥ 1, got c = {c}, k = {k}, m = {m}"
-            ),
-        ));
+    if m == 0 {
+        return Err(AuditError::invalid("m", 0.0, "need at least one canary"));
     }
-    Ok(())
+    one_run::check_counts(m, k, c)
 }
 
 /// `f̄(x) = Φ(Φ⁻¹(x) − μ)`, the inverse blow-up function of the μ-GDP tradeoff curve.
@@ -84,27 +80,7 @@ pub fn mu_lower_bound(m: u64, k: u64, c: u64, alpha: f64) -> Result<f64> {
     check_counts(m, k, c)?;
     check_alpha(alpha)?;
     const CAP: f64 = 64.0;
-    let rejected = |mu: f64| rejects(m, k, c, mu, alpha);
-    if !rejected(0.0)? {
-        return Ok(0.0);
-    }
-    let mut hi = 1.0;
-    while rejected(hi)? {
-        hi *= 2.0;
-        if hi > CAP {
-            return Ok(CAP);
-        }
-    }
-    let mut lo = 0.0;
-    while hi - lo > 1e-9 {
-        let mid = 0.5 * (lo + hi);
-        if rejected(mid)? {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(lo)
+    Ok(one_run::largest_rejected(CAP, |mu| rejects(m, k, c, mu, alpha))?.min(CAP))
 }
 
 /// ε at `delta` of the Gaussian curve at [`mu_lower_bound`]: a lower bound on ε at δ for a

@@ -476,21 +476,42 @@ pub fn skellam_pair(mu: f64, sensitivity: u64) -> Result<NeighbourPair> {
         v[n - 1] = (1.0 - interior - v[0]).max(0.0);
         v
     };
-    Ok(NeighbourPair {
+    Ok(translate_pair(
+        sensitivity,
+        lo,
+        hi,
+        bins(0),
+        bins(d),
+        format!(
+            "skellam: x = 0, x' = {sensitivity} (integer sensitivity; every pair at that \
+             distance is a translate); statistic: the released integer binned to [{lo}, {hi}], \
+             outcomes ordered by their ratio learned on half the samples"
+        ),
+    ))
+}
+
+/// The pair `x = 0`, `x′ = sensitivity` of an integer mechanism whose output is `x` plus noise
+/// (every pair at that distance is a translate), its outputs binned to `[lo, hi]` with the
+/// exact bin pmfs `pmf_x`, `pmf_x_prime`.
+fn translate_pair(
+    sensitivity: u64,
+    lo: i64,
+    hi: i64,
+    pmf_x: Vec<f64>,
+    pmf_x_prime: Vec<f64>,
+    rationale: String,
+) -> NeighbourPair {
+    NeighbourPair {
         x: vec![0.0],
         x_prime: vec![sensitivity as f64],
         statistic: Statistic::IntegerBins {
             lo,
             hi,
-            pmf_x: bins(0),
-            pmf_x_prime: bins(d),
+            pmf_x,
+            pmf_x_prime,
         },
-        rationale: format!(
-            "skellam: x = 0, x' = {sensitivity} (integer sensitivity; every pair at that \
-             distance is a translate); statistic: the released integer binned to [{lo}, {hi}], \
-             outcomes ordered by their ratio learned on half the samples"
-        ),
-    })
+        rationale,
+    }
 }
 
 /// The distributed discrete Gaussian in one dimension (paper 001's baseline; Kairouz, Liu and
@@ -566,22 +587,19 @@ pub fn ddg_pair(clients: usize, local_sigma2: f64, sensitivity: u64) -> Result<N
         v[n - 1] = (hi - shift..=half).map(p).sum();
         v
     };
-    Ok(NeighbourPair {
-        x: vec![0.0],
-        x_prime: vec![sensitivity as f64],
-        statistic: Statistic::IntegerBins {
-            lo,
-            hi,
-            pmf_x: bins(0),
-            pmf_x_prime: bins(d),
-        },
-        rationale: format!(
+    Ok(translate_pair(
+        sensitivity,
+        lo,
+        hi,
+        bins(0),
+        bins(d),
+        format!(
             "ddg: x = 0, x' = {sensitivity} (integer sensitivity; every pair at that distance is \
              a translate); output x + the sum of {clients} shares N_Z(0, {local_sigma2}); \
              statistic: the released integer binned to [{lo}, {hi}], outcomes ordered by their \
              ratio learned on half the samples"
         ),
-    })
+    ))
 }
 
 /// The accounting event of [`ddg_pair`]'s mechanism: the distributed discrete Gaussian with

@@ -74,6 +74,9 @@ _SECAGG_KEYS = ("stage", "config", "client-id", "round", "plan", "message", "arr
 #: Node-config keys (set by the SuperNode's operator, never by the server) of the active mode.
 AUTHORITY_KEY = "privfed-secagg-authority"
 DEVICE_KEY = "privfed-device-key"
+# Why a node refuses a round that names a roster it cannot check.
+_NO_AUTHORITY = (f"the round names a roster and this node has no enrollment authority to check "
+                 f"it against ({AUTHORITY_KEY} in the node config, or authority=)")
 #: Node-config keys of the client's policy (docs/FLOWER.md, "The client's policy"): each
 #: overrides the one rule it names; ``privfed-secagg-policy`` (``"default"``, ``"permissive"``
 #: or a JSON object of rules) replaces the base the others apply to.
@@ -280,9 +283,7 @@ class DistributedDpMod:
                     "clients; this node trusts an enrollment authority and refuses it")
             return
         if authority is None:
-            raise errors.ProtocolAbort(
-                f"the round names a roster and this node has no enrollment authority to check "
-                f"it against ({AUTHORITY_KEY} in the node config, or authority=)")
+            raise errors.ProtocolAbort(_NO_AUTHORITY)
         if roster is None:
             raise errors.ProtocolError("the round names a roster the server did not send")
 
@@ -298,9 +299,7 @@ class DistributedDpMod:
         # client checks both with the signature.
         authority = self._authority_of(ctxt)
         if authority is None:
-            raise errors.ProtocolAbort(
-                f"the round names a roster and this node has no enrollment authority to check "
-                f"it against ({AUTHORITY_KEY} in the node config, or authority=)")
+            raise errors.ProtocolAbort(_NO_AUTHORITY)
         vault = self._vault(ctxt)
         signed = sa.Roster.from_bytes(roster)
         client = sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt), roster=signed,

@@ -63,49 +63,18 @@ const ONE_RUN_CASES: &[(u64, u64, u64, f64, f64)] = &[
     (1000, 200, 100, 1e-5, 0.05),
 ];
 
-#[test]
-#[cfg_attr(not(has_scipy), ignore = "python3 cannot import scipy")]
-fn one_run_matches_scipy() {
-    let q: Vec<_> = ONE_RUN_CASES
-        .iter()
-        .map(|&(m, r, v, d, a)| json!([m, r, v, d, a]))
-        .collect();
-    let p_cases: Vec<(u64, u64, u64, f64, f64)> = ONE_RUN_CASES
-        .iter()
-        .flat_map(|&(m, r, v, d, _)| [0.0, 0.5, 1.0, 2.0].map(move |e| (m, r, v, e, d)))
-        .collect();
-    let qp: Vec<_> = p_cases
-        .iter()
-        .map(|&(m, r, v, e, d)| json!([m, r, v, e, d]))
-        .collect();
-    let out = oracle(&json!({ "one_run": q, "one_run_p": qp }));
-    for (i, &(m, r, v, d, a)) in ONE_RUN_CASES.iter().enumerate() {
-        let ours = one_run::epsilon_lower_bound(m, r, v, d, a).unwrap();
-        let theirs = out["one_run_eps"][i].as_f64().unwrap();
-        assert!(
-            (ours - theirs).abs() <= ONE_RUN_EPS_ABSOLUTE,
-            "one-run ε({m},{r},{v},{d},{a}) = {ours}, scipy {theirs}"
-        );
-    }
-    for (i, &(m, r, v, e, d)) in p_cases.iter().enumerate() {
-        let ours = one_run::p_value(m, r, v, e, d).unwrap();
-        let theirs = out["one_run_p"][i].as_f64().unwrap();
-        assert!(
-            close_rel(ours, theirs, ONE_RUN_P_RELATIVE),
-            "p({m},{r},{v},{e},{d}) = {ours}, scipy {theirs}"
-        );
-    }
-}
-
 /// The ε values at which the one-run p-values are compared.
 const ONE_RUN_P_EPSILONS: [f64; 4] = [0.0, 0.5, 1.0, 2.0];
 
-#[test]
-#[cfg_attr(
-    not(has_jax_privacy),
-    ignore = "python3 cannot load jax_privacy's auditing module"
-)]
-fn one_run_matches_jax_privacy() {
+/// The one-run bounds of [`ONE_RUN_CASES`] and their p-values at [`ONE_RUN_P_EPSILONS`] against
+/// `reference` (`who` in messages): bounds to `eps_absolute`, p-values where `p_close(ours,
+/// theirs)`.
+fn check_one_run(
+    who: &str,
+    reference: fn(&serde_json::Value) -> serde_json::Value,
+    eps_absolute: f64,
+    p_close: impl Fn(f64, f64) -> bool,
+) {
     let q: Vec<_> = ONE_RUN_CASES
         .iter()
         .map(|&(m, r, v, d, a)| json!([m, r, v, d, a]))
@@ -118,23 +87,47 @@ fn one_run_matches_jax_privacy() {
         .iter()
         .map(|&(m, r, v, e, d)| json!([m, r, v, e, d]))
         .collect();
-    let out = jax_privacy(&json!({ "one_run": q, "one_run_p": qp }));
+    let out = reference(&json!({ "one_run": q, "one_run_p": qp }));
     for (i, &(m, r, v, d, a)) in ONE_RUN_CASES.iter().enumerate() {
         let ours = one_run::epsilon_lower_bound(m, r, v, d, a).unwrap();
         let theirs = out["one_run_eps"][i].as_f64().unwrap();
         assert!(
-            (ours - theirs).abs() <= JAX_ONE_RUN_EPS_ABSOLUTE,
-            "one-run ε({m},{r},{v},{d},{a}) = {ours}, jax_privacy {theirs}"
+            (ours - theirs).abs() <= eps_absolute,
+            "one-run ε({m},{r},{v},{d},{a}) = {ours}, {who} {theirs}"
         );
     }
     for (i, &(m, r, v, e, d)) in p_cases.iter().enumerate() {
         let ours = one_run::p_value(m, r, v, e, d).unwrap();
         let theirs = out["one_run_p"][i].as_f64().unwrap();
         assert!(
-            (ours - theirs).abs() <= JAX_ONE_RUN_P_RELATIVE * theirs.abs() + JAX_ONE_RUN_P_ABSOLUTE,
-            "p({m},{r},{v},{e},{d}) = {ours}, jax_privacy {theirs}"
+            p_close(ours, theirs),
+            "p({m},{r},{v},{e},{d}) = {ours}, {who} {theirs}"
         );
     }
+}
+
+#[test]
+#[cfg_attr(not(has_scipy), ignore = "python3 cannot import scipy")]
+fn one_run_matches_scipy() {
+    check_one_run("scipy", oracle, ONE_RUN_EPS_ABSOLUTE, |ours, theirs| {
+        close_rel(ours, theirs, ONE_RUN_P_RELATIVE)
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(has_jax_privacy),
+    ignore = "python3 cannot load jax_privacy's auditing module"
+)]
+fn one_run_matches_jax_privacy() {
+    check_one_run(
+        "jax_privacy",
+        jax_privacy,
+        JAX_ONE_RUN_EPS_ABSOLUTE,
+        |ours, theirs| {
+            (ours - theirs).abs() <= JAX_ONE_RUN_P_RELATIVE * theirs.abs() + JAX_ONE_RUN_P_ABSOLUTE
+        },
+    );
 }
 
 /// (m, k, c, δ, α) for the Gaussian one-run analysis: the one-run cases with δ > 0 (a Gaussian

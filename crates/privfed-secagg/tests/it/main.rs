@@ -5,6 +5,7 @@ mod active;
 mod adversarial;
 mod lying_server;
 mod rounds;
+mod tracing;
 
 use privfed_secagg::local::Enrollment;
 use privfed_secagg::{Credentials, GraphSpec, RoundConfig, ThreatModel};

@@ -7,6 +7,10 @@
 //! are uniformly distributed whatever the secret (each chunk is a perfectly hiding sharing), so
 //! they reveal nothing. The field holds 2^61 − 2 distinct non-zero points: far beyond any
 //! cohort, unlike byte-wise GF(2^8) sharing (at most 255 parties).
+//!
+//! [`decode`] reconstructs and traces wrong shares to their senders (Berlekamp–Welch: `w` wrong
+//! shares need `t + 2w` shares; the exact guarantee is on the function); [`combine`] only
+//! detects a wrong share among up to [`VERIFIED_EXTRA_SHARES`] extra ones.
 
 use rand::{CryptoRng, Rng};
 use serde::{Deserialize, Serialize};

@@ -3,6 +3,7 @@
 
 mod active;
 mod adversarial;
+mod colluders;
 mod lying_server;
 mod rounds;
 mod tracing;

@@ -616,7 +616,8 @@ class SecAggServer:
     def pending(self) -> List[int]: ...
     @property
     def output(self) -> Optional[Dict[str, Any]]:
-        """{"sum": uint64 array, "survivors": [...], "dropped": [...]}; None while collecting;
+        """{"sum": uint64 array, "survivors": [...], "dropped": [...], "rejected_shares": [...]}
+        (senders of a wrong Shamir share, traced and excluded); None while collecting;
         raises ProtocolAbort if the round aborted."""
     @property
     def config(self) -> RoundConfig: ...

@@ -877,7 +877,8 @@ impl SecAggServer {
     }
     /// The finished round's result: a dict with `sum` (numpy `uint64`, the survivors' inputs
     /// summed mod `2^bits`), `survivors` (ids whose inputs are in it) and `dropped` (ids that
-    /// shared keys but sent no masked input; their masks were removed). `None` while collecting;
+    /// shared keys but sent no masked input; their masks were removed) and `rejected_shares` (ids
+    /// that sent a wrong Shamir share, traced and excluded). `None` while collecting;
     /// raises `ProtocolAbort` with the reason if the round aborted.
     #[getter]
     fn output<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
@@ -893,6 +894,7 @@ impl SecAggServer {
                     d.set_item("sum", write_u64(py, a.sum.clone(), &[a.sum.len()])?)?;
                     d.set_item("survivors", a.survivors.clone())?;
                     d.set_item("dropped", a.dropped.clone())?;
+                    d.set_item("rejected_shares", a.rejected_shares.clone())?;
                     Ok(Some(d))
                 }
             },

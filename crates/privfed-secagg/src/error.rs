@@ -71,6 +71,10 @@ pub enum SecAggError {
     /// Shares do not lie on one polynomial (a corrupted share).
     #[error("shares are inconsistent: {0}")]
     InconsistentShares(String),
+    /// Shares are inconsistent and too few extra shares arrived to tell which are wrong
+    /// (`e` wrong shares need `t + 2e`): nothing is reconstructed.
+    #[error("inconsistent shares, not traceable with these extra shares: {0}")]
+    UntraceableShares(String),
     /// A signature, a roster or a device key failed its check (active mode): a forged,
     /// unsigned or wrongly signed key, a device not on the roster, a bad survivor signature.
     #[error("signature check failed: {0}")]

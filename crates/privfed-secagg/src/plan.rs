@@ -159,6 +159,16 @@ fn check_plan_args(
     Ok(())
 }
 
+/// log2 of the planner's bound on a neighbourhood holding too many colluders to keep a
+/// client's secrets, for one placement (no grinding): `n · P[X ≥ 2t − k]` with
+/// `X ~ Hypergeometric(n − 1, ⌈γ·n⌉, k)` the colluders among a client's `k` neighbours when the
+/// graph is a uniformly random Harary placement (Bell et al. 2020, the union bound over the
+/// `n` clients). [`plan_active`] charges `2^grinding_bits` times the larger of this and the
+/// connectivity bound.
+pub fn secrets_bound_log2(clients: u32, degree: u32, threshold: u32, corrupt: f64) -> f64 {
+    all_bounds(clients, degree, threshold, 0.0, corrupt).secrets
+}
+
 /// The complete graph's threshold in the active mode: `⌊(n + c)/2⌋ + 1` with `c = ⌈γn⌉`
 /// colluders, so that two survivor sets can never both gather `t` signatures.
 pub fn active_complete_threshold(clients: u32, corrupt: f64) -> u32 {

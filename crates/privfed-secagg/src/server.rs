@@ -73,6 +73,12 @@ pub struct Aggregate {
     pub survivors: Vec<ClientId>,
     /// Clients that shared keys but sent no masked input (their masks were removed).
     pub dropped: Vec<ClientId>,
+    /// Clients that sent a wrong Shamir share in the unmasking round, traced by
+    /// [`shamir::decode`], by increasing id: their shares were excluded from every
+    /// reconstruction and the sum is exact. Tracing `w` wrong shares of one secret needs
+    /// `t + 2w` shares of it to arrive; with fewer the round aborts (`UntraceableShares`).
+    #[serde(default)]
+    pub rejected_shares: Vec<ClientId>,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -685,26 +691,19 @@ impl Server {
         }
         let dropped: Vec<ClientId> = s.u2.difference(&s.u3).copied().collect();
         let mut sum = s.masked_sum.clone();
+        let mut rejected = BTreeSet::new();
         for &u in &s.u3 {
             let shares = self_shares.remove(&u).unwrap_or_default();
-            if shares.len() < t {
-                return Err(SecAggError::Aborted(format!(
-                    "{} shares of client {u}'s self-mask arrived, the threshold is {t}",
-                    shares.len()
-                )));
-            }
-            let seed = shamir::combine(&shares, t)?;
+            let seed = reconstruct(shares, t, &mut rejected, || {
+                format!("client {u}'s self-mask")
+            })?;
             apply_mask(&mut sum, &seed, bits, Sign::Subtract);
         }
         for &v in &dropped {
             let shares = key_shares.remove(&v).unwrap_or_default();
-            if shares.len() < t {
-                return Err(SecAggError::Aborted(format!(
-                    "{} shares of dropped client {v}'s mask key arrived, the threshold is {t}",
-                    shares.len()
-                )));
-            }
-            let secret = StaticSecret::from(*shamir::combine(&shares, t)?);
+            let secret = StaticSecret::from(*reconstruct(shares, t, &mut rejected, || {
+                format!("dropped client {v}'s mask key")
+            })?);
             for u in self.neighbours_in(v, &s.u3) {
                 let seed =
                     crypto::pair_mask_seed(&secret, &s.keys[&u].mask_pk, &s.keys_binding, v, u)?;
@@ -717,6 +716,38 @@ impl Server {
             sum,
             survivors: s.u3.iter().copied().collect(),
             dropped,
+            rejected_shares: rejected.into_iter().collect(),
         })
     }
+}
+
+/// One secret from its shares by [`shamir::decode`]: shares of senders already found wrong
+/// (on another secret) are left out first, so a liar costs at most one decoding, and the
+/// senders found wrong here join `rejected`. Fewer than `t` shares left: `Aborted`; wrong
+/// shares beyond what the extra shares trace: `UntraceableShares`.
+fn reconstruct(
+    shares: Vec<Share>,
+    t: usize,
+    rejected: &mut BTreeSet<ClientId>,
+    what: impl Fn() -> String,
+) -> Result<zeroize::Zeroizing<[u8; 32]>> {
+    let shares: Vec<Share> = shares
+        .into_iter()
+        .filter(|s| !rejected.contains(&s.x))
+        .collect();
+    if shares.len() < t {
+        return Err(SecAggError::Aborted(format!(
+            "{} shares of {} arrived from senders not found wrong, the threshold is {t}",
+            shares.len(),
+            what()
+        )));
+    }
+    let decoded = shamir::decode(&shares, t).map_err(|e| match e {
+        SecAggError::UntraceableShares(why) => {
+            SecAggError::UntraceableShares(format!("{}: {why}", what()))
+        }
+        other => other,
+    })?;
+    rejected.extend(decoded.rejected.iter().copied());
+    Ok(decoded.secret)
 }

@@ -3,8 +3,10 @@
 
 mod active;
 mod adversarial;
+mod colluders;
 mod lying_server;
 mod rounds;
+mod tracing;
 
 use privfed_secagg::local::Enrollment;
 use privfed_secagg::{Credentials, GraphSpec, RoundConfig, ThreatModel};

@@ -250,7 +250,10 @@ impl Trainer<'_> {
         use privfed_distributed::params::{SkellamConfig, SkellamParams};
         Ok(match (self.canary_bug, &self.plan) {
             (Some(CanaryBug::SkipMechanism), _) => Some(Contribution::Update(u.to_vec())),
-            (Some(CanaryBug::UnclippedEncoding), PrivacyPlan::Distributed { params, share, .. }) => {
+            (
+                Some(CanaryBug::UnclippedEncoding),
+                PrivacyPlan::Distributed { params, share, .. },
+            ) => {
                 let clip = l2(u).max(params.clip());
                 let p = SkellamParams::new(SkellamConfig {
                     clip,

@@ -13,8 +13,8 @@
 //! audited client's rotated, scaled, **rounded** contribution. Stochastic rounding is unbiased:
 //! its mean is the scaled vector whatever the direction, and its randomness, which the observer
 //! does not see, only adds spread (the accounting's `Δ₂ = s·c + √d′` is the bound *given* the
-//! rounding). The direction that leaves the adversary the most is therefore one whose rounding
-//! is deterministic: `e₁`, which every randomized Hadamard rotation maps to `±𝟙/√d′`, with
+//! rounding). For a test of the mean shift, the direction that leaves the adversary the most is
+//! therefore one whose rounding is deterministic: `e₁`, which every randomized Hadamard rotation maps to `±𝟙/√d′`, with
 //! `s·c/√d′` an integer (here `4/2 = 2`): the contribution is exactly `±2` in every rotated
 //! coordinate, `s·c` in ℓ2, with no rounding spread. The statistic is `⟨z, x − x′⟩`, the
 //! projection on that direction (Neyman–Pearson optimal for a mean shift in spherical Gaussian

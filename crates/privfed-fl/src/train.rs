@@ -443,7 +443,7 @@ impl<'d> Trainer<'d> {
                 // its mechanism applies: the canary norm defaults to it.
                 let a = AuditConfig {
                     norm: a.norm.or(client_clip(&cfg.privacy)),
-                    ..a.clone()
+                    ..*a
                 };
                 let c = Canaries::from_seed(&a, n, clip_and_z, cfg.accounting.delta, &seed)?;
                 Some((c, params.clone()))

@@ -498,7 +498,10 @@ fn an_audited_run_reports_both_numbers() {
     );
     let v = json_ok(&["fl", "train", "--config", &local, "--json", "--quiet"]);
     assert_eq!(v["audit"]["norm"].as_f64(), Some(1.0), "{v}");
-    assert!(v["audit"]["epsilon_lower_bound"].as_f64().unwrap() >= 0.0, "{v}");
+    assert!(
+        v["audit"]["epsilon_lower_bound"].as_f64().unwrap() >= 0.0,
+        "{v}"
+    );
 }
 
 /// The quickstart's config with its `[privacy]` section replaced by `privacy` and `[audit]`

@@ -8,6 +8,7 @@
 //! | mechanism | `x`, `x′` | statistic |
 //! |---|---|---|
 //! | GRR, ScalarDP, ScalarRelDP, bitwise RR, MVU (finite outputs) | the two grid inputs whose exact pmfs have the largest `max_o |ln P(o|x) − ln P(o|x′)|` (all pairs when the grid is small, else the two ends) | the released value itself: learned-ratio ordering + histogram test against the exact pmf |
+//! | vector MVU ([`mvu_vector_pair`]) | the pair whose exact **marginal** laws (dither summed out) have the largest ratio, searched over inputs varying in the first two coordinates | the released vector as one outcome: learned-ratio ordering + histogram test against the exact law |
 //! | Laplace | two points at the domain's ℓ1 diameter (`±r·e₁` on an ℓ1 ball, `±r/√d·𝟙` on an ℓ2 ball, `±r·𝟙` on a cube) | the log likelihood ratio times `b`: `Σ_i |z_i − x′_i| − |z_i − x_i|` (Neyman–Pearson optimal) |
 //! | Gaussian | two points at the domain's ℓ2 diameter | `⟨z, x − x′⟩` (Neyman–Pearson optimal) |
 //! | PrivUnit2, PrivUnitG | `e₁`, `−e₁` (the caps of antipodal inputs are disjoint, so the cap event attains `e^ε`) | `⟨z, x − x′⟩` |
@@ -25,6 +26,7 @@ use crate::distinguish::{Selection, ThresholdBound, split_audit, threshold_audit
 use crate::error::{AuditError, Result, check_alpha, check_delta, check_epsilon};
 use crate::gdp::{GdpBound, epsilon_for_mu, split_mu_lower_bound};
 use crate::histogram::{HistogramTest, counts, histogram_test, learned_scores};
+use privfed_mechanisms::mvu::MvuVector;
 use privfed_mechanisms::{AnyRandomizer, CryptoRng, Domain, LocalRandomizer, MechanismError, Rng};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -38,6 +40,19 @@ pub enum Statistic {
     /// pmfs of both inputs over `outcomes` (equal values merged).
     Outcome {
         /// Outcome keys (`f64::to_bits` of the released values), ascending.
+        outcomes: Vec<u64>,
+        /// `P(o | x)` for each outcome.
+        pmf_x: Vec<f64>,
+        /// `P(o | x′)` for each outcome.
+        pmf_x_prime: Vec<f64>,
+    },
+    /// Finite vector outputs (vector MVU): the released vector as one outcome, key
+    /// `Σ_l u(z_l)·K^l` with `u(z_l)` the position of `z_l` among the `K` distinct `values`
+    /// (a value outside them gets the key `K^d`), with the exact pmfs of both inputs.
+    OutcomeVector {
+        /// The distinct released coordinate values, ascending.
+        values: Vec<f64>,
+        /// Outcome keys `0..K^d`.
         outcomes: Vec<u64>,
         /// `P(o | x)` for each outcome.
         pmf_x: Vec<f64>,
@@ -118,6 +133,7 @@ impl NeighbourPair {
         matches!(
             self.statistic,
             Statistic::Outcome { .. }
+                | Statistic::OutcomeVector { .. }
                 | Statistic::IntegerBins { .. }
                 | Statistic::SeparatedFeatures { .. }
         )
@@ -127,6 +143,21 @@ impl NeighbourPair {
     pub fn observe(&self, z: &[f64]) -> Observation {
         match &self.statistic {
             Statistic::Outcome { .. } => Observation::Outcome(z[0].to_bits()),
+            Statistic::OutcomeVector {
+                values, outcomes, ..
+            } => {
+                let k = values.len() as u64;
+                let mut key = 0u64;
+                let mut place = 1u64;
+                for zi in z {
+                    match values.iter().position(|v| v == zi) {
+                        Some(u) => key += u as u64 * place,
+                        None => return Observation::Outcome(outcomes.len() as u64),
+                    }
+                    place *= k;
+                }
+                Observation::Outcome(key)
+            }
             Statistic::IntegerBins { lo, hi, .. } => {
                 let k = (z[0].round() as i64).clamp(*lo, *hi);
                 Observation::Outcome((k - lo) as u64)
@@ -442,6 +473,148 @@ pub fn worst_case_pair(mech: &AnyRandomizer) -> Result<NeighbourPair> {
     })
 }
 
+/// Most evenly spaced candidate values per coordinate in [`mvu_vector_pair`]'s search.
+const MVU_VECTOR_CANDIDATES_PER_AXIS: usize = 33;
+
+/// The vector MVU mechanism ([`MvuVector`], paper 004 Lemma 6): the pair of inputs whose
+/// **marginal** output laws ([`MvuVector::pmf`]: the dither summed out, as an observer who does
+/// not see the device's randomness sees them) have the largest exact
+/// `max_o |ln P(o|x) − ln P(o|x′)|`, and the released vector as the statistic.
+///
+/// Why the marginal: Lemma 6's ε = `ε_metric·(R/r)^p` bounds the ratio *given the dither* —
+/// two dithered vectors anywhere in the ball of radius `R = dither_bound`, at `ℓp` distance up
+/// to `2R`. The adversary sees the mixture over the dither. Inputs whose coordinates are all grid
+/// points dither deterministically and lie in the ball of radius `r`: their pairs reach at most
+/// `ε_metric` (the antipodal ends `±r·e₁` when 0 is a grid point). With `2^b` levels 0 is not
+/// a grid point, so a zero coordinate dithers to `±h/2` and the dithered vectors of, say,
+/// `−r·e₁` and `−r·e₂` can lie `2R` apart; whether the mixture over the dither keeps that ratio
+/// depends on the rows (for the suite's design it does: the pair attains Lemma 6's bound,
+/// while `±r·e₁` reaches only `ε_metric`). So the worst marginal pair is found by search: the
+/// first two coordinates range over
+/// an evenly spaced set of values containing the input grid (`(B_in − 1)·⌊32/(B_in − 1)⌋ + 1`
+/// values of `[−r, r]`, so cell interiors are covered as well), the others are 0, every point
+/// in the domain at which the mechanism can run is a candidate, and all pairs are compared (the
+/// ends win ties). The rationale reports the pair's exact ε beside the claim.
+///
+/// Errors ([`AuditError::Unsupported`]) when the design has more than 33 input levels or the
+/// exact law has more than [`privfed_mechanisms::mvu::MAX_VECTOR_PMF_OUTCOMES`] outcomes.
+pub fn mvu_vector_pair(mech: &MvuVector) -> Result<NeighbourPair> {
+    let levels = mech.scalar().design().num_inputs();
+    if levels - 1 > MVU_VECTOR_CANDIDATES_PER_AXIS - 1 {
+        return Err(AuditError::Unsupported(format!(
+            "vector MVU pair search: {levels} input levels (at most {MVU_VECTOR_CANDIDATES_PER_AXIS})"
+        )));
+    }
+    let (Domain::L1Ball { dim, radius } | Domain::L2Ball { dim, radius }) = mech.domain() else {
+        return Err(AuditError::Unsupported("vector MVU off an lp ball".into()));
+    };
+    let steps = (levels - 1) * ((MVU_VECTOR_CANDIDATES_PER_AXIS - 1) / (levels - 1));
+    let axis: Vec<f64> = (0..=steps)
+        .map(|k| privfed_mechanisms::dither::grid_point(k, steps + 1, -radius, radius))
+        .collect();
+    let point = |a: f64, b: f64| {
+        let mut v = vec![0.0; dim];
+        v[0] = a;
+        if dim > 1 {
+            v[1] = b;
+        }
+        v
+    };
+    let ends = (point(radius, 0.0), point(-radius, 0.0));
+    let mut candidates = vec![ends.0.clone(), ends.1.clone()];
+    for &a in &axis {
+        for &b in if dim > 1 { &axis[..] } else { &[0.0][..] } {
+            let v = point(a, b);
+            if v != ends.0 && v != ends.1 {
+                candidates.push(v);
+            }
+        }
+    }
+    let mut laws: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
+    for v in candidates {
+        match mech.pmf(&v) {
+            Ok(law) => laws.push((v, law)),
+            // Outside the ball, or no accepted dither (the mechanism cannot run there).
+            Err(MechanismError::OutOfDomain(_) | MechanismError::Infeasible(_)) => {}
+            Err(e) => {
+                return Err(AuditError::Unsupported(format!(
+                    "vector MVU exact law: {e}"
+                )));
+            }
+        }
+    }
+    if laws.len() < 2 {
+        return Err(AuditError::Unsupported(
+            "vector MVU: fewer than two inputs at which the mechanism runs".into(),
+        ));
+    }
+    let mut best = (
+        0,
+        1,
+        crate::histogram::exact_epsilon(&laws[0].1, &laws[1].1)?,
+    );
+    for i in 0..laws.len() {
+        for j in i + 1..laws.len() {
+            let e = crate::histogram::exact_epsilon(&laws[i].1, &laws[j].1)?;
+            if e > best.2 * (1.0 + 1e-12) {
+                best = (i, j, e);
+            }
+        }
+    }
+    let (i, j, exact) = best;
+    // Distinct released values and the outcome keys over them.
+    let b_out = mech.scalar().design().num_outputs();
+    let letters = (0..b_out)
+        .map(|j| mech.scalar().decode(j))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut values = letters.clone();
+    values.sort_by(f64::total_cmp);
+    values.dedup();
+    let k = values.len();
+    let total = k.pow(dim as u32);
+    let fold = |law: &[f64]| {
+        let mut out = vec![0.0; total];
+        for (o, &q) in law.iter().enumerate() {
+            let (mut rem, mut key, mut place) = (o, 0, 1);
+            for _ in 0..dim {
+                let u = values
+                    .iter()
+                    .position(|v| *v == letters[rem % b_out])
+                    .unwrap_or(0);
+                key += u * place;
+                place *= k;
+                rem /= b_out;
+            }
+            out[key] += q;
+        }
+        out
+    };
+    let (pmf_x, pmf_x_prime) = (fold(&laws[i].1), fold(&laws[j].1));
+    Ok(NeighbourPair {
+        x: laws[i].0.clone(),
+        x_prime: laws[j].0.clone(),
+        statistic: Statistic::OutcomeVector {
+            values,
+            outcomes: (0..total as u64).collect(),
+            pmf_x,
+            pmf_x_prime,
+        },
+        rationale: format!(
+            "mvu-vector: of {} inputs (first two coordinates on {} evenly spaced values of \
+             [-r, r] containing the input grid, the rest 0; those in the ball at which the \
+             mechanism runs), the pair whose exact marginal laws (dither summed out: the \
+             observer does not see it) have the largest max_o |ln P(o|x) - ln P(o|x')| = \
+             {exact}; Lemma 6 bounds the ratio given the dither by {} (dithered vectors up to \
+             the dither bound), the realized metric epsilon is {}; statistic: the released \
+             vector, outcomes ordered by their ratio learned on half the samples",
+            laws.len(),
+            axis.len(),
+            mech.epsilon(),
+            mech.scalar().metric_epsilon()
+        ),
+    })
+}
+
 /// The one-dimensional Skellam mechanism `M(x) = x + Sk(μ)` on integers (paper 001 §3) with
 /// integer sensitivity `Δ`: the pair `x = 0`, `x′ = Δ` (any two inputs at distance `Δ` are
 /// equivalent by translation), outputs binned to `[−T, T + Δ]` with `T = ⌈4√μ⌉ + 1` (the tails
@@ -711,6 +884,19 @@ pub fn evaluate(
                 outcomes,
                 pmf_x,
                 pmf_x_prime,
+            } if in_alphabet(outcomes) => Some(histogram_test(
+                &counts(ox, outcomes)?,
+                &counts(oxp, outcomes)?,
+                Some((pmf_x, pmf_x_prime)),
+                claim.epsilon,
+                claim.delta,
+                alpha / 2.0,
+            )?),
+            Statistic::OutcomeVector {
+                outcomes,
+                pmf_x,
+                pmf_x_prime,
+                ..
             } if in_alphabet(outcomes) => Some(histogram_test(
                 &counts(ox, outcomes)?,
                 &counts(oxp, outcomes)?,

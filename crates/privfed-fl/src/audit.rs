@@ -7,12 +7,16 @@
 //! contributes the update `norm·c_i` in **every** round (Andrew et al. 2024 insert the canary in
 //! every round), through the same mechanism as a real client: without privacy it is one more
 //! update in the mean; with central DP (DP-FedAvg) it is clipped and added to the clipped sum
-//! before the noise. Canaries are extra clients: they are not sampled real clients, the round's
+//! before the noise; under local DP it is clipped and privatized by the clients' randomizer;
+//! under distributed DP it is encoded (clip, rotation, rounding, its own noise share) and summed
+//! with the clients' encodings. Its randomizer or encoder noise comes from its own stream of the
+//! run's seed. Canaries are extra clients: they are not sampled real clients, the round's
 //! `contributors` do not count them, and the accounted ε is the real clients'.
 //!
 //! **The canary norm** (`[audit] norm`, when not given) is the largest contribution a client
 //! could make to the round, so that the audit tests the worst case the guarantee covers:
-//! * with central DP, the clip norm (every larger update is clipped to it);
+//! * with central, local or distributed DP, the clip norm (every larger update is clipped to
+//!   it);
 //! * without privacy nothing bounds a contribution, so the largest **real** update norm of the
 //!   round (a canary then looks like an in-distribution client: no real client contributed
 //!   more); in a round without real updates, the previous round's canary norm (1 before any).

@@ -756,19 +756,6 @@ impl TrainConfig {
     }
 
     fn validate_audit(&self, a: &AuditConfig) -> Result<(), FlError> {
-        let kind = match self.privacy {
-            Privacy::None | Privacy::CentralGaussian { .. } => None,
-            Privacy::Separated { .. } => Some("separated"),
-            Privacy::Privunitg { .. } => Some("privunitg"),
-            Privacy::Mvu { .. } => Some("mvu"),
-            Privacy::Distributed { .. } => Some("distributed"),
-        };
-        if let Some(kind) = kind {
-            return bad(format!(
-                "[audit] is implemented for privacy.mechanism = \"none\" and \"central_gaussian\" \
-                 only, not {kind:?} (canaries are not inserted through that mechanism)"
-            ));
-        }
         a.validate()
     }
 

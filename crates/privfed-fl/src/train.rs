@@ -36,7 +36,9 @@ use sha2::{Digest, Sha256};
 
 use super::FlError;
 use super::audit::{AuditSummary, Canaries, RoundAudit};
-use super::config::{LocalTraining, Privacy, Sampling, Seed, ServerOptimizer, TrainConfig};
+use super::config::{
+    AuditConfig, LocalTraining, Privacy, Sampling, Seed, ServerOptimizer, TrainConfig,
+};
 use super::data::{BatchBuf, FederatedData, Shard};
 use super::privacy::{Accountant, ClientSide, Contribution, Guarantee, PrivacyPlan, aggregate};
 
@@ -49,6 +51,8 @@ const PURPOSE_DROPOUT: u64 = 6;
 // 7 is the data's partition stream (`run.rs`).
 pub(crate) const PURPOSE_CANARY_DIRECTION: u64 = 8;
 pub(crate) const PURPOSE_CANARY_INCLUSION: u64 = 9;
+/// A canary's randomizer or encoder noise (local and distributed DP), per round and canary.
+const PURPOSE_CANARY_PRIVATIZE: u64 = 10;
 
 /// Test rows per evaluation task (fixed, so sums combine in the same order for any thread count).
 const EVAL_CHUNK: usize = 256;
@@ -216,6 +220,64 @@ pub struct Trainer<'d> {
     state: State,
     /// The canaries and the initial parameters `θ_0` (runs with `[audit]`).
     canaries: Option<(Canaries, Vec<f32>)>,
+    /// A planted bug for the audit's power tests.
+    #[cfg(test)]
+    pub(crate) canary_bug: Option<CanaryBug>,
+}
+
+/// A planted bug in the canaries' path (tests of the audit's power only).
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CanaryBug {
+    /// Canaries send their raw update: neither clipped nor randomized.
+    SkipMechanism,
+    /// Distributed DP: canaries are encoded with the clip raised to their norm and without their
+    /// noise share (same scale, rotation and rounding), so their contribution is not bounded by
+    /// the accounted sensitivity.
+    UnclippedEncoding,
+}
+
+#[cfg(test)]
+impl Trainer<'_> {
+    /// The canary's contribution under [`CanaryBug`] (`None`: the honest path).
+    fn planted_canary(
+        &self,
+        u: &[f64],
+        rotation: [u8; 32],
+        rng: &mut NoiseRng,
+    ) -> Result<Option<Contribution>, FlError> {
+        use privfed_distributed::encoder::SkellamEncoder;
+        use privfed_distributed::params::{SkellamConfig, SkellamParams};
+        Ok(match (self.canary_bug, &self.plan) {
+            (Some(CanaryBug::SkipMechanism), _) => Some(Contribution::Update(u.to_vec())),
+            (
+                Some(CanaryBug::UnclippedEncoding),
+                PrivacyPlan::Distributed { params, share, .. },
+            ) => {
+                let clip = l2(u).max(params.clip());
+                let p = SkellamParams::new(SkellamConfig {
+                    clip,
+                    local_noise_stddev: 0.0,
+                    ..*params.config()
+                })?;
+                let enc = SkellamEncoder::with_noise(p, rotation, *share)?;
+                Some(Contribution::Encoded(enc.encode(u, rng)?.0))
+            }
+            _ => None,
+        })
+    }
+}
+
+/// The clip a local or distributed mechanism applies to each update (`None` without privacy and
+/// under central DP, whose canary norm is set from its own clip).
+fn client_clip(privacy: &Privacy) -> Option<f64> {
+    match *privacy {
+        Privacy::Separated { clip, .. }
+        | Privacy::Privunitg { clip, .. }
+        | Privacy::Mvu { clip, .. }
+        | Privacy::Distributed { clip, .. } => Some(clip),
+        Privacy::None | Privacy::CentralGaussian { .. } => None,
+    }
 }
 
 /// Runs `f(i, worker)` for `i in 0..n` on up to `threads` threads, each with its own worker
@@ -377,7 +439,13 @@ impl<'d> Trainer<'d> {
                     (Privacy::CentralGaussian { clip, .. }, Some(z)) => Some((clip, z)),
                     _ => None,
                 };
-                let c = Canaries::from_seed(a, n, clip_and_z, cfg.accounting.delta, &seed)?;
+                // Under local and distributed DP a client's contribution is bounded by the clip
+                // its mechanism applies: the canary norm defaults to it.
+                let a = AuditConfig {
+                    norm: a.norm.or(client_clip(&cfg.privacy)),
+                    ..*a
+                };
+                let c = Canaries::from_seed(&a, n, clip_and_z, cfg.accounting.delta, &seed)?;
                 Some((c, params.clone()))
             }
         };
@@ -406,6 +474,8 @@ impl<'d> Trainer<'d> {
                 stopped: None,
             },
             canaries,
+            #[cfg(test)]
+            canary_bug: None,
         })
     }
 
@@ -577,8 +647,9 @@ impl<'d> Trainer<'d> {
         let dim = self.model.num_params();
         let expected = self.cfg.expected_cohort(self.data.clients.len());
         let mut srng = stream(&self.seed, PURPOSE_SERVER, round, 0);
-        // The included canaries go in after the real clients, as clients that never drop out
-        // (config validation admits `[audit]` only where they are plain updates).
+        // The included canaries go in after the real clients, as clients that never drop out,
+        // through the clients' own mechanism: a plain update without privacy and under central
+        // DP, the local randomizer's report, or the distributed encoding with its noise share.
         let mut dropped = dropped;
         let mut canary_count = 0;
         let mut canary_norm = None;
@@ -598,8 +669,16 @@ impl<'d> Trainer<'d> {
                 .find_map(|m| m.audit.map(|a| a.norm));
             let norm = c.norm_for_round(largest, previous);
             canary_norm = Some(norm);
-            for u in c.updates(norm) {
-                contributions.push(Contribution::Update(u));
+            for (i, u) in c.updates(norm).into_iter().enumerate() {
+                let mut crng = stream(&self.seed, PURPOSE_CANARY_PRIVATIZE, round, i as u64);
+                #[cfg(test)]
+                let planted = self.planted_canary(&u, rot, &mut crng)?;
+                #[cfg(not(test))]
+                let planted = None;
+                contributions.push(match planted {
+                    Some(c) => c,
+                    None => side.contribute(u, &mut crng)?,
+                });
                 dropped.push(false);
                 canary_count += 1;
             }

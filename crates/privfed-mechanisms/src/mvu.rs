@@ -36,8 +36,8 @@
 //! `2^{-64}` rounding of the weights.
 
 use crate::dither::{
-    conditional_dither_vector_indices, interval_value, locate, mix_rows, round_index,
-    uniform_grid_worst_case,
+    conditional_dither_vector_indices, grid_point, interval_value, locate, lp_norm, mix_rows,
+    round_index, uniform_grid_worst_case,
 };
 use crate::domain::check_range;
 use crate::error::{Result, check_positive};
@@ -683,6 +683,9 @@ impl LocalRandomizer for Mvu {
     }
 }
 
+/// Largest number of outcomes `B_out^d` for which [`MvuVector::pmf`] enumerates the exact law.
+pub const MAX_VECTOR_PMF_OUTCOMES: usize = 4096;
+
 /// The vector MVU mechanism of paper 004 §4.2 (Lemma 6) on the `ℓp` ball of radius `radius`
 /// (`p = 1` or `2`) in `d` dimensions.
 ///
@@ -786,6 +789,87 @@ impl MvuVector {
     /// where the paper accounts with the rescaled sensitivity 1/2).
     pub fn epsilon_for_distance(&self, distance: f64) -> f64 {
         self.scalar.metric_epsilon() * (distance / (2.0 * self.radius)).powi(self.p as i32)
+    }
+
+    /// The exact law of the released letters at `x`, marginal over the dither: outcome
+    /// `o = Σ_l j_l·B_out^l` (coordinate 0 the least significant digit, `j_l` the letter of
+    /// coordinate `l`) has probability
+    /// `P(o | x) = Σ_v w(v | x)·Π_l P_{v_l j_l}` over the dithered index vectors `v` with
+    /// `‖g(v)‖_p ≤ dither_bound`, where `w(v | x) = Π_l λ_l^{[v_l = i_l + 1]}(1 − λ_l)^{[v_l = i_l]}`
+    /// renormalized over the accepted `v` (conditional dithering is rejection sampling: the law
+    /// given acceptance; `max_draws` only adds the chance of an error). Realized rows.
+    ///
+    /// Conditioned on `v` (the device's own randomness) the ratio of two outputs can reach
+    /// [`MvuVector::epsilon`]; an observer who does not see `v` sees this mixture, whose largest
+    /// ratio can be smaller (`docs/AUDIT.md`, "Vector MVU"). Errors when `B_out^d` exceeds
+    /// [`MAX_VECTOR_PMF_OUTCOMES`], when `x` is outside the domain, or when no dithered vector of
+    /// `x` is accepted ([`MechanismError::Infeasible`]: the mechanism cannot run at `x`).
+    pub fn pmf(&self, x: &[f64]) -> Result<Vec<f64>> {
+        self.domain().check(x)?;
+        let b_out = self.scalar.design().num_outputs();
+        let total = (0..self.dim)
+            .try_fold(1usize, |acc, _| {
+                acc.checked_mul(b_out)
+                    .filter(|&t| t <= MAX_VECTOR_PMF_OUTCOMES)
+            })
+            .ok_or_else(|| {
+                MechanismError::invalid(
+                    "dim",
+                    self.dim as f64,
+                    format!(
+                        "the exact law has {b_out}^dim outcomes; at most \
+                         {MAX_VECTOR_PMF_OUTCOMES} are enumerated"
+                    ),
+                )
+            })?;
+        if self.dim > 12 {
+            return Err(MechanismError::invalid(
+                "dim",
+                self.dim as f64,
+                "the exact law enumerates 2^dim dither patterns; at most dim = 12",
+            ));
+        }
+        let levels = self.scalar.levels();
+        let (lo, hi) = (-self.radius, self.radius);
+        let cells = x
+            .iter()
+            .map(|&v| locate(v, levels, lo, hi))
+            .collect::<Result<Vec<_>>>()?;
+        let rows = self.scalar.realized_p();
+        let mut law = vec![0.0; total];
+        let mut mass = 0.0;
+        let mut idx = vec![0usize; self.dim];
+        let mut vals = vec![0.0; self.dim];
+        for mask in 0u32..(1u32 << self.dim) {
+            let mut w = 1.0;
+            for (l, &(i, lam)) in cells.iter().enumerate() {
+                let up = (mask >> l) & 1 == 1;
+                w *= if up { lam } else { 1.0 - lam };
+                idx[l] = (i + usize::from(up)).min(levels - 1);
+                vals[l] = grid_point(idx[l], levels, lo, hi);
+            }
+            if w == 0.0 || lp_norm(&vals, self.p) > self.dither_bound {
+                continue;
+            }
+            mass += w;
+            for (o, q) in law.iter_mut().enumerate() {
+                let mut rem = o;
+                let mut prob = w;
+                for &i in &idx {
+                    prob *= rows[i][rem % b_out];
+                    rem /= b_out;
+                }
+                *q += prob;
+            }
+        }
+        if mass <= 0.0 {
+            return Err(MechanismError::Infeasible(format!(
+                "conditional dithering: no dithered vector of the input has ℓ{} norm ≤ {}",
+                self.p, self.dither_bound
+            )));
+        }
+        law.iter_mut().for_each(|q| *q /= mass);
+        Ok(law)
     }
 
     /// Privatizes `x` (in the domain) into `out`; returns the number of dithering draws.
@@ -1242,6 +1326,49 @@ mod tests {
         }
         let z = z_mean_known_variance(sum.iter().sum::<f64>() / nf, n, 1.0, var_total);
         assert_z(z, 6e-7, "sum");
+    }
+
+    #[test]
+    fn vector_pmf_is_the_law_the_sampler_draws() {
+        // d = 2, 4 levels on [−1, 1], ℓ1 ball of radius 1, dither bound 1 + h/2 (h = 2/3): at
+        // x = (0.5, 0.4) the bound rejects the pattern (1, 1), so the law is the renormalized
+        // mixture, not the product of the scalar laws. Chi-square goodness of fit of 200,000
+        // draws against `pmf` at α = 10⁻⁶, at that point and at a grid point (no dither);
+        // and the product law is rejected (so the test can tell the two apart).
+        let f = l1_metric_from_grr(0.7, 2);
+        let bound = 1.0 + 1.0 / 3.0;
+        let v = MvuVector::new(f, 2, 1.0, bound, 100).unwrap();
+        let letter = |z: f64| {
+            (0..4)
+                .find(|&j| v.scalar().decode(j).unwrap() == z)
+                .unwrap()
+        };
+        let mut rng = seeded_rng_for_experiments(21);
+        for x in [[0.5, 0.4], [1.0, 0.0], [-1.0 / 3.0, 1.0 / 3.0]] {
+            let law = v.pmf(&x).unwrap();
+            assert_eq!(law.len(), 16);
+            assert!((law.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+            let mut counts = vec![0u64; 16];
+            for _ in 0..200_000 {
+                let z = v.privatize(&x, &mut rng).unwrap();
+                counts[letter(z[0]) + 4 * letter(z[1])] += 1;
+            }
+            assert_chi_square_gof(&counts, &law, 1e-6, &format!("x = {x:?}"));
+            if x == [0.5, 0.4] {
+                let (p0, p1) = (v.scalar().pmf(x[0]).unwrap(), v.scalar().pmf(x[1]).unwrap());
+                let product: Vec<f64> = (0..16).map(|o| p0[o % 4] * p1[o / 4]).collect();
+                let t = privfed_testkit::chi_square_gof(&counts, &product, 5.0).unwrap();
+                assert!(
+                    t.p_value < 1e-6,
+                    "product law not rejected: p = {}",
+                    t.p_value
+                );
+            }
+        }
+        // Outside the ball, and too many outcomes, are errors.
+        assert!(v.pmf(&[0.8, 0.8]).is_err());
+        let big = MvuVector::new(l1_metric_from_grr(0.7, 2), 7, 1.0, 7.0, 10).unwrap();
+        assert!(big.pmf(&[0.0; 7]).is_err());
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! than claimed, or its noise calibrated to the radius where the diameter belongs) is caught.
 //!
 //! Error rates. Each audit flags a true claim with probability at most `ALPHA = 10⁻³` (the
-//! verdict's confidence, `privfed_audit::randomizer::evaluate`); the 14 honest audits here keep
-//! the family-wise false-positive rate below 1.4%, and at the fixed seeds the outcome is
+//! verdict's confidence, `privfed_audit::randomizer::evaluate`); the 15 honest audits here keep
+//! the family-wise false-positive rate below 1.5%, and at the fixed seeds the outcome is
 //! deterministic. Sample sizes come from the power calculation
 //! `privfed_audit::distinguish::samples_for_power` for a miss rate `BETA = 10⁻³` against the
 //! planted bug, plus a 50% margin for the split's threshold choice: each test asserts that its
@@ -230,6 +230,113 @@ fn mvu() {
         o[0] = h.decode(bug.encode(x[0], r)?)?;
         Ok(())
     });
+}
+
+/// Vector MVU (paper 004 Lemma 6): d = 2, an ℓ1 metric design from the designer (2 input bits,
+/// 2 output bits, metric ε = 1.5) on the ℓ1 ball of radius 1 with dither bound `R = 1 + h/2`
+/// (h = 2/3: the smallest bound at which `±e₁` can run, their second coordinate dithers to
+/// `±h/2`), claim `ε = 1.5·R` = 2. The pair is the worst for the **marginal** law
+/// (`mvu_vector_pair`: the dither summed out); its exact ε is below the claim, which bounds the
+/// ratio given the dither. Bug: the design for metric ε = 3 on the same grid, its letters
+/// decoded by the honest design.
+#[test]
+fn mvu_vector() {
+    use privfed_audit::randomizer::mvu_vector_pair;
+    use privfed_compression::designer::{DesignOptions, design_mvu};
+    use privfed_mechanisms::mvu::{DpConstraint, MvuVector};
+    let n = 30_000;
+    let bound = 1.0 + 1.0 / 3.0;
+    let make = |e: f64| {
+        let d = design_mvu(
+            2,
+            2,
+            e,
+            DpConstraint::Metric { power: 1 },
+            &DesignOptions::default(),
+        )
+        .unwrap()
+        .design;
+        MvuVector::new(d, 2, 1.0, bound, 1000).unwrap()
+    };
+    let (honest, bug) = (make(1.5), make(3.0));
+    let pair = mvu_vector_pair(&honest).unwrap();
+    eprintln!(
+        "mvu-vector pair: {:?} vs {:?}: {}",
+        pair.x, pair.x_prime, pair.rationale
+    );
+    let claim = Claim {
+        epsilon: honest.epsilon(),
+        delta: 0.0,
+    };
+    let Statistic::OutcomeVector {
+        pmf_x, pmf_x_prime, ..
+    } = &pair.statistic
+    else {
+        unreachable!()
+    };
+    // The marginal pair's exact ε is at most the claim (Lemma 6 holds for the marginal) and
+    // positive.
+    let exact = privfed_audit::histogram::exact_epsilon(pmf_x, pmf_x_prime).unwrap();
+    assert!(
+        exact > 0.0 && exact <= claim.epsilon + 1e-12,
+        "{exact} vs {claim:?}"
+    );
+    // The dither matters: the antipodal grid points ±e₁ dither their first coordinate not at
+    // all, and their second (0) alike, so they reach only the rows' end-to-end ratio, the
+    // metric ε; the searched pair reaches the claim (its zero coordinates dither outwards to
+    // ±h/2, so its dithered vectors are 2R apart in ℓ1).
+    let ends = privfed_audit::histogram::exact_epsilon(
+        &honest.pmf(&[1.0, 0.0]).unwrap(),
+        &honest.pmf(&[-1.0, 0.0]).unwrap(),
+    )
+    .unwrap();
+    let metric = honest.scalar().metric_epsilon();
+    eprintln!("mvu-vector: exact ε of ±e1 = {ends:.4}, metric ε = {metric:.4}");
+    assert!((ends - metric).abs() < 1e-9, "{ends} vs {metric}");
+    assert!(exact > ends + 0.4, "{exact} vs {ends}");
+    // Power: the bug's best single outcome on the pair, from its exact marginal laws.
+    let (bx, bxp) = (bug.pmf(&pair.x).unwrap(), bug.pmf(&pair.x_prime).unwrap());
+    let (tpr, fpr) = bx
+        .iter()
+        .zip(&bxp)
+        .map(|(&a, &b)| if a / b >= 1.0 { (a, b) } else { (b, a) })
+        .max_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)))
+        .unwrap();
+    assert_powered(n, tpr, fpr, 0.0, claim.epsilon, ALPHA_PER_BOUND_DISCRETE);
+    let r = audit(&pair, n, 31, claim, |x, o, rng| {
+        honest.privatize_into(x, o, rng).map(|_| ())
+    });
+    eprintln!(
+        "mvu-vector: eps_lb = {:.4}, exact marginal {exact:.4}, claim = {:.4} (ratio {:.3}), n = {n}",
+        r.epsilon_lower_bound,
+        claim.epsilon,
+        r.epsilon_lower_bound / claim.epsilon
+    );
+    assert!(!r.violation, "mvu-vector: a true claim was flagged: {r:#?}");
+    assert!(r.epsilon_lower_bound > 0.0);
+    let h = r.histogram.as_ref().unwrap();
+    let want = h.delta_exact.unwrap();
+    assert!((h.delta_hat - want).abs() <= h.tolerance, "{h:?}");
+    let letter = |v: &MvuVector, z: f64| {
+        (0..4)
+            .find(|&j| v.scalar().decode(j).is_ok_and(|a| a == z))
+            .ok_or(MechanismError::Numerical("not a letter".into()))
+    };
+    let r = audit(&pair, n, 32, claim, |x, o, rng| {
+        bug.privatize_into(x, o, rng)?;
+        for v in o.iter_mut() {
+            *v = honest.scalar().decode(letter(&bug, *v)?)?;
+        }
+        Ok(())
+    });
+    eprintln!(
+        "mvu-vector (planted bug): eps_lb = {:.4} > claim {:.4}: {}",
+        r.epsilon_lower_bound, claim.epsilon, r.violation
+    );
+    assert!(
+        r.violation,
+        "mvu-vector: the planted bug was missed: {r:#?}"
+    );
 }
 
 /// Laplace on the 1-D ℓ1 ball of radius 1 (x = ±1, Δ₁ = 2), ε = 1; bug: the scale calibrated

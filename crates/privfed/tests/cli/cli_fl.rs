@@ -454,8 +454,8 @@ fn a_diverged_run_is_reported() {
 }
 
 /// `[audit] canaries = K`: `--json` has `audit` with `epsilon_lower_bound` and
-/// `epsilon_estimate` at the top level and in every round (the names outside checks use), and a
-/// mechanism without canary insertion is refused by name.
+/// `epsilon_estimate` at the top level and in every round (the names outside checks use), also
+/// under local DP.
 #[test]
 fn an_audited_run_reports_both_numbers() {
     let tmp = TempDir::new("fl-audit");
@@ -488,7 +488,7 @@ fn an_audited_run_reports_both_numbers() {
     let plain = write_config(&tmp.0, "p.toml", base);
     let v = json_ok(&["fl", "train", "--config", &plain, "--json", "--quiet"]);
     assert!(v.get("audit").is_none() && v["rounds"][0].get("audit").is_none());
-    // Refused, naming the mechanism.
+    // Under local DP the canaries go through the clients' randomizer, at the clip norm.
     let local = write_config(
         &tmp.0,
         "l.toml",
@@ -496,7 +496,12 @@ fn an_audited_run_reports_both_numbers() {
             "{base}privacy = {{ mechanism = \"privunitg\", epsilon = 5.0, clip = 1.0 }}\n[audit]\ncanaries = 20\n"
         ),
     );
-    fails_with(&["fl", "train", "--config", &local], "privunitg");
+    let v = json_ok(&["fl", "train", "--config", &local, "--json", "--quiet"]);
+    assert_eq!(v["audit"]["norm"].as_f64(), Some(1.0), "{v}");
+    assert!(
+        v["audit"]["epsilon_lower_bound"].as_f64().unwrap() >= 0.0,
+        "{v}"
+    );
 }
 
 /// The quickstart's config with its `[privacy]` section replaced by `privacy` and `[audit]`

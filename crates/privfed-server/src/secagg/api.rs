@@ -32,8 +32,9 @@ use privfed_secagg::{GraphSpec, Receipt, Roster, ThreatModel};
 use serde::Deserialize;
 
 use super::{Coordinator, DEFAULT_STAGE_TIMEOUT, JoinCredential, NewRound, Next, protocol_error};
-use crate::api::{check_admin, read_body};
-use crate::error::ApiError;
+use crate::http::auth::check_admin;
+use crate::http::body::read_body;
+use crate::http::error::ApiError;
 
 /// The routes, over `coordinator`.
 pub fn router(coordinator: Arc<Coordinator>) -> Router {

@@ -18,7 +18,9 @@
 # `fdatasync` returns without waiting for a device: the same code and system calls with the
 # disk's flush latency taken out, side by side with the disk runs), SERVE_ARGS (extra `privfed serve`
 # flags for this build only, e.g. "--max-connections-per-address 1024": wrk's C connections all
-# come from 127.0.0.1, and the default cap per address is 64), STORE (redis: each server on its own
+# come from 127.0.0.1, and the default cap per address is 64), COMPARE_SERVE_ARGS (the same for
+# COMPARE_BIN), ALTERNATE (1: every second repeat runs the variants in reverse order, so neither
+# build always runs first after the ceiling), STORE (redis: each server on its own
 # fresh redis-server with per-write fsync, `appendonly yes` + `appendfsync always`, instead of the
 # embedded store; MODES is then only a label).
 #   cargo build --release -p privfed && cargo build --release -p privfed-server --example axum_ceiling
@@ -68,15 +70,19 @@ for mode in $MODES; do
 done
 PIN_SERVER=; PIN_WRK=
 if [ "${PIN:-0}" = 1 ]; then PIN_SERVER="taskset -c 0"; PIN_WRK="taskset -c 1"; fi
-echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, THREADS=$THREADS, PIN=${PIN:-0}, TMPFS=${TMPFS:-0}${COMPARE_BIN:+, COMPARE_BIN=$COMPARE_BIN}${SERVE_ARGS:+, SERVE_ARGS=$SERVE_ARGS}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, DUR=$DUR s, REPEATS=$REPEATS, MODES=$MODES, THREADS=$THREADS, PIN=${PIN:-0}, TMPFS=${TMPFS:-0}, ALTERNATE=${ALTERNATE:-0}${COMPARE_BIN:+, COMPARE_BIN=$COMPARE_BIN}${SERVE_ARGS:+, SERVE_ARGS=$SERVE_ARGS}${COMPARE_SERVE_ARGS:+, COMPARE_SERVE_ARGS=$COMPARE_SERVE_ARGS}, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for C in ${CS:-32 64 128 256 512}; do
   declare -A ratios=()
   for r in $(seq "$REPEATS"); do
     declare -A E=()
-    for v in "${VARIANTS[@]}"; do
+    ORDER=("${VARIANTS[@]}")
+    if [ "${ALTERNATE:-0}" = 1 ] && [ $((r % 2)) -eq 0 ]; then
+      ORDER=(); for ((i = ${#VARIANTS[@]} - 1; i >= 0; i--)); do ORDER+=("${VARIANTS[i]}"); done
+    fi
+    for v in "${ORDER[@]}"; do
       label=${v%%:*}; rest=${v#*:}; mode=${rest%%:*}; rest=${rest#*:}; root=${rest%%:*}; bin=${rest#*:}
       port=$(free_port)
-      extra=; [ "$bin" = "$COMPARE_BIN_OR_NONE" ] || extra=${SERVE_ARGS:-}
+      if [ "$bin" = "$COMPARE_BIN_OR_NONE" ]; then extra=${COMPARE_SERVE_ARGS:-}; else extra=${SERVE_ARGS:-}; fi
       store_args="--init-store"
       if [ "${STORE:-embedded}" = redis ]; then
         rport=$(free_port); mkdir -p "$root/r$port"

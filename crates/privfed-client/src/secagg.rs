@@ -173,6 +173,10 @@ pub struct Created {
     pub round: String,
     /// Its configuration.
     pub config: RoundConfig,
+    /// An honest-but-curious round's join tickets, one per client, each admitting one client
+    /// ([`SecAggClient::join_with_ticket`]); empty for active and open rounds.
+    #[serde(default)]
+    pub join_tickets: Vec<String>,
 }
 
 impl SecAggClient {
@@ -258,10 +262,25 @@ impl SecAggClient {
         json_capped(Self::check(r).await?, MAX_JSON_LEN, "round creation").await
     }
 
-    /// Joins a round.
+    /// Joins an open round (created with `"open": true`), which needs no credential.
     pub async fn join(&self, round: &str) -> Result<Joined, SecAggClientError> {
         let url = format!("{}/v1/secagg/rounds/{round}/join", self.base);
         let r = self.send(|| self.http.post(&url)).await?;
+        let mut joined: Joined = json_capped(Self::check(r).await?, MAX_JSON_LEN, "join").await?;
+        joined.round = round.to_string();
+        Ok(joined)
+    }
+
+    /// Joins an honest-but-curious round with one of its join tickets (handed out by the
+    /// administrator who created the round; a ticket admits one client).
+    pub async fn join_with_ticket(
+        &self,
+        round: &str,
+        ticket: &str,
+    ) -> Result<Joined, SecAggClientError> {
+        let url = format!("{}/v1/secagg/rounds/{round}/join", self.base);
+        let body = serde_json::json!({ "ticket": ticket });
+        let r = self.send(|| self.http.post(&url).json(&body)).await?;
         let mut joined: Joined = json_capped(Self::check(r).await?, MAX_JSON_LEN, "join").await?;
         joined.round = round.to_string();
         Ok(joined)

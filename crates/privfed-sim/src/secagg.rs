@@ -501,9 +501,11 @@ pub async fn simulate_over_http(
             }
         }
         None => {
-            for _ in 0..cfg.clients {
+            // The simulation is the administrator too: each client joins with one of the
+            // round's tickets.
+            for ticket in &created.join_tickets {
                 joined.push(
-                    http.join(&created.round)
+                    http.join_with_ticket(&created.round, ticket)
                         .await
                         .map_err(|e| SecAggSimError::Http(e.to_string()))?,
                 );

@@ -2,8 +2,8 @@
 //!
 //! | route | who | answers |
 //! |---|---|---|
-//! | `POST /v1/secagg/rounds` `{"clients","bits","dim","threshold"?,"graph"?,"dropout"?,"stage_timeout_ms"?,"threat_model"?,"roster"?}` | admin | 201 `{"round","config"}`, 400, 401, 403 |
-//! | `POST /v1/secagg/rounds/{id}/join` (active rounds: `{"device","signature"}`, an enrolled device's signature of the round) | anyone (honest-but-curious); an enrolled device (active) | 200 `{"client","token","config"}`, 401 (no credential), 403 (not enrolled, bad signature), 404, 409 (full, started, device already joined) |
+//! | `POST /v1/secagg/rounds` `{"clients","bits","dim","threshold"?,"graph"?,"dropout"?,"stage_timeout_ms"?,"threat_model"?,"roster"?,"open"?}` | admin | 201 `{"round","config"}`, plus `"join_tickets"` (one per client) for an honest-but-curious round that is not open; 400, 401, 403 |
+//! | `POST /v1/secagg/rounds/{id}/join` (active rounds: `{"device","signature"}`, an enrolled device's signature of the round; honest-but-curious rounds: `{"ticket"}`, one of the round's join tickets; open rounds: no body) | an enrolled device (active); the holder of an unused join ticket (honest-but-curious); anyone (open) | 200 `{"client","token","config"}`, 401 (no credential), 403 (not enrolled, bad signature, unknown ticket), 404, 409 (full, started, device already joined, ticket used) |
 //! | `POST /v1/secagg/rounds/{id}/messages` (postcard `ClientMessage`, `Authorization: Bearer CLIENT_TOKEN`) | a joined client | 202 `{"status":"accepted"}` (`"durable": false` added with a best-effort Redis store), 200 `{"status":"duplicate"}`, 400, 403 (unknown token, or a message under another client's id; refused before the body is read), 409 (stale or closed stage, other session, conflicting retry), 413 (longer than the round's largest legitimate message, refused unread when `Content-Length` says so), 422 (breaks the protocol), 503 |
 //! | `GET /v1/secagg/rounds/{id}/next?client=ID&wait=SECONDS` (`Authorization: Bearer CLIENT_TOKEN`) | a joined client | 200 postcard `ServerMessage`, 204 (not yet; long poll up to 30 s), 410 `{"status","reason"}` (round over for this client), 403 |
 //! | `GET /v1/secagg/rounds/{id}` | anyone | 200 (status, stage, config, joined, pending, deadline, version) |
@@ -17,6 +17,11 @@
 //! enrollment authority's signed [`privfed_secagg::Roster`]; the coordinator cannot check the
 //! authority's signature, the devices do) and plans the active mode's thresholds. The round's
 //! public view (`GET …/{id}`) carries the roster, so devices can fetch and verify it.
+//! An honest-but-curious round is joined with **join tickets**: its creation answers one
+//! single-use ticket per client (256 bits from the OS CSPRNG; only their SHA-256 is stored),
+//! which the administrator hands to the devices it admits, so a stranger cannot fill the round
+//! with Sybils. `"open": true` creates a round anyone may join (experiments on a closed
+//! network; Sybils then count as noise contributors).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +36,9 @@ use privfed_secagg::plan::{GraphChoice, round_config_for};
 use privfed_secagg::{GraphSpec, Receipt, Roster, ThreatModel};
 use serde::Deserialize;
 
-use super::{Coordinator, DEFAULT_STAGE_TIMEOUT, JoinCredential, NewRound, Next, protocol_error};
+use super::{
+    Coordinator, DEFAULT_STAGE_TIMEOUT, JoinCredential, JoinWith, NewRound, Next, protocol_error,
+};
 use crate::http::auth::check_admin;
 use crate::http::body::read_body;
 use crate::http::error::ApiError;
@@ -68,6 +75,8 @@ struct CreateRound {
     stage_timeout_ms: Option<u64>,
     threat_model: Option<String>,
     roster: Option<Roster>,
+    #[serde(default)]
+    open: bool,
 }
 
 /// Largest body of a round creation.
@@ -145,7 +154,7 @@ async fn create(
         .stage_timeout_ms
         .map(Duration::from_millis)
         .unwrap_or(DEFAULT_STAGE_TIMEOUT);
-    let (id, config) = c
+    let created = c
         .create_round(NewRound {
             clients: req.clients,
             threshold,
@@ -154,17 +163,28 @@ async fn create(
             graph,
             stage_timeout,
             roster: req.roster,
+            open: req.open,
         })
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(serde_json::json!({"round": id, "config": config})),
-    )
-        .into_response())
+    let mut body = serde_json::json!({"round": created.id, "config": created.config});
+    if !created.join_tickets.is_empty() {
+        body["join_tickets"] = serde_json::json!(created.join_tickets);
+    }
+    Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
-/// Largest join body (a device key and a signature in JSON arrays).
+/// Largest join body (a device key and a signature in JSON arrays, or a ticket).
 const JOIN_LIMIT: usize = 1024;
+
+/// A join body: `{"device", "signature"}` (active rounds) or `{"ticket"}` (honest-but-curious
+/// rounds); empty for an open round.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JoinBody {
+    device: Option<[u8; 32]>,
+    signature: Option<Vec<u8>>,
+    ticket: Option<String>,
+}
 
 async fn join(
     State(c): State<Arc<Coordinator>>,
@@ -173,14 +193,26 @@ async fn join(
     body: Body,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(&headers, body, JOIN_LIMIT).await?;
-    let credential: Option<JoinCredential> = if bytes.is_empty() {
-        None
-    } else {
-        Some(serde_json::from_slice(&bytes).map_err(|_| {
-            ApiError::BadRequest("a join credential is {\"device\", \"signature\"}".into())
-        })?)
+    let bad = || {
+        ApiError::BadRequest(
+            "a join credential is {\"device\", \"signature\"} (active rounds) or {\"ticket\"} \
+             (honest-but-curious rounds)"
+                .into(),
+        )
     };
-    let (client, token, config) = c.join(&id, credential.as_ref()).await?;
+    let credential = if bytes.is_empty() {
+        JoinWith::Nothing
+    } else {
+        let b: JoinBody = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+        match (b.device, b.signature, b.ticket) {
+            (Some(device), Some(signature), None) => {
+                JoinWith::Device(JoinCredential { device, signature })
+            }
+            (None, None, Some(ticket)) => JoinWith::Ticket(ticket),
+            _ => return Err(bad()),
+        }
+    };
+    let (client, token, config) = c.join(&id, &credential).await?;
     Ok(
         axum::Json(serde_json::json!({"client": client, "token": token, "config": config}))
             .into_response(),

@@ -43,7 +43,9 @@ use tokio::sync::{Mutex, watch};
 
 use crate::http::error::{ApiError, StoreError};
 pub use store::redis::RedisRoundStore;
-pub use store::{EmbeddedRoundStore, PutOutcome, RoundRecord, RoundStore, StoredStatus};
+pub use store::{
+    EmbeddedRoundStore, JoinTicket, PutOutcome, RoundRecord, RoundStore, StoredStatus,
+};
 
 /// Longest a client's long poll for its next message waits.
 pub const MAX_WAIT: Duration = Duration::from_secs(30);
@@ -142,9 +144,25 @@ pub struct NewRound {
     /// How long each stage stays open at most.
     pub stage_timeout: Duration,
     /// `Some`: an active-mode round over this roster (its digest goes into the configuration;
-    /// joining needs an enrolled device's signature). `None`: honest-but-curious, open to
-    /// anyone who joins.
+    /// joining needs an enrolled device's signature). `None`: honest-but-curious, joined with
+    /// one of the round's join tickets unless `open`.
     pub roster: Option<Roster>,
+    /// An honest-but-curious round anyone may join, without a ticket: Sybils can fill it and
+    /// count as noise contributors (for experiments on a closed network only).
+    pub open: bool,
+}
+
+/// A round as created: its id, its configuration, and (honest-but-curious rounds that are not
+/// open) one join ticket per client, which the administrator hands to the devices it admits.
+#[derive(Debug)]
+pub struct CreatedRound {
+    /// The round's id.
+    pub id: String,
+    /// Its configuration.
+    pub config: RoundConfig,
+    /// One single-use join ticket per client (256 bits from the OS CSPRNG, hex; only their
+    /// SHA-256 is stored); empty for active and open rounds.
+    pub join_tickets: Vec<String>,
 }
 
 /// An enrolled device's credential for joining an active round: its verifying key and its
@@ -155,6 +173,17 @@ pub struct JoinCredential {
     pub device: [u8; 32],
     /// Its signature of the round id and the configuration's binding (64 bytes).
     pub signature: Vec<u8>,
+}
+
+/// What a client presents to join a round.
+#[derive(Debug, Clone)]
+pub enum JoinWith {
+    /// Nothing: enough for an open round only.
+    Nothing,
+    /// An enrolled device's signature of the round (active rounds).
+    Device(JoinCredential),
+    /// One of the round's join tickets (honest-but-curious rounds), hex.
+    Ticket(String),
 }
 
 /// What a client's poll for its next message found.
@@ -510,10 +539,7 @@ impl Coordinator {
 
     /// Creates a round: validates the configuration, draws its 256-bit session id from the OS
     /// CSPRNG, stores it.
-    pub async fn create_round(
-        self: &Arc<Self>,
-        new: NewRound,
-    ) -> Result<(String, RoundConfig), ApiError> {
+    pub async fn create_round(self: &Arc<Self>, new: NewRound) -> Result<CreatedRound, ApiError> {
         let mut session_id = [0u8; 32];
         let mut round_id = [0u8; 16];
         {
@@ -541,7 +567,33 @@ impl Coordinator {
                 "stage_timeout_ms must be in 1..=86400000".into(),
             ));
         }
+        if new.open && new.roster.is_some() {
+            return Err(ApiError::BadRequest(
+                "an active round is joined by enrolled devices: it cannot be open".into(),
+            ));
+        }
         let id = hex(&round_id);
+        let join_tickets: Vec<String> = if new.roster.is_some() || new.open {
+            Vec::new()
+        } else {
+            let mut rng = rand::rng();
+            (0..new.clients)
+                .map(|_| {
+                    let mut secret = [0u8; 32];
+                    rng.fill_bytes(&mut secret);
+                    hex(&secret)
+                })
+                .collect()
+        };
+        let stored_tickets = (new.roster.is_none() && !new.open).then(|| {
+            join_tickets
+                .iter()
+                .map(|t| JoinTicket {
+                    digest: token_hash(t),
+                    used: false,
+                })
+                .collect()
+        });
         let record = RoundRecord {
             config: config.clone(),
             status: StoredStatus::Collecting { stage: 0 },
@@ -550,6 +602,7 @@ impl Coordinator {
             joined: Vec::new(),
             roster: new.roster,
             devices: Vec::new(),
+            join_tickets: stored_tickets,
             version: 0,
         };
         self.store
@@ -566,23 +619,31 @@ impl Coordinator {
                 deleted: false,
             },
         );
-        Ok((id, config))
+        Ok(CreatedRound {
+            id,
+            config,
+            join_tickets,
+        })
     }
 
     /// Joins a round during its first stage: the next free client id and a fresh bearer token
     /// (256 bits; only its SHA-256 is stored). The id is taken by compare-and-set, so clients
     /// joining through different processes get different ids.
+    ///
+    /// The credential is checked before anything is stored: an active round admits only
+    /// enrolled devices, each once, with a signature of this round; an honest-but-curious round
+    /// with join tickets admits one client per unused ticket (every stored digest is compared,
+    /// in constant time each); an open round admits anyone. No credential where one is needed
+    /// is 401, a wrong one 403, a used ticket or a device that already joined 409.
     pub async fn join(
         self: &Arc<Self>,
         id: &str,
-        credential: Option<&JoinCredential>,
+        credential: &JoinWith,
     ) -> Result<(ClientId, String, RoundConfig), ApiError> {
         let round = self.round(id).await?;
         let mut r = round.replica.lock().await;
-        // An active round admits only enrolled devices, each once, with a signature of this
-        // round (checked before anything is stored).
         if let Some(roster) = &r.record.roster {
-            let Some(c) = credential else {
+            let JoinWith::Device(c) = credential else {
                 return Err(ApiError::Unauthorized);
             };
             let binding = r.record.config.binding();
@@ -597,6 +658,11 @@ impl Coordinator {
                 return Err(ApiError::Forbidden);
             }
         }
+        let ticket_digest = match (&r.record.join_tickets, credential) {
+            (None, _) => None,
+            (Some(_), JoinWith::Ticket(t)) => Some(token_hash(t)),
+            (Some(_), _) => return Err(ApiError::Unauthorized),
+        };
         let mut secret = [0u8; 32];
         rand::rng().fill_bytes(&mut secret);
         let token = hex(&secret);
@@ -612,7 +678,7 @@ impl Coordinator {
             }
             let mut record = r.record.clone();
             if record.roster.is_some()
-                && let Some(c) = credential
+                && let JoinWith::Device(c) = credential
             {
                 if record.devices.contains(&c.device) {
                     return Err(ApiError::Conflict(
@@ -620,6 +686,21 @@ impl Coordinator {
                     ));
                 }
                 record.devices.push(c.device);
+            }
+            if let (Some(tickets), Some(digest)) = (record.join_tickets.as_mut(), &ticket_digest) {
+                let mut found = None;
+                for (i, t) in tickets.iter().enumerate() {
+                    if same_digest(&t.digest, digest) && found.is_none() {
+                        found = Some(i);
+                    }
+                }
+                let i = found.ok_or(ApiError::Forbidden)?;
+                if tickets[i].used {
+                    return Err(ApiError::Conflict(
+                        "this join ticket has been used (a ticket admits one client)".into(),
+                    ));
+                }
+                tickets[i].used = true;
             }
             record.joined.push(token_hash(&token));
             record.version += 1;

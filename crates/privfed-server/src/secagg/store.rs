@@ -95,9 +95,25 @@ pub struct RoundRecord {
     /// device).
     #[serde(default)]
     pub devices: Vec<[u8; 32]>,
+    /// Honest-but-curious rounds created with join tickets (the default): SHA-256 of each
+    /// ticket the administrator was handed, with whether it was used. `None`: an open round,
+    /// which anyone may join (created with `"open": true`, or stored before rounds had tickets).
+    #[serde(default)]
+    pub join_tickets: Option<Vec<JoinTicket>>,
     /// Advanced by one by every change of the round (compare-and-set of the record, or a stored
     /// message): see the [module documentation](self).
     pub version: u64,
+}
+
+/// One join ticket of an honest-but-curious round, as stored: the SHA-256 of the ticket (the
+/// ticket itself is handed to the administrator once and never stored) and whether a client
+/// joined with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinTicket {
+    /// SHA-256 of the ticket's hex text.
+    pub digest: [u8; 32],
+    /// A client has joined with it (a ticket admits one client).
+    pub used: bool,
 }
 
 /// What [`RoundStore::put_message`] did.

@@ -128,7 +128,12 @@ async fn round_in(
                     .unwrap();
                 (j, Some(c))
             }
-            None => (http.join(&created.round).await.unwrap(), None),
+            None => (
+                http.join_with_ticket(&created.round, &created.join_tickets[i])
+                    .await
+                    .unwrap(),
+                None,
+            ),
         };
         assert_eq!(joined.client as usize, i + 1);
         let (http, x, d) = (http.clone(), xs[i].clone(), drops[i]);
@@ -381,8 +386,10 @@ async fn hostile_requests_get_typed_errors() {
         .await
         .unwrap();
     let round = created.round.clone();
-    let a = http.join(&round).await.unwrap();
-    let b = http.join(&round).await.unwrap();
+    let tickets = &created.join_tickets;
+    assert_eq!(tickets.len(), 3, "one join ticket per client");
+    let a = http.join_with_ticket(&round, &tickets[0]).await.unwrap();
+    let b = http.join_with_ticket(&round, &tickets[1]).await.unwrap();
     let msgs = format!("{base}/{round}/messages");
     let advertise = |client: u32, binding: [u8; 32]| {
         encode(&ClientMessage {
@@ -506,10 +513,10 @@ async fn hostile_requests_get_typed_errors() {
         .unwrap();
     assert_eq!(r.status(), 204);
     // Once the first stage closes, nobody can join.
-    http.join(&round).await.unwrap();
+    http.join_with_ticket(&round, &tickets[2]).await.unwrap();
     http.close_stage(TOKEN, &round).await.unwrap();
     assert!(
-        http.join(&round)
+        http.join_with_ticket(&round, &tickets[2])
             .await
             .unwrap_err()
             .to_string()
@@ -543,7 +550,10 @@ async fn a_round_resumes_after_the_server_restarts_mid_stage() {
     let xs = inputs(n as usize, dim, bits, 9);
     let mut tasks = Vec::new();
     for (i, x) in xs.iter().cloned().enumerate() {
-        let joined = http.join(&created.round).await.unwrap();
+        let joined = http
+            .join_with_ticket(&created.round, &created.join_tickets[i])
+            .await
+            .unwrap();
         let http = http.clone();
         let drop = (i == 9).then_some(Stage::MaskedInput);
         tasks.push(tokio::spawn(async move {
@@ -614,7 +624,10 @@ async fn bodies_are_refused_unread_without_a_valid_token_or_beyond_the_rounds_la
         )
         .await
         .unwrap();
-    let joined = http.join(&created.round).await.unwrap();
+    let joined = http
+        .join_with_ticket(&created.round, &created.join_tickets[0])
+        .await
+        .unwrap();
     // A made-up token with a 100 MB body: 403 before a byte of it is sent.
     let line = status_before_body(&srv.url, &created.round, "made-up", 100 << 20).await;
     assert!(line.starts_with("HTTP/1.1 403"), "{line}");
@@ -645,5 +658,100 @@ async fn bodies_are_refused_unread_without_a_valid_token_or_beyond_the_rounds_la
         .await
         .unwrap();
     assert_eq!(r.status(), 403);
+    srv.shutdown().await;
+}
+
+/// A stranger cannot fill an honest-but-curious round: its creation hands the administrator one
+/// single-use join ticket per client, and a join without one (401), with a made-up one (403) or
+/// with a used one (409) is refused before anything is stored; the round's public view counts
+/// only the clients admitted. A round created `"open": true` has no tickets and admits anyone;
+/// an active round cannot be open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_is_joined_only_with_an_unused_join_ticket_unless_it_is_open() {
+    let dir = TempDir::new("secagg-tickets");
+    let srv = start(&dir.0, "127.0.0.1:0").await;
+    let http = SecAggClient::new(&srv.url).unwrap();
+    let raw = reqwest::Client::new();
+    let base = format!("{}/v1/secagg/rounds", srv.url);
+    let created = http
+        .create_round(
+            TOKEN,
+            &serde_json::json!({"clients": 3, "bits": 16, "dim": 4}),
+        )
+        .await
+        .unwrap();
+    let tickets = &created.join_tickets;
+    assert_eq!(tickets.len(), 3);
+    assert!(
+        tickets.iter().all(|t| t.len() == 64),
+        "256-bit tickets, hex"
+    );
+    let distinct: std::collections::BTreeSet<_> = tickets.iter().collect();
+    assert_eq!(distinct.len(), 3);
+    let join = format!("{base}/{}/join", created.round);
+    let status = |body: Option<serde_json::Value>| {
+        let req = raw.post(&join);
+        let req = match body {
+            Some(b) => req.json(&b),
+            None => req,
+        };
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    // No credential, a made-up ticket, a device credential on a round without a roster, and a
+    // body that is neither.
+    assert_eq!(status(None).await, 401);
+    assert_eq!(
+        status(Some(serde_json::json!({"ticket": "00".repeat(32)}))).await,
+        403
+    );
+    assert_eq!(status(Some(serde_json::json!({"ticket": ""}))).await, 403);
+    assert_eq!(
+        status(Some(
+            serde_json::json!({"device": vec![1u8; 32], "signature": vec![2u8; 64]})
+        ))
+        .await,
+        401
+    );
+    assert_eq!(status(Some(serde_json::json!({"ticket": 5}))).await, 400);
+    assert_eq!(http.status(&created.round).await.unwrap()["joined"], 0);
+    // A ticket admits one client, through any route to the coordinator.
+    let first = http
+        .join_with_ticket(&created.round, &tickets[1])
+        .await
+        .unwrap();
+    assert_eq!(first.client, 1);
+    assert_eq!(
+        status(Some(serde_json::json!({"ticket": &tickets[1]}))).await,
+        409
+    );
+    http.join_with_ticket(&created.round, &tickets[0])
+        .await
+        .unwrap();
+    assert_eq!(http.status(&created.round).await.unwrap()["joined"], 2);
+    // An open round: no tickets, anyone joins.
+    let open = http
+        .create_round(
+            TOKEN,
+            &serde_json::json!({"clients": 3, "bits": 16, "dim": 4, "open": true}),
+        )
+        .await
+        .unwrap();
+    assert!(open.join_tickets.is_empty());
+    assert_eq!(http.join(&open.round).await.unwrap().client, 1);
+    // An active round is joined by enrolled devices: it cannot be open, and has no tickets.
+    let e = Enrollment::new(4, &mut ChaCha20Rng::seed_from_u64(4));
+    let resp = raw
+        .post(&base)
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({"clients": 4, "bits": 16, "dim": 4, "threat_model": "active", "roster": &e.roster, "open": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let active = http
+        .create_round(TOKEN, &serde_json::json!({"clients": 4, "bits": 16, "dim": 4, "threat_model": "active", "roster": &e.roster}))
+        .await
+        .unwrap();
+    assert!(active.join_tickets.is_empty());
     srv.shutdown().await;
 }

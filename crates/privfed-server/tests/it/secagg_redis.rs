@@ -165,9 +165,14 @@ impl Multi {
         }
     }
 
-    async fn join(&self, round: &str) -> Joined {
+    /// Joins with one of the round's join tickets.
+    async fn join(&self, round: &str, ticket: &str) -> Joined {
+        let body = serde_json::json!({ "ticket": ticket });
         let r = self
-            .send(|h, u| h.post(format!("{u}/v1/secagg/rounds/{round}/join")))
+            .send(|h, u| {
+                h.post(format!("{u}/v1/secagg/rounds/{round}/join"))
+                    .json(&body)
+            })
             .await;
         assert_eq!(r.status(), 200);
         let mut j: Joined = r.json().await.unwrap();
@@ -292,7 +297,8 @@ async fn operate(urls: &[&str], round: &str, drops: &[Option<Stage>]) {
     }
 }
 
-async fn create(url: &str, n: usize, dim: usize, bits: u32) -> String {
+/// Creates a round: its id and its join tickets, one per client.
+async fn create(url: &str, n: usize, dim: usize, bits: u32) -> (String, Vec<String>) {
     SecAggClient::new(url)
         .unwrap()
         .create_round(
@@ -300,8 +306,8 @@ async fn create(url: &str, n: usize, dim: usize, bits: u32) -> String {
             &serde_json::json!({"clients": n, "bits": bits, "dim": dim, "stage_timeout_ms": 120000}),
         )
         .await
+        .map(|c| (c.round, c.join_tickets))
         .unwrap()
-        .round
 }
 
 async fn result(url: &str, round: &str) -> Aggregate {
@@ -324,7 +330,7 @@ async fn two_processes_serve_one_round_with_alternating_requests_and_dropouts() 
     let b = Proc::start(&redis.url());
     let urls = [a.url.as_str(), b.url.as_str()];
     let (n, dim, bits) = (14usize, 300usize, 32u32);
-    let round = create(urls[0], n, dim, bits).await;
+    let (round, tickets) = create(urls[0], n, dim, bits).await;
     let xs = inputs(n, dim, bits, 11);
     let mut drops = vec![None; n];
     drops[1] = Some(Stage::AdvertiseKeys);
@@ -338,7 +344,19 @@ async fn two_processes_serve_one_round_with_alternating_requests_and_dropouts() 
     for i in 0..n {
         // Joins alternate too: ids are handed out by compare-and-set in the store.
         let m = Multi::new(&urls, Spread::Alternate, i);
-        let j = m.join(&round).await;
+        let j = m.join(&round, &tickets[i]).await;
+        if i == 0 {
+            // The ticket is spent in the store: the other process refuses it too.
+            for url in urls {
+                let again = reqwest::Client::new()
+                    .post(format!("{url}/v1/secagg/rounds/{round}/join"))
+                    .json(&serde_json::json!({ "ticket": &tickets[0] }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(again.status(), 409, "a used ticket through {url}");
+            }
+        }
         ids.push(j.client);
         first.get_or_insert_with(|| j.clone());
         let (x, d) = (xs[i].clone(), drops[i]);
@@ -408,14 +426,14 @@ async fn a_round_started_on_one_process_completes_on_another_after_the_first_is_
     let urls = [a.url.clone(), b.url.clone()];
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     let (n, dim, bits) = (10usize, 2000usize, 24u32);
-    let round = create(urls[0], n, dim, bits).await;
+    let (round, tickets) = create(urls[0], n, dim, bits).await;
     let xs = inputs(n, dim, bits, 12);
     let mut drops = vec![None; n];
     drops[9] = Some(Stage::MaskedInput);
     let mut tasks = Vec::new();
     for i in 0..n {
         let m = Multi::new(&urls, Spread::Failover, 0);
-        let j = m.join(&round).await;
+        let j = m.join(&round, &tickets[i]).await;
         let (x, d) = (xs[i].clone(), drops[i]);
         tasks.push(tokio::spawn(async move { m.participate(&j, &x, d).await }));
     }
@@ -475,14 +493,14 @@ async fn a_redis_restart_mid_round_loses_no_acknowledged_message() {
     let b = Proc::start(&redis.url());
     let urls = [a.url.as_str(), b.url.as_str()];
     let (n, dim, bits) = (10usize, 1000usize, 20u32);
-    let round = create(urls[0], n, dim, bits).await;
+    let (round, tickets) = create(urls[0], n, dim, bits).await;
     let xs = inputs(n, dim, bits, 13);
     let mut drops = vec![None; n];
     drops[9] = Some(Stage::MaskedInput);
     let mut tasks = Vec::new();
     for i in 0..n {
         let m = Multi::new(&urls, Spread::Alternate, i);
-        let j = m.join(&round).await;
+        let j = m.join(&round, &tickets[i]).await;
         let (x, d) = (xs[i].clone(), drops[i]);
         tasks.push(tokio::spawn(async move { m.participate(&j, &x, d).await }));
     }
@@ -528,10 +546,14 @@ async fn a_store_that_went_back_in_time_aborts_the_round_on_every_process() {
     let b = Proc::start_with(&redis.url(), Durability::BestEffort);
     let urls = [a.url.as_str(), b.url.as_str()];
     let n = 6usize;
-    let round = create(urls[0], n, 8, 16).await;
+    let (round, tickets) = create(urls[0], n, 8, 16).await;
     let mut joined = Vec::new();
-    for i in 0..n {
-        joined.push(Multi::new(&urls, Spread::Alternate, i).join(&round).await);
+    for (i, ticket) in tickets.iter().enumerate() {
+        joined.push(
+            Multi::new(&urls, Spread::Alternate, i)
+                .join(&round, ticket)
+                .await,
+        );
     }
     // Everyone's keys, half through each server: the snapshot holds only the first four.
     let mut rng = ChaCha20Rng::seed_from_u64(5);

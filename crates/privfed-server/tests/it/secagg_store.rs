@@ -12,7 +12,8 @@ use privfed_server::ddml::store::redis::{Durability, RedisOptions};
 use privfed_server::secagg::store::RESULT_STAGE;
 use privfed_server::secagg::store::redis::DEFAULT_PREFIX;
 use privfed_server::secagg::{
-    EmbeddedRoundStore, PutOutcome, RedisRoundStore, RoundRecord, RoundStore, StoredStatus,
+    EmbeddedRoundStore, JoinTicket, PutOutcome, RedisRoundStore, RoundRecord, RoundStore,
+    StoredStatus,
 };
 
 use crate::common::{self, TempDir};
@@ -34,6 +35,17 @@ fn record(clients: u32) -> RoundRecord {
         joined: Vec::new(),
         roster: None,
         devices: Vec::new(),
+        // One used and one unused join ticket: both stores give them back as stored.
+        join_tickets: Some(vec![
+            JoinTicket {
+                digest: [3; 32],
+                used: true,
+            },
+            JoinTicket {
+                digest: [4; 32],
+                used: false,
+            },
+        ]),
         version: 0,
     }
 }

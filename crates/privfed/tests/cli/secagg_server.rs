@@ -102,7 +102,10 @@ fn a_round_survives_kill_9_of_the_server_mid_stage() {
             .collect();
         let mut tasks = Vec::new();
         for (i, x) in xs.iter().cloned().enumerate() {
-            let joined = http.join(&created.round).await.unwrap();
+            let joined = http
+                .join_with_ticket(&created.round, &created.join_tickets[i])
+                .await
+                .unwrap();
             let http = http.clone();
             let drop = (i == n - 1).then_some(Stage::MaskedInput);
             tasks.push(tokio::spawn(async move { http.participate(&joined, &x, drop).await }));
@@ -191,15 +194,15 @@ fn two_serve_processes_share_a_round_in_redis_and_survive_kill_9_of_one() {
             )
             .await
             .unwrap();
-        let round = created.round;
+        let (round, tickets) = (created.round, created.join_tickets);
         let m = privfed_secagg::mask::modulus_mask(bits);
         let xs: Vec<Vec<u64>> = (0..n)
             .map(|i| (0..dim).map(|j| ((i * 7919 + j * 104_729 + 3) as u64) & m).collect())
             .collect();
         let mut joined = Vec::new();
-        for i in 0..n {
+        for (i, ticket) in tickets.iter().enumerate() {
             // Client i + 1 joins through the server it will use throughout.
-            let j = via(i).join(&round).await.unwrap();
+            let j = via(i).join_with_ticket(&round, ticket).await.unwrap();
             assert_eq!(j.client as usize, i + 1);
             joined.push(j);
         }

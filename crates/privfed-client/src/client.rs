@@ -50,8 +50,9 @@ impl ClientError {
     }
 }
 
-/// The header carrying a draw's single-use ticket.
-pub const TICKET_HEADER: &str = "privfed-ticket";
+/// The header carrying a draw's single-use ticket (its home is `privfed_ddml::wire`, which the
+/// server reads too).
+pub use privfed_ddml::wire::TICKET_HEADER;
 
 /// A drawn instance and the ticket to send back with the update computed from it.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,9 +5,9 @@
 //! filter ([`engine`], Alg. 2, §4.2), the update guard that accepts only plausible client steps
 //! from the drawn instance ([`guard`]), the server's decision on an update as data — overwrite
 //! instance `j`, or count a rejection — that the stores of `privfed-server` only persist
-//! ([`decision`]), and the plain-data wire types that a server and a device
-//! both need ([`wire`]). Models and gradients come from `privfed-learn`, noise from
-//! `privfed-mechanisms`.
+//! ([`decision`]), the rules of draw tickets ([`ticket`]), and the plain-data wire types that a
+//! server and a device both need ([`wire`]). Models and gradients come from `privfed-learn`,
+//! noise from `privfed-mechanisms`.
 //!
 //! This is a protocol crate: no I/O, no clock, no global RNG. Randomness comes in as
 //! `rng: &mut R` with `R: Rng + CryptoRng`. The HTTP server (`privfed-server`), the device-side
@@ -39,6 +39,7 @@ pub mod client;
 pub mod decision;
 pub mod engine;
 pub mod guard;
+pub mod ticket;
 pub mod wire;
 
 pub use privfed_learn::{LearnError, Result};

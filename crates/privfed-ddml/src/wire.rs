@@ -1,10 +1,15 @@
 //! What travels between a Draw-and-Discard server and a device, as plain data: the body of a
-//! model-creation request ([`CreateModel`]) and the binary weight format (little-endian `f32`,
-//! [`encode_f32`], [`decode_f32`]). The server (`privfed-server`) and the device-side client
+//! model-creation request ([`CreateModel`]), the header that carries a draw's ticket
+//! ([`TICKET_HEADER`]) and the binary weight format (little-endian `f32`, [`encode_f32`],
+//! [`decode_f32`]). The server (`privfed-server`) and the device-side client
 //! (`privfed-client`) both use these, so neither has to link the other. Validation of a request
 //! against a server's limits stays in the server.
 
 use serde::{Deserialize, Serialize};
+
+/// The HTTP header carrying a draw's single-use ticket: the answer of `GET …/draw`, sent back
+/// with the `POST …/updates` computed from that draw (32 hex digits).
+pub const TICKET_HEADER: &str = "privfed-ticket";
 
 /// The body of `POST /v1/models`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

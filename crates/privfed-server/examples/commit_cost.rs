@@ -1,5 +1,5 @@
 //! What one group commit costs the writer thread: a record of the update journal
-//! (`privfed_server::store::journal`: one positioned write and one `fdatasync`) against a redb
+//! (`privfed_server::ddml::store::journal`: one positioned write and one `fdatasync`) against a redb
 //! transaction with `Durability::Immediate` holding the same instance values (what a commit was
 //! before the journal). Both write `values` instances of `dim` weights (the batch's last value of
 //! each) out of `k` = 20, and one model's metadata, `commits` times, in a fresh directory under
@@ -9,7 +9,7 @@
 //! (defaults 2000, 9, 387) prints, per commit, the wall time and the writer thread's CPU time
 //! (user + system, from `/proc/thread-self/schedstat`; Linux only), for each in turn, twice.
 
-use privfed_server::store::journal::{self, Entry, Journal};
+use privfed_server::ddml::store::journal::{self, Entry, Journal};
 use redb::{Database, Durability, TableDefinition};
 use std::path::Path;
 use std::time::Instant;

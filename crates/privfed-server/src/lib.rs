@@ -23,7 +23,7 @@
 //! An update is checked before its body is read (model, content type, declared length, ticket);
 //! a refused update's body is never read. Defences against hostile clients (per-address caps on
 //! connections and tickets, tickets protected for the step time, a budget of bodies in flight)
-//! are in [`defence`], [`ticket`] and [`server`].
+//! are in [`http::defence`], [`ddml::ticket`] and [`server`].
 //!
 //! ## Limits
 //! [`serve_with`] takes a [`ServeConfig`] (defaults: header timeout 10 s, body 30 s, idle
@@ -31,47 +31,54 @@
 //! `--header-timeout-secs`, `--body-timeout-secs`, `--idle-timeout-secs`, `--write-timeout-secs`,
 //! `--max-connections`, `--shutdown-deadline-secs`); see [`server`]. Total model memory is capped
 //! by [`AppState::max_model_bytes`] (`--max-model-bytes`, default 2 GiB of weights). Views of
-//! models above [`api::SMALL_VIEW_FLOATS`] floats are rendered off the async workers and shared
-//! for up to [`api::VIEW_TTL`]; JSON draws above [`api::STREAM_JSON_FLOATS`] weights are streamed.
+//! models above [`ddml::api::SMALL_VIEW_FLOATS`] floats are rendered off the async workers and shared
+//! for up to [`ddml::api::VIEW_TTL`]; JSON draws above [`ddml::api::STREAM_JSON_FLOATS`] weights are streamed.
 //!
 //! ## Logs
 //! The crate logs through `tracing` (the binary installs the subscriber): one DEBUG event per
 //! request (target `privfed_server::request`: method, route template, status, latency in µs),
 //! internal errors and failed commits at ERROR, 503s at WARN, start-up and shutdown at INFO.
-//! Errors are JSON `{"error", "message"}` ([`error`]). Weights are stored as `f32`.
+//! Errors are JSON `{"error", "message"}` ([`http::error`]). Weights are stored as `f32`.
 //!
 //! ## Clients
 //! Devices link `privfed-client` (no server stack): its async `Client` (re-exported here as
 //! [`client`] so existing imports keep working) and its load generator. The simulator's adapter
 //! that trains against a live server is `privfed_sim::http::HttpModelServer`.
 //!
+//! ## Layout
+//! | module | what |
+//! |---|---|
+//! | [`http`] | the kit both protocols' routes share: errors and their mapping to responses, the admin token, body limits, extractors, metrics, rate limit, defences |
+//! | [`ddml`] | Draw-and-Discard: routes ([`ddml::api`]), model specification, tickets, and the stores that persist the decisions of `privfed_ddml` |
+//! | [`secagg`] | secure aggregation: the coordinator over `privfed_secagg`, its routes and round stores |
+//! | [`redis_conn`] | the Redis connection and durability policy both Redis stores share |
+//! | [`server`] | the connection layer (timeouts, connection caps, shutdown) around the router |
+//!
+//! Dependencies go one way: `server` → `ddml` → `secagg` → `redis_conn` → `http` (each may also
+//! use any module after it); `http` depends on no other module of the crate.
+//!
 //! ## Stores
-//! [`store::embedded::EmbeddedStore`] (redb, group commit, crash consistent) and
-//! [`store::redis::RedisStore`] (shared by several processes). Secure-aggregation rounds have
+//! [`ddml::store::embedded::EmbeddedStore`] (redb, group commit, crash consistent) and
+//! [`ddml::store::redis::RedisStore`] (shared by several processes). Secure-aggregation rounds have
 //! their own [`secagg::RoundStore`]: [`secagg::EmbeddedRoundStore`] beside the embedded model
 //! store, or [`secagg::RedisRoundStore`] over the Redis model store's connection, so several
 //! processes serve one round.
 
-pub mod api;
-pub mod defence;
-pub mod error;
-pub mod metrics;
-pub mod model;
+pub mod ddml;
+pub mod http;
 pub mod openapi;
-pub mod ratelimit;
+pub mod redis_conn;
 pub mod secagg;
 pub mod server;
-pub mod store;
-pub mod ticket;
 
 /// The device-side client, re-exported from `privfed_client::client` (its home) so that
 /// `privfed_server::client::Client` keeps working.
 pub use privfed_client::client;
 
-pub use api::{AppState, router};
-pub use error::{ApiError, StoreError};
+pub use ddml::api::{AppState, router};
+pub use ddml::store::{Store, embedded::EmbeddedStore, redis::RedisStore};
+pub use http::error::{ApiError, StoreError};
 pub use server::{ServeConfig, serve_with};
-pub use store::{Store, embedded::EmbeddedStore, redis::RedisStore};
 
 use std::sync::Arc;
 

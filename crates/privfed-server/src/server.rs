@@ -19,17 +19,18 @@
 //! sockets into failed requests for honest clients.
 //!
 //! One client address cannot hold the slots: an accepted connection whose address bucket
-//! ([`crate::ticket::client_bucket`]) already holds [`ServeConfig::max_connections_per_address`]
+//! ([`crate::ddml::ticket::client_bucket`]) already holds [`ServeConfig::max_connections_per_address`]
 //! open connections is closed at once (and the defence is counted and logged,
-//! [`crate::defence`]). Silent sockets re-opened from one address then hold at most that many
+//! [`crate::http::defence`]). Silent sockets re-opened from one address then hold at most that many
 //! slots, each for at most the header timeout.
 //!
 //! On shutdown the listener is closed, idle connections are closed, in-flight requests finish;
 //! after the shutdown deadline the remaining connections are dropped and [`serve_with`] returns,
 //! so the state (and the store's lock) can be released.
 
-use crate::api::{AppState, router};
-use crate::store::Store;
+use crate::ddml::api::{AppState, router};
+use crate::ddml::store::Store;
+use crate::http::body::BodyTimeout;
 use axum::Router;
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
@@ -140,7 +141,7 @@ pub async fn serve_with<S: Store>(
             drop(tcp);
             drop(permit);
             state.defences.fired(
-                crate::defence::Defence::ConnectionsPerAddress,
+                crate::http::defence::Defence::ConnectionsPerAddress,
                 Some(peer.ip()),
             );
             continue;
@@ -206,7 +207,7 @@ struct PerAddress {
 impl PerAddress {
     /// Counts a connection from `ip`, or `None` if its bucket holds `cap` already.
     fn open(map: &OpenByAddress, ip: std::net::IpAddr, cap: usize) -> Option<Self> {
-        let bucket = crate::ticket::client_bucket(ip);
+        let bucket = crate::ddml::ticket::client_bucket(ip);
         let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
         let n = m.entry(bucket).or_insert(0);
         if *n >= cap {
@@ -557,12 +558,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
-
-/// The error of a request body that did not arrive within the body timeout; the API answers it
-/// with 408.
-#[derive(Debug, thiserror::Error)]
-#[error("the request body did not arrive within {0:?}")]
-pub struct BodyTimeout(pub Duration);
 
 /// A request body that fails with [`BodyTimeout`] if it is not complete within its deadline. The
 /// timer is created only if the body has to wait.

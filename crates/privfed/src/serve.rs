@@ -2,9 +2,9 @@
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
+use privfed_server::ddml::store::embedded::{CommitPacing, EmbeddedOptions, IdleSignal, OpenMode};
+use privfed_server::ddml::store::redis::{Durability, RedisOptions};
 use privfed_server::secagg::{EmbeddedRoundStore, RedisRoundStore, RoundStore};
-use privfed_server::store::embedded::{CommitPacing, EmbeddedOptions, IdleSignal, OpenMode};
-use privfed_server::store::redis::{Durability, RedisOptions};
 use privfed_server::{AppState, EmbeddedStore, RedisStore, ServeConfig, Store};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -84,7 +84,7 @@ pub struct ServeArgs {
     /// checkpointed into the database). A larger journal checkpoints less often. An existing
     /// store keeps its journal's size.
     #[arg(long, value_name = "BYTES", requires = "init_store",
-          default_value_t = privfed_server::store::journal::DEFAULT_JOURNAL_BYTES)]
+          default_value_t = privfed_server::ddml::store::journal::DEFAULT_JOURNAL_BYTES)]
     pub journal_bytes: u64,
     /// Close a connection whose request head (line and headers) is not complete this many
     /// seconds after its first byte (or after accept).
@@ -113,20 +113,20 @@ pub struct ServeArgs {
     /// room for another draw (a model whose ticket book is full of younger ones answers draws 429
     /// with Retry-After), and a client's draws count against --tickets-per-client for this long
     /// unless it posts their updates first.
-    #[arg(long, default_value_t = privfed_server::ticket::DEFAULT_TICKET_MIN_AGE.as_secs())]
+    #[arg(long, default_value_t = privfed_server::ddml::ticket::DEFAULT_TICKET_MIN_AGE.as_secs())]
     pub ticket_step_secs: u64,
     /// Outstanding tickets one client address (IPv4 address or IPv6 /64) may hold within the step
     /// time; further draws answer 429 with Retry-After (0: no cap).
-    #[arg(long, default_value_t = privfed_server::ticket::DEFAULT_TICKETS_PER_CLIENT)]
+    #[arg(long, default_value_t = privfed_server::ddml::ticket::DEFAULT_TICKETS_PER_CLIENT)]
     pub tickets_per_client: usize,
     /// Embedded store: a write whose commit has not completed after this many seconds answers
     /// 503, /healthz turns 503 and an ERROR is logged, until commits complete again (a stalled
     /// disk).
-    #[arg(long, default_value_t = privfed_server::store::embedded::DEFAULT_COMMIT_DEADLINE.as_secs())]
+    #[arg(long, default_value_t = privfed_server::ddml::store::embedded::DEFAULT_COMMIT_DEADLINE.as_secs())]
     pub commit_deadline_secs: u64,
     /// Bytes of update bodies read at once, at most; an update that finds no room within a second
     /// answers 503. Bounds the memory anonymous posts can hold.
-    #[arg(long, value_name = "BYTES", default_value_t = privfed_server::api::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)]
+    #[arg(long, value_name = "BYTES", default_value_t = privfed_server::http::body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)]
     pub max_body_bytes_in_flight: u64,
     /// On SIGTERM or Ctrl-C, drop connections still open after this many seconds and exit.
     #[arg(long, default_value_t = ServeConfig::default().shutdown_deadline.as_secs())]
@@ -136,7 +136,7 @@ pub struct ServeArgs {
     /// measured 6.7 times this (scripts/bench/model_memory.sh: 16 models of 2^20 weights × 8,
     /// each drawn and updated 16 times): the weights, their encoded copy for draws, instances
     /// kept for outstanding tickets (up to 64 MiB per model) and the database's page cache.
-    #[arg(long, default_value_t = privfed_server::api::DEFAULT_MAX_MODEL_BYTES)]
+    #[arg(long, default_value_t = privfed_server::ddml::api::DEFAULT_MAX_MODEL_BYTES)]
     pub max_model_bytes: u64,
     /// Per-client limit on draws and updates, per second (token bucket per client IP; default:
     /// none). Bounds what one client can do to a model (docs/SERVER_THREAT_MODEL.md). Behind a
@@ -159,7 +159,7 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// `--journal-bytes`, validated.
     pub fn journal_bytes(&self) -> anyhow::Result<u64> {
-        let range = privfed_server::store::journal::MIN_JOURNAL_BYTES..=(1 << 40);
+        let range = privfed_server::ddml::store::journal::MIN_JOURNAL_BYTES..=(1 << 40);
         if !range.contains(&self.journal_bytes) {
             bail!(
                 "--journal-bytes must be between {} and {}",
@@ -272,14 +272,14 @@ async fn run_with<S: Store>(
     state.max_model_bytes = args.max_model_bytes;
     state.rate_limit = args
         .rate_limit()?
-        .map(privfed_server::ratelimit::RateLimiter::new);
+        .map(privfed_server::http::ratelimit::RateLimiter::new);
     state.draw_quota = (args.tickets_per_client > 0).then(|| {
-        privfed_server::ticket::DrawQuota::new(
+        privfed_server::ddml::ticket::DrawQuota::new(
             args.tickets_per_client,
             Duration::from_secs(args.ticket_step_secs),
         )
     });
-    state.body_budget = privfed_server::api::BodyBudget::new(args.max_body_bytes_in_flight);
+    state.body_budget = privfed_server::http::body::BodyBudget::new(args.max_body_bytes_in_flight);
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
@@ -334,12 +334,12 @@ async fn run_with<S: Store>(
 
 impl ServeArgs {
     /// The per-client rate limit of --rate-limit/--rate-burst, validated.
-    fn rate_limit(&self) -> anyhow::Result<Option<privfed_server::ratelimit::RateLimit>> {
+    fn rate_limit(&self) -> anyhow::Result<Option<privfed_server::http::ratelimit::RateLimit>> {
         let Some(per_second) = self.rate_limit else {
             return Ok(None);
         };
         let burst = self.rate_burst.unwrap_or(per_second.max(1.0));
-        privfed_server::ratelimit::RateLimit::new(per_second, burst)
+        privfed_server::http::ratelimit::RateLimit::new(per_second, burst)
             .map(Some)
             .with_context(|| {
                 format!(
@@ -381,7 +381,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                     pacing,
                     journal_bytes,
                     commit_deadline: Duration::from_secs(args.commit_deadline_secs),
-                    limits: privfed_server::ticket::TicketLimits {
+                    limits: privfed_server::ddml::ticket::TicketLimits {
                         min_age: Duration::from_secs(args.ticket_step_secs),
                         ..Default::default()
                     },

@@ -39,8 +39,9 @@ use serde::Deserialize;
 use super::{
     Coordinator, DEFAULT_STAGE_TIMEOUT, JoinCredential, JoinWith, NewRound, Next, protocol_error,
 };
-use crate::api::{check_admin, read_body};
-use crate::error::ApiError;
+use crate::http::auth::check_admin;
+use crate::http::body::read_body;
+use crate::http::error::ApiError;
 
 /// The routes, over `coordinator`.
 pub fn router(coordinator: Arc<Coordinator>) -> Router {

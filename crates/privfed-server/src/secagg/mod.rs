@@ -41,7 +41,7 @@ use rand::Rng;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, watch};
 
-use crate::error::{ApiError, StoreError};
+use crate::http::error::{ApiError, StoreError};
 pub use store::redis::RedisRoundStore;
 pub use store::{
     EmbeddedRoundStore, JoinTicket, PutOutcome, RoundRecord, RoundStore, StoredStatus,

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use privfed_secagg::{ClientId, Roster, RoundConfig};
 
-use crate::error::StoreError;
+use crate::http::error::StoreError;
 
 /// The file of the embedded round store, in the server's data directory.
 pub const ROUNDS_FILE: &str = "secagg.redb";

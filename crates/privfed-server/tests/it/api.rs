@@ -76,7 +76,7 @@ fn json_update(name: &str, w: &Value) -> Request<Body> {
 fn bin_update(name: &str, w: &[f32]) -> Request<Body> {
     Request::post(format!("/v1/models/{name}/updates"))
         .header("content-type", "application/octet-stream")
-        .body(Body::from(privfed_server::model::encode_f32(w)))
+        .body(Body::from(privfed_server::ddml::model::encode_f32(w)))
         .unwrap()
 }
 
@@ -520,12 +520,16 @@ async fn bench_ceiling_routes() {
     assert_eq!((s, b.len()), (StatusCode::OK, 20));
     let req = Request::post("/bench/2")
         .header("content-type", "application/octet-stream")
-        .body(Body::from(privfed_server::model::encode_f32(&[1.0, 2.0])))
+        .body(Body::from(privfed_server::ddml::model::encode_f32(&[
+            1.0, 2.0,
+        ])))
         .unwrap();
     assert_eq!(call(&app, req).await.0, StatusCode::ACCEPTED);
     let req = Request::post("/bench/3")
         .header("content-type", "application/octet-stream")
-        .body(Body::from(privfed_server::model::encode_f32(&[1.0, 2.0])))
+        .body(Body::from(privfed_server::ddml::model::encode_f32(&[
+            1.0, 2.0,
+        ])))
         .unwrap();
     assert_eq!(call(&app, req).await.0, StatusCode::BAD_REQUEST);
 }
@@ -660,7 +664,7 @@ async fn the_update_guard_is_on_by_default() {
         Request::post("/v1/models/g/updates")
             .header("content-type", "application/octet-stream")
             .header("privfed-ticket", t)
-            .body(Body::from(privfed_server::model::encode_f32(w)))
+            .body(Body::from(privfed_server::ddml::model::encode_f32(w)))
             .unwrap()
     };
     // A step of exactly γ per weight (no noise declared) passes; 1.5γ does not.
@@ -714,5 +718,5 @@ async fn drawn(app: &App, req: Request<Body>) -> (Vec<f32>, String) {
         .unwrap()
         .to_string();
     let b = resp.into_body().collect().await.unwrap().to_bytes();
-    (privfed_server::model::decode_f32(&b).unwrap(), t)
+    (privfed_server::ddml::model::decode_f32(&b).unwrap(), t)
 }

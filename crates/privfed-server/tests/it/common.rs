@@ -1,6 +1,6 @@
 //! Test helpers: temporary directories and a Redis server on a free loopback port.
 
-use privfed_server::model::CreateModel;
+use privfed_server::ddml::model::CreateModel;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

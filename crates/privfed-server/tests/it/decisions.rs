@@ -6,8 +6,8 @@
 
 use crate::common;
 use privfed_ddml::engine::SpamRejection;
-use privfed_server::model::ModelSpec;
-use privfed_server::store::{Admission, Decision, Rejection, Store, SubmitOutcome};
+use privfed_server::ddml::model::ModelSpec;
+use privfed_server::ddml::store::{Admission, Decision, Rejection, Store, SubmitOutcome};
 use privfed_server::{EmbeddedStore, RedisStore};
 use rand::{RngExt, SeedableRng};
 

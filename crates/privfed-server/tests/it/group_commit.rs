@@ -5,9 +5,9 @@
 //! is exercised by the CLI tests and `/metrics` reports the commits.
 
 use crate::common;
-use privfed_server::model::ModelSpec;
-use privfed_server::store::embedded::{CommitPacing, EmbeddedOptions, IdleSignal, OpenMode};
-use privfed_server::store::{CommitStats, Store, Submission, SubmitOutcome};
+use privfed_server::ddml::model::ModelSpec;
+use privfed_server::ddml::store::embedded::{CommitPacing, EmbeddedOptions, IdleSignal, OpenMode};
+use privfed_server::ddml::store::{CommitStats, Store, Submission, SubmitOutcome};
 use privfed_server::{EmbeddedStore, StoreError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -211,7 +211,7 @@ async fn a_batch_stores_its_last_value_of_each_instance() {
     assert_commits(&store, 1, 6);
     let drawn = store.draw("g").await.unwrap();
     assert_eq!(
-        privfed_server::model::decode_f32(&drawn.weights).unwrap(),
+        privfed_server::ddml::model::decode_f32(&drawn.weights).unwrap(),
         [6.0; 3]
     );
     let snap = store.snapshot("g").await.unwrap();
@@ -275,7 +275,7 @@ async fn a_park_hands_a_large_models_updates_to_the_writer() {
     let dir = common::TempDir::new("pacing-large");
     let signal = IdleSignal::new();
     let store = Arc::new(idle_store(&dir, &signal, Duration::from_secs(600)));
-    let dim = privfed_server::store::embedded::JOURNAL_MAX_INSTANCE_BYTES / 4 + 1;
+    let dim = privfed_server::ddml::store::embedded::JOURNAL_MAX_INSTANCE_BYTES / 4 + 1;
     let large = ModelSpec {
         dim,
         k: 1,

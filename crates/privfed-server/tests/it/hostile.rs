@@ -4,8 +4,8 @@
 
 use crate::serving::{TOKEN, fast, read_until_closed, secs, status_of};
 use privfed_server::EmbeddedStore;
-use privfed_server::store::embedded::{EmbeddedOptions, OpenMode};
-use privfed_server::ticket::{DrawQuota, TicketLimits};
+use privfed_server::ddml::store::embedded::{EmbeddedOptions, OpenMode};
+use privfed_server::ddml::ticket::{DrawQuota, TicketLimits};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -154,8 +154,8 @@ async fn a_draw_flood_does_not_void_a_young_ticket() {
             assert_eq!(post(&honest, srv.addr, &t.unwrap(), w).await, 202);
         }
         let d = &srv.state().defences;
-        let fired = d.count(privfed_server::defence::Defence::DrawQuota)
-            + d.count(privfed_server::defence::Defence::TicketsFull);
+        let fired = d.count(privfed_server::http::defence::Defence::DrawQuota)
+            + d.count(privfed_server::http::defence::Defence::TicketsFull);
         assert_eq!(fired, refused, "every refusal is counted");
     }
 }
@@ -205,7 +205,7 @@ async fn updates_are_refused_before_their_body_is_read() {
     assert_eq!(
         srv.state()
             .defences
-            .count(privfed_server::defence::Defence::UnreadRefused),
+            .count(privfed_server::http::defence::Defence::UnreadRefused),
         2
     );
 }

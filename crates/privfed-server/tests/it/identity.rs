@@ -3,7 +3,7 @@
 
 use crate::common;
 use privfed_server::client::{Client, Submitted};
-use privfed_server::store::embedded::DB_FILE;
+use privfed_server::ddml::store::embedded::DB_FILE;
 use privfed_server::{EmbeddedStore, RedisStore};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,7 +20,7 @@ async fn start_upload(
 ) -> tokio::net::TcpStream {
     let addr = url.trim_start_matches("http://");
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let body = privfed_server::model::encode_f32(&vec![0.5f32; dim]);
+    let body = privfed_server::ddml::model::encode_f32(&vec![0.5f32; dim]);
     let ticket = ticket
         .map(|t| format!("Privfed-Ticket: {t}\r\n"))
         .unwrap_or_default();
@@ -331,7 +331,7 @@ async fn creating_over_an_existing_store_is_refused() {
 /// never issued (one bit changed) is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_tickets_outlive_checkpoints_and_a_restart() {
-    use privfed_server::store::embedded::{EmbeddedOptions, OpenMode};
+    use privfed_server::ddml::store::embedded::{EmbeddedOptions, OpenMode};
     let dir = common::TempDir::new("tickets-restart");
     let options = EmbeddedOptions {
         journal_bytes: 4096,
@@ -340,7 +340,7 @@ async fn embedded_tickets_outlive_checkpoints_and_a_restart() {
     let store = EmbeddedStore::open_with(&dir.0, OpenMode::Create, options).unwrap();
     let (url, stop, h) = common::serve_on_loopback(store, TOKEN).await;
     let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
-    let spec = privfed_server::model::CreateModel {
+    let spec = privfed_server::ddml::model::CreateModel {
         init_std: Some(1.0),
         spam_sigmas: Some(3.0),
         ..common::spec("m", 3, 1000)

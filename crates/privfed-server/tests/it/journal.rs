@@ -1,4 +1,4 @@
-//! The embedded store's update journal (`privfed_server::store::journal`): a group commit is one
+//! The embedded store's update journal (`privfed_server::ddml::store::journal`): a group commit is one
 //! record appended and synced; checkpoints move the journal's instances into redb; recovery
 //! replays what follows the last checkpoint. A crash is stood in for by copying the data
 //! directory while the store runs (after the acknowledgements, with no commit in flight): the
@@ -7,12 +7,12 @@
 
 use crate::common;
 use privfed_ddml::engine::SpamFilter;
-use privfed_server::model::ModelSpec;
-use privfed_server::store::embedded::{
+use privfed_server::ddml::model::ModelSpec;
+use privfed_server::ddml::store::embedded::{
     DB_FILE, EmbeddedOptions, JOURNAL_MAX_INSTANCE_BYTES, OpenMode,
 };
-use privfed_server::store::journal::{self, JOURNAL_FILE};
-use privfed_server::store::{Store, Submission, SubmitOutcome};
+use privfed_server::ddml::store::journal::{self, JOURNAL_FILE};
+use privfed_server::ddml::store::{Store, Submission, SubmitOutcome};
 use privfed_server::{EmbeddedStore, StoreError};
 use redb::ReadableDatabase;
 use std::path::Path;

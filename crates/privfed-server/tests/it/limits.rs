@@ -164,7 +164,7 @@ async fn shutdown_with_a_partial_request_meets_its_deadline_and_releases_the_sto
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unread_large_answer_is_dropped_after_the_write_timeout() {
     let srv = start(fast(|c| c.write_timeout = secs(1)), |_| {}).await;
-    let dim = privfed_server::model::MAX_DIM; // 16 MB binary: more than the socket buffers
+    let dim = privfed_server::ddml::model::MAX_DIM; // 16 MB binary: more than the socket buffers
     srv.admin()
         .create_model(&common::spec("big", dim, 1))
         .await
@@ -198,7 +198,7 @@ async fn unread_large_answer_is_dropped_after_the_write_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_json_draw_equals_the_binary_draw() {
     let srv = start(ServeConfig::default(), |_| {}).await;
-    let dim = (privfed_server::api::STREAM_JSON_FLOATS * 5) / 2 + 3;
+    let dim = (privfed_server::ddml::api::STREAM_JSON_FLOATS * 5) / 2 + 3;
     let mut spec = common::spec("s", dim, 1);
     spec.init_std = Some(3.0);
     srv.admin().create_model(&spec).await.unwrap();
@@ -372,8 +372,8 @@ async fn total_model_memory_is_capped_on_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn draws_and_updates_are_rate_limited_per_client() {
     let srv = start(ServeConfig::default(), |st| {
-        st.rate_limit = Some(privfed_server::ratelimit::RateLimiter::new(
-            privfed_server::ratelimit::RateLimit::new(0.5, 3.0).unwrap(),
+        st.rate_limit = Some(privfed_server::http::ratelimit::RateLimiter::new(
+            privfed_server::http::ratelimit::RateLimit::new(0.5, 3.0).unwrap(),
         ));
     })
     .await;

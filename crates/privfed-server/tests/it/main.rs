@@ -6,6 +6,8 @@
 //! * [`replacement`]: both stores overwrite a uniformly random instance;
 //! * [`decisions`]: the same log of the engine's decisions, persisted by both stores, gives the
 //!   same model;
+//! * [`ticket_rules`]: the Redis store's ticket script answers as the Rust rule does, case by
+//!   case;
 //! * [`group_commit`]: when the embedded store's group commit starts (`CommitPacing`);
 //! * [`journal`]: the embedded store's update journal: checkpoints, recovery from a crash copy,
 //!   a lost journal;
@@ -40,3 +42,4 @@ mod secagg_store;
 mod serving;
 mod socket;
 mod stall;
+mod ticket_rules;

@@ -12,7 +12,7 @@
 use crate::common;
 
 use privfed_client::client::Client;
-use privfed_server::store::redis::{Durability, RedisOptions};
+use privfed_server::ddml::store::redis::{Durability, RedisOptions};
 use privfed_server::{RedisStore, Store};
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -7,8 +7,8 @@
 use crate::common;
 use privfed_testkit::assert_chi_square_gof;
 
-use privfed_server::model::ModelSpec;
-use privfed_server::store::{Store, Submission, SubmitOutcome};
+use privfed_server::ddml::model::ModelSpec;
+use privfed_server::ddml::store::{Store, Submission, SubmitOutcome};
 use privfed_server::{EmbeddedStore, RedisStore};
 
 fn spec() -> ModelSpec {

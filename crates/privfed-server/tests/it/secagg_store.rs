@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use privfed_secagg::{GraphSpec, RoundConfig};
 use privfed_server::StoreError;
+use privfed_server::ddml::store::redis::{Durability, RedisOptions};
 use privfed_server::secagg::store::RESULT_STAGE;
 use privfed_server::secagg::store::redis::DEFAULT_PREFIX;
 use privfed_server::secagg::{
     EmbeddedRoundStore, JoinTicket, PutOutcome, RedisRoundStore, RoundRecord, RoundStore,
     StoredStatus,
 };
-use privfed_server::store::redis::{Durability, RedisOptions};
 
 use crate::common::{self, TempDir};
 

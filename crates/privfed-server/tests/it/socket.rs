@@ -20,7 +20,10 @@ async fn start(
     // The previous server's writer thread may still hold the database for a moment.
     let t0 = Instant::now();
     let store = loop {
-        let opened = if dir.join(privfed_server::store::embedded::DB_FILE).exists() {
+        let opened = if dir
+            .join(privfed_server::ddml::store::embedded::DB_FILE)
+            .exists()
+        {
             EmbeddedStore::open(dir)
         } else {
             EmbeddedStore::create(dir)

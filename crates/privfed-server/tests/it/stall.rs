@@ -4,7 +4,7 @@
 //! `PRIVFED_REQUIRE_FSFREEZE` is set (CI sets it where it can), when it fails instead.
 
 use crate::serving::{TOKEN, fast, secs};
-use privfed_server::store::embedded::{EmbeddedOptions, OpenMode};
+use privfed_server::ddml::store::embedded::{EmbeddedOptions, OpenMode};
 use privfed_server::{AppState, EmbeddedStore};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

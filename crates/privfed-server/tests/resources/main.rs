@@ -249,7 +249,7 @@ async fn the_body_budget_bounds_anonymous_bodies() {
     const CONNECTIONS: usize = 8;
     let dim = 1 << 22;
     let srv = start(fast(|c| c.body_timeout = secs(8)), |st| {
-        st.body_budget = privfed_server::api::BodyBudget::new(16 << 20);
+        st.body_budget = privfed_server::http::body::BodyBudget::new(16 << 20);
     })
     .await;
     model(&srv, "open", dim, false).await;
@@ -300,7 +300,7 @@ async fn the_body_budget_bounds_anonymous_bodies() {
     assert_eq!(
         srv.state()
             .defences
-            .count(privfed_server::defence::Defence::BodyBudget),
+            .count(privfed_server::http::defence::Defence::BodyBudget),
         unavailable as u64
     );
 }
@@ -376,7 +376,7 @@ async fn silent_sockets_from_one_address_do_not_hold_the_slots() {
     let closed = srv
         .state()
         .defences
-        .count(privfed_server::defence::Defence::ConnectionsPerAddress);
+        .count(privfed_server::http::defence::Defence::ConnectionsPerAddress);
     eprintln!("worst honest latency {worst:?}; {closed} connections closed at accept");
     attacker.join().unwrap();
     assert!(closed > 0, "the cap never fired");

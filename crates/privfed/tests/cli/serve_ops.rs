@@ -450,7 +450,9 @@ fn serve_flags_are_validated() {
 fn journal_bytes_sizes_the_new_stores_journal() {
     let dir = TempDir::new("journal-bytes");
     let srv = Served::start(&dir.0, &["--journal-bytes", "65536"]);
-    let journal = dir.0.join(privfed_server::store::journal::JOURNAL_FILE);
+    let journal = dir
+        .0
+        .join(privfed_server::ddml::store::journal::JOURNAL_FILE);
     assert_eq!(std::fs::metadata(&journal).unwrap().len(), 65536);
     let created = create_model(
         &srv.addr,

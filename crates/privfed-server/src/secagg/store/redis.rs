@@ -29,8 +29,8 @@ use super::{
     PutOutcome, RoundRecord, RoundStore, StoreFuture, check_advance, decode_record, result_stage,
     status_code,
 };
-use crate::error::StoreError;
-use crate::store::redis::{Durability, RedisConnection, RedisOptions, redis_err};
+use crate::http::error::StoreError;
+use crate::redis_conn::{Durability, RedisConnection, RedisOptions, redis_err};
 
 /// The key prefix of [`RedisRoundStore::new`] when none is chosen.
 pub const DEFAULT_PREFIX: &str = "privfed-secagg:";
@@ -104,7 +104,7 @@ fn backend<E: std::fmt::Display>(e: E) -> StoreError {
 
 impl RedisRoundStore {
     /// The store over an open connection (e.g. the model store's,
-    /// [`RedisStore::connection`](crate::store::redis::RedisStore::connection)), with its keys
+    /// [`RedisStore::connection`](crate::ddml::store::redis::RedisStore::connection)), with its keys
     /// under `prefix`.
     pub fn new(conn: RedisConnection, prefix: &str) -> Self {
         Self {

@@ -342,7 +342,8 @@ impl Writer {
                 None => plan.rejected += 1,
             }
             if let Some(u) = used {
-                plan.used.push((u, crate::store::encode_outcome(&outcome)));
+                plan.used
+                    .push((u, crate::ddml::store::encode_outcome(&outcome)));
             }
             acks.push((ack, outcome));
         }

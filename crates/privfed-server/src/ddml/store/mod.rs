@@ -14,9 +14,9 @@ pub mod embedded;
 pub mod journal;
 pub mod redis;
 
-use crate::error::StoreError;
-use crate::model::ModelSpec;
-use crate::ticket::Ticket;
+use crate::ddml::model::ModelSpec;
+use crate::ddml::ticket::Ticket;
+use crate::http::error::StoreError;
 pub use privfed_ddml::decision::{Decision, Rejection};
 use privfed_ddml::decision::{DecisionError, UpdatePolicy, decide_update};
 use std::future::Future;

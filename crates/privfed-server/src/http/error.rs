@@ -4,9 +4,9 @@
 //! status below. Internal failures (store I/O, Redis) are logged with their detail and reach the
 //! client only as `{"error": "internal", "message": "internal error"}`.
 
-use crate::store::Rejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use privfed_ddml::decision::Rejection;
 
 /// A store failure.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +45,7 @@ pub enum StoreError {
     /// The model's ticket book is full of tickets younger than the step time: the draw must
     /// wait (429 with `Retry-After`).
     #[error(transparent)]
-    TicketsFull(crate::ticket::TicketsFull),
+    TicketsFull(privfed_ddml::ticket::TicketsFull),
     /// A secure-aggregation round's stored version is behind this process's replica of it: the
     /// store lost changes it had acknowledged (a Redis run with best-effort durability that
     /// crashed, or a restored backup). The coordinator aborts the round rather than continue
@@ -228,7 +228,7 @@ impl IntoResponse for ApiError {
         if let ApiError::Unavailable(detail) = &self {
             // Logged by the request layer once per outage, not once per request.
             resp.extensions_mut()
-                .insert(crate::api::StoreUnavailable(detail.clone()));
+                .insert(StoreUnavailable(detail.clone()));
         }
         if let ApiError::RateLimited(wait) | ApiError::TicketsFull(wait) = &self {
             // Whole seconds, rounded up (at least 1).
@@ -239,3 +239,7 @@ impl IntoResponse for ApiError {
         resp
     }
 }
+
+/// A 503 answer's detail, handed from [`ApiError`]'s response to the logging middleware.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreUnavailable(pub(crate) String);

@@ -1,13 +1,17 @@
 //! The HTTP API (routes in the crate documentation), generic over the [`Store`].
 
-use crate::defence::Defence;
-use crate::error::{ApiError, StoreError};
-use crate::metrics::Metrics;
-use crate::model::{
+use crate::ddml::model::{
     CreateModel, ModelSpec, encode_f32, f64_to_f32_weights, validate_name, validate_weights,
 };
-use crate::store::{Admission, Store, SubmitOutcome};
-use crate::ticket::{TICKET_HEADER, Ticket};
+use crate::ddml::store::{Admission, Store, SubmitOutcome};
+use crate::ddml::ticket::{TICKET_HEADER, Ticket};
+use crate::http::auth::check_admin;
+use crate::http::body::{BodyBudget, DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, declared_length, read_body};
+use crate::http::defence::Defence;
+use crate::http::error::StoreUnavailable;
+use crate::http::error::{ApiError, StoreError};
+use crate::http::extract::Peer;
+use crate::http::metrics::Metrics;
 use axum::body::Body;
 use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
 use axum::http::request::Parts;
@@ -16,7 +20,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use privfed_ddml::engine::{InstanceStats, initialize_with_std};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -60,8 +63,8 @@ pub struct AppState<S> {
     pub metrics: Metrics,
     /// Whether the benchmark ceiling routes (`/bench/{dim}`) are mounted.
     pub bench_routes: bool,
-    /// Per-client limit on draws and updates (`None`: unlimited); see [`crate::ratelimit`].
-    pub rate_limit: Option<crate::ratelimit::RateLimiter>,
+    /// Per-client limit on draws and updates (`None`: unlimited); see [`crate::http::ratelimit`].
+    pub rate_limit: Option<crate::http::ratelimit::RateLimiter>,
     /// Cap on the total size of all models' weights in bytes (`4·dim·k` summed); creating a model
     /// beyond it answers 507. Default [`DEFAULT_MAX_MODEL_BYTES`].
     pub max_model_bytes: u64,
@@ -69,15 +72,15 @@ pub struct AppState<S> {
     /// [`crate::secagg::api`]) are mounted when it is set.
     pub secagg: Option<Arc<crate::secagg::Coordinator>>,
     /// Caps the tickets each client address holds (`None`: no cap); see
-    /// [`crate::ticket::DrawQuota`].
-    pub draw_quota: Option<crate::ticket::DrawQuota>,
+    /// [`crate::ddml::ticket::DrawQuota`].
+    pub draw_quota: Option<crate::ddml::ticket::DrawQuota>,
     /// Bytes of update bodies read at once, at most (default
     /// [`DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`]); an update that finds no room within
-    /// [`BODY_BUDGET_WAIT`] answers 503. It bounds what anonymous posts to models without an
+    /// [`BODY_BUDGET_WAIT`](crate::http::body::BODY_BUDGET_WAIT) answers 503. It bounds what anonymous posts to models without an
     /// update guard can hold in memory.
     pub body_budget: BodyBudget,
     /// The defences' counters and log lines.
-    pub defences: crate::defence::Defences,
+    pub defences: crate::http::defence::Defences,
     /// The store outage in progress, if any (503s are logged per transition).
     outage: std::sync::Mutex<Option<Outage>>,
     /// Whether `outage` is set (read on every request without the lock).
@@ -88,52 +91,12 @@ pub struct AppState<S> {
     heavy_reads: tokio::sync::Semaphore,
 }
 
-/// Default [`AppState::body_budget`]: 256 MiB of update bodies read at once.
-pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: u64 = 256 << 20;
-
-/// How long an update waits for room in the [`AppState::body_budget`] before answering 503.
-pub const BODY_BUDGET_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The bytes of update bodies that may be read at once (kept in KiB units in a semaphore).
-#[derive(Debug)]
-pub struct BodyBudget {
-    kib: tokio::sync::Semaphore,
-    total_kib: u32,
-}
-
-impl BodyBudget {
-    /// A budget of `bytes` (rounded up to KiB; at least 1 KiB, at most 4 TiB).
-    pub fn new(bytes: u64) -> Self {
-        let total_kib = u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
-        Self {
-            kib: tokio::sync::Semaphore::new(total_kib as usize),
-            total_kib,
-        }
-    }
-
-    /// Takes room for a body of up to `bytes` (a body larger than the whole budget takes all of
-    /// it), waiting at most [`BODY_BUDGET_WAIT`].
-    async fn take(&self, bytes: usize) -> Option<tokio::sync::SemaphorePermit<'_>> {
-        let kib = u32::try_from(bytes.div_ceil(1024).max(1))
-            .unwrap_or(u32::MAX)
-            .min(self.total_kib);
-        tokio::time::timeout(BODY_BUDGET_WAIT, self.kib.acquire_many(kib))
-            .await
-            .ok()?
-            .ok()
-    }
-}
-
 /// A store outage in progress: since when, and how many requests it refused.
 #[derive(Debug)]
 struct Outage {
     since: Instant,
     refused: u64,
 }
-
-/// A 503 answer's detail, handed from [`ApiError`]'s response to the logging middleware.
-#[derive(Debug, Clone)]
-pub(crate) struct StoreUnavailable(pub(crate) String);
 
 /// A rendered `GET /v1/models/{name}` answer of a large model.
 struct CachedView {
@@ -153,9 +116,9 @@ impl<S: Store> AppState<S> {
             max_model_bytes: DEFAULT_MAX_MODEL_BYTES,
             rate_limit: None,
             secagg: None,
-            draw_quota: Some(crate::ticket::DrawQuota::new(
-                crate::ticket::DEFAULT_TICKETS_PER_CLIENT,
-                crate::ticket::DEFAULT_TICKET_MIN_AGE,
+            draw_quota: Some(crate::ddml::ticket::DrawQuota::new(
+                crate::ddml::ticket::DEFAULT_TICKETS_PER_CLIENT,
+                crate::ddml::ticket::DEFAULT_TICKET_MIN_AGE,
             )),
             body_budget: BodyBudget::new(DEFAULT_MAX_BODY_BYTES_IN_FLIGHT),
             defences: Default::default(),
@@ -227,7 +190,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
 /// Counts every request in the metrics and logs it at DEBUG (method, route template, status,
 /// latency in µs; one event, cheap when DEBUG is off).
 async fn track<S: Store>(State(st): State<Arc<AppState<S>>>, req: Request, next: Next) -> Response {
-    let route = crate::metrics::route_index(
+    let route = crate::http::metrics::route_index(
         req.extensions()
             .get::<MatchedPath>()
             .map_or("other", |p| p.as_str()),
@@ -243,14 +206,14 @@ async fn track<S: Store>(State(st): State<Arc<AppState<S>>>, req: Request, next:
     if unavailable.is_some()
         || (st.outage_active.load(std::sync::atomic::Ordering::Relaxed)
             && (200..300).contains(&status)
-            && route != crate::metrics::route_index("/metrics"))
+            && route != crate::http::metrics::route_index("/metrics"))
     {
         st.note_store(unavailable);
     }
     tracing::debug!(
         target: "privfed_server::request",
         %method,
-        route = crate::metrics::ROUTES[route.min(crate::metrics::ROUTES.len() - 1)],
+        route = crate::http::metrics::ROUTES[route.min(crate::http::metrics::ROUTES.len() - 1)],
         status,
         latency_us = elapsed.as_micros() as u64,
         "request"
@@ -281,23 +244,6 @@ impl<St: Send + Sync> FromRequestParts<St> for ModelName {
     }
 }
 
-/// The client's address, when the server knows it (`ConnectInfo` from the accept loop; absent
-/// when the router is called in process).
-struct Peer(Option<std::net::IpAddr>);
-
-impl<St: Send + Sync> FromRequestParts<St> for Peer {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _: &St) -> Result<Self, Self::Rejection> {
-        Ok(Peer(
-            parts
-                .extensions
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map(|c| c.0.ip()),
-        ))
-    }
-}
-
 /// Takes a token of the client's rate limit, if the server has one.
 fn rate_limited<S>(st: &AppState<S>, peer: &Peer) -> Result<(), ApiError> {
     match (&st.rate_limit, peer.0) {
@@ -319,71 +265,11 @@ impl<St: Send + Sync> FromRequestParts<St> for Dim {
         let Path(dim) = Path::<usize>::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::BadRequest(format!("invalid path: {}", e.body_text())))?;
-        if dim == 0 || dim > crate::model::MAX_DIM {
+        if dim == 0 || dim > crate::ddml::model::MAX_DIM {
             return Err(ApiError::BadRequest("bad dim".into()));
         }
         Ok(Dim(dim))
     }
-}
-
-/// Constant-time comparison of the presented token with the configured one.
-pub(crate) fn check_admin(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
-    let value = headers
-        .get(header::AUTHORIZATION)
-        .ok_or(ApiError::Unauthorized)?
-        .as_bytes();
-    // The scheme is case-insensitive (RFC 9110 §11.1): `Bearer`, `bearer`, `BEARER`.
-    let presented = match value.split_at_checked(7) {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case(b"bearer ") => rest,
-        _ => return Err(ApiError::Unauthorized),
-    };
-    let expected = token.as_bytes();
-    let mut diff = (presented.len() != expected.len()) as u8;
-    for (i, &e) in expected.iter().enumerate() {
-        diff |= e ^ presented.get(i).copied().unwrap_or(0);
-    }
-    if diff == 0 && !expected.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::Forbidden)
-    }
-}
-
-pub(crate) async fn read_body(
-    headers: &HeaderMap,
-    body: Body,
-    limit: usize,
-) -> Result<bytes::Bytes, ApiError> {
-    if let Some(len) = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        && len > limit
-    {
-        return Err(ApiError::PayloadTooLarge(limit));
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(ApiError::PayloadTooLarge(limit))
-        }
-        Err(e) if is_body_timeout(&*e) => Err(ApiError::RequestTimeout),
-        Err(e) => Err(ApiError::BadRequest(format!(
-            "could not read the body: {e}"
-        ))),
-    }
-}
-
-/// Whether a body error is (or wraps) the connection layer's body timeout.
-fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(c) = cur {
-        if c.is::<crate::server::BodyTimeout>() {
-            return true;
-        }
-        cur = c.source();
-    }
-    false
 }
 
 #[derive(Deserialize)]
@@ -444,7 +330,7 @@ async fn read_weights(
                 .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?;
             f64_to_f32_weights(&w.weights)?
         }
-        Format::Binary => crate::model::decode_f32(&bytes).ok_or_else(|| {
+        Format::Binary => crate::ddml::model::decode_f32(&bytes).ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "binary body of {} bytes is not a whole number of f32",
                 bytes.len()
@@ -478,7 +364,7 @@ fn encoded_weights_response(headers: &HeaderMap, le: bytes::Bytes) -> Result<Res
         );
         Ok(resp)
     } else {
-        let w = crate::model::decode_f32(&le)
+        let w = crate::ddml::model::decode_f32(&le)
             .ok_or_else(|| ApiError::Internal("stored instance has an odd length".into()))?;
         weights_response(headers, &w)
     }
@@ -641,7 +527,7 @@ struct ModelView<'a> {
 }
 
 /// Renders a snapshot as JSON: `O(k·dim)` time, `O(dim)` memory besides the snapshot.
-fn render_view(snap: &crate::store::ModelSnapshot) -> Result<bytes::Bytes, ApiError> {
+fn render_view(snap: &crate::ddml::store::ModelSnapshot) -> Result<bytes::Bytes, ApiError> {
     let stats = InstanceStats::from_instances(&snap.instances)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let means = stats.means();
@@ -736,7 +622,7 @@ async fn draw<S: Store>(
     rate_limited(&st, &peer)?;
     // Only draws whose tickets the model's updates need count against the client's quota.
     let quota = match st.draw_quota.as_ref().zip(peer.0) {
-        Some(q) if crate::store::needs_ticket(&*st.store.spec(&name).await?) => Some(q),
+        Some(q) if crate::ddml::store::needs_ticket(&*st.store.spec(&name).await?) => Some(q),
         _ => None,
     };
     if let Some((q, ip)) = quota {
@@ -829,7 +715,7 @@ async fn post_update<S: Store>(
     drop(_room);
     let outcome = st.store.apply(&name, admitted, weights).await?;
     if ticket.is_some()
-        && crate::store::needs_ticket(&spec)
+        && crate::ddml::store::needs_ticket(&spec)
         && let Some((q, ip)) = st.draw_quota.as_ref().zip(peer.0)
     {
         // The client stepped from a ticket: it holds one fewer.
@@ -858,14 +744,6 @@ fn replayed_response(first: SubmitOutcome) -> Result<Response, ApiError> {
         )
             .into_response()),
     }
-}
-
-/// The request's `Content-Length`, if it has a valid one.
-fn declared_length(headers: &HeaderMap) -> Option<usize> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
 }
 
 /// `202 {"status":"accepted"}`, or `{"status":"accepted","durable":false}` when the store does
@@ -903,7 +781,14 @@ async fn metrics<S: Store>(State(st): State<Arc<AppState<S>>>) -> Response {
     let mut text = st.metrics.render();
     st.defences.render(&mut text);
     if let Some(c) = st.store.commit_stats() {
-        crate::metrics::render_commits(&mut text, c);
+        crate::http::metrics::render_commits(
+            &mut text,
+            crate::http::metrics::CommitCounters {
+                commits: c.commits,
+                operations: c.operations,
+                checkpoints: c.checkpoints,
+            },
+        );
     }
     let mut resp = text.into_response();
     resp.headers_mut().insert(
@@ -937,32 +822,7 @@ async fn bench_update(Dim(dim): Dim, headers: HeaderMap, body: Body) -> Result<R
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn auth(v: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
-        h
-    }
-
-    /// The scheme is matched case-insensitively, the token exactly.
-    #[test]
-    fn bearer_scheme_is_case_insensitive() {
-        for ok in ["Bearer tok", "bearer tok", "BEARER tok", "bEaReR tok"] {
-            assert!(check_admin(&auth(ok), "tok").is_ok(), "{ok}");
-        }
-        for (v, code) in [
-            ("Bearer Tok", 403),
-            ("bearer tok2", 403),
-            ("Bearer ", 403),
-            ("Basic tok", 401),
-            ("Bearertok", 401),
-            ("bear", 401),
-        ] {
-            let e = check_admin(&auth(v), "tok").unwrap_err();
-            assert_eq!(e.status().as_u16(), code, "{v}");
-        }
-        assert!(check_admin(&HeaderMap::new(), "tok").is_err());
-    }
+    use http_body_util::BodyExt;
 
     /// The streamed JSON draw is byte for byte what serializing the whole answer gives, at and
     /// around chunk boundaries.
@@ -982,7 +842,7 @@ mod tests {
                 .map(|i| (i as f32 - 17.0) * 1.2345e-3 * if i % 3 == 0 { 1e30 } else { 1.0 })
                 .collect();
             let body = JsonWeightsBody {
-                le: crate::model::encode_f32(&w).into(),
+                le: crate::ddml::model::encode_f32(&w).into(),
                 pos: 0,
             };
             let got = rt.block_on(body.collect()).unwrap().to_bytes();

@@ -41,7 +41,7 @@
 //! round). Every acknowledged record was complete and synced before its acknowledgement, and all
 //! records before it too, so every acknowledged record is among those returned.
 
-use crate::ticket::{Ticket, UsedTicket};
+use crate::ddml::ticket::{Ticket, UsedTicket};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -96,11 +96,11 @@ pub struct Entry<B> {
     pub rejected: u64,
     /// Instance index and its new value (f32 little-endian), the batch's last value of each.
     pub writes: Vec<(u32, B)>,
-    /// The version of each write's value ([`crate::ticket::Instance::version`]), in the order
+    /// The version of each write's value ([`crate::ddml::ticket::Instance::version`]), in the order
     /// of `writes` (empty in a record of the first format).
     pub versions: Vec<u64>,
     /// The tickets the batch's updates of this model used, each with its outcome as replays
-    /// answer it ([`crate::store::encode_outcome`]).
+    /// answer it ([`crate::ddml::store::encode_outcome`]).
     pub used: Vec<(UsedTicket, String)>,
 }
 

@@ -119,7 +119,7 @@ pub(super) fn restore_tickets(
     db: &Database,
     models: &HashMap<String, Arc<ModelState>>,
 ) -> Result<(), StoreError> {
-    let now = crate::ticket::wall_ms();
+    let now = crate::ddml::ticket::wall_ms();
     let w = durable_write(db)?;
     {
         let mut versions = w.open_table(VERSIONS).map_err(backend)?;
@@ -154,7 +154,7 @@ pub(super) fn restore_tickets(
             )
             .map_err(backend)?;
             for (ticket, expires_ms, outcome) in kept {
-                let outcome = crate::store::decode_outcome(&outcome)?;
+                let outcome = crate::ddml::store::decode_outcome(&outcome)?;
                 m.tickets.restore_used(Ticket(ticket), expires_ms, outcome);
             }
         }

@@ -194,8 +194,9 @@ impl Metrics {
     }
 }
 
-/// Appends the store's group-commit counters ([`crate::store::CommitStats`]).
-pub fn render_commits(o: &mut String, c: crate::store::CommitStats) {
+/// Appends a store's group-commit counters: durable commits that carried updates, the updates
+/// they carried, and checkpoints of its journal.
+pub fn render_commits(o: &mut String, c: CommitCounters) {
     let _ = writeln!(
         o,
         "# HELP privfed_store_commits_total Durable group commits that carried updates.\n# TYPE privfed_store_commits_total counter\nprivfed_store_commits_total {}",
@@ -211,4 +212,15 @@ pub fn render_commits(o: &mut String, c: crate::store::CommitStats) {
         "# HELP privfed_store_checkpoints_total Checkpoints of the update journal into the database.\n# TYPE privfed_store_checkpoints_total counter\nprivfed_store_checkpoints_total {}",
         c.checkpoints
     );
+}
+
+/// A store's group-commit counters, as [`render_commits`] publishes them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitCounters {
+    /// Durable transactions that carried updates.
+    pub commits: u64,
+    /// Updates (accepted or rejected) those transactions carried.
+    pub operations: u64,
+    /// Checkpoints of the update journal into the tables.
+    pub checkpoints: u64,
 }

@@ -1,6 +1,6 @@
 //! Model specifications, request validation and the binary weight format.
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use privfed_ddml::engine::SpamFilter;
 use privfed_ddml::guard::{GuardSpec, StepGuard, UpdateGuard};
 use serde::{Deserialize, Serialize};

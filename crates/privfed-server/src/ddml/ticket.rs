@@ -23,6 +23,11 @@
 //! ticket whose instance was overwritten before the restart is invalid after it (its value is
 //! gone): the device draws again.
 
+//! The rules below — which slot a draw takes, when a draw is refused, what a presented ticket is
+//! worth — are defined in `privfed_ddml::ticket` ([`issue`](privfed_ddml::ticket::issue),
+//! [`quota`](privfed_ddml::ticket::quota), [`redeem`](privfed_ddml::ticket::redeem)); this
+//! module keeps the tickets and carries the decisions out.
+//!
 //! **No unused ticket is forgotten before its step time.** A full ring reuses the oldest slot
 //! whose ticket was used, expired, or is [`TicketLimits::min_age`] old, looking past (at most 64)
 //! younger unused ones, which stay; if there is none, the book is full and a draw is refused
@@ -43,14 +48,15 @@
 //! ([`RetiredInstances`]); if it was dropped, the ticket is answered as expired and the client
 //! draws again.
 
+use privfed_ddml::ticket as rules;
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-/// HTTP header carrying a ticket (answer of a draw, request of an update); its home is the
-/// device-side client.
-pub use privfed_client::client::TICKET_HEADER;
+/// HTTP header carrying a ticket (answer of a draw, request of an update); its home is
+/// `privfed_ddml::wire`, which the device-side client reads too.
+pub use privfed_ddml::wire::TICKET_HEADER;
 
 /// Default lifetime of an unused ticket.
 pub const DEFAULT_TICKET_TTL: Duration = Duration::from_secs(600);
@@ -112,7 +118,7 @@ const INSTANCE_BITS: u32 = 10;
 const TAG_BITS: u32 = 64;
 const _: () = assert!(SLOT_BITS + ISSUED_BITS + INSTANCE_BITS + TAG_BITS == 128);
 // Every instance index of a model fits the ticket's field.
-const _: () = assert!(crate::model::MAX_K <= 1 << INSTANCE_BITS);
+const _: () = assert!(crate::ddml::model::MAX_K <= 1 << INSTANCE_BITS);
 
 /// The most slots a book has: a ticket names its slot in 20 bits.
 pub const MAX_TICKET_SLOTS: usize = 1 << SLOT_BITS;
@@ -456,29 +462,18 @@ impl<O: Clone> TicketBook<O> {
         let state = State::Issued(Arc::downgrade(instance));
         let mut b = self.lock();
         let len = b.slots.len();
-        let at = if len < self.cap {
-            len
-        } else {
-            // Full: reuse the oldest slot that may be forgotten, skipping (at most SCAN) young
-            // tickets not yet used; those stay, and are looked at again when the ring comes
-            // round.
-            let min_age = self.limits.min_age;
-            let reusable = |s: &Slot<O>| {
-                s.expires <= now
-                    || matches!(s.state, State::Used(_))
-                    || now.saturating_duration_since(s.issued) >= min_age
-            };
-            let start = b.next;
-            let Some(at) = (0..SCAN.min(len))
-                .map(|i| (start + i) % len)
-                .find(|&i| reusable(&b.slots[i]))
-            else {
-                let age = now.saturating_duration_since(b.slots[start].issued);
-                return Err(TicketsFull {
-                    retry_after: min_age.saturating_sub(age),
-                });
-            };
-            at
+        let min_age = self.limits.min_age;
+        let decision = rules::issue(len, self.cap, b.next, SCAN, min_age, |i| {
+            let s = &b.slots[i];
+            rules::Held {
+                age: now.saturating_duration_since(s.issued),
+                expired: s.expires <= now,
+                used: matches!(s.state, State::Used(_)),
+            }
+        })?;
+        let at = match decision {
+            rules::Issue::Append => len,
+            rules::Issue::Reuse { at } => at,
         };
         b.next = (at + 1) % self.cap;
         // A slot's tickets differ in their issue time: a slot reused within the same
@@ -521,18 +516,27 @@ impl<O: Clone> TicketBook<O> {
         {
             let mut b = self.lock();
             if let Some(e) = b.slot_of(t) {
-                if e.expires <= now {
-                    return Redeemed::Invalid;
-                }
-                return match &e.state {
-                    State::Used(o) => Redeemed::Replay(o.clone()),
-                    State::InProgress(_) => Redeemed::InProgress,
-                    State::Issued(w) => match w.upgrade() {
-                        Some(h) => {
-                            e.state = State::InProgress(w.clone());
-                            Redeemed::Fresh(h)
-                        }
-                        None => Redeemed::Invalid,
+                let record = match &e.state {
+                    State::Used(o) => rules::Record::Used(o.clone()),
+                    State::InProgress(_) => rules::Record::InProgress,
+                    State::Issued(w) => rules::Record::Issued {
+                        same_model: true,
+                        base_available: w.strong_count() > 0,
+                    },
+                };
+                return match rules::redeem(Some(record), e.expires <= now) {
+                    rules::Redeem::Replay(o) => Redeemed::Replay(o),
+                    rules::Redeem::InProgress => Redeemed::InProgress,
+                    rules::Redeem::Refuse(_) => Redeemed::Invalid,
+                    rules::Redeem::Fresh => match &e.state {
+                        State::Issued(w) => match w.upgrade() {
+                            Some(h) => {
+                                e.state = State::InProgress(w.clone());
+                                Redeemed::Fresh(h)
+                            }
+                            None => Redeemed::Invalid,
+                        },
+                        _ => Redeemed::Invalid,
                     },
                 };
             }
@@ -550,23 +554,37 @@ impl<O: Clone> TicketBook<O> {
         let issued_ms = t.issued_at(now_ms);
         let ttl_ms = self.limits.ttl.as_millis() as u64;
         // Tickets of this book are only ever found in the ring (one whose slot was reused is
-        // forgotten, as before); an expired one is invalid.
-        if issued_ms >= self.made.1 || now_ms - issued_ms >= ttl_ms {
+        // forgotten, as before).
+        if issued_ms >= self.made.1 {
             return Redeemed::Invalid;
         }
-        let Some(h) = current(t.instance()) else {
+        // The ticket's record exists if its tag verifies against the instance's current value
+        // (not computed for an expired ticket, refused either way).
+        let expired = now_ms - issued_ms >= ttl_ms;
+        let verified = if expired {
+            None
+        } else {
+            current(t.instance()).filter(|h| self.minter.verify(t, issued_ms, h.version))
+        };
+        let Some(h) = verified else {
             return Redeemed::Invalid;
         };
-        if !self.minter.verify(t, issued_ms, h.version) {
-            return Redeemed::Invalid;
-        }
         let mut earlier = self.lock_earlier();
-        match earlier.get(&t.0) {
+        let record = match earlier.get(&t.0) {
             Some(Earlier {
                 outcome: Some(o), ..
-            }) => Redeemed::Replay(o.clone()),
-            Some(Earlier { outcome: None, .. }) => Redeemed::InProgress,
-            None => {
+            }) => rules::Record::Used(o.clone()),
+            Some(Earlier { outcome: None, .. }) => rules::Record::InProgress,
+            None => rules::Record::Issued {
+                same_model: true,
+                base_available: true,
+            },
+        };
+        match rules::redeem(Some(record), expired) {
+            rules::Redeem::Replay(o) => Redeemed::Replay(o),
+            rules::Redeem::InProgress => Redeemed::InProgress,
+            rules::Redeem::Refuse(_) => Redeemed::Invalid,
+            rules::Redeem::Fresh => {
                 // Forget expired ones now and then (amortized O(1) per insertion).
                 if earlier.len().is_power_of_two() {
                     earlier.retain(|_, e| e.expires_ms > now_ms);
@@ -652,14 +670,9 @@ impl<O: Clone> TicketBook<O> {
     }
 }
 
-/// A model's book holds [`TicketLimits::max_tickets`] tickets younger than the step time: a
-/// draw must wait (answered 429 with `Retry-After`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the model's tickets are all in use: retry in {} ms", retry_after.as_millis())]
-pub struct TicketsFull {
-    /// When the oldest ticket reaches the step time.
-    pub retry_after: Duration,
-}
+/// A draw refused because every ticket in the way is younger than the step time; its home is
+/// `privfed_ddml::ticket`.
+pub use privfed_ddml::ticket::TicketsFull;
 
 /// The address bucket a client is counted in: its IPv4 address, or the /64 prefix of its IPv6
 /// address (one subscriber's allocation, which an attacker holds whole).
@@ -730,14 +743,10 @@ impl DrawQuota {
         {
             q.pop_front();
         }
-        if q.len() >= self.per_client {
-            let age = q
-                .front()
-                .map_or(Duration::ZERO, |t| now.saturating_duration_since(*t));
-            return Err(TicketsFull {
-                retry_after: self.window.saturating_sub(age),
-            });
-        }
+        let oldest_age = q
+            .front()
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(*t));
+        rules::quota(q.len(), oldest_age, self.per_client, self.window)?;
         q.push_back(now);
         Ok(())
     }
@@ -1129,7 +1138,7 @@ mod tests {
     /// The documented memory per slot.
     #[test]
     fn a_slot_is_small() {
-        let bytes = TicketBook::<crate::store::SubmitOutcome>::SLOT_BYTES;
+        let bytes = TicketBook::<crate::ddml::store::SubmitOutcome>::SLOT_BYTES;
         assert!(bytes <= 128, "{bytes} bytes per slot");
     }
 

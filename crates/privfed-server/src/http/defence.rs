@@ -18,14 +18,14 @@ pub enum Defence {
     /// one.
     UnreadRefused,
     /// A client address bucket holds its cap of outstanding tickets
-    /// ([`crate::ticket::DrawQuota`]).
+    /// ([`crate::ddml::ticket::DrawQuota`]).
     DrawQuota,
     /// A model's ticket book is full of tickets younger than the step time
-    /// ([`crate::ticket::TicketBook`]).
+    /// ([`crate::ddml::ticket::TicketBook`]).
     TicketsFull,
     /// A connection was closed at accept: its address holds its cap of open connections.
     ConnectionsPerAddress,
-    /// The per-client rate limit ([`crate::ratelimit`]).
+    /// The per-client rate limit ([`crate::http::ratelimit`]).
     RateLimit,
     /// An update body found no room in the budget of bodies being read at once.
     BodyBudget,

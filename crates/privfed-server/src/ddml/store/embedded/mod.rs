@@ -55,12 +55,12 @@ use super::journal::{self, Entry, Journal};
 use super::{
     Admission, CommitStats, Decision, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome,
 };
-use crate::error::StoreError;
-use crate::model::{ModelSpec, decode_f32, encode_f32};
-use crate::ticket::{
+use crate::ddml::model::{ModelSpec, decode_f32, encode_f32};
+use crate::ddml::ticket::{
     Handle, Redeemed, RetiredInstances, Ticket, TicketBook, TicketKey, TicketLimits, TicketMinter,
     UsedTicket, handle,
 };
+use crate::http::error::StoreError;
 use bytes::Bytes;
 use privfed_ddml::engine::{InstanceStats, replacement_index};
 use rand::SeedableRng;
@@ -94,10 +94,10 @@ const INSTANCES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("ins
 const JOURNAL: TableDefinition<&str, u64> = TableDefinition::new("journal");
 const CHECKPOINTED: &str = "checkpointed";
 const TAG: &str = "tag";
-/// Each instance's version ([`crate::ticket::Instance::version`]), beside its value.
+/// Each instance's version ([`crate::ddml::ticket::Instance::version`]), beside its value.
 const VERSIONS: TableDefinition<(&str, u32), u64> = TableDefinition::new("instance_versions");
 /// Used tickets (model, instance, version drawn, ticket) → expiry (ms since the epoch, u64 LE)
-/// and the outcome ([`crate::store::encode_outcome`]): written at checkpoints (and by
+/// and the outcome ([`crate::ddml::store::encode_outcome`]): written at checkpoints (and by
 /// commits that bypass the journal); a row matters only while its instance holds that version.
 const USED: TableDefinition<(&str, u32, u64, u128), &[u8]> = TableDefinition::new("used_tickets");
 /// The store's secrets: [`TICKET_KEY`].
@@ -212,7 +212,7 @@ struct StoredMeta {
 struct Instances {
     weights: Vec<Arc<[f32]>>,
     encoded: Vec<Bytes>,
-    /// What tickets refer to ([`crate::ticket::Handle`]), with each value's version.
+    /// What tickets refer to ([`crate::ddml::ticket::Handle`]), with each value's version.
     handles: Vec<Handle>,
 }
 
@@ -252,7 +252,7 @@ impl ModelState {
         // Only a model whose updates need their draw's ticket protects young tickets: without a
         // guard a ticket only answers retries, and a full book forgets its oldest as before
         // rather than make draws wait.
-        let limits = if crate::store::needs_ticket(&spec) {
+        let limits = if crate::ddml::store::needs_ticket(&spec) {
             limits
         } else {
             TicketLimits {
@@ -773,7 +773,7 @@ impl EmbeddedStore {
                     Some(_) => Some(model.stats.read().map_err(|_| lock_poisoned())?),
                     None => None,
                 };
-                crate::store::decide(
+                crate::ddml::store::decide(
                     &model.spec,
                     admitted.base.as_deref(),
                     &weights,
@@ -895,7 +895,7 @@ impl Store for EmbeddedStore {
             return Err(StoreError::NotFound(name.to_string()));
         }
         let Some(t) = ticket else {
-            if crate::store::needs_ticket(&model.spec) {
+            if crate::ddml::store::needs_ticket(&model.spec) {
                 return Err(StoreError::TicketRequired);
             }
             return Ok(Admission::Admitted(EmbeddedAdmission {

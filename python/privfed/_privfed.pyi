@@ -507,9 +507,11 @@ def round_config(
     session_id: Union[bytes, str, None] = None,
     threat_model: Literal["honest-but-curious", "active"] = "honest-but-curious",
     roster: Optional[Roster] = None,
+    colluding_fraction: Optional[float] = None,
 ) -> RoundConfig:
     """privfed.secagg.round_config: `session_id` fresh from the OS when omitted; an active
-    round names `roster` (None: no roster, the Sybil case)."""
+    round names `roster` (None: no roster, the Sybil case); thresholds sized for
+    `colluding_fraction` (None: 0.1, capped), InvalidParameter when a cohort cannot hold it."""
 
 @final
 class DeviceKey:
@@ -577,6 +579,36 @@ class SecAggClient:
         policy: _Policy = None,
         min_roster_version: int = 0,
     ) -> Self: ...
+    @staticmethod
+    def new_sealed(
+        config: RoundConfig,
+        client_id: int,
+        *,
+        key_file: _Path,
+        aad: bytes,
+        device: Optional[DeviceKey] = None,
+        roster: Optional[Roster] = None,
+        authority: Optional[bytes] = None,
+        policy: _Policy = None,
+        min_roster_version: int = 0,
+    ) -> Tuple[SecAggClient, bytes]:
+        """A client from a fresh OS seed drawn in Rust, and that seed sealed
+        (nonce ‖ ChaCha20-Poly1305) under the key in `key_file` (created if missing) with `aad`."""
+    @staticmethod
+    def open_sealed(
+        config: RoundConfig,
+        client_id: int,
+        sealed: bytes,
+        *,
+        key_file: _Path,
+        aad: bytes,
+        device: Optional[DeviceKey] = None,
+        roster: Optional[Roster] = None,
+        authority: Optional[bytes] = None,
+        policy: _Policy = None,
+        min_roster_version: int = 0,
+    ) -> SecAggClient:
+        """The client of `new_sealed` from its sealed seed; ProtocolAbort if it does not open."""
     @property
     def advertise_message(self) -> bytes: ...
     def handle(self, server_message: bytes, input: Optional[_Ints] = None) -> bytes:

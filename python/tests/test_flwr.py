@@ -789,6 +789,54 @@ def test_active_secagg_round_with_a_roster_decodes_bit_for_bit(tmp_path, drop):
 
 
 @needs_flwr
+def test_the_round_is_sized_for_the_colluding_fraction_the_plan_accounts(tmp_path):
+    """DistributedDpStrategy sizes its secure-aggregation round for the γ its accounting
+    assumes: on the active complete graph t = ⌊(n + ⌈γn⌉)/2⌋ + 1. A plan without γ keeps the
+    round sized for 0.1, as before; a γ the cohort cannot hold is refused (InvalidParameter) when
+    the round is configured. Played over Flower with enrolled devices: one of six nodes vanishes
+    before the masked input; the active server needs more than t masked inputs, so a round
+    sized for γ = 0.2 (t = 5) aborts and one sized for 0.1 (t = 4) finishes with the five
+    survivors."""
+    from flwr.serverapp.strategy import FedAvg
+
+    from privfed import secagg
+    from privfed.errors import InvalidParameter
+    from privfed.flwr import DistributedDpStrategy
+
+    nodes = [51, 52, 53, 54, 55, 56]
+    dim = _model_dim()
+    authority = secagg.DeviceKey.generate()
+
+    def strategy(gamma, roster=None):
+        plan = _dist.plan(dim, 1.0, 16, len(nodes), noise_stddev=0.5, colluding_fraction=gamma)
+        fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=len(nodes),
+                        min_available_nodes=len(nodes))
+        return DistributedDpStrategy(fedavg, plan=plan, delta=1e-5, stage_timeout=None,
+                                     threat_model="active", roster=roster)
+
+    n = len(nodes)
+    before = secagg.round_config(n, 16, 8, threat_model="active").threshold
+    assert strategy(0.0).round_config(n).threshold == before == (n + 1) // 2 + 1
+    # ⌈0.2·6⌉ = 2 colluders: t = ⌊8/2⌋ + 1; ⌈0.4·6⌉ = 3: t = ⌊9/2⌋ + 1
+    assert strategy(0.2).round_config(n).threshold == 5
+    assert strategy(0.4).round_config(n).threshold == 5
+    assert strategy(0.4).round_config(10).threshold == (10 + 4) // 2 + 1
+    with pytest.raises(InvalidParameter, match="colluding_fraction"):
+        strategy(0.4).round_config(4)  # ⌊(4 + 2)/2⌋ + 1 = 4 > n − 1 = 3
+    drops = {52: "masked_input"}
+    outcomes = {}
+    for gamma in (0.0, 0.2):
+        grid, keys = _enrolled_grid(_secagg_app(dim), nodes, tmp_path / str(gamma),
+                                    authority=authority, drop_at=drops)
+        strat = strategy(gamma, roster=secagg.Roster.sign(authority, list(keys.values())))
+        _start(strat, grid, 1)
+        (outcomes[gamma],) = strat.rounds
+    assert not outcomes[0.0].aborted and outcomes[0.0].contributors == 5, (
+        outcomes[0.0].abort_reason, outcomes[0.0].errors)
+    assert outcomes[0.2].aborted and outcomes[0.2].mean is None
+
+
+@needs_flwr
 def test_nodes_that_trust_an_authority_refuse_weaker_rounds(tmp_path):
     """A node with an enrollment authority joins only active rounds that name a roster: an
     honest-but-curious round, or an active one without a roster (the server could be every

@@ -207,32 +207,41 @@ def test_context_copies_cannot_answer_a_stage_twice(tmp_path):
     _refused(lambda: r.send(nid, "masked_input", r.genuine(nid)), "aborted round")
 
 
-def test_ctxt_state_holds_the_seed_sealed_under_the_nodes_key_only(tmp_path, monkeypatch):
-    from privfed.flwr import distributed_dp_mod
+def _open_with_cryptography(r, nid):
+    """The seed node ``nid`` sealed, opened with Python's ``cryptography`` package (an
+    implementation of ChaCha20-Poly1305 independent of privfed's) from the vault's key and the
+    state's binding."""
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    from privfed.flwr.vault import aad
+
+    st = r.state(nid)
+    sealed = bytes(st["sealed-seed"])
+    key = (r.vault_dir / "secagg-state.key").read_bytes()
+    binding = aad(bytes(st["session"]), str(nid), int(st["client-id"]), int(st["created"]))
+    return ChaCha20Poly1305(key).decrypt(sealed[:12], sealed[12:], binding), key, binding
+
+
+def test_ctxt_state_holds_the_seed_sealed_under_the_nodes_key_only(tmp_path):
     from flwr.common.serde import context_to_proto
 
-    known = bytes(range(32))
-    real = os.urandom
+    from privfed.flwr import distributed_dp_mod
 
-    def urandom(n):
-        return known if n == 32 else real(n)
-
-    import privfed.flwr.distributed as d
-
-    monkeypatch.setattr(d.os, "urandom", urandom)
     r = Round(tmp_path / "vault")
     nid = NODES[0]
     adv = r.send(nid, "advertise_keys")
-    monkeypatch.setattr(d.os, "urandom", real)
-    # power: the node's keys did come from the known seed
-    assert adv == bytes(sa.SecAggClient(r.cfg, r.ids[nid], seed=known).advertise_message)
     st = r.state(nid)
     assert st["status"] == "running" and "seed" not in st
-    blob = context_to_proto(r.ctx[nid]).SerializeToString()
-    assert known not in blob
+    assert len(bytes(st["sealed-seed"])) == 12 + 32 + 16
     # the key is in the node's vault directory, private to its owner
     key = tmp_path / "vault" / "secagg-state.key"
     assert key.stat().st_mode & 0o077 == 0 and len(key.read_bytes()) == 32
+    # power: the sealed bytes are the seed the node's keys came from (drawn in Rust, opened
+    # here by another implementation), and that seed is nowhere in the Context
+    seed, _, _ = _open_with_cryptography(r, nid)
+    assert adv == bytes(sa.SecAggClient(r.cfg, r.ids[nid], seed=seed).advertise_message)
+    blob = context_to_proto(r.ctx[nid]).SerializeToString()
+    assert seed not in blob
     # the same Context on a node with another key: the seed does not open, the round aborts
     for other in NODES[1:]:
         r.server.receive(r.send(other, "advertise_keys"))
@@ -244,12 +253,50 @@ def test_ctxt_state_holds_the_seed_sealed_under_the_nodes_key_only(tmp_path, mon
     # a key that others can read is refused
     key2 = tmp_path / "loose" / "secagg-state.key"
     key2.parent.mkdir()
-    key2.write_bytes(real(32))
+    key2.write_bytes(os.urandom(32))
     key2.chmod(0o644)
     loose = distributed_dp_mod(state_dir=tmp_path / "loose")
     with pytest.raises(Exception, match="chmod 600"):
         r.send(NODES[1], "share_keys", r.genuine(NODES[1]), mod=loose,
                ctxt=_copy_context(r.ctx[NODES[1]]))
+
+
+def test_a_seed_sealed_by_the_earlier_python_vault_still_opens(tmp_path):
+    """privfed's earlier vault sealed in Python (``cryptography``'s ChaCha20-Poly1305, ``nonce ‖
+    ciphertext ‖ tag``, the same associated data). A round whose Context holds such a blob goes
+    on after the upgrade: the Rust core opens it and the round finishes; a blob altered or
+    bound to another client is refused."""
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    r = Round(tmp_path / "vault")
+    r.run_stage("advertise_keys")
+    for nid in NODES:
+        # re-seal each node's seed the way the earlier Python vault did, with a fresh nonce
+        seed, key, binding = _open_with_cryptography(r, nid)
+        nonce = os.urandom(12)
+        old = nonce + ChaCha20Poly1305(key).encrypt(nonce, seed, binding)
+        assert old != bytes(r.state(nid)["sealed-seed"])
+        r.state(nid)["sealed-seed"] = old
+        # the binding's own bytes open it; another client id's do not
+        opened = sa.SecAggClient.open_sealed(r.cfg, r.ids[nid], old, aad=binding,
+                                             key_file=str(r.vault_dir / "secagg-state.key"))
+        assert bytes(opened.advertise_message) == bytes(
+            sa.SecAggClient(r.cfg, r.ids[nid], seed=seed).advertise_message)
+        st = r.state(nid)
+        from privfed.flwr.vault import aad
+
+        other = aad(bytes(st["session"]), str(nid), int(st["client-id"]) + 1, int(st["created"]))
+        with pytest.raises(ProtocolAbort, match="does not open"):
+            sa.SecAggClient.open_sealed(r.cfg, r.ids[nid], old, aad=other,
+                                        key_file=str(r.vault_dir / "secagg-state.key"))
+        flipped = old[:20] + bytes([old[20] ^ 1]) + old[21:]
+        with pytest.raises(ProtocolAbort, match="does not open"):
+            sa.SecAggClient.open_sealed(r.cfg, r.ids[nid], flipped, aad=binding,
+                                        key_file=str(r.vault_dir / "secagg-state.key"))
+    for stage in ("share_keys", "masked_input", "unmasking"):
+        r.run_stage(stage)
+    assert r.server.status == "finished"
+    assert sorted(r.server.output["survivors"]) == [1, 2, 3, 4, 5]
 
 
 def test_a_finished_round_leaves_a_marker_only_and_a_new_round_supersedes(tmp_path):

@@ -270,6 +270,11 @@ pub enum Privacy {
         /// Sum through the real secure-aggregation protocol (`privfed-secagg`).
         #[serde(default)]
         secure_aggregation: bool,
+        /// The rounds the clients of the secure sum agree to join (`[privacy.secagg_policy]`,
+        /// the fields of [`privfed_secagg::ClientPolicy`]; absent: its defaults). A round it
+        /// refuses stops the run with the rule's name. Needs `secure_aggregation`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secagg_policy: Option<privfed_secagg::ClientPolicy>,
         /// Probability that a sampled client drops out before sending.
         #[serde(default)]
         dropout: f64,
@@ -647,9 +652,20 @@ impl TrainConfig {
                 epsilon,
                 min_clients,
                 dropout,
+                secure_aggregation,
+                secagg_policy,
                 ..
             } => {
                 positive("privacy.clip", clip)?;
+                if let Some(p) = secagg_policy {
+                    if !secure_aggregation {
+                        return bad(
+                            "privacy.secagg_policy applies to secure_aggregation = true only",
+                        );
+                    }
+                    p.validate()
+                        .map_err(|e| FlError::Config(format!("privacy.secagg_policy: {e}")))?;
+                }
                 if !(1..=62).contains(&bits) {
                     return bad(format!("privacy.bits must be in 1..=62 (got {bits})"));
                 }

@@ -96,6 +96,8 @@ pub enum PrivacyPlan {
         share: NoiseShare,
         /// Through the secure-aggregation protocol.
         secure_aggregation: bool,
+        /// The policy the secure sum's clients join under.
+        secagg_policy: privfed_secagg::ClientPolicy,
         /// Dropout probability of a sampled client.
         dropout: f64,
         /// Contributors the noise was planned for.
@@ -344,6 +346,7 @@ impl PrivacyPlan {
                 epsilon,
                 min_clients,
                 secure_aggregation,
+                secagg_policy,
                 dropout,
             } => {
                 let cohort = cfg.expected_cohort(clients);
@@ -381,6 +384,7 @@ impl PrivacyPlan {
                     params: plan.params,
                     share,
                     secure_aggregation,
+                    secagg_policy: secagg_policy.unwrap_or_default(),
                     dropout,
                     planned_clients: planned,
                 }
@@ -639,6 +643,7 @@ pub fn aggregate<R: Rng + CryptoRng + ?Sized>(
         PrivacyPlan::Distributed {
             params,
             secure_aggregation,
+            secagg_policy,
             ..
         } => {
             // A secure sum needs at least two inputs (one input's "sum" is the input); such a
@@ -661,8 +666,9 @@ pub fn aggregate<R: Rng + CryptoRng + ?Sized>(
                 })
                 .collect();
             let (sum, contributors) = if *secure_aggregation {
-                match privfed_secagg::local::secure_sum(
+                match privfed_secagg::local::secure_sum_with_policy(
                     privfed_secagg::local::SecAggThreat::HonestButCurious,
+                    secagg_policy,
                     bits,
                     padded,
                     encoded,

@@ -283,6 +283,7 @@ fn distributed(dropout: f64, secure_aggregation: bool) -> Privacy {
         epsilon: None,
         min_clients: Some(4),
         secure_aggregation,
+        secagg_policy: None,
         dropout,
     }
 }
@@ -328,6 +329,46 @@ fn secure_aggregation_gives_the_same_model_as_the_in_process_sum() {
     assert!(b.history().iter().all(|m| !m.aborted));
     assert_eq!(a.params(), b.params());
     assert_eq!(a.events(), b.events());
+}
+
+/// The secure sum's clients join under `privacy.secagg_policy`: a floor above the cohort stops
+/// the run at its first round with the rule's name; the floor at the cohort trains; a policy
+/// without secure aggregation, or a malformed one, is a config error.
+#[test]
+fn the_secure_sums_policy_refuses_a_cohort_below_its_floor() {
+    let data = blobs(20, 10);
+    let with_policy = |secure_aggregation: bool, policy: privfed_secagg::ClientPolicy| {
+        let mut p = distributed(0.0, secure_aggregation);
+        if let Privacy::Distributed { secagg_policy, .. } = &mut p {
+            *secagg_policy = Some(policy);
+        }
+        config(p, Sampling::Fixed { cohort: 6 }, 2)
+    };
+    let floor = |min_clients| privfed_secagg::ClientPolicy {
+        min_clients,
+        ..Default::default()
+    };
+    let mut t = Trainer::new(with_policy(true, floor(7)), &data, 1).unwrap();
+    let e = t.run(|_, _| Ok(())).unwrap_err().to_string();
+    assert!(e.contains("min_clients") && e.contains("n = 6"), "{e}");
+    let t = run(with_policy(true, floor(6)), &data, 1);
+    assert!(
+        t.history()
+            .iter()
+            .all(|m| !m.aborted && m.contributors == 6)
+    );
+    let e = Trainer::new(with_policy(false, floor(6)), &data, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("secagg_policy"), "{e}");
+    let bad = privfed_secagg::ClientPolicy {
+        min_threshold_fraction: 1.0,
+        ..Default::default()
+    };
+    let e = Trainer::new(with_policy(true, bad), &data, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("min_threshold_fraction"), "{e}");
 }
 
 #[test]
@@ -507,6 +548,7 @@ fn bad_configs_are_refused_with_the_field_named() {
             epsilon: Some(0.01),
             min_clients: None,
             secure_aggregation: false,
+            secagg_policy: None,
             dropout: 0.0,
         },
         Sampling::Poisson { rate: 0.5 },

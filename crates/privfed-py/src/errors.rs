@@ -204,6 +204,7 @@ impl ToPyErr for SecAggError {
             | SecAggError::InconsistentRequest(_)
             | SecAggError::Inconsistent(_)
             | SecAggError::Signature(_)
+            | SecAggError::SealedState(_)
             | SecAggError::Policy(_)
             | SecAggError::Refused { .. }
             | SecAggError::TooLarge { .. } => Kind::ProtocolAbort,

@@ -23,6 +23,7 @@ use privfed_secagg::{
 use privfed_sim::secagg::{SecAggSimConfig, simulate_in_process};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use rand::SeedableRng;
 use std::path::{Path, PathBuf};
 use zeroize::Zeroizing;
 
@@ -342,8 +343,13 @@ impl RoundConfig {
 /// active planner's thresholds: on the complete graph `⌊(n + ⌈0.1·n⌉)/2⌋ + 1`) naming `roster`
 /// (a `Roster`; `None`: no roster, so the server can join as any number of clients — a client
 /// that holds a roster refuses such a round); the default is `"honest-but-curious"`.
+/// `colluding_fraction` γ: the thresholds are sized for that fraction of colluding clients
+/// (the active complete graph's `⌊(n + ⌈γn⌉)/2⌋ + 1`, SecAgg+ planned with `corrupt=γ`) — the
+/// γ the distributed-DP plan's accounting assumes; a γ the cohort cannot be sized for raises
+/// `InvalidParameter` naming `colluding_fraction`. `None` (the default) sizes for 0.1 and caps
+/// the complete graph's threshold at `n − 1`.
 #[pyfunction]
-#[pyo3(name = "round_config", signature = (clients, bits, dim, *, dropout=0.0, graph="auto", degree=None, threshold=None, session_id=None, threat_model="honest-but-curious", roster=None))]
+#[pyo3(name = "round_config", signature = (clients, bits, dim, *, dropout=0.0, graph="auto", degree=None, threshold=None, session_id=None, threat_model="honest-but-curious", roster=None, colluding_fraction=None))]
 #[allow(clippy::too_many_arguments)]
 fn secagg_round_config(
     clients: u32,
@@ -356,12 +362,18 @@ fn secagg_round_config(
     session_id: Option<&Bound<'_, PyAny>>,
     threat_model: &str,
     roster: Option<PyRef<'_, Roster>>,
+    colluding_fraction: Option<f64>,
 ) -> PyResult<RoundConfig> {
     let choice = graph_choice(graph, degree, threshold)?;
     let sid = self::session_id(session_id)?;
     let tm = self::threat_model(threat_model, roster.map(|r| r.inner.digest()))?;
-    let inner =
-        privfed_secagg::round_config_for(tm, clients, bits, dim, dropout, choice, sid).py()?;
+    let inner = match colluding_fraction {
+        None => privfed_secagg::round_config_for(tm, clients, bits, dim, dropout, choice, sid),
+        Some(gamma) => privfed_secagg::round_config_for_colluding(
+            tm, clients, bits, dim, dropout, choice, sid, gamma,
+        ),
+    }
+    .py()?;
     Ok(RoundConfig { inner })
 }
 
@@ -379,7 +391,7 @@ fn read_secret(path: &Path) -> PyResult<Zeroizing<[u8; 32]>> {
             return Err(invalid(
                 "path",
                 format!(
-                    "{}: a device key must be private to its owner (mode {:o}); chmod 600 it",
+                    "{}: a secret key file must be private to its owner (mode {:o}); chmod 600 it",
                     path.display(),
                     mode & 0o777
                 ),
@@ -662,15 +674,14 @@ pub struct SecAggClient {
     rng: NoiseRng,
 }
 
-#[pymethods]
 impl SecAggClient {
-    #[new]
-    #[pyo3(signature = (config, client_id, *, seed=None, device=None, roster=None, authority=None, policy=None, min_roster_version=0))]
-    #[allow(clippy::too_many_arguments)] // Python's keyword-only constructor, one argument each
-    fn new(
-        config: PyRef<'_, RoundConfig>,
+    /// The one constructor behind `new`, `new_sealed` and `open_sealed`: the round's secrets
+    /// come from `rng`.
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        config: &RoundConfig,
         client_id: u32,
-        seed: Option<&Bound<'_, PyAny>>,
+        mut rng: NoiseRng,
         device: Option<PyRef<'_, DeviceKey>>,
         roster: Option<PyRef<'_, Roster>>,
         authority: Option<&[u8]>,
@@ -678,7 +689,6 @@ impl SecAggClient {
         min_roster_version: u64,
     ) -> PyResult<Self> {
         let policy = client_policy(policy)?;
-        let mut rng = rng_from_seed(seed)?;
         let cfg = config.inner.clone();
         let (inner, msg) = match (device, roster, authority) {
             (None, None, None) => {
@@ -725,6 +735,115 @@ impl SecAggClient {
             first: encode(&msg),
             rng,
         })
+    }
+}
+#[pymethods]
+impl SecAggClient {
+    #[new]
+    #[pyo3(signature = (config, client_id, *, seed=None, device=None, roster=None, authority=None, policy=None, min_roster_version=0))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword-only constructor, one argument each
+    fn new(
+        config: PyRef<'_, RoundConfig>,
+        client_id: u32,
+        seed: Option<&Bound<'_, PyAny>>,
+        device: Option<PyRef<'_, DeviceKey>>,
+        roster: Option<PyRef<'_, Roster>>,
+        authority: Option<&[u8]>,
+        policy: Option<&Bound<'_, PyAny>>,
+        min_roster_version: u64,
+    ) -> PyResult<Self> {
+        let rng = rng_from_seed(seed)?;
+        Self::build(
+            &config,
+            client_id,
+            rng,
+            device,
+            roster,
+            authority,
+            policy,
+            min_roster_version,
+        )
+    }
+
+    /// A client whose round secrets come from a fresh 32-byte master seed drawn from the OS
+    /// CSPRNG inside Rust, and that seed **sealed** for the caller to keep between stages:
+    /// returns `(client, sealed)`, `sealed = nonce ‖ ChaCha20-Poly1305(key, seed, aad)` (12 +
+    /// 32 + 16 bytes, RFC 8439). `key_file`: the node-local 32-byte sealing key (created from
+    /// the OS CSPRNG, mode 0600, if missing; refused if group or others can access it), read
+    /// here and zeroized after use, like the seed, which never reaches Python. `aad`: what the
+    /// seal is bound to (round, node, client, time; `open_sealed` needs the same bytes). The
+    /// other arguments are the constructor's.
+    #[staticmethod]
+    #[pyo3(signature = (config, client_id, *, key_file, aad, device=None, roster=None, authority=None, policy=None, min_roster_version=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new_sealed<'py>(
+        py: Python<'py>,
+        config: PyRef<'_, RoundConfig>,
+        client_id: u32,
+        key_file: PathBuf,
+        aad: &[u8],
+        device: Option<PyRef<'_, DeviceKey>>,
+        roster: Option<PyRef<'_, Roster>>,
+        authority: Option<&[u8]>,
+        policy: Option<&Bound<'_, PyAny>>,
+        min_roster_version: u64,
+    ) -> PyResult<(Self, Bound<'py, PyBytes>)> {
+        create_secret(&key_file)?;
+        let key = read_secret(&key_file)?;
+        let seed = os_key()?;
+        let mut nonce_rng = NoiseRng::from_seed(*os_key()?);
+        let sealed = privfed_secagg::crypto::seal_seed(&key, aad, &seed, &mut nonce_rng).py()?;
+        let client = Self::build(
+            &config,
+            client_id,
+            NoiseRng::from_seed(*seed),
+            device,
+            roster,
+            authority,
+            policy,
+            min_roster_version,
+        )?;
+        Ok((client, PyBytes::new(py, &sealed)))
+    }
+
+    /// The client of `new_sealed` rebuilt from its `sealed` seed: opened under `key_file` with
+    /// the same `aad` (a seed sealed in the same layout by any ChaCha20-Poly1305 implementation
+    /// opens too). Raises `ProtocolAbort` when it does not open (no key file, another key,
+    /// another binding, altered bytes); the rebuilt client then replays the server messages it had answered.
+    #[staticmethod]
+    #[pyo3(signature = (config, client_id, sealed, *, key_file, aad, device=None, roster=None, authority=None, policy=None, min_roster_version=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn open_sealed(
+        config: PyRef<'_, RoundConfig>,
+        client_id: u32,
+        sealed: &[u8],
+        key_file: PathBuf,
+        aad: &[u8],
+        device: Option<PyRef<'_, DeviceKey>>,
+        roster: Option<PyRef<'_, Roster>>,
+        authority: Option<&[u8]>,
+        policy: Option<&Bound<'_, PyAny>>,
+        min_roster_version: u64,
+    ) -> PyResult<Self> {
+        if !key_file.exists() {
+            return Err::<Self, _>(privfed_secagg::SecAggError::SealedState(format!(
+                "this node has no sealing key ({}): it was sealed elsewhere",
+                key_file.display()
+            )))
+            .py();
+        }
+        let key = read_secret(&key_file)?;
+        let seed = privfed_secagg::crypto::open_seed(&key, aad, sealed).py()?;
+        Self::build(
+            &config,
+            client_id,
+            NoiseRng::from_seed(*seed),
+            device,
+            roster,
+            authority,
+            policy,
+            min_roster_version,
+        )
     }
 
     /// The first message (advertise keys), to send to the server.

@@ -79,6 +79,10 @@ pub enum SecAggError {
     /// unsigned or wrongly signed key, a device not on the roster, a bad survivor signature.
     #[error("signature check failed: {0}")]
     Signature(String),
+    /// A client's sealed round state ([`crate::crypto::open_seed`]) does not open: sealed
+    /// under another key, for another binding (round, node, client, time), altered, or cut.
+    #[error("the round's sealed state does not open: {0}")]
+    SealedState(String),
     /// The server's account of the round contradicts itself or what the client derived
     /// (active mode): a U3 signed by fewer than `t` neighbours, a U3 other than the one the
     /// client signed, a key list without the client's own keys.

@@ -89,6 +89,7 @@ pub use identity::{Credentials, DeviceKey, Roster, RosterCheck, TrustedRoster};
 pub use messages::{ClientMessage, ClientPayload, ServerMessage, ServerPayload, Stage};
 pub use plan::{
     GraphChoice, SecAggPlusPlan, plan_active, plan_secagg_plus, round_config, round_config_for,
+    round_config_for_colluding,
 };
 pub use policy::ClientPolicy;
 pub use server::{Aggregate, Receipt, RoundStatus, Server};

@@ -389,9 +389,33 @@ pub fn prepare_round<R: Rng + CryptoRng + ?Sized>(
 /// through a real in-process round in `threat` in which the clients marked in `dropped` share
 /// keys and then drop before sending masked input. The protocol's secrets come from `rng` (the
 /// OS generator in production simulations). A round with too few survivors is
-/// [`SecAggError::Aborted`] and reveals nothing.
+/// [`SecAggError::Aborted`] and reveals nothing. Every client joins under
+/// [`ClientPolicy::default`]; [`secure_sum_with_policy`] takes another policy.
 pub fn secure_sum<R: Rng + CryptoRng + ?Sized>(
     threat: SecAggThreat,
+    bits: u32,
+    dim: usize,
+    inputs: Vec<Vec<u64>>,
+    dropped: &[bool],
+    rng: &mut R,
+) -> Result<Aggregate> {
+    secure_sum_with_policy(
+        threat,
+        &ClientPolicy::default(),
+        bits,
+        dim,
+        inputs,
+        dropped,
+        rng,
+    )
+}
+
+/// [`secure_sum`] with every client joining under `policy`: a round the policy refuses fails
+/// at its first stage with [`SecAggError::Refused`] naming the rule, before any client sends a
+/// key.
+pub fn secure_sum_with_policy<R: Rng + CryptoRng + ?Sized>(
+    threat: SecAggThreat,
+    policy: &ClientPolicy,
     bits: u32,
     dim: usize,
     inputs: Vec<Vec<u64>>,
@@ -406,9 +430,9 @@ pub fn secure_sum<R: Rng + CryptoRng + ?Sized>(
         .iter()
         .map(|&d| d.then_some(Stage::MaskedInput))
         .collect();
-    let mut round = match credentials {
+    let round = match credentials {
         Some(c) => LocalRound::with_credentials(config, inputs, drops, c)?,
         None => LocalRound::new(config, inputs, drops)?,
     };
-    round.run(rng)
+    round.with_policy(*policy).run(rng)
 }

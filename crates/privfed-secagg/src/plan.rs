@@ -385,7 +385,9 @@ pub fn round_config(
 
 /// A validated round configuration in `threat_model`: as [`round_config`], with the active
 /// mode's thresholds ([`active_complete_threshold`] on the complete graph, [`plan_active`] for
-/// SecAgg+ with [`DEFAULT_CORRUPT_FRACTION`] and [`DEFAULT_GRINDING_BITS`]).
+/// SecAgg+ with [`DEFAULT_CORRUPT_FRACTION`] and [`DEFAULT_GRINDING_BITS`]). On a cohort too
+/// small for that γ the complete graph's threshold is capped at `n − 1`;
+/// [`round_config_for_colluding`] with an explicit γ refuses such a cohort instead.
 pub fn round_config_for(
     threat_model: ThreatModel,
     clients: u32,
@@ -395,12 +397,96 @@ pub fn round_config_for(
     choice: GraphChoice,
     session_id: [u8; 32],
 ) -> Result<RoundConfig> {
+    sized_round_config(
+        threat_model,
+        clients,
+        bits,
+        dim,
+        dropout,
+        choice,
+        session_id,
+        None,
+    )
+}
+
+/// [`round_config_for`] sized for a colluding fraction γ = `colluding_fraction` instead of
+/// [`DEFAULT_CORRUPT_FRACTION`]: the active complete graph's threshold is
+/// `⌊(n + ⌈γn⌉)/2⌋ + 1` ([`active_complete_threshold`]), SecAgg+ is planned by [`plan_active`]
+/// (or [`plan_secagg_plus`] for honest-but-curious rounds) with `corrupt = γ`. The same γ should
+/// be the one the distributed-DP accounting assumes (`privfed_distributed`'s
+/// `PlanRequest::colluding_fraction`). A γ outside `[0, 1)`, or one the cohort cannot be sized
+/// for (an active complete graph whose threshold would exceed `n − 1`) is
+/// [`SecAggError::InvalidConfig`] naming `colluding_fraction`; `GraphChoice::Plus` without a
+/// SecAgg+ plan for γ is the planner's error.
+#[allow(clippy::too_many_arguments)]
+pub fn round_config_for_colluding(
+    threat_model: ThreatModel,
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    choice: GraphChoice,
+    session_id: [u8; 32],
+    colluding_fraction: f64,
+) -> Result<RoundConfig> {
+    sized_round_config(
+        threat_model,
+        clients,
+        bits,
+        dim,
+        dropout,
+        choice,
+        session_id,
+        Some(colluding_fraction),
+    )
+}
+
+/// The one body of [`round_config_for`] (γ = `None`: the default, thresholds capped) and
+/// [`round_config_for_colluding`] (an explicit γ, refused when the cohort cannot hold it).
+#[allow(clippy::too_many_arguments)]
+fn sized_round_config(
+    threat_model: ThreatModel,
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    choice: GraphChoice,
+    session_id: [u8; 32],
+    colluding_fraction: Option<f64>,
+) -> Result<RoundConfig> {
     let active = threat_model.is_active();
+    let gamma = colluding_fraction.unwrap_or(DEFAULT_CORRUPT_FRACTION);
+    if !(gamma.is_finite() && (0.0..1.0).contains(&gamma)) {
+        return Err(SecAggError::config(
+            "colluding_fraction",
+            gamma,
+            "must be in [0, 1)",
+        ));
+    }
+    let complete_threshold = || -> Result<u32> {
+        let t = active_complete_threshold(clients, gamma);
+        let cap = clients.saturating_sub(1);
+        if colluding_fraction.is_some() && t > cap {
+            return Err(SecAggError::config(
+                "colluding_fraction",
+                gamma,
+                format!(
+                    "an active round of {clients} clients cannot be sized for it: the complete \
+                     graph's threshold ⌊(n + ⌈γn⌉)/2⌋ + 1 = {t} exceeds n − 1 = {cap}"
+                ),
+            ));
+        }
+        Ok(t.min(cap))
+    };
+    let needs_complete = matches!(choice, GraphChoice::Complete)
+        || matches!(choice, GraphChoice::Auto if clients <= COMPLETE_GRAPH_UP_TO);
     let complete = RoundConfig {
         session_id,
         clients,
-        threshold: if active {
-            active_complete_threshold(clients, DEFAULT_CORRUPT_FRACTION).min(clients - 1)
+        threshold: if active && needs_complete {
+            complete_threshold()?
+        } else if active {
+            active_complete_threshold(clients, gamma).min(clients.saturating_sub(1))
         } else {
             clients.saturating_sub(1) / 2 + 1
         },
@@ -411,16 +497,9 @@ pub fn round_config_for(
     };
     let plus = || -> Result<RoundConfig> {
         let p = if active {
-            plan_active(
-                clients,
-                dropout,
-                DEFAULT_CORRUPT_FRACTION,
-                40.0,
-                20.0,
-                DEFAULT_GRINDING_BITS,
-            )?
+            plan_active(clients, dropout, gamma, 40.0, 20.0, DEFAULT_GRINDING_BITS)?
         } else {
-            plan_secagg_plus(clients, dropout, DEFAULT_CORRUPT_FRACTION, 40.0, 20.0)?
+            plan_secagg_plus(clients, dropout, gamma, 40.0, 20.0)?
         };
         Ok(RoundConfig {
             threshold: p.threshold,
@@ -437,7 +516,15 @@ pub fn round_config_for(
             ..complete
         },
         GraphChoice::Auto if clients <= COMPLETE_GRAPH_UP_TO => complete,
-        GraphChoice::Auto => plus().unwrap_or(complete),
+        GraphChoice::Auto => match plus() {
+            Ok(c) => c,
+            // No sparser graph: the complete one, sized for the same γ.
+            Err(_) if active => RoundConfig {
+                threshold: complete_threshold()?,
+                ..complete
+            },
+            Err(_) => complete,
+        },
     };
     config.validate()?;
     Ok(config)
@@ -446,6 +533,68 @@ pub fn round_config_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The active complete graph's threshold follows γ; the default γ keeps `round_config_for`'s
+    /// round; a γ the cohort cannot hold is refused, where the default caps it.
+    #[test]
+    fn round_config_is_sized_for_the_colluding_fraction_it_is_given() {
+        let active = ThreatModel::Active { roster: None };
+        let sized = |n, gamma, choice| {
+            round_config_for_colluding(active, n, 16, 4, 0.0, choice, [1; 32], gamma)
+        };
+        for n in [5u32, 10, 40, 100] {
+            let default =
+                round_config_for(active, n, 16, 4, 0.0, GraphChoice::Auto, [1; 32]).unwrap();
+            let same = sized(n, DEFAULT_CORRUPT_FRACTION, GraphChoice::Auto).unwrap();
+            assert_eq!(default, same, "n = {n}");
+            for gamma in [0.0, 0.2, 0.3] {
+                let c = (gamma * n as f64).ceil() as u32;
+                let want = (n + c) / 2 + 1;
+                match sized(n, gamma, GraphChoice::Auto) {
+                    Ok(cfg) => {
+                        assert_eq!(cfg.threshold, want, "n = {n}, γ = {gamma}");
+                        assert!(want < n);
+                    }
+                    Err(e) => {
+                        assert!(want > n - 1, "n = {n}, γ = {gamma}: {e}");
+                        assert!(e.to_string().contains("colluding_fraction"), "{e}");
+                    }
+                }
+            }
+        }
+        // n = 5, γ = 0.3: c = 2, t = 4 ≤ 4 holds; γ = 0.5: c = 3, t = 5 > 4 is refused, and
+        // the default path caps the same threshold at 4.
+        assert_eq!(sized(5, 0.3, GraphChoice::Complete).unwrap().threshold, 4);
+        assert!(matches!(
+            sized(5, 0.5, GraphChoice::Complete),
+            Err(SecAggError::InvalidConfig {
+                name: "colluding_fraction",
+                ..
+            })
+        ));
+        for bad in [-0.1, 1.0, f64::NAN] {
+            assert!(matches!(
+                sized(10, bad, GraphChoice::Auto),
+                Err(SecAggError::InvalidConfig {
+                    name: "colluding_fraction",
+                    ..
+                })
+            ));
+        }
+        // Honest-but-curious rounds: the complete threshold does not depend on γ.
+        let hbc = round_config_for_colluding(
+            ThreatModel::HonestButCurious,
+            10,
+            16,
+            4,
+            0.0,
+            GraphChoice::Auto,
+            [1; 32],
+            0.4,
+        )
+        .unwrap();
+        assert_eq!(hbc.threshold, (10 - 1) / 2 + 1);
+    }
 
     #[test]
     fn hypergeometric_tail_against_direct_sums() {

@@ -58,6 +58,10 @@ pub struct DistributedDmeConfig {
     /// round's thresholds are sized for [`privfed_secagg::plan::DEFAULT_CORRUPT_FRACTION`] colluders,
     /// and the request's `colluding_fraction` must be that same γ (one value for both sides).
     pub secure_aggregation_threat: privfed_secagg::local::SecAggThreat,
+    /// The rounds the clients agree to join ([`privfed_secagg::ClientPolicy`]; its defaults
+    /// unless relaxed): a round it refuses fails the run with
+    /// [`privfed_secagg::SecAggError::Refused`] naming the rule.
+    pub secure_aggregation_policy: privfed_secagg::ClientPolicy,
 }
 
 /// Why a run failed.
@@ -333,8 +337,9 @@ pub fn run_distributed_dme(
                     for &i in &alive {
                         dropped[i] = false;
                     }
-                    let out = privfed_secagg::local::secure_sum(
+                    let out = privfed_secagg::local::secure_sum_with_policy(
                         cfg.secure_aggregation_threat,
+                        &cfg.secure_aggregation_policy,
                         req.bits,
                         skellam.padded_dim,
                         encodings,
@@ -459,6 +464,7 @@ mod tests {
             dropout,
             secure_aggregation: false,
             secure_aggregation_threat: privfed_secagg::local::SecAggThreat::Active,
+            secure_aggregation_policy: privfed_secagg::ClientPolicy::default(),
         }
     }
 

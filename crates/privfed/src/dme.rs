@@ -3,7 +3,7 @@
 
 use crate::build::{DistributedArgs, MechanismArgs, build};
 use crate::output::print_report;
-use crate::secagg::ThreatModelArg;
+use crate::secagg::{PolicyArgs, ThreatModelArg};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -36,6 +36,9 @@ pub struct DmeArgs {
     /// `honest-but-curious` (see docs/SECURE_AGGREGATION.md).
     #[arg(long, value_enum, default_value_t = ThreatModelArg::Active, requires = "secagg")]
     threat_model: ThreatModelArg,
+    /// The --secagg clients' policy (the same options as `secagg simulate`).
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// Number of independent trials T.
     #[arg(long, default_value_t = 10)]
     trials: usize,
@@ -61,6 +64,9 @@ pub fn run(args: &DmeArgs) -> Result<()> {
     }
     if args.trials == 0 {
         bail!("--trials must be at least 1");
+    }
+    if args.policy.is_set() && !args.secagg {
+        bail!("the policy options (--min-clients, …, --permissive-policy) apply to --secagg only");
     }
     let distributed = match args.mech.mechanism {
         MechanismKind::Skellam => Some(DistributedNoise::Skellam),
@@ -117,6 +123,7 @@ fn run_distributed(args: &DmeArgs, noise: DistributedNoise) -> Result<()> {
         dropout: args.dropout,
         secure_aggregation: args.secagg,
         secure_aggregation_threat: args.threat_model.sim(),
+        secure_aggregation_policy: args.policy.policy()?,
     };
     let report = run_distributed_dme(&config, &|n| progress.inc(n));
     progress.finish_and_clear();

@@ -2,10 +2,12 @@
 //! [`privfed_fl::run::Run`] (checkpoints a killed run resumes from, CSV/JSON/figure outputs)
 //! with ε on the progress bar; `fl experiment` runs a paper's grid (`privfed_sim::experiments::fl`).
 
+use crate::secagg::PolicyArgs;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use privfed_fl::RoundMetrics;
+use privfed_fl::config::Privacy;
 use privfed_fl::datasets::default_data_dir;
 use privfed_fl::run::{Run, RunConfig, RunOptions};
 use privfed_plot::write_figure;
@@ -84,6 +86,11 @@ pub struct TrainArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// The secure sum's clients' policy (the options of `secagg simulate`; each overrides the
+    /// config's `[privacy.secagg_policy]`, which overrides the defaults). Needs a `distributed`
+    /// privacy with `secure_aggregation = true`.
+    #[command(flatten)]
+    policy: PolicyArgs,
 }
 
 /// Runs a `privfed fl` command.
@@ -142,7 +149,22 @@ fn train(a: &TrainArgs) -> Result<()> {
         threads: worker_threads(a.threads)?,
         config_file: Some(a.config.clone()),
     };
-    let run = Run::open(RunConfig::read(&a.config)?, options)?;
+    let mut config = RunConfig::read(&a.config)?;
+    if a.policy.is_set() {
+        let Privacy::Distributed {
+            secure_aggregation: true,
+            secagg_policy,
+            ..
+        } = &mut config.train.privacy
+        else {
+            bail!(
+                "the policy options (--min-clients, …, --permissive-policy) apply to a \
+                 `distributed` privacy with secure_aggregation = true"
+            );
+        };
+        *secagg_policy = Some(a.policy.apply(secagg_policy.unwrap_or_default())?);
+    }
+    let run = Run::open(config, options)?;
     let mut trainer = run.trainer()?;
     if run.resumes() && !a.quiet && !a.json {
         eprintln!("resuming from round {}", trainer.round());

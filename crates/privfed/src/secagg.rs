@@ -145,7 +145,29 @@ pub struct SimulateArgs {
     /// Active mode without a roster: any device key is accepted (the server could add Sybils).
     #[arg(long)]
     no_roster: bool,
-    /// The smallest cohort the simulated clients agree to join (their policy; default 3).
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Instead of an honest round, play this attacker against real clients (in process, no
+    /// dropouts) and report whether it recovered the target's input.
+    #[arg(long, value_enum, conflicts_with_all = ["server", "http"])]
+    adversary: Option<AdversaryArg>,
+    /// The client whose input --adversary goes after.
+    #[arg(long, default_value_t = 1, requires = "adversary")]
+    target: u32,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// No progress output.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// The clients' policy on the rounds they join (`privfed_secagg::policy::ClientPolicy`): the
+/// options of every command that runs secure aggregation (`secagg simulate`, `dme --secagg`,
+/// `fl train`), parsed here once.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PolicyArgs {
+    /// The smallest cohort the clients agree to join (their policy; default 3).
     #[arg(long)]
     min_clients: Option<u32>,
     /// The smallest threshold t the clients accept (default 2).
@@ -162,19 +184,46 @@ pub struct SimulateArgs {
     /// rounds a server could break by construction, e.g. t = 1).
     #[arg(long, conflicts_with_all = ["min_clients", "min_threshold", "min_threshold_fraction", "min_degree"])]
     permissive_policy: bool,
-    /// Instead of an honest round, play this attacker against real clients (in process, no
-    /// dropouts) and report whether it recovered the target's input.
-    #[arg(long, value_enum, conflicts_with_all = ["server", "http"])]
-    adversary: Option<AdversaryArg>,
-    /// The client whose input --adversary goes after.
-    #[arg(long, default_value_t = 1, requires = "adversary")]
-    target: u32,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-    /// No progress output.
-    #[arg(long)]
-    quiet: bool,
+}
+
+impl PolicyArgs {
+    /// Whether any policy option was given.
+    pub fn is_set(&self) -> bool {
+        self.permissive_policy
+            || self.min_clients.is_some()
+            || self.min_threshold.is_some()
+            || self.min_threshold_fraction.is_some()
+            || self.min_degree.is_some()
+    }
+
+    /// `base` with each rule overridden by its option, or every rule off with
+    /// `--permissive-policy`; a malformed policy is named by its option.
+    pub fn apply(&self, base: ClientPolicy) -> Result<ClientPolicy> {
+        if self.permissive_policy {
+            return Ok(ClientPolicy::permissive());
+        }
+        let mut p = base;
+        if let Some(n) = self.min_clients {
+            p.min_clients = n;
+        }
+        if let Some(t) = self.min_threshold {
+            p.min_threshold = t;
+        }
+        if let Some(f) = self.min_threshold_fraction {
+            p.min_threshold_fraction = f;
+        }
+        if let Some(k) = self.min_degree {
+            p.min_degree = k;
+        }
+        p.validate()
+            .map_err(|e| anyhow::anyhow!("--min-threshold-fraction: {e}"))?;
+        Ok(p)
+    }
+
+    /// The library's defaults with the options applied ([`PolicyArgs::apply`]).
+    pub fn policy(&self) -> Result<ClientPolicy> {
+        self.apply(ClientPolicy::default())
+    }
 }
 
 /// Arguments of `privfed secagg plan`.
@@ -236,30 +285,6 @@ pub fn run(cmd: &SecAggCommand) -> Result<()> {
     }
 }
 
-/// The simulated clients' policy: the library's defaults, each rule overridden by its flag, or
-/// every rule off with `--permissive-policy`.
-fn client_policy(args: &SimulateArgs) -> Result<ClientPolicy> {
-    if args.permissive_policy {
-        return Ok(ClientPolicy::permissive());
-    }
-    let mut p = ClientPolicy::default();
-    if let Some(n) = args.min_clients {
-        p.min_clients = n;
-    }
-    if let Some(t) = args.min_threshold {
-        p.min_threshold = t;
-    }
-    if let Some(f) = args.min_threshold_fraction {
-        p.min_threshold_fraction = f;
-    }
-    if let Some(k) = args.min_degree {
-        p.min_degree = k;
-    }
-    p.validate()
-        .map_err(|e| anyhow::anyhow!("--min-threshold-fraction: {e}"))?;
-    Ok(p)
-}
-
 fn simulate(args: &SimulateArgs) -> Result<()> {
     if args.dim == 0 {
         bail!("--dim must be at least 1");
@@ -285,7 +310,7 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
         },
         seed: args.seed,
         threat: threat(args)?,
-        policy: client_policy(args)?,
+        policy: args.policy.policy()?,
     };
     if let Some(adversary) = args.adversary {
         let attack = match adversary {

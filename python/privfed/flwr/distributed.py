@@ -59,7 +59,7 @@ from .selection import (
     selection_from_run_config,
 )
 from .strategy_base import WrappedStrategy
-from .vault import NodeVault, resolve_dir, vault_for
+from .vault import NodeVault, aad, resolve_dir, vault_for
 
 #: The ConfigRecord of every secure-aggregation message (both ways) and of the client's state.
 SECAGG_RECORD = "privfed-secagg"
@@ -122,7 +122,8 @@ class DistributedDpMod:
     """ClientApp mod: privfed's secure-aggregation client around the TRAIN message.
 
     * ``advertise_keys``: builds the round's client from the configuration the server sent
-      (keys from a fresh 32-byte OS seed) and answers with its public keys;
+      (keys from a fresh 32-byte seed drawn from the OS CSPRNG in Rust) and answers with its
+      public keys;
     * ``share_keys``: answers with its encrypted shares;
     * ``masked_input``: lets the ClientApp train (``call_next``), encodes
       ``update = returned − received`` with the server's Skellam plan and this round's rotation
@@ -135,11 +136,12 @@ class DistributedDpMod:
     ``"privfed-secagg-state"``; Flower's Deployment Engine may start a fresh ClientApp process
     per message and keeps only the Context): the round's session id, server round, client id,
     configuration and plan, the stages answered so far, the server messages handled so far and
-    the round's 32-byte master seed (OS CSPRNG) **sealed** with ChaCha20-Poly1305 under a key in
-    a node-local directory (:mod:`privfed.flwr.vault`; ``state_dir=``, else the node config's
-    ``privfed-state-dir``, else ``$PRIVFED_STATE_DIR``, else ``~/.local/state/privfed``). The
-    client is rebuilt from them at each stage. Every stage is claimed in that directory's
-    journal before it is answered, so it is answered **once**; any refusal (a contradictory or
+    the round's 32-byte master seed, drawn, **sealed** with ChaCha20-Poly1305 and opened in Rust
+    (:meth:`privfed.secagg.SecAggClient.new_sealed`) under a key in a node-local directory
+    (:mod:`privfed.flwr.vault`; ``state_dir=``, else the node config's ``privfed-state-dir``,
+    else ``$PRIVFED_STATE_DIR``, else ``~/.local/state/privfed``). The client is rebuilt from
+    them at each stage. Every stage is claimed in that directory's journal before it is
+    answered, so it is answered **once**; any refusal (a contradictory or
     malformed request, a stage re-sent or out of order, a failing ClientApp) is **sticky**: the
     round is recorded as aborted in the journal and its state replaced by an ``aborted`` marker
     without seed or messages, and every later message of that round is refused — after a
@@ -233,11 +235,12 @@ class DistributedDpMod:
     def _restore(self, st: ConfigRecord, ctxt: Context, vault: NodeVault):
         cfg = _config_from_bytes(st["config"])
         cid = int(st["client-id"])
-        seed = vault.open(bytes(st["sealed-seed"]), session=bytes(st["session"]),
-                          node=self._node(ctxt), client_id=cid, created=int(st["created"]))
+        created = int(st["created"])
+        vault.check_age(created)
         roster = bytes(st["roster"]) if "roster" in st else None
-        client = self._client(cfg, cid, seed, roster, ctxt)
-        del seed
+        client, _ = self._client(cfg, cid, roster, ctxt, vault,
+                                 aad(bytes(st["session"]), self._node(ctxt), cid, created),
+                                 sealed=bytes(st["sealed-seed"]))
         for m in list(st["messages"]):
             inp = None
             if client.next_stage == "masked_input":
@@ -287,26 +290,35 @@ class DistributedDpMod:
         if roster is None:
             raise errors.ProtocolError("the round names a roster the server did not send")
 
-    def _client(self, cfg, cid: int, seed: bytes, roster: Optional[bytes], ctxt: Context):
-        policy = self._secagg_policy(cfg, ctxt)
-        if cfg.threat_model != "active":
-            return sa.SecAggClient(cfg, cid, seed=seed, policy=policy)
-        if roster is None:
-            return sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt),
-                                   policy=policy)
-        # The roster must be at least as new as the newest this node accepted from the same
-        # authority (kept in the node's journal), and unexpired by the node's clock; the
-        # client checks both with the signature.
-        authority = self._authority_of(ctxt)
-        if authority is None:
-            raise errors.ProtocolAbort(_NO_AUTHORITY)
-        vault = self._vault(ctxt)
-        signed = sa.Roster.from_bytes(roster)
-        client = sa.SecAggClient(cfg, cid, seed=seed, device=self._device(ctxt), roster=signed,
-                                 authority=authority, policy=policy,
-                                 min_roster_version=vault.roster_version(authority))
-        vault.accept_roster_version(authority, signed.version)
-        return client
+    def _client(self, cfg, cid: int, roster: Optional[bytes], ctxt: Context, vault: NodeVault,
+                binding: bytes, sealed: Optional[bytes] = None):
+        """The round's client and its sealed seed: a fresh seed drawn and sealed in Rust when
+        ``sealed`` is None, else the one ``sealed`` holds, opened in Rust (neither the seed nor
+        the vault's key becomes a Python object)."""
+        kw: Dict[str, Any] = {"policy": self._secagg_policy(cfg, ctxt)}
+        authority = signed = None
+        if cfg.threat_model == "active":
+            kw["device"] = self._device(ctxt)
+            if roster is not None:
+                # The roster must be at least as new as the newest this node accepted from the
+                # same authority (kept in the node's journal), and unexpired by the node's
+                # clock; the client checks both with the signature.
+                authority = self._authority_of(ctxt)
+                if authority is None:
+                    raise errors.ProtocolAbort(_NO_AUTHORITY)
+                signed = sa.Roster.from_bytes(roster)
+                kw.update(roster=signed, authority=authority,
+                          min_roster_version=vault.roster_version(authority))
+        key_file = str(vault.key_file())
+        if sealed is None:
+            client, sealed = sa.SecAggClient.new_sealed(cfg, cid, key_file=key_file,
+                                                        aad=binding, **kw)
+        else:
+            client = sa.SecAggClient.open_sealed(cfg, cid, sealed, key_file=key_file,
+                                                 aad=binding, **kw)
+        if signed is not None:
+            vault.accept_roster_version(authority, signed.version)
+        return client, bytes(sealed)
 
     @staticmethod
     def _policy_base(p: Union[None, str, Dict[str, Any]]) -> Dict[str, Any]:
@@ -439,11 +451,8 @@ class DistributedDpMod:
             vault.prune()
             vault.claim(session, node, stage)  # a round is started once per node
             created = int(time.time())
-            seed = os.urandom(32)
-            client = self._client(cfg, cid, seed, roster, ctxt)
-            sealed = vault.seal(seed, session=session, node=node, client_id=cid,
-                                created=created)
-            del seed
+            client, sealed = self._client(cfg, cid, roster, ctxt, vault,
+                                          aad(session, node, cid, created))
             states[STATE_RECORD] = ConfigRecord({
                 "version": STATE_VERSION, "status": "running", "session": session,
                 "round": int(rec["round"]), "client-id": cid, "answered": [stage],
@@ -662,7 +671,10 @@ class DistributedDpStrategy(WrappedStrategy):
     the nodes, named by its digest in the round configuration) admits enrolled devices only;
     without one, any device key is accepted (the Sybil case). The default stays
     ``"honest-but-curious"``: the active complete graph's threshold leaves small cohorts no
-    room for dropouts.
+    room for dropouts. The round's thresholds are sized for the same γ the accounting assumes
+    (:meth:`round_config`: on the active complete graph ``t = ⌊(n + ⌈γn⌉)/2⌋ + 1``); a γ a
+    cohort cannot be sized for raises :class:`privfed.errors.InvalidParameter` when its round
+    is configured.
     """
 
     def __init__(
@@ -820,6 +832,20 @@ class DistributedDpStrategy(WrappedStrategy):
         return super().start(grid, initial_arrays, *args, **kw)
 
     # ------------------------------------------------------------------ the round
+    def round_config(self, clients: int, session_id: Any = None) -> Any:
+        """The secure-aggregation round for a cohort of ``clients``
+        (:func:`privfed.secagg.round_config`), its thresholds sized for the strategy's
+        ``colluding_fraction`` γ — the γ the accounting assumes — so the round and the ε count
+        the same colluders. γ = 0 (a plan without colluders) keeps the round sized for 0.1. A
+        γ the cohort cannot be sized for raises :class:`privfed.errors.InvalidParameter`
+        naming ``colluding_fraction`` (for the active complete graph,
+        ``⌊(n + ⌈γn⌉)/2⌋ + 1 ≤ n − 1``)."""
+        return sa.round_config(clients, int(self.params["bits"]), int(self.params["padded_dim"]),
+                               dropout=self.dropout, graph=self.graph,
+                               threat_model=self.threat_model, roster=self.roster,
+                               session_id=session_id,
+                               colluding_fraction=self.colluding_fraction or None)
+
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         self._pending = None
@@ -842,9 +868,7 @@ class DistributedDpStrategy(WrappedStrategy):
                  server_round, what, self.ledger.budget)
             self.ledger.record(server_round, None, 0, "budget reached: round not started")
             return []
-        cfg = sa.round_config(n, int(self.params["bits"]), int(self.params["padded_dim"]),
-                              dropout=self.dropout, graph=self.graph,
-                              threat_model=self.threat_model, roster=self.roster)
+        cfg = self.round_config(n)
         self._pending = self._secure_round(server_round, msgs, cfg, grid, names)
         # The round ran over the grid already; Strategy.start sends nothing more.
         return []

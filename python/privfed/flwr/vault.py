@@ -9,8 +9,11 @@ follow from that:
 * a copy of ``ctxt.state`` (the SuperNode's memory, the ClientApp I/O connection between the
   SuperNode and a separate ClientApp process or container, a debugging dump) must not hold the
   round's **master seed** (from which the client's key-agreement secrets, its self-mask seed and
-  so every share it received can be re-derived): the seed is **sealed** (ChaCha20-Poly1305)
-  under a key that lives only in this directory;
+  so every share it received can be re-derived): the seed is drawn, **sealed**
+  (ChaCha20-Poly1305) and opened inside privfed's Rust core
+  (:meth:`privfed.secagg.SecAggClient.new_sealed` / ``open_sealed``) under a key that lives only
+  in this directory and that Rust reads itself; neither the seed nor the key is ever a Python
+  object;
 * a server must not get a stage answered **twice**, or answered **after the client refused**,
   by re-sending it (the client would be rebuilt from the same seed and answer again): every
   stage is **claimed** in the journal, atomically, before it is answered, and a refusal writes an
@@ -19,7 +22,7 @@ follow from that:
   drops a ClientApp's Context changes when it raises) and for concurrent deliveries.
 
 Layout (``0700`` directory): ``secagg-state.key`` (32 bytes from the OS CSPRNG, ``0600``,
-created once; refused if group or others can read it) and ``secagg-journal.sqlite3`` (one row
+created once by the Rust core; refused if group or others can access it) and ``secagg-journal.sqlite3`` (one row
 per (round session, node, stage) answered or ``aborted``; rows older than the retention are
 pruned, and a sealed seed older than it is refused, so pruning re-opens nothing).
 
@@ -30,15 +33,19 @@ The server can set none of them.
 
 What it does not protect against: anyone who can read this directory **and** a copy of the
 Context (the node's own OS account, root) can open the seed; deleting the journal while a sealed
-seed is still in a Context re-enables a replay of that round's remaining stages. Python's
-``bytes`` holding the seed and the key while a stage is handled are not zeroized.
+seed is still in a Context re-enables a replay of that round's remaining stages. The seed and
+the key are zeroized by Rust after each use; the process's memory while a stage is handled is
+as exposed as any process's to its own account.
+
+The sealed format is ``nonce (12 bytes) ‖ ChaCha20-Poly1305 ciphertext and tag`` with the
+associated data of :func:`aad` — the same as privfed's earlier pure-Python vault, so a round
+sealed by it still opens.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 import struct
 import threading
 import time
@@ -55,7 +62,6 @@ JOURNAL_FILE = "secagg-journal.sqlite3"
 #: How long a round's journal rows are kept, and how old a sealed seed may be (seconds).
 RETENTION_SECONDS = 7 * 24 * 3600
 _SEAL_LABEL = b"privfed/flwr/secagg-seed/v1"
-_NONCE = 12
 _ABORTED = "aborted"
 
 _lock = threading.Lock()
@@ -91,17 +97,10 @@ def vault_for(directory: Path) -> "NodeVault":
         return v
 
 
-def _aead():
-    try:
-        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-    except ImportError as exc:  # flwr depends on cryptography; say so if it is missing
-        raise ImportError(
-            "privfed.flwr's secure-aggregation client seals its state with the 'cryptography' "
-            "package (a dependency of flwr): pip install cryptography") from exc
-    return ChaCha20Poly1305
-
-
-def _aad(session: bytes, node: str, client_id: int, created: int) -> bytes:
+def aad(session: bytes, node: str, client_id: int, created: int) -> bytes:
+    """The associated data a round's sealed seed is bound to: ``label ‖ len ‖ session ‖ len ‖
+    node ‖ client id (4 bytes) ‖ creation time (8 bytes, signed)``, big-endian lengths of 2
+    bytes."""
     n = node.encode()
     return (_SEAL_LABEL + struct.pack(">H", len(session)) + session
             + struct.pack(">H", len(n)) + n + struct.pack(">Iq", client_id, created))
@@ -112,72 +111,27 @@ class NodeVault:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._key: Optional[bytes] = None
 
     # ------------------------------------------------------------------ the key
     def _ensure_dir(self) -> None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
-    def _load_key(self) -> bytes:
-        if self._key is not None:
-            return self._key
+    def key_file(self) -> Path:
+        """The sealing key's path (the directory is made if missing; the key itself is created
+        and read by :meth:`privfed.secagg.SecAggClient.new_sealed` / ``open_sealed``)."""
         self._ensure_dir()
-        path = self.directory / KEY_FILE
-        if not path.exists():
-            # write a temporary file, then link it into place: atomic, and never two keys
-            tmp = self.directory / f".{KEY_FILE}.{os.getpid()}.{threading.get_ident()}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                os.write(fd, os.urandom(32))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                pass  # another process made it first: use theirs
-            finally:
-                os.unlink(tmp)
-        st = os.stat(path)
-        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise errors.ConfigError(
-                f"{path}: the secure-aggregation state key is accessible to group or others "
-                f"(mode {stat.S_IMODE(st.st_mode):o}); chmod 600 it")
-        key = path.read_bytes()
-        if len(key) != 32:
-            raise errors.ConfigError(f"{path}: expected a 32-byte key, found {len(key)} bytes")
-        self._key = key
-        return key
+        return self.directory / KEY_FILE
 
-    def seal(self, seed: bytes, *, session: bytes, node: str, client_id: int,
-             created: int) -> bytes:
-        """``nonce ‖ ChaCha20-Poly1305(key, seed)``, bound to the round, node, client id and
-        creation time (the associated data)."""
-        nonce = os.urandom(_NONCE)
-        box = _aead()(self._load_key())
-        return nonce + box.encrypt(nonce, seed, _aad(session, node, client_id, created))
-
-    def open(self, blob: bytes, *, session: bytes, node: str, client_id: int,
-             created: int, now: Optional[float] = None) -> bytes:
-        """The seed sealed by :meth:`seal` with the same binding; ``ProtocolAbort`` if it was
-        sealed under another key, for another round, node or id, altered, or is older than the
-        retention."""
+    @staticmethod
+    def check_age(created: int, now: Optional[float] = None) -> None:
+        """Raises ``ProtocolAbort`` if a seed sealed at ``created`` (Unix seconds) is older
+        than the retention (or from the future): its journal rows may be pruned, so it must not
+        open."""
         now = time.time() if now is None else now
         if not 0 <= now - created <= RETENTION_SECONDS:
             raise errors.ProtocolAbort(
                 f"the round's sealed state dates from {int(now - created)} s ago, outside the "
                 f"{RETENTION_SECONDS} s it is kept for")
-        from cryptography.exceptions import InvalidTag
-
-        box = _aead()(self._load_key())
-        try:
-            return box.decrypt(blob[:_NONCE], blob[_NONCE:],
-                               _aad(session, node, client_id, created))
-        except InvalidTag:
-            raise errors.ProtocolAbort(
-                f"the round's sealed state does not open with this node's key "
-                f"({self.directory / KEY_FILE}): sealed elsewhere, for another round, or "
-                f"altered") from None
 
     # ------------------------------------------------------------------ the journal
     def _connect(self) -> sqlite3.Connection:

@@ -155,3 +155,51 @@ fn secure_sum_matches_the_plain_sum_in_every_threat_model() {
         assert!(matches!(e, SecAggError::Aborted(_)), "{threat:?}: {e}");
     }
 }
+
+/// `local::secure_sum_with_policy`: the clients' policy decides before anyone sends a key. Two
+/// clients are refused by the defaults (`min_clients`) and joined when the rules are relaxed; a
+/// stricter floor refuses a round of eight that the defaults join.
+#[test]
+fn secure_sum_refuses_a_round_its_policy_refuses() {
+    use privfed_secagg::ClientPolicy;
+    use privfed_secagg::local::{SecAggThreat, secure_sum_with_policy};
+    let mut r = rng(6);
+    let refused = |e: SecAggError| match e {
+        SecAggError::Refused { rule, .. } => rule,
+        other => panic!("expected a refusal, got {other}"),
+    };
+    for threat in [SecAggThreat::HonestButCurious, SecAggThreat::Active] {
+        let two = random_inputs(&mut r, 2, 8, 8);
+        let e = secure_sum_with_policy(
+            threat,
+            &ClientPolicy::default(),
+            8,
+            8,
+            two.clone(),
+            &[false; 2],
+            &mut r,
+        )
+        .unwrap_err();
+        assert_eq!(refused(e), "min_clients", "{threat:?}");
+        let out = secure_sum_with_policy(
+            threat,
+            &ClientPolicy::permissive(),
+            8,
+            8,
+            two.clone(),
+            &[false; 2],
+            &mut r,
+        )
+        .unwrap();
+        assert_eq!(out.sum, plain_sum(&two, &[1, 2], 8), "{threat:?}");
+
+        let eight = random_inputs(&mut r, 8, 8, 8);
+        let strict = ClientPolicy {
+            min_clients: 9,
+            ..ClientPolicy::default()
+        };
+        let e =
+            secure_sum_with_policy(threat, &strict, 8, 8, eight, &[false; 8], &mut r).unwrap_err();
+        assert_eq!(refused(e), "min_clients", "{threat:?}");
+    }
+}

@@ -1,6 +1,6 @@
 //! `privfed secagg` and `privfed dme … --secagg`.
 
-use crate::common::{fail_table, fails_with, json_ok, run, words};
+use crate::common::{TempDir, fail_table, fails_with, json_ok, keys_table, run, words};
 use privfed_secagg::Stage;
 
 #[test]
@@ -241,4 +241,112 @@ fn the_clients_policy_refuses_unsafe_rounds_unless_relaxed() {
         &words("secagg simulate --clients 12 --dim 4 --min-clients 20 --quiet"),
         "min_clients",
     );
+}
+
+/// `dme … --secagg` and `fl train` take the policy options of `secagg simulate` (the same
+/// parser): a round the clients' policy refuses fails naming the rule, a relaxed or permissive
+/// policy runs it, and the options are refused where no secure aggregation runs.
+#[test]
+fn dme_and_fl_train_take_the_clients_policy_options() {
+    let dme = "dme skellam --bits 16 --clip 1 --epsilon 2 --delta 1e-5 --dim 10 --trials 1 --seed 1 --quiet";
+    let hbc = "--secagg --threat-model honest-but-curious";
+    fail_table(&[
+        (
+            &format!("{dme} --clients 8 --secagg --min-clients 9"),
+            "min_clients",
+        ),
+        (
+            &format!("{dme} --clients 8 --secagg --min-threshold-fraction 0.9"),
+            "min_threshold_fraction",
+        ),
+        (&format!("{dme} --clients 2 {hbc}"), "min_clients"),
+        (
+            &format!("{dme} --clients 8 --secagg --min-threshold-fraction 1.5"),
+            "--min-threshold-fraction",
+        ),
+        (
+            &format!("{dme} --clients 8 --secagg --permissive-policy --min-clients 3"),
+            "cannot be used with",
+        ),
+        (
+            &format!("{dme} --clients 8 --min-clients 3"),
+            "--secagg only",
+        ),
+    ]);
+    let ran = keys_table(&[
+        (
+            &format!("{dme} --clients 8 --secagg --min-clients 8 --json"),
+            &["mse", "secure_aggregation"],
+        ),
+        (
+            &format!(
+                "{dme} --clients 2 {hbc} --min-clients 2 --min-threshold 1 --min-threshold-fraction 0 --json"
+            ),
+            &["mse", "secure_aggregation"],
+        ),
+        (
+            &format!("{dme} --clients 2 {hbc} --permissive-policy --json"),
+            &["mse", "secure_aggregation"],
+        ),
+    ]);
+    assert!(ran.iter().all(|v| v["secure_aggregation"] == true));
+
+    let tmp = TempDir::new("fl-policy");
+    let config = |secure_aggregation: bool, policy: &str| {
+        let p = tmp
+            .0
+            .join(format!("{secure_aggregation}-{}.toml", policy.len()));
+        std::fs::write(
+            &p,
+            format!(
+                "rounds = 2\nseed = 1\n\
+                 data = {{ dataset = \"synthetic_logistic\", dim = 5, examples = 100, signal = 1.0, clients = 20 }}\n\
+                 model = {{ kind = \"softmax\", features = 5, classes = 2 }}\n\
+                 sampling = {{ kind = \"fixed\", cohort = 6 }}\n\
+                 [privacy]\nmechanism = \"distributed\"\nclip = 1.0\nbits = 16\nnoise_stddev = 0.5\n\
+                 secure_aggregation = {secure_aggregation}\n{policy}\n"
+            ),
+        )
+        .unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let plain = config(true, "");
+    let floor7 = config(true, "[privacy.secagg_policy]\nmin_clients = 7\n");
+    let unsecured = config(false, "");
+    let train =
+        |path: &str, flags: &str| format!("fl train --config {path} --json --quiet {flags}");
+    fail_table(&[
+        (&train(&plain, "--min-clients 7"), "min_clients"),
+        (&train(&floor7, ""), "min_clients"),
+        (
+            &train(&plain, "--min-degree 3 --min-threshold-fraction 0.9"),
+            "min_threshold_fraction",
+        ),
+        (
+            &train(&plain, "--min-threshold-fraction 1.5"),
+            "--min-threshold-fraction",
+        ),
+        (
+            &train(&unsecured, "--min-clients 3"),
+            "secure_aggregation = true",
+        ),
+        (
+            &train(
+                &config(false, "[privacy.secagg_policy]\nmin_clients = 3\n"),
+                "",
+            ),
+            "secagg_policy",
+        ),
+    ]);
+    let ran = keys_table(&[
+        (&train(&plain, ""), &["rounds_completed"]),
+        (&train(&plain, "--min-clients 6"), &["rounds_completed"]),
+        // The flag overrides the config's floor.
+        (&train(&floor7, "--min-clients 6"), &["rounds_completed"]),
+        (
+            &train(&floor7, "--permissive-policy"),
+            &["rounds_completed"],
+        ),
+    ]);
+    assert!(ran.iter().all(|v| v["rounds_completed"] == 2), "{ran:?}");
 }

@@ -266,6 +266,29 @@ def get_skellam_variance(
     *,
     accountant: str = "rdp",
 ) -> float: ...
+def account(
+    event: _Event,
+    steps: int,
+    *,
+    accountant: str,
+    delta: Optional[float] = None,
+    epsilon: Optional[float] = None,
+    sampling_rate: float = 1.0,
+    value_discretization: Optional[float] = None,
+) -> Dict[str, Any]:
+    """The report of ``privfed account --json``."""
+def calibrate(
+    mechanism: str,
+    *,
+    target_epsilon: float,
+    delta: float,
+    steps: int,
+    accountant: str,
+    sampling_rate: float = 1.0,
+    l1_sensitivity: Optional[float] = None,
+    l2_sensitivity: Optional[float] = None,
+) -> Dict[str, Any]:
+    """The report of ``privfed calibrate --json``."""
 def validate_event(event: _Event) -> None: ...
 def _randomizer_specs() -> List[Dict[str, Any]]:
     """The randomizer table: name, python_class, variant and params ({name, example})."""

@@ -31,9 +31,11 @@ PureCappedRdpAccountant = _native.PureCappedRdpAccountant
 get_noise_multiplier = _native.get_noise_multiplier
 get_laplace_scale = _native.get_laplace_scale
 get_skellam_variance = _native.get_skellam_variance
+account = _native.account
+calibrate = _native.calibrate
 
 # The native functions carry their public names; this module is where users find them.
-for _f in (get_noise_multiplier, get_laplace_scale, get_skellam_variance):
+for _f in (get_noise_multiplier, get_laplace_scale, get_skellam_variance, account, calibrate):
     _f.__module__ = __name__
 del _f
 
@@ -61,6 +63,8 @@ __all__ = [
     "get_noise_multiplier",
     "get_laplace_scale",
     "get_skellam_variance",
+    "account",
+    "calibrate",
 ]
 
 

@@ -465,3 +465,45 @@ def test_every_rust_event_variant_round_trips_through_the_python_classes():
         if n.endswith("DpEvent") and isinstance(getattr(pa, n), type) and n != "DpEvent"
     }
     assert classes == exported, (sorted(classes), sorted(exported))
+
+
+@pytest.mark.parametrize(
+    "args,event,kwargs",
+    [
+        (
+            "--accountant rdp --noise-multiplier 1.1 --sampling-rate 0.01 --steps 1000 --delta 1e-5",
+            pa.GaussianDpEvent(1.1),
+            dict(accountant="rdp", steps=1000, sampling_rate=0.01, delta=1e-5),
+        ),
+        (
+            "--accountant pld --noise-multiplier 1.1 --sampling-rate 0.01 --steps 1000 --epsilon 1",
+            pa.GaussianDpEvent(1.1),
+            dict(accountant="pld", steps=1000, sampling_rate=0.01, epsilon=1.0),
+        ),
+        (
+            "--accountant rdp --mechanism pure --local-epsilon 2 --sampling-rate 0.1 --steps 3 --delta 1e-9",
+            pa.PureDpEvent(2.0),
+            dict(accountant="rdp", steps=3, sampling_rate=0.1, delta=1e-9),
+        ),
+    ],
+)
+def test_account_report_is_the_cli_report(cli, args, event, kwargs):
+    """`privfed.accounting.account` returns the report `privfed account --json` prints: the same
+    keys in the same order and the same values (one library function behind both)."""
+    want = cli("account", *args.split(), "--json")
+    got = pa.account(event, **kwargs)
+    assert list(got) == list(want)
+    assert got == want
+
+
+def test_calibrate_report_is_the_cli_report(cli):
+    want = cli(
+        "calibrate", *"--accountant rdp --mechanism laplace --target-epsilon 2 --delta 1e-5 --steps 10 --json".split()
+    )
+    got = pa.calibrate("laplace", accountant="rdp", target_epsilon=2.0, delta=1e-5, steps=10)
+    assert list(got) == list(want) and got == want
+    assert got["scale"] == got["parameter"]
+    with pytest.raises(privfed.InvalidParameter):
+        pa.calibrate("skellam", accountant="rdp", target_epsilon=2.0, delta=1e-5, steps=10)
+    with pytest.raises(privfed.InvalidParameter):
+        pa.account(pa.GaussianDpEvent(1.0), 1, accountant="rdp")

@@ -10,6 +10,8 @@
 //!   pure ε-DP.
 //! * [`calibrate`]: the noise that meets a target (ε, δ).
 //! * [`analysis`]: Draw-and-Discard adversaries, reconstruction protection, analytic Gaussian.
+//! * [`report`]: the `Serialize` reports of `privfed account`, `calibrate` and `analyze` (and
+//!   of the Python bindings), assembled from the above.
 //!
 //! Pure: no I/O, no clock, no global state.
 //!
@@ -55,6 +57,7 @@ pub mod event;
 pub mod pld;
 pub mod pure_cap;
 pub mod rdp;
+pub mod report;
 pub mod skellam;
 
 pub use accountant::{Ledger, LedgerRun, NeighbouringRelation, PrivacyAccountant};

@@ -838,6 +838,131 @@ pub struct AuditReport {
     pub gdp: Option<GdpView>,
 }
 
+/// An input as a report shows it: its coordinates up to [`SHOWN_COORDINATES`], else how many
+/// there are (`"[d coordinates]"`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ShownInput {
+    /// The coordinates.
+    Values(Vec<f64>),
+    /// `"[d coordinates]"` for a longer input.
+    Summary(String),
+}
+
+/// The most coordinates of an input a [`RunReport`] lists.
+pub const SHOWN_COORDINATES: usize = 8;
+
+impl ShownInput {
+    /// `v` as shown: its values if it has at most [`SHOWN_COORDINATES`], else its length.
+    pub fn of(v: &[f64]) -> Self {
+        if v.len() <= SHOWN_COORDINATES {
+            ShownInput::Values(v.to_vec())
+        } else {
+            ShownInput::Summary(format!("[{} coordinates]", v.len()))
+        }
+    }
+}
+
+/// The neighbouring inputs of a [`RunReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShownPair {
+    /// The first input.
+    pub x: ShownInput,
+    /// The second input.
+    pub x_prime: ShownInput,
+    /// How the pair was chosen and why it is worst case ([`NeighbourPair::rationale`]).
+    pub how_chosen: String,
+}
+
+/// The report of one audit run (`privfed audit`): the verdict of [`evaluate`] with the
+/// mechanism, the pair, the run's cost and, for the one-dimensional Skellam and DDG sums, their
+/// noise.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunReport {
+    /// The mechanism's name (`skellam` or `ddg` for the one-dimensional sums).
+    pub mechanism: String,
+    /// Lower bound on ε at the claimed δ (distinguishing test).
+    pub epsilon_lower_bound: f64,
+    /// `1 − α`.
+    pub confidence: f64,
+    /// The claimed ε.
+    pub claimed_epsilon: f64,
+    /// The claimed δ.
+    pub claimed_delta: f64,
+    /// The ε the mechanism states for itself (the claim unless one was given).
+    pub mechanism_epsilon: f64,
+    /// The claim is rejected ([`AuditReport::violation`]).
+    pub violation: bool,
+    /// Samples per input.
+    pub samples: usize,
+    /// Wall time of the run, seconds.
+    pub seconds: f64,
+    /// Privatizations per second while sampling (both inputs).
+    pub samples_per_second: f64,
+    /// Sampling threads.
+    pub threads: usize,
+    /// The neighbouring inputs.
+    pub neighbours: ShownPair,
+    /// The distinguishing test.
+    pub distinguishing: ThresholdBound,
+    /// Skellam: the noise's variance μ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skellam_variance: Option<f64>,
+    /// DDG: each client's discrete Gaussian σ².
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ddg_local_variance: Option<f64>,
+    /// DDG: the number of clients whose shares are summed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clients: Option<usize>,
+    /// Skellam, DDG: the query's integer sensitivity Δ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sensitivity: Option<u64>,
+    /// The histogram test (finite outputs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<HistogramTest>,
+    /// The GDP fit (continuous statistics, when δ > 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gdp: Option<GdpView>,
+}
+
+impl RunReport {
+    /// The report of `report` for the mechanism `mechanism` (stating `mechanism_epsilon`) on
+    /// `pair`; the run's cost (`seconds`, `samples_per_second`, `threads`) and the noise fields
+    /// are the caller's to set.
+    pub fn new(
+        mechanism: String,
+        mechanism_epsilon: f64,
+        pair: &NeighbourPair,
+        report: AuditReport,
+    ) -> Self {
+        RunReport {
+            mechanism,
+            epsilon_lower_bound: report.epsilon_lower_bound,
+            confidence: report.confidence,
+            claimed_epsilon: report.claimed_epsilon,
+            claimed_delta: report.claimed_delta,
+            mechanism_epsilon,
+            violation: report.violation,
+            samples: report.samples,
+            seconds: 0.0,
+            samples_per_second: 0.0,
+            threads: 1,
+            neighbours: ShownPair {
+                x: ShownInput::of(&pair.x),
+                x_prime: ShownInput::of(&pair.x_prime),
+                how_chosen: pair.rationale.clone(),
+            },
+            distinguishing: report.distinguishing,
+            skellam_variance: None,
+            ddg_local_variance: None,
+            clients: None,
+            sensitivity: None,
+            histogram: report.histogram,
+            gdp: report.gdp,
+        }
+    }
+}
+
 /// Audits `claim` from the observations of `x` and `x′`: the distinguishing test (split
 /// selection) at `α/2` and, for finite outputs, the histogram test at `α/2`; `violation` holds
 /// with probability at most `α` when the claim is true.

@@ -6,6 +6,7 @@
 //! and the pure-composition cap are privfed-accounting's ([`PureCappedRdpAccountant`]).
 
 use privfed_accounting::rdp::{local_sampled_rdp, pure_dp_rdp};
+use privfed_accounting::report::{Answer, Query, rdp_answer};
 use privfed_accounting::{DpEvent, PureCappedRdpAccountant};
 use privfed_mechanisms::Result;
 use privfed_mechanisms::mvu::{DpConstraint, MvuDesign};
@@ -196,6 +197,66 @@ pub fn steps_accountant(
     let mut acc = PureCappedRdpAccountant::new();
     acc.compose_with_pure_epsilon(&event, step.pure_epsilon * steps as f64)?;
     Ok((event, acc))
+}
+
+/// `steps` locally sampled uses of an MVU design (`privfed account --mechanism mvu`): the
+/// step's bound, the composed RDP curve and the capped RDP accountant's answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MvuAccountReport {
+    /// Always `rdp` (the PLD accountant does not take RDP curves).
+    pub accountant: &'static str,
+    /// Always `mvu`.
+    pub mechanism: &'static str,
+    /// Where the design came from (the file name the caller gives).
+    pub design: String,
+    /// The design's constraint (ε-LDP or metric DP).
+    pub design_constraint: DpConstraint,
+    /// Number of steps T.
+    pub steps: u64,
+    /// Local sampling rate q.
+    pub sampling_rate: f64,
+    /// The pure ε of one step.
+    pub pure_epsilon_per_step: f64,
+    /// Which RDP bound a step uses.
+    pub bound: RdpBoundReport,
+    /// The composed event `SelfComposed(RdpCurve, T)`.
+    pub event: DpEvent,
+    /// How local sampling is accounted (only when q < 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<&'static str>,
+    /// ε at δ (and the optimal order) or δ at ε, capped by `T·ε_pure`.
+    #[serde(flatten)]
+    pub answer: Answer,
+}
+
+/// The [`MvuAccountReport`] of `steps` uses of `step` (a step of `design`, computed on
+/// `orders`) at local sampling rate `rate` ([`steps_accountant`]), answering `query`.
+pub fn account_steps(
+    design: &MvuDesign,
+    label: String,
+    step: MvuStep,
+    orders: &[f64],
+    rate: f64,
+    steps: u64,
+    query: Query,
+) -> privfed_accounting::Result<MvuAccountReport> {
+    let (event, acc) = steps_accountant(&step, orders, rate, steps)?;
+    Ok(MvuAccountReport {
+        accountant: "rdp",
+        mechanism: "mvu",
+        design: label,
+        design_constraint: design.constraint(),
+        steps,
+        sampling_rate: rate,
+        pure_epsilon_per_step: step.pure_epsilon,
+        bound: step.bound,
+        event,
+        sampling: (rate < 1.0).then_some(
+            "local: each step the client reports with probability q, else nothing; per order \
+             ln(1 - q + q*exp((alpha-1)*eps(alpha)))/(alpha-1), exact when absence is visible",
+        ),
+        answer: rdp_answer(&acc, query)?,
+    })
 }
 
 #[cfg(test)]

@@ -954,6 +954,79 @@ fn verified_report(search: Search, grr_variance: f64) -> Result<DesignReport> {
     })
 }
 
+/// What `privfed mvu design` prints: the request, the designer's result and its cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct DesignSummary<'a> {
+    /// Input bits b_in (2^b_in input levels).
+    pub input_bits: u32,
+    /// Output bits b_out.
+    pub output_bits: u32,
+    /// The constraint designed for.
+    pub constraint: DpConstraint,
+    /// The exact ε of the constraint ([`DesignReport::epsilon`]).
+    pub epsilon: f64,
+    /// The budget asked for.
+    pub epsilon_budget: f64,
+    /// The design's exact ε-LDP.
+    pub ldp_epsilon: f64,
+    /// The mean variance over the input grid.
+    pub variance: f64,
+    /// The worst case over continuous inputs in `[0, 1]`.
+    pub worst_case_variance: f64,
+    /// Unbiased generalized RR's variance at the same budget.
+    pub grr_variance: f64,
+    /// `variance / grr_variance`.
+    pub variance_over_grr: f64,
+    /// The largest of the measured violations.
+    pub max_violation: f64,
+    /// The measured violations of (1a)–(1d).
+    pub violations: Violations,
+    /// Which start produced the result.
+    pub start: &'a str,
+    /// Total solver calls.
+    pub lp_solves: usize,
+    /// Wall time of the design, seconds.
+    pub seconds: f64,
+    /// The probabilities P (rows: inputs; columns: letters).
+    #[serde(rename = "P")]
+    pub p: &'a [Vec<f64>],
+    /// The alphabet (the letters' values).
+    pub alphabet: &'a [f64],
+}
+
+impl DesignReport {
+    /// The [`DesignSummary`] of this result for a design of `input_bits` → `output_bits` at
+    /// `epsilon_budget` under `constraint`, found in `seconds`.
+    pub fn summary(
+        &self,
+        input_bits: u32,
+        output_bits: u32,
+        constraint: DpConstraint,
+        epsilon_budget: f64,
+        seconds: f64,
+    ) -> DesignSummary<'_> {
+        DesignSummary {
+            input_bits,
+            output_bits,
+            constraint,
+            epsilon: self.epsilon,
+            epsilon_budget,
+            ldp_epsilon: self.design.ldp_epsilon(),
+            variance: self.variance,
+            worst_case_variance: self.worst_case_variance,
+            grr_variance: self.grr_variance,
+            variance_over_grr: self.variance / self.grr_variance,
+            max_violation: self.violations.max(),
+            violations: self.violations,
+            start: &self.start,
+            lp_solves: self.lp_solves,
+            seconds,
+            p: self.design.p(),
+            alphabet: self.design.alphabet(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

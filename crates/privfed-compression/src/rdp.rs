@@ -24,8 +24,9 @@
 //! Both bounds are ≥ the knapsack optimum, and the LP bound is ≤ the greedy bound. The result is
 //! an RDP curve to compose over steps (add per order) and convert to (ε, δ) with the accountant.
 
-use privfed_mechanisms::mvu::MvuDesign;
+use privfed_mechanisms::mvu::{DpConstraint, MvuDesign};
 use privfed_mechanisms::{MechanismError, Result};
+use serde::Serialize;
 
 fn check_order(alpha: f64) -> Result<()> {
     if alpha.is_finite() && alpha > 1.0 {
@@ -177,6 +178,75 @@ pub fn vector_rdp_lp(
         .map(|(k, &v)| (((k + 1) as f64).powi(p as i32), v))
         .collect();
     Ok(dim as f64 * envelope(&points, budget / dim as f64))
+}
+
+/// The vector bounds of an [`RdpReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VectorRdp {
+    /// The dimension d.
+    pub dim: usize,
+    /// The ℓp distance Δ between neighbouring rescaled inputs.
+    pub sensitivity: f64,
+    /// The metric power p (1 for an LDP design).
+    pub p: u32,
+    /// The greedy bound (Lemma 7) per order.
+    pub greedy: Vec<f64>,
+    /// The LP relaxation (4) per order.
+    pub lp_relaxation: Vec<f64>,
+}
+
+/// The Rényi DP of a design (`privfed mvu rdp`): the scalar curve and, for a vector, its bounds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RdpReport {
+    /// Rényi orders α.
+    pub orders: Vec<f64>,
+    /// The scalar mechanism's exact `ε(α)` per order ([`mvu_rdp_curve`]).
+    pub scalar_rdp: Vec<f64>,
+    /// The design's exact ε-LDP.
+    pub ldp_epsilon: f64,
+    /// The vector bounds (with a dimension and a sensitivity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector: Option<VectorRdp>,
+}
+
+/// The [`RdpReport`] of `design` on `orders`, with the vector bounds at `(dim, sensitivity)`
+/// when given.
+pub fn rdp_report(
+    design: &MvuDesign,
+    orders: &[f64],
+    vector: Option<(usize, f64)>,
+) -> Result<RdpReport> {
+    let scalar_rdp = mvu_rdp_curve(design, orders)?;
+    let vector = match vector {
+        None => None,
+        Some((dim, sensitivity)) => {
+            let p = match design.constraint() {
+                DpConstraint::Metric { power } => power,
+                DpConstraint::Ldp => 1,
+            };
+            let greedy = orders
+                .iter()
+                .map(|&o| vector_rdp_greedy(design, o, p, sensitivity))
+                .collect::<Result<Vec<_>>>()?;
+            let lp_relaxation = orders
+                .iter()
+                .map(|&o| vector_rdp_lp(design, o, p, sensitivity, dim))
+                .collect::<Result<Vec<_>>>()?;
+            Some(VectorRdp {
+                dim,
+                sensitivity,
+                p,
+                greedy,
+                lp_relaxation,
+            })
+        }
+    };
+    Ok(RdpReport {
+        orders: orders.to_vec(),
+        scalar_rdp,
+        ldp_epsilon: design.ldp_epsilon(),
+        vector,
+    })
 }
 
 #[cfg(test)]

@@ -109,3 +109,61 @@ from_impl!(
     BitwiseRr,
     Mvu
 );
+
+/// What `privfed describe` prints for a local randomizer and Python's
+/// `LocalRandomizer.describe()` returns: its exact guarantee, dimension, worst-case variance,
+/// input domain and parameters.
+#[derive(Debug, Clone, Serialize)]
+pub struct RandomizerReport<'a> {
+    /// The mechanism's name ([`LocalRandomizer::name`]).
+    pub mechanism: &'static str,
+    /// ε of the guarantee (nats).
+    pub epsilon: f64,
+    /// δ of the guarantee (0 for pure ε-DP).
+    pub delta: f64,
+    /// Input (and output) dimension.
+    pub dim: usize,
+    /// Worst-case variance `max_x E‖M(x) − x‖²` over the domain.
+    pub variance: f64,
+    /// The input domain.
+    pub domain: Domain,
+    /// The guarantee (`kind`, `epsilon`, and `delta` for approximate DP).
+    pub guarantee: Guarantee,
+    /// The mechanism's parameters (its serde form).
+    pub params: &'a AnyRandomizer,
+}
+
+impl AnyRandomizer {
+    /// The [`RandomizerReport`] of this randomizer.
+    pub fn report(&self) -> RandomizerReport<'_> {
+        let g = self.guarantee();
+        RandomizerReport {
+            mechanism: self.name(),
+            epsilon: g.epsilon(),
+            delta: g.delta(),
+            dim: self.dim(),
+            variance: self.worst_case_variance(),
+            domain: self.domain(),
+            guarantee: g,
+            params: self,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_states_the_mechanisms_own_guarantee_and_variance() {
+        let m = AnyRandomizer::from(crate::privunit2::PrivUnit2::optimized(4.0, 100).unwrap());
+        let r = m.report();
+        assert_eq!(r.mechanism, m.name());
+        assert_eq!(r.epsilon, m.guarantee().epsilon());
+        assert_eq!(r.variance, m.worst_case_variance());
+        assert_eq!(r.dim, 100);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["params"], serde_json::to_value(&m).unwrap());
+        assert_eq!(v["guarantee"]["kind"], "pure");
+    }
+}

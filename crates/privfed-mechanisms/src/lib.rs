@@ -75,7 +75,7 @@ pub mod spec;
 /// The shared numerics: the base crate [`privfed_special`], also used by the accountants.
 pub use privfed_special as special;
 
-pub use any::AnyRandomizer;
+pub use any::{AnyRandomizer, RandomizerReport};
 pub use domain::Domain;
 pub use error::{MechanismError, Result};
 pub use rand::{CryptoRng, Rng};

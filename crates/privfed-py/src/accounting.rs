@@ -9,6 +9,7 @@ use crate::json::{from_python, to_python};
 use privfed_accounting::calibrate::{
     calibrate_laplace_scale, calibrate_noise_multiplier, calibrate_skellam_variance,
 };
+use privfed_accounting::report::{self, AccountRequest, Calibrated, Query};
 use privfed_accounting::{
     AccountantKind, DpEvent, Ledger, NeighbouringRelation, PldAccountant, PrivacyAccountant,
     PureCappedRdpAccountant, RdpAccountant,
@@ -610,6 +611,90 @@ fn get_skellam_variance(
     .map(|c| c.parameter)
 }
 
+/// The report of `privfed account --json` as a dict: `steps` uses of the per-step `event`, each
+/// sampled at `sampling_rate` (Poisson for noise events, local for a pure ε-DP step), under
+/// `accountant` ("rdp": capped by pure composition; "pld"), answering ε at `delta` or δ at
+/// `epsilon` (exactly one).
+#[pyfunction]
+#[pyo3(signature = (event, steps, *, accountant, delta=None, epsilon=None, sampling_rate=1.0, value_discretization=None))]
+#[allow(clippy::too_many_arguments)]
+fn account<'py>(
+    py: Python<'py>,
+    event: &Bound<'_, PyAny>,
+    steps: u64,
+    accountant: &str,
+    delta: Option<f64>,
+    epsilon: Option<f64>,
+    sampling_rate: f64,
+    value_discretization: Option<f64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let query = match (delta, epsilon) {
+        (Some(delta), None) => Query::EpsilonAt { delta },
+        (None, Some(epsilon)) => Query::DeltaAt { epsilon },
+        _ => return Err(invalid("delta", "give exactly one of delta and epsilon")),
+    };
+    let req = AccountRequest {
+        accountant: kind(accountant)?,
+        step: event_from_py(event)?,
+        sampling_rate,
+        steps,
+        query,
+        value_discretization,
+    };
+    let report = py.detach(|| report::account(&req)).py()?;
+    to_python(py, &report)
+}
+
+/// The report of `privfed calibrate --json` as a dict: the smallest noise of `mechanism`
+/// ("gaussian", "laplace", or "skellam" with `l1_sensitivity` and `l2_sensitivity`) whose
+/// `steps` uses at Poisson rate `sampling_rate` meet (`target_epsilon`, `delta`).
+#[pyfunction]
+#[pyo3(signature = (mechanism, *, target_epsilon, delta, steps, accountant, sampling_rate=1.0, l1_sensitivity=None, l2_sensitivity=None))]
+#[allow(clippy::too_many_arguments)]
+fn calibrate<'py>(
+    py: Python<'py>,
+    mechanism: &str,
+    target_epsilon: f64,
+    delta: f64,
+    steps: u64,
+    accountant: &str,
+    sampling_rate: f64,
+    l1_sensitivity: Option<f64>,
+    l2_sensitivity: Option<f64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let m = match (mechanism, l1_sensitivity, l2_sensitivity) {
+        ("gaussian", None, None) => Calibrated::Gaussian,
+        ("laplace", None, None) => Calibrated::Laplace,
+        ("skellam", Some(l1), Some(l2)) => Calibrated::Skellam {
+            l1_sensitivity: l1,
+            l2_sensitivity: l2,
+        },
+        ("skellam", _, _) => {
+            return Err(invalid(
+                "l1_sensitivity",
+                "skellam needs l1_sensitivity and l2_sensitivity",
+            ));
+        }
+        ("gaussian" | "laplace", _, _) => {
+            return Err(invalid(
+                "l1_sensitivity",
+                "the sensitivities apply to skellam only",
+            ));
+        }
+        (other, _, _) => {
+            return Err(invalid(
+                "mechanism",
+                format!("expected \"gaussian\", \"laplace\" or \"skellam\", got {other:?}"),
+            ));
+        }
+    };
+    let k = kind(accountant)?;
+    let report = py
+        .detach(|| report::calibrate(k, m, target_epsilon, delta, sampling_rate, steps))
+        .py()?;
+    to_python(py, &report)
+}
+
 /// Validates an event dict in Rust (the Python classes call this so that a bad parameter is an
 /// `InvalidParameter` at construction, with the same message as the accountants').
 #[pyfunction]
@@ -640,6 +725,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_noise_multiplier, m)?)?;
     m.add_function(wrap_pyfunction!(get_laplace_scale, m)?)?;
     m.add_function(wrap_pyfunction!(get_skellam_variance, m)?)?;
+    m.add_function(wrap_pyfunction!(account, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(validate_event, m)?)?;
     m.add_function(wrap_pyfunction!(_dp_event_examples, m)?)?;
     Ok(())

@@ -233,18 +233,12 @@ impl Randomizer {
         to_python(py, &self.inner.domain())
     }
 
-    /// Everything about the mechanism: name, ε, δ, dimension, worst-case variance, guarantee,
-    /// domain and parameters (a dict, JSON-serializable).
+    /// Everything about the mechanism, as `privfed describe --json` prints it (`mechanism`, ε,
+    /// δ, `dim`, worst-case `variance`, `domain`, `guarantee`, `params`), plus `name` and
+    /// `parameters` (the same as `mechanism` and `params`). A dict, JSON-serializable.
     fn describe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        let g = self.inner.guarantee();
+        let d = to_python(py, &self.inner.report())?.cast_into::<PyDict>()?;
         d.set_item("name", self.inner.name())?;
-        d.set_item("epsilon", g.epsilon())?;
-        d.set_item("delta", g.delta())?;
-        d.set_item("dim", self.inner.dim())?;
-        d.set_item("variance", self.inner.worst_case_variance())?;
-        d.set_item("guarantee", to_python(py, &g)?)?;
-        d.set_item("domain", to_python(py, &self.inner.domain())?)?;
         d.set_item("parameters", to_python(py, &self.inner)?)?;
         Ok(d)
     }

@@ -293,6 +293,134 @@ pub struct SimReport {
     pub curve: Vec<CurvePoint>,
 }
 
+/// What `privfed ddml simulate` prints: a [`SimReport`] flattened for reading, with the seed,
+/// the run time and, against a live server, its URL and the model's name.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimSummary<'a> {
+    /// Dataset name.
+    pub dataset: &'static str,
+    /// Number of weights.
+    pub num_weights: usize,
+    /// Number of instances k.
+    pub k: usize,
+    /// The server strategy.
+    pub strategy: Strategy,
+    /// The clients' Laplace ε (`null` without noise).
+    pub epsilon: Option<f64>,
+    /// Learning rate γ.
+    pub learning_rate: f64,
+    /// Passes over the training data.
+    pub passes: usize,
+    /// Examples per client `N_c`.
+    pub examples_per_client: usize,
+    /// Training rows.
+    pub train_examples: usize,
+    /// Held-out rows.
+    pub test_examples: usize,
+    /// The run's seed (`null`: seeded from the operating system).
+    pub seed: Option<u64>,
+    /// Held-out accuracy of the average model.
+    pub accuracy: f64,
+    /// Held-out mean loss of the average model.
+    pub loss: f64,
+    /// Training mean loss of the average model.
+    pub train_loss: f64,
+    /// Updates submitted.
+    pub updates: u64,
+    /// Updates accepted by the server.
+    pub updates_accepted: u64,
+    /// Updates rejected (spam filter, guard).
+    pub updates_rejected: u64,
+    /// Updates discarded (e.g. accept-one-in).
+    pub updates_discarded: u64,
+    /// Instances overwritten.
+    pub overwrites: u64,
+    /// Measured intra-model variance at the end.
+    pub intra_model_variance: f64,
+    /// `(k/2)·σ²` (paper 003 Thm. 1).
+    pub predicted_intra_model_variance: f64,
+    /// Client per-weight noise variance σ².
+    pub noise_variance: f64,
+    /// The initialization variance.
+    pub init_variance: f64,
+    /// Privacy against adversaries I/II/III (Laplace noise only).
+    pub privacy: Option<AdversaryReport>,
+    /// The learning curve.
+    pub curve: &'a [CurvePoint],
+    /// Wall time of the run, seconds.
+    pub seconds: f64,
+    /// The weights, when the dataset has known ones.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub known_weights: Option<KnownWeights<'a>>,
+    /// The server's URL (runs against a live server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The model's name on the server (runs against a live server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// The estimate against the known weights of a dataset.
+#[derive(Debug, Clone, Serialize)]
+pub struct KnownWeights<'a> {
+    /// `max_j |b̄_j − w_j|`.
+    pub weights_max_abs_error: Option<f64>,
+    /// The known weights w.
+    pub true_weights: &'a [f64],
+    /// The average model's weights b̄.
+    pub estimated_weights: &'a [f64],
+}
+
+impl SimReport {
+    /// The [`SimSummary`] of this run over `dataset` with `seed`, taking `seconds`.
+    pub fn summary<'a>(
+        &'a self,
+        dataset: &'a Dataset,
+        seed: Option<u64>,
+        seconds: f64,
+    ) -> SimSummary<'a> {
+        let c = &self.config;
+        SimSummary {
+            dataset: self.dataset,
+            num_weights: self.num_weights,
+            k: c.k,
+            strategy: c.strategy,
+            epsilon: match c.noise {
+                ClientNoise::Laplace { epsilon } => Some(epsilon),
+                _ => None,
+            },
+            learning_rate: c.learning_rate,
+            passes: c.passes,
+            examples_per_client: c.examples_per_client,
+            train_examples: self.train_examples,
+            test_examples: self.test_examples,
+            seed,
+            accuracy: self.accuracy,
+            loss: self.loss,
+            train_loss: self.train_loss,
+            updates: self.updates,
+            updates_accepted: self.server.accepted,
+            updates_rejected: self.server.rejected,
+            updates_discarded: self.server.discarded,
+            overwrites: self.server.overwrites,
+            intra_model_variance: self.intra_model_variance,
+            predicted_intra_model_variance: self.predicted_intra_model_variance,
+            noise_variance: self.noise_variance,
+            init_variance: self.init_variance,
+            privacy: self.privacy,
+            curve: &self.curve,
+            seconds,
+            known_weights: dataset.true_weights.as_deref().map(|w| KnownWeights {
+                weights_max_abs_error: self.weights_max_abs_error,
+                true_weights: w,
+                estimated_weights: &self.mean_weights,
+            }),
+            server: None,
+            model: None,
+        }
+    }
+}
+
 /// Mean loss and accuracy of `weights` over all rows of `table`, in chunks (no full copy).
 pub fn evaluate(
     glm: &Glm,

@@ -1,20 +1,20 @@
 //! CLI glue for privacy accounting: `privfed account`, `privfed calibrate`, `privfed analyze`.
 //!
-//! Each `run_*` function validates its arguments, calls `privfed-accounting` and returns the JSON
-//! report; `main.rs` prints it (pretty JSON with `--json`, a human rendering otherwise).
+//! Each `run_*` function validates its arguments, calls the library function that computes its
+//! report (`privfed_accounting::report`, `privfed_compression::account` for MVU designs,
+//! `privfed_sim::experiments::paper001` for the ε-vs-noise grid) and returns the report's JSON;
+//! `main.rs` prints it (pretty JSON with `--json`, a human rendering otherwise).
 
 use anyhow::{Context, Result, anyhow, bail};
-use privfed_accounting::analysis::{
-    analytic_gaussian_sigma, draw_and_discard, max_epsilon_for_reconstruction, reconstruction_bound,
-};
-use privfed_accounting::calibrate::{
-    AccountantKind, calibrate_laplace_scale, calibrate_noise_multiplier, calibrate_skellam_variance,
-};
+use privfed_accounting::DpEvent;
+use privfed_accounting::calibrate::AccountantKind;
 use privfed_accounting::rdp::default_orders;
-use privfed_accounting::{DpEvent, PldAccountant, PureCappedRdpAccountant};
-use privfed_compression::account::{scalar_step, steps_accountant, vector_step};
-use serde::Serialize;
-use serde_json::{Value, json};
+use privfed_accounting::report::{
+    AccountRequest, Calibrated, Query, Reconstruction, account, analytic_gaussian_analysis,
+    calibrate, draw_and_discard_analysis, reconstruction_analysis,
+};
+use privfed_compression::account::{account_steps, scalar_step, vector_step};
+use serde_json::Value;
 use std::path::PathBuf;
 
 /// Which accountant to use.
@@ -31,13 +31,6 @@ impl AccountantArg {
         match self {
             AccountantArg::Rdp => AccountantKind::Rdp,
             AccountantArg::Pld => AccountantKind::Pld,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            AccountantArg::Rdp => "rdp",
-            AccountantArg::Pld => "pld",
         }
     }
 }
@@ -267,10 +260,6 @@ fn need(v: Option<f64>, flag: &str, mech: MechanismArg) -> Result<f64> {
     v.ok_or_else(|| anyhow!("{flag} is required for --mechanism {}", mech.name()))
 }
 
-fn float_or_null(v: f64) -> Value {
-    if v.is_finite() { json!(v) } else { Value::Null }
-}
-
 /// Builds the per-step event of `account` (before sampling and composition).
 fn step_event(a: &AccountArgs) -> Result<DpEvent> {
     let m = a.mechanism;
@@ -307,8 +296,18 @@ fn check_rate(q: f64) -> Result<f64> {
     Ok(q)
 }
 
-/// Runs `privfed account`; returns `{accountant, mechanism, event, steps, sampling_rate,
-/// epsilon|delta, optimal_order (rdp, ε queries)}`.
+/// `--delta` (ε at δ) or `--epsilon` (δ at ε).
+fn query(args: &AccountArgs) -> Query {
+    match args.delta {
+        Some(delta) => Query::EpsilonAt { delta },
+        None => Query::DeltaAt {
+            epsilon: args.epsilon.expect("clap enforces --delta or --epsilon"),
+        },
+    }
+}
+
+/// Runs `privfed account` ([`privfed_accounting::report::account`]; MVU designs:
+/// [`privfed_compression::account::account_steps`]).
 pub fn run_account(args: &AccountArgs) -> Result<Value> {
     check_steps(args.steps)?;
     let q = check_rate(args.sampling_rate.unwrap_or(1.0))?;
@@ -330,49 +329,21 @@ pub fn run_account(args: &AccountArgs) -> Result<Value> {
             args.mechanism.name()
         )
     })?;
-    // Pure: a local randomizer (local sampling); the others: central Poisson subsampling.
-    let event = DpEvent::sampled_steps(step_event(args)?, q, args.steps);
-    let mut out = json!({
-        "accountant": accountant.name(),
-        "mechanism": args.mechanism.name(),
-        "steps": args.steps,
-        "sampling_rate": q,
-        "event": event,
-    });
-    match accountant {
-        AccountantArg::Rdp => {
-            if args.value_discretization.is_some() {
-                bail!("--value-discretization applies to --accountant pld only");
-            }
-            // A pure ε-DP step also composes to T·ε with δ = 0, tighter than RDP at small T: the
-            // capped accountant reports the smaller (other events have no pure ε: plain RDP).
-            let mut acc = PureCappedRdpAccountant::new();
-            acc.compose(&event).context("composing the event")?;
-            rdp_answer(&acc, args, &mut out)?;
-        }
-        AccountantArg::Pld => {
-            let mut acc = match args.value_discretization {
-                Some(h) => PldAccountant::with_discretization(h)?,
-                None => PldAccountant::new(),
-            };
-            acc.compose(&event).context("composing the event")?;
-            if let Some(delta) = args.delta {
-                let e = acc.get_epsilon(delta)?;
-                out["delta"] = json!(delta);
-                out["epsilon"] = float_or_null(e);
-                if !e.is_finite() {
-                    out["note"] =
-                        json!("epsilon is unbounded: the mass at infinite loss exceeds delta");
-                }
-            } else {
-                let eps = args.epsilon.expect("clap enforces --delta or --epsilon");
-                out["epsilon"] = json!(eps);
-                out["delta"] = json!(acc.get_delta(eps)?);
-            }
-            out["value_discretization"] = json!(acc.discretization());
-        }
+    let step = step_event(args)?;
+    if accountant == AccountantArg::Rdp && args.value_discretization.is_some() {
+        bail!("--value-discretization applies to --accountant pld only");
     }
-    Ok(out)
+    let req = AccountRequest {
+        accountant: accountant.kind(),
+        step,
+        sampling_rate: q,
+        steps: args.steps,
+        query: query(args),
+        value_discretization: args.value_discretization,
+    };
+    Ok(serde_json::to_value(
+        account(&req).context("composing the event")?,
+    )?)
 }
 
 /// `privfed account --mechanism mvu`: the design's per-step RDP curve on the accountant's orders
@@ -409,168 +380,74 @@ fn account_mvu(args: &AccountArgs, q: f64) -> Result<Value> {
         }
         _ => bail!("--dim and --sensitivity go together (the vector mechanism)"),
     };
-    let (event, acc) = steps_accountant(&step, &orders, q, args.steps)
+    let label = path.display().to_string();
+    let report = account_steps(&design, label, step, &orders, q, args.steps, query(args))
         .with_context(|| format!("composing the RDP curve of {}", path.display()))?;
-    let mut out = json!({
-        "accountant": "rdp",
-        "mechanism": "mvu",
-        "design": path.display().to_string(),
-        "design_constraint": design.constraint(),
-        "steps": args.steps,
-        "sampling_rate": q,
-        "pure_epsilon_per_step": step.pure_epsilon,
-        "bound": step.bound,
-        "event": event,
-    });
-    if q < 1.0 {
-        out["sampling"] = json!(
-            "local: each step the client reports with probability q, else nothing; per order \
-             ln(1 - q + q*exp((alpha-1)*eps(alpha)))/(alpha-1), exact when absence is visible"
-        );
-    }
-    rdp_answer(&acc, args, &mut out)?;
-    Ok(out)
+    Ok(serde_json::to_value(report)?)
 }
 
-/// The capped RDP accountant's answer to `--delta` (ε and the optimal order) or `--epsilon` (δ),
-/// merged into `out` (`PureCappedRdpAccountant::epsilon_answer` / `delta_answer`: with a pure
-/// total the RDP figure is kept as `epsilon_rdp` / `delta_rdp` and the source named in
-/// `epsilon_from` / `delta_from`).
-fn rdp_answer(acc: &PureCappedRdpAccountant, args: &AccountArgs, out: &mut Value) -> Result<()> {
-    if let Some(delta) = args.delta {
-        merge(out, &acc.epsilon_answer(delta)?)
-    } else {
-        let eps = args.epsilon.expect("clap enforces --delta or --epsilon");
-        merge(out, &acc.delta_answer(eps)?)
-    }
-}
-
-/// Adds the fields of a library report to the JSON object `out`, in order.
-fn merge(out: &mut Value, report: &impl Serialize) -> Result<()> {
-    if let Value::Object(fields) = serde_json::to_value(report)? {
-        for (k, v) in fields {
-            out[k.as_str()] = v;
-        }
-    }
-    Ok(())
-}
-
-/// Runs `privfed calibrate`; returns `{accountant, mechanism, noise_multiplier | scale |
-/// variance, parameter, epsilon (achieved), target_epsilon, delta, sampling_rate, steps}`.
+/// Runs `privfed calibrate` ([`privfed_accounting::report::calibrate`]).
 pub fn run_calibrate(args: &CalibrateArgs) -> Result<Value> {
     check_steps(args.steps)?;
     let q = check_rate(args.sampling_rate.unwrap_or(1.0))?;
-    let k = args.accountant.kind();
-    let (name, c) = match args.mechanism {
-        MechanismArg::Gaussian => (
-            "noise_multiplier",
-            calibrate_noise_multiplier(k, args.target_epsilon, args.delta, q, args.steps)?,
-        ),
-        MechanismArg::Laplace => (
-            "scale",
-            calibrate_laplace_scale(k, args.target_epsilon, args.delta, q, args.steps)?,
-        ),
+    let mechanism = match args.mechanism {
+        MechanismArg::Gaussian => Calibrated::Gaussian,
+        MechanismArg::Laplace => Calibrated::Laplace,
         MechanismArg::Skellam => {
             let m = args.mechanism;
-            (
-                "variance",
-                calibrate_skellam_variance(
-                    k,
-                    args.target_epsilon,
-                    args.delta,
-                    need(args.l1_sensitivity, "--l1-sensitivity", m)?,
-                    need(args.l2_sensitivity, "--l2-sensitivity", m)?,
-                    q,
-                    args.steps,
-                )?,
-            )
+            Calibrated::Skellam {
+                l1_sensitivity: need(args.l1_sensitivity, "--l1-sensitivity", m)?,
+                l2_sensitivity: need(args.l2_sensitivity, "--l2-sensitivity", m)?,
+            }
         }
         MechanismArg::Pure | MechanismArg::Mvu => bail!(
             "--mechanism {} has no noise parameter to calibrate",
             args.mechanism.name()
         ),
     };
-    let mut out = json!({
-        "accountant": args.accountant.name(),
-        "mechanism": args.mechanism.name(),
-        "parameter": c.parameter,
-        "epsilon": c.epsilon,
-        "target_epsilon": args.target_epsilon,
-        "delta": args.delta,
-        "sampling_rate": q,
-        "steps": args.steps,
-    });
-    out[name] = json!(c.parameter);
-    Ok(out)
+    let report = calibrate(
+        args.accountant.kind(),
+        mechanism,
+        args.target_epsilon,
+        args.delta,
+        q,
+        args.steps,
+    )?;
+    Ok(serde_json::to_value(report)?)
 }
 
-/// Runs `privfed analyze ...`.
+/// Runs `privfed analyze ...` (`privfed_accounting::report`'s analyses).
 pub fn run_analyze(cmd: &AnalyzeCommand) -> Result<Value> {
-    match cmd {
-        AnalyzeCommand::Ddml(a) => {
-            let r = draw_and_discard(a.local_epsilon, a.instances, a.updates, a.delta_t)?;
-            Ok(json!({
-                "analysis": "draw_and_discard",
-                "local_epsilon": a.local_epsilon,
-                "instances": a.instances,
-                "updates": a.updates,
-                "adversary_i": {"epsilon": r.adversary_i_epsilon},
-                "adversary_ii": {"expected_loss": r.adversary_ii_expected_loss},
-                "adversary_iii": {
-                    "discard_probability": r.adversary_iii_discard_probability,
-                    "epsilon": float_or_null(r.adversary_iii_epsilon),
-                    "delta": r.adversary_iii_delta,
-                },
-            }))
-        }
+    Ok(match cmd {
+        AnalyzeCommand::Ddml(a) => serde_json::to_value(draw_and_discard_analysis(
+            a.local_epsilon,
+            a.instances,
+            a.updates,
+            a.delta_t,
+        )?)?,
         AnalyzeCommand::Reconstruction(a) => {
-            if let Some(eps) = a.epsilon {
-                let r = reconstruction_bound(a.dimension, a.threshold, eps)?;
-                Ok(json!({
-                    "analysis": "reconstruction",
-                    "dimension": a.dimension,
-                    "threshold": a.threshold,
-                    "epsilon": eps,
-                    "ln_prior_probability": r.ln_prior_probability,
-                    "prior_probability": r.prior_probability,
-                    "ln_success_bound": r.ln_success_bound,
-                    "success_bound": r.success_bound,
-                }))
-            } else {
-                let target = a
-                    .target_bound
-                    .expect("clap enforces --epsilon or --target-bound");
-                let eps = max_epsilon_for_reconstruction(a.dimension, a.threshold, target)?;
-                let r = reconstruction_bound(a.dimension, a.threshold, eps)?;
-                Ok(json!({
-                    "analysis": "reconstruction",
-                    "dimension": a.dimension,
-                    "threshold": a.threshold,
-                    "target_bound": target,
-                    "max_epsilon": eps,
-                    "ln_prior_probability": r.ln_prior_probability,
-                    "prior_probability": r.prior_probability,
-                }))
-            }
+            let question = match a.epsilon {
+                Some(epsilon) => Reconstruction::BoundAt { epsilon },
+                None => Reconstruction::MaxEpsilonFor {
+                    target_bound: a
+                        .target_bound
+                        .expect("clap enforces --epsilon or --target-bound"),
+                },
+            };
+            serde_json::to_value(reconstruction_analysis(a.dimension, a.threshold, question)?)?
         }
-        AnalyzeCommand::Gaussian(a) => {
-            let sigma = analytic_gaussian_sigma(a.epsilon, a.delta, a.sensitivity)?;
-            Ok(json!({
-                "analysis": "analytic_gaussian",
-                "epsilon": a.epsilon,
-                "delta": a.delta,
-                "sensitivity": a.sensitivity,
-                "sigma": sigma,
-                "noise_multiplier": sigma / a.sensitivity,
-            }))
-        }
-        AnalyzeCommand::EpsilonVsNoise(a) => epsilon_vs_noise(a),
-    }
+        AnalyzeCommand::Gaussian(a) => serde_json::to_value(analytic_gaussian_analysis(
+            a.epsilon,
+            a.delta,
+            a.sensitivity,
+        )?)?,
+        AnalyzeCommand::EpsilonVsNoise(a) => epsilon_vs_noise(a)?,
+    })
 }
 
 fn epsilon_vs_noise(a: &EpsilonVsNoiseArgs) -> Result<Value> {
     use privfed_sim::experiments::paper001::{
-        EpsilonVsNoise, epsilon_vs_noise as compute, epsilon_vs_noise_csv,
+        EpsilonVsNoise, epsilon_vs_noise as compute, epsilon_vs_noise_csv, epsilon_vs_noise_report,
     };
     let sigmas = if a.sigmas.is_empty() {
         if !(a.sigma_min > 0.0 && a.sigma_max > a.sigma_min && a.sigma_max.is_finite()) {
@@ -598,15 +475,7 @@ fn epsilon_vs_noise(a: &EpsilonVsNoiseArgs) -> Result<Value> {
         std::fs::write(path, epsilon_vs_noise_csv(&grid, &points))
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(json!({
-        "analysis": "epsilon_vs_noise",
-        "scale": a.scale,
-        "clients": a.clients,
-        "steps": a.steps,
-        "delta": a.delta,
-        "points": points
-            .iter()
-            .map(|p| json!({"sigma": p.sigma, "method": p.method, "epsilon": p.epsilon}))
-            .collect::<Vec<_>>(),
-    }))
+    Ok(serde_json::to_value(epsilon_vs_noise_report(
+        &grid, points,
+    ))?)
 }

@@ -18,8 +18,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use privfed_audit::randomizer::{
-    Claim, NeighbourPair, Observations, Side, ddg_event, ddg_pair, evaluate, sample, skellam_pair,
-    worst_case_pair,
+    Claim, NeighbourPair, Observations, RunReport, Side, ddg_event, ddg_pair, evaluate, sample,
+    skellam_pair, worst_case_pair,
 };
 use privfed_mechanisms::discrete_gaussian::DiscreteGaussian;
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
@@ -27,7 +27,6 @@ use privfed_mechanisms::skellam::Skellam;
 use privfed_mechanisms::{LocalRandomizer, MechanismError};
 use privfed_sim::mechanism::MechanismKind;
 use rand::SeedableRng;
-use serde_json::json;
 use std::time::Instant;
 
 /// Chunks per side: each has its own generator drawn from the master in order, so a seeded run
@@ -307,57 +306,24 @@ pub fn run(args: &AuditArgs) -> Result<()> {
     progress.finish_and_clear();
     let report = evaluate(&pair, &ox, &oxp, claim, args.alpha)?;
     let seconds = start.elapsed().as_secs_f64();
-    let show = |v: &[f64]| {
-        if v.len() <= 8 {
-            json!(v)
-        } else {
-            json!(format!("[{} coordinates]", v.len()))
-        }
-    };
-    let mut out = json!({
-        "mechanism": name,
-        "epsilon_lower_bound": report.epsilon_lower_bound,
-        "confidence": report.confidence,
-        "claimed_epsilon": report.claimed_epsilon,
-        "claimed_delta": report.claimed_delta,
-        "mechanism_epsilon": own_epsilon,
-        "violation": report.violation,
-        "samples": report.samples,
-        "seconds": seconds,
-        "samples_per_second": 2.0 * args.samples as f64 / sampled,
-        "threads": threads,
-        "neighbours": {
-            "x": show(&pair.x),
-            "x_prime": show(&pair.x_prime),
-            "how_chosen": pair.rationale,
-        },
-        "distinguishing": report.distinguishing,
-    });
-    if let Some(mu) = skellam_mu {
-        out["skellam_variance"] = json!(mu);
-        out["sensitivity"] = json!(args.sensitivity);
+    let mut out = RunReport::new(name.clone(), own_epsilon, &pair, report);
+    out.seconds = seconds;
+    out.samples_per_second = 2.0 * args.samples as f64 / sampled;
+    out.threads = threads;
+    out.skellam_variance = skellam_mu;
+    out.ddg_local_variance = ddg_variance;
+    if ddg_variance.is_some() {
+        out.clients = Some(args.clients);
     }
-    if let Some(s2) = ddg_variance {
-        out["ddg_local_variance"] = json!(s2);
-        out["clients"] = json!(args.clients);
-        out["sensitivity"] = json!(args.sensitivity);
+    if skellam_mu.is_some() || ddg_variance.is_some() {
+        out.sensitivity = Some(args.sensitivity);
     }
-    if let Some(h) = &report.histogram {
-        out["histogram"] = serde_json::to_value(h)?;
-    }
-    if let Some(gdp) = &report.gdp {
-        out["gdp"] = serde_json::to_value(gdp)?;
-    }
-    print_report(&out, args.json)?;
-    if report.violation {
+    print_report(&serde_json::to_value(&out)?, args.json)?;
+    if out.violation {
         eprintln!(
             "privacy violation: the claim ε = {} (δ = {}) of {} is rejected at confidence {} \
              (ε lower bound {:.4})",
-            report.claimed_epsilon,
-            report.claimed_delta,
-            name,
-            report.confidence,
-            report.epsilon_lower_bound
+            out.claimed_epsilon, out.claimed_delta, name, out.confidence, out.epsilon_lower_bound
         );
         std::process::exit(2);
     }

@@ -15,7 +15,7 @@ use privfed_mechanisms::rng::{
 };
 use privfed_mechanisms::sampling::uniform_on_sphere;
 use rand::SeedableRng;
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::time::{Duration, Instant};
 
 /// Arguments of `privfed bench`.
@@ -77,8 +77,67 @@ fn floor_with<R: SeedableRng + rand::Rng>(budget: Duration, d: usize) -> f64 {
     time_per_call(budget, || fill_normal(&mut rng, &mut out))
 }
 
+/// One row of `privfed bench`: every mechanism at one dimension on one thread count. Times are
+/// medians per privatization, milliseconds; ratios are to the floor.
+#[derive(Serialize)]
+struct Row {
+    /// Dimension d.
+    dim: usize,
+    /// Threads.
+    threads: usize,
+    /// `d` standard normals drawn as the mechanisms draw them.
+    normals_floor_ms: f64,
+    /// PrivUnit2.
+    privunit2_ms: f64,
+    /// PrivUnit2 over the floor.
+    privunit2_over_floor: f64,
+    /// PrivUnitG.
+    privunitg_ms: f64,
+    /// PrivUnitG over the floor.
+    privunitg_over_floor: f64,
+    /// The Gaussian mechanism.
+    gaussian_ms: f64,
+    /// The Gaussian mechanism over the floor.
+    gaussian_over_floor: f64,
+    /// The Laplace mechanism.
+    laplace_ms: f64,
+    /// One thread only: `PrivUnit2::optimized`'s parameter search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    privunit2_optimize_ms: Option<f64>,
+    /// One thread only: the floor with each ChaCha generator on one stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_by_generator_ms: Option<FloorByGenerator>,
+    /// Several threads only: PrivUnit2's one-thread time over this row's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speedup_privunit2: Option<f64>,
+}
+
+/// The normals floor by generator, milliseconds.
+#[derive(Serialize)]
+struct FloorByGenerator {
+    /// ChaCha8.
+    chacha8: f64,
+    /// ChaCha12.
+    chacha12: f64,
+    /// ChaCha20.
+    chacha20: f64,
+}
+
+/// What `privfed bench` prints.
+#[derive(Serialize)]
+struct Report {
+    /// The noise generator and how normals are drawn.
+    generator: String,
+    /// ε of the randomizers.
+    epsilon: f64,
+    /// Threads of the multi-core rows.
+    threads: usize,
+    /// One row per dimension (two with several threads).
+    results: Vec<Row>,
+}
+
 /// One row: every mechanism at dimension `d` on `threads` threads.
-fn row(args: &BenchArgs, budget: Duration, d: usize, threads: Threads) -> Result<Value> {
+fn row(args: &BenchArgs, budget: Duration, d: usize, threads: Threads) -> Result<Row> {
     let mut rng = seeded_rng_for_experiments(1);
     let u = uniform_on_sphere(d, &mut rng)?;
     let mut out = vec![0.0; d];
@@ -115,28 +174,31 @@ fn row(args: &BenchArgs, budget: Duration, d: usize, threads: Threads) -> Result
         lm.privatize_into_threads(&u, o, r, threads)
             .expect("valid input")
     });
-    let mut r = json!({
-        "dim": d,
-        "threads": threads.get(),
-        "normals_floor_ms": floor * 1e3,
-        "privunit2_ms": t2 * 1e3,
-        "privunit2_over_floor": t2 / floor,
-        "privunitg_ms": tg * 1e3,
-        "privunitg_over_floor": tg / floor,
-        "gaussian_ms": tgauss * 1e3,
-        "gaussian_over_floor": tgauss / floor,
-        "laplace_ms": tlap * 1e3,
-    });
+    let mut r = Row {
+        dim: d,
+        threads: threads.get(),
+        normals_floor_ms: floor * 1e3,
+        privunit2_ms: t2 * 1e3,
+        privunit2_over_floor: t2 / floor,
+        privunitg_ms: tg * 1e3,
+        privunitg_over_floor: tg / floor,
+        gaussian_ms: tgauss * 1e3,
+        gaussian_over_floor: tgauss / floor,
+        laplace_ms: tlap * 1e3,
+        privunit2_optimize_ms: None,
+        floor_by_generator_ms: None,
+        speedup_privunit2: None,
+    };
     if threads == Threads::ONE {
         let setup2 = time_per_call(budget / 4, || {
             PrivUnit2::optimized(args.epsilon, d).expect("valid parameters");
         });
-        r["privunit2_optimize_ms"] = json!(setup2 * 1e3);
+        r.privunit2_optimize_ms = Some(setup2 * 1e3);
         // The floor with each generator on one stream (the default is `NoiseRng`).
-        r["floor_by_generator_ms"] = json!({
-            "chacha8": floor_with::<rand::rngs::ChaCha8Rng>(budget, d) * 1e3,
-            "chacha12": floor_with::<rand::rngs::ChaCha12Rng>(budget, d) * 1e3,
-            "chacha20": floor_with::<rand::rngs::ChaCha20Rng>(budget, d) * 1e3,
+        r.floor_by_generator_ms = Some(FloorByGenerator {
+            chacha8: floor_with::<rand::rngs::ChaCha8Rng>(budget, d) * 1e3,
+            chacha12: floor_with::<rand::rngs::ChaCha12Rng>(budget, d) * 1e3,
+            chacha20: floor_with::<rand::rngs::ChaCha20Rng>(budget, d) * 1e3,
         });
     }
     Ok(r)
@@ -154,29 +216,26 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let single = row(args, budget, d, Threads::ONE)?;
         if threads.get() > 1 {
             let mut multi = row(args, budget, d, threads)?;
-            multi["speedup_privunit2"] = json!(
-                single["privunit2_ms"].as_f64().unwrap_or(f64::NAN)
-                    / multi["privunit2_ms"].as_f64().unwrap_or(f64::NAN)
-            );
+            multi.speedup_privunit2 = Some(single.privunit2_ms / multi.privunit2_ms);
             rows.push(single);
             rows.push(multi);
         } else {
             rows.push(single);
         }
     }
-    let report = json!({
-        "generator": format!(
+    let report = Report {
+        generator: format!(
             "{} (privfed_mechanisms::rng::NoiseRng), one stream per block of {} coordinates; \
              standard normals by the batched ziggurat (privfed_mechanisms::batch)",
             std::any::type_name::<NoiseRng>(),
             privfed_mechanisms::rng::BLOCK_LEN
         ),
-        "epsilon": args.epsilon,
-        "threads": threads.get(),
-        "results": rows,
-    });
+        epsilon: args.epsilon,
+        threads: threads.get(),
+        results: rows,
+    };
     if args.json {
-        print_report(&report, true)?;
+        print_report(&serde_json::to_value(&report)?, true)?;
     } else {
         let mut text = format!(
             "{:>9} {:>3} {:>10} {:>13} {:>6} {:>13} {:>6} {:>12} {:>11}",
@@ -190,28 +249,27 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "gaussian ms",
             "laplace ms"
         );
-        let f = |r: &Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-        for r in &rows {
+        for r in &report.results {
             text.push('\n');
             text.push_str(&format!(
                 "{:>9} {:>3} {:>10.4} {:>13.4} {:>6.2} {:>13.4} {:>6.2} {:>12.4} {:>11.4}",
-                r["dim"],
-                r["threads"],
-                f(r, "normals_floor_ms"),
-                f(r, "privunit2_ms"),
-                f(r, "privunit2_over_floor"),
-                f(r, "privunitg_ms"),
-                f(r, "privunitg_over_floor"),
-                f(r, "gaussian_ms"),
-                f(r, "laplace_ms"),
+                r.dim,
+                r.threads,
+                r.normals_floor_ms,
+                r.privunit2_ms,
+                r.privunit2_over_floor,
+                r.privunitg_ms,
+                r.privunitg_over_floor,
+                r.gaussian_ms,
+                r.laplace_ms,
             ));
-            if let Some(g) = r.get("floor_by_generator_ms") {
+            if let Some(g) = &r.floor_by_generator_ms {
                 text.push_str(&format!(
                     "   floor by generator: ChaCha8 {:.4}, ChaCha12 {:.4}, ChaCha20 {:.4} ms; optimize {:.3} ms",
-                    f(g, "chacha8"),
-                    f(g, "chacha12"),
-                    f(g, "chacha20"),
-                    f(r, "privunit2_optimize_ms")
+                    g.chacha8,
+                    g.chacha12,
+                    g.chacha20,
+                    r.privunit2_optimize_ms.unwrap_or(f64::NAN)
                 ));
             }
         }

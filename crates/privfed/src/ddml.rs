@@ -41,7 +41,6 @@ use privfed_sim::simulate::{
     Progress, SimConfig, SimReport, initial_std, simulate, simulate_in_process,
 };
 use rand::Rng;
-use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -219,51 +218,6 @@ fn update_bar(pb: &ProgressBar, p: &Progress) {
     }
 }
 
-fn report_json(r: &SimReport, dataset: &Dataset, seed: Option<u64>, seconds: f64) -> Value {
-    let c = &r.config;
-    let epsilon = match c.noise {
-        ClientNoise::Laplace { epsilon } => Some(epsilon),
-        _ => None,
-    };
-    let mut v = json!({
-        "dataset": r.dataset,
-        "num_weights": r.num_weights,
-        "k": c.k,
-        "strategy": c.strategy,
-        "epsilon": epsilon,
-        "learning_rate": c.learning_rate,
-        "passes": c.passes,
-        "examples_per_client": c.examples_per_client,
-        "train_examples": r.train_examples,
-        "test_examples": r.test_examples,
-        "seed": seed,
-        "accuracy": r.accuracy,
-        "loss": r.loss,
-        "train_loss": r.train_loss,
-        "updates": r.updates,
-        "updates_accepted": r.server.accepted,
-        "updates_rejected": r.server.rejected,
-        "updates_discarded": r.server.discarded,
-        "overwrites": r.server.overwrites,
-        "intra_model_variance": r.intra_model_variance,
-        "predicted_intra_model_variance": r.predicted_intra_model_variance,
-        "noise_variance": r.noise_variance,
-        "init_variance": r.init_variance,
-        "privacy": r.privacy,
-        "curve": r.curve,
-        "seconds": seconds,
-    });
-    if let (Some(w), Value::Object(m)) = (&dataset.true_weights, &mut v) {
-        m.insert(
-            "weights_max_abs_error".into(),
-            json!(r.weights_max_abs_error),
-        );
-        m.insert("true_weights".into(), json!(w));
-        m.insert("estimated_weights".into(), json!(r.mean_weights));
-    }
-    v
-}
-
 /// With `--server`: the strategy must be draw-and-discard, and there must be an admin token.
 fn check_server_args(a: &SimulateArgs) -> Result<Option<(&str, &str)>> {
     let Some(url) = a.server.as_deref() else {
@@ -408,12 +362,12 @@ fn run_simulate(a: &SimulateArgs) -> Result<()> {
         }
     };
     pb.finish_and_clear();
-    let mut v = report_json(&report, &dataset, a.seed, start.elapsed().as_secs_f64());
-    if let (Some((url, _)), Some(name), Value::Object(m)) = (server, model, &mut v) {
-        m.insert("server".into(), json!(url));
-        m.insert("model".into(), json!(name));
+    let mut summary = report.summary(&dataset, a.seed, start.elapsed().as_secs_f64());
+    if let (Some((url, _)), Some(name)) = (server, model) {
+        summary.server = Some(url.to_string());
+        summary.model = Some(name);
     }
-    print_report(&v, a.json)?;
+    print_report(&serde_json::to_value(summary)?, a.json)?;
     Ok(())
 }
 

@@ -4,9 +4,7 @@ use crate::build::{DistributedArgs, MechanismArgs, build};
 use crate::output::print_report;
 use anyhow::Result;
 use clap::Args;
-use privfed_mechanisms::LocalRandomizer;
 use privfed_sim::mechanism::MechanismKind;
-use serde_json::json;
 
 /// Arguments of `privfed describe`.
 #[derive(Debug, Args)]
@@ -41,17 +39,6 @@ pub fn run(args: &DescribeArgs) -> Result<()> {
         return Ok(());
     }
     let m = build(&args.mech)?;
-    let g = m.guarantee();
-    let report = json!({
-        "mechanism": m.name(),
-        "epsilon": g.epsilon(),
-        "delta": g.delta(),
-        "dim": m.dim(),
-        "variance": m.worst_case_variance(),
-        "domain": m.domain(),
-        "guarantee": g,
-        "params": m,
-    });
-    print_report(&report, args.json)?;
+    print_report(&serde_json::to_value(m.report())?, args.json)?;
     Ok(())
 }

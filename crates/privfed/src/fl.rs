@@ -11,7 +11,6 @@ use privfed_fl::config::Privacy;
 use privfed_fl::datasets::default_data_dir;
 use privfed_fl::run::{Run, RunConfig, RunOptions};
 use privfed_plot::write_figure;
-use serde_json::json;
 use std::path::PathBuf;
 
 /// `privfed fl …`.
@@ -265,8 +264,8 @@ fn print_human(s: &privfed_fl::Summary, history: &[RoundMetrics]) -> Result<()> 
 fn experiment(a: &ExperimentArgs) -> Result<()> {
     use privfed_fl::train::RoundMetrics;
     use privfed_sim::experiments::fl::{
-        ResultRow, experiment, figure as exp_figure, results_csv, rounds_csv, run_experiment,
-        with_seeds,
+        ExperimentReport, ResultRow, experiment, figure as exp_figure, results_csv, rounds_csv,
+        run_experiment, with_seeds,
     };
     let exp = with_seeds(experiment(&a.name, a.quick)?, a.seeds)?;
     let data_dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
@@ -317,17 +316,15 @@ fn experiment(a: &ExperimentArgs) -> Result<()> {
     let fig = exp_figure(&exp, &rows);
     write_figure(&fig, &svg)?;
     write_figure(&fig, &png)?;
-    let report = json!({
-        "experiment": name,
-        "quick": a.quick,
-        "runs": rows,
-        "files": [
-            csv.display().to_string(),
-            rcsv.display().to_string(),
-            svg.display().to_string(),
-            png.display().to_string(),
-        ],
-    });
-    crate::output::print_report(&report, a.json)?;
+    let report = ExperimentReport {
+        experiment: name,
+        quick: a.quick,
+        runs: &rows,
+        files: [&csv, &rcsv, &svg, &png]
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+    };
+    crate::output::print_report(&serde_json::to_value(report)?, a.json)?;
     Ok(())
 }

@@ -5,12 +5,11 @@ use crate::output::print_report;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use privfed_compression::designer::DesignOptions;
-use privfed_compression::rdp::{mvu_rdp_curve, vector_rdp_greedy, vector_rdp_lp};
+use privfed_compression::rdp::rdp_report;
 use privfed_mechanisms::mvu::DpConstraint;
 use privfed_sim::experiments::Observer;
 use privfed_sim::experiments::mvu::{self as mvu_experiments, ScalarConfig, VectorConfig};
 use privfed_sim::mechanism::{design_mvu_timed, load_design};
-use serde_json::json;
 use std::path::PathBuf;
 
 /// `privfed mvu` subcommands.
@@ -163,26 +162,8 @@ fn run_design(a: &DesignArgs) -> Result<()> {
         let s = serde_json::to_string_pretty(&r.design)?;
         std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
     }
-    let report = json!({
-        "input_bits": a.input_bits,
-        "output_bits": a.output_bits,
-        "constraint": constraint,
-        "epsilon": r.epsilon,
-        "epsilon_budget": a.epsilon,
-        "ldp_epsilon": r.design.ldp_epsilon(),
-        "variance": r.variance,
-        "worst_case_variance": r.worst_case_variance,
-        "grr_variance": r.grr_variance,
-        "variance_over_grr": r.variance / r.grr_variance,
-        "max_violation": r.violations.max(),
-        "violations": r.violations,
-        "start": r.start,
-        "lp_solves": r.lp_solves,
-        "seconds": seconds,
-        "P": r.design.p(),
-        "alphabet": r.design.alphabet(),
-    });
-    print_report(&report, a.json)?;
+    let report = r.summary(a.input_bits, a.output_bits, constraint, a.epsilon, seconds);
+    print_report(&serde_json::to_value(report)?, a.json)?;
     Ok(())
 }
 
@@ -191,31 +172,12 @@ fn run_rdp(a: &RdpArgs) -> Result<()> {
     if let Some(&bad) = a.orders.iter().find(|&&o| !(o > 1.0 && o.is_finite())) {
         bail!("Rényi orders must be finite and > 1 (got {bad})");
     }
-    let scalar = mvu_rdp_curve(&d, &a.orders)?;
-    let mut report = json!({
-        "orders": a.orders,
-        "scalar_rdp": scalar,
-        "ldp_epsilon": d.ldp_epsilon(),
-    });
-    if let (Some(dim), Some(sens)) = (a.dim, a.sensitivity) {
-        let p = match d.constraint() {
-            DpConstraint::Metric { power } => power,
-            DpConstraint::Ldp => 1,
-        };
-        let greedy = a
-            .orders
-            .iter()
-            .map(|&o| vector_rdp_greedy(&d, o, p, sens))
-            .collect::<Result<Vec<_>, _>>()?;
-        let lp = a
-            .orders
-            .iter()
-            .map(|&o| vector_rdp_lp(&d, o, p, sens, dim))
-            .collect::<Result<Vec<_>, _>>()?;
-        report["vector"] =
-            json!({"dim": dim, "sensitivity": sens, "p": p, "greedy": greedy, "lp_relaxation": lp});
-    }
-    print_report(&report, a.json)?;
+    let vector = match (a.dim, a.sensitivity) {
+        (Some(dim), Some(sens)) => Some((dim, sens)),
+        _ => None,
+    };
+    let report = rdp_report(&d, &a.orders, vector)?;
+    print_report(&serde_json::to_value(report)?, a.json)?;
     Ok(())
 }
 

@@ -428,6 +428,40 @@ fn fastest(reps: usize, mut f: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// The cost of expanding one pairwise mask of `bits`-bit words (`privfed secagg bench`).
+#[derive(serde::Serialize)]
+struct MaskRow {
+    /// Word width in bits.
+    bits: u32,
+    /// The raw AES-CTR keystream for the mask's bytes, milliseconds.
+    keystream_ms: f64,
+    /// Expanding and adding the mask, milliseconds.
+    mask_ms: f64,
+    /// `mask_ms` per coordinate, nanoseconds.
+    mask_ns_per_coordinate: f64,
+    /// Keystream throughput, GB/s.
+    keystream_gb_per_s: f64,
+    /// `keystream_ms / mask_ms`.
+    fraction_of_keystream_speed: f64,
+}
+
+/// What `privfed secagg bench` prints (one thread).
+#[derive(serde::Serialize)]
+struct BenchReport {
+    /// The vector's dimension.
+    dim: usize,
+    /// One row per word width.
+    mask_expansion: Vec<MaskRow>,
+    /// One X25519 agreement and HKDF, microseconds.
+    x25519_hkdf_us: f64,
+    /// Shamir split of a seed to 100 points at threshold 51, microseconds.
+    shamir_split_100_points_t51_us: f64,
+    /// Shamir combine of 100 shares at threshold 51, microseconds.
+    shamir_combine_100_shares_t51_us: f64,
+    /// Threads used.
+    threads: usize,
+}
+
 fn bench(args: &BenchArgs) -> Result<()> {
     use privfed_secagg::mask::{Sign, apply_mask, keystream_sink};
     use std::hint::black_box;
@@ -446,14 +480,14 @@ fn bench(args: &BenchArgs) -> Result<()> {
         let expand = fastest(args.reps, || {
             apply_mask(black_box(&mut acc), &seed, bits, Sign::Add);
         });
-        rows.push(serde_json::json!({
-            "bits": bits,
-            "keystream_ms": raw * 1e3,
-            "mask_ms": expand * 1e3,
-            "mask_ns_per_coordinate": expand * 1e9 / d as f64,
-            "keystream_gb_per_s": (d * word) as f64 / raw / 1e9,
-            "fraction_of_keystream_speed": raw / expand,
-        }));
+        rows.push(MaskRow {
+            bits,
+            keystream_ms: raw * 1e3,
+            mask_ms: expand * 1e3,
+            mask_ns_per_coordinate: expand * 1e9 / d as f64,
+            keystream_gb_per_s: (d * word) as f64 / raw / 1e9,
+            fraction_of_keystream_speed: raw / expand,
+        });
     }
     // The per-peer primitives: X25519 agreement + HKDF, Shamir split to 100 points at t = 51.
     let mut rng = rand::rng();
@@ -472,14 +506,14 @@ fn bench(args: &BenchArgs) -> Result<()> {
     let combine = fastest(args.reps, || {
         black_box(privfed_secagg::shamir::combine(&shares, 51).ok());
     });
-    let report = serde_json::json!({
-        "dim": d,
-        "mask_expansion": rows,
-        "x25519_hkdf_us": agree * 1e6,
-        "shamir_split_100_points_t51_us": split * 1e6,
-        "shamir_combine_100_shares_t51_us": combine * 1e6,
-        "threads": 1,
-    });
-    print_report(&report, args.json)?;
+    let report = BenchReport {
+        dim: d,
+        mask_expansion: rows,
+        x25519_hkdf_us: agree * 1e6,
+        shamir_split_100_points_t51_us: split * 1e6,
+        shamir_combine_100_shares_t51_us: combine * 1e6,
+        threads: 1,
+    };
+    print_report(&serde_json::to_value(report)?, args.json)?;
     Ok(())
 }

@@ -723,6 +723,19 @@ pub fn figure(exp: &Experiment, rows: &[ResultRow]) -> Figure {
     )
 }
 
+/// What `privfed fl experiment` prints: the grid's name, its rows and the files written.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExperimentReport<'a> {
+    /// The experiment's name.
+    pub experiment: &'a str,
+    /// Whether the quick grid ran.
+    pub quick: bool,
+    /// One row per finished run.
+    pub runs: &'a [ResultRow],
+    /// The files written (CSV of the runs, CSV of the rounds, SVG, PNG).
+    pub files: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,7 +45,7 @@ pub const METHODS: [&str; 7] = [
 ];
 
 /// One point: ε of `method` at noise `sigma` (`None` when the accountant reports no finite ε).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct EpsilonPoint {
     /// σ.
     pub sigma: f64,
@@ -169,6 +169,38 @@ pub fn epsilon_vs_noise_csv(grid: &EpsilonVsNoise, points: &[EpsilonPoint]) -> S
         ]);
     }
     csv.into_string()
+}
+
+/// What `privfed analyze epsilon-vs-noise` prints: the grid's settings and its points.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EpsilonVsNoiseReport {
+    /// `epsilon_vs_noise`.
+    pub analysis: &'static str,
+    /// Integer scale `s` of the query and noise (Skellam, DDG).
+    pub scale: u64,
+    /// Clients `n` sharing the DDG noise.
+    pub clients: u64,
+    /// Releases composed.
+    pub steps: u64,
+    /// δ.
+    pub delta: f64,
+    /// ε per noise level and method (`null` where no finite ε).
+    pub points: Vec<EpsilonPoint>,
+}
+
+/// The [`EpsilonVsNoiseReport`] of `grid` ([`epsilon_vs_noise`]).
+pub fn epsilon_vs_noise_report(
+    grid: &EpsilonVsNoise,
+    points: Vec<EpsilonPoint>,
+) -> EpsilonVsNoiseReport {
+    EpsilonVsNoiseReport {
+        analysis: "epsilon_vs_noise",
+        scale: grid.scale,
+        clients: grid.clients,
+        steps: grid.steps,
+        delta: grid.delta,
+        points,
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `privfed fl` through the real binary: the quickstart, resuming after `kill -9`, bad configs,
 //! and an experiment's quick grid.
 
-use crate::common::{TempDir, fails_with, json_ok, privfed, words};
+use crate::common::{TempDir, fail_table, fails_with, json_ok, privfed, words};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -281,93 +281,49 @@ fn runs_continue_across_invocations_and_ignore_the_thread_count() {
 #[test]
 fn bad_configs_fail_with_the_key_named() {
     let tmp = TempDir::new("fl-bad");
-    let write = |name: &str, text: &str| {
-        let p = tmp.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p.to_string_lossy().into_owned()
-    };
     let base = "rounds = 2\ndata = { dataset = \"synthetic_logistic\", dim = 5, examples = 100, signal = 1.0, clients = 100 }\n\
                 model = { kind = \"softmax\", features = 5, classes = 2 }\n\
                 sampling = { kind = \"poisson\", rate = 0.1 }\n";
-    fails_with(
-        &[
-            "fl",
-            "train",
-            "--config",
-            &write("a.toml", &format!("{base}lokal = 3\n")),
-        ],
-        "lokal",
-    );
-    fails_with(
-        &[
-            "fl",
-            "train",
-            "--config",
-            &write("b.toml", &format!("{base}[local]\nbatchsize = 3\n")),
-        ],
-        "batchsize",
-    );
-    fails_with(
-        &["fl", "train", "--config", &write("c.toml", "rounds = 2\n")],
-        "[data]",
-    );
-    fails_with(
-        &[
-            "fl",
-            "train",
-            "--config",
-            &write(
-                "d.toml",
-                &format!(
-                    "{base}[privacy]\nmechanism = \"central_gaussian\"\nclip = 1.0\nnoise_multiplier = -1.0\n"
-                ),
+    let mnist = "rounds = 1\ndata = { dataset = \"mnist\", clients = 10 }\n\
+                 model = { kind = \"softmax\", features = 784, classes = 10 }\n\
+                 sampling = { kind = \"fixed\", cohort = 2 }\n";
+    // (config text, extra arguments, what stderr must name)
+    let rows: &[(String, &str, &str)] = &[
+        (format!("{base}lokal = 3\n"), "", "lokal"),
+        (format!("{base}[local]\nbatchsize = 3\n"), "", "batchsize"),
+        ("rounds = 2\n".into(), "", "[data]"),
+        (
+            format!(
+                "{base}[privacy]\nmechanism = \"central_gaussian\"\nclip = 1.0\nnoise_multiplier = -1.0\n"
             ),
-        ],
-        "noise_multiplier",
-    );
-    fails_with(
-        &[
-            "fl",
-            "train",
-            "--config",
-            &write(
-                "e.toml",
-                &format!("{base}[privacy]\nmechanism = \"laplace\"\n"),
-            ),
-        ],
-        "laplace",
-    );
-    // A wrong data directory names the missing file.
-    let mnist = write(
-        "f.toml",
-        "rounds = 1\ndata = { dataset = \"mnist\", clients = 10 }\n\
-         model = { kind = \"softmax\", features = 784, classes = 10 }\n\
-         sampling = { kind = \"fixed\", cohort = 2 }\n",
-    );
-    fails_with(
-        &[
-            "fl",
-            "train",
-            "--config",
-            &mnist,
-            "--data-dir",
-            "/nonexistent",
-        ],
-        "train-images-idx3-ubyte.gz",
-    );
-    fails_with(
-        &words("fl train --config /nonexistent.toml"),
-        "nonexistent.toml",
-    );
-    let out = privfed(&[
-        "fl",
-        "experiment",
-        "paper999",
-        "--out",
-        &tmp.0.to_string_lossy(),
+            "",
+            "noise_multiplier",
+        ),
+        (
+            format!("{base}[privacy]\nmechanism = \"laplace\"\n"),
+            "",
+            "laplace",
+        ),
+        // A wrong data directory names the missing file.
+        (
+            mnist.into(),
+            "--data-dir /nonexistent",
+            "train-images-idx3-ubyte.gz",
+        ),
+    ];
+    for (i, (text, extra, needle)) in rows.iter().enumerate() {
+        let config = write_config(&tmp.0, &format!("bad{i}.toml"), text);
+        let line = format!("fl train --config {config} {extra}");
+        fails_with(&words(&line), needle);
+    }
+    let out = tmp.0.to_string_lossy();
+    fail_table(&[
+        ("fl train --config /nonexistent.toml", "nonexistent.toml"),
+        (
+            &format!("fl experiment paper999 --out {out}"),
+            "paper000-logistic",
+        ),
     ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("paper000-logistic"));
 }
 
 /// A budget stops the run before ε would exceed it, and says so.

@@ -1,6 +1,6 @@
 //! `privfed plot` and `privfed analyze epsilon-vs-noise` through the real binary.
 
-use crate::common::{TempDir, fails_with, json_ok, privfed, words};
+use crate::common::{TempDir, fail_table, fails_with, json_ok, privfed, words};
 
 fn series_names(svg: &str) -> Vec<String> {
     svg.split(r#"<g class="series" data-series=""#)
@@ -133,97 +133,48 @@ fn plot_errors_are_clear() {
     let dir = TempDir::new("plot-bad");
     let csv = dir.0.join("dme.csv");
     std::fs::write(&csv, DME).unwrap();
-    let c = csv.to_str().unwrap();
-    let out = dir.0.join("x.svg");
-    let o = out.to_str().unwrap();
-    fails_with(
-        &["plot", c, "--x", "bitz", "--y", "mse", "--out", o],
-        "no column \"bitz\"",
-    );
-    fails_with(
-        &["plot", c, "--x", "bits", "--y", "note", "--out", o],
-        "is not a number",
-    );
-    fails_with(
-        &[
-            "plot", c, "--x", "bits", "--y", "mse", "--where", "nope", "--out", o,
-        ],
-        "--where takes COLUMN=VALUE",
-    );
-    fails_with(
-        &[
-            "plot", c, "--x", "bits", "--y", "mse", "--size", "10", "--out", o,
-        ],
-        "--size takes WIDTHxHEIGHT",
-    );
-    fails_with(
-        &[
-            "plot",
-            c,
-            "--x",
-            "bits",
-            "--y",
-            "mse",
-            "--series",
-            "mechanism",
-            "--size",
-            "50x50",
-            "--where",
-            "clients=100",
-            "--out",
-            o,
-        ],
-        "panel size",
-    );
-    // Two Gaussian rows without x in one panel cannot be one reference line.
-    fails_with(
-        &[
-            "plot",
-            c,
-            "--x",
-            "bits",
-            "--y",
-            "mse",
-            "--series",
-            "mechanism",
-            "--out",
-            o,
-        ],
-        "single reference row",
-    );
     let nan = dir.0.join("nan.csv");
     std::fs::write(&nan, "x,y\n1,0.5\n2,NaN\n").unwrap();
-    fails_with(
-        &[
-            "plot",
-            nan.to_str().unwrap(),
-            "--x",
-            "x",
-            "--y",
-            "y",
-            "--out",
-            o,
-        ],
-        "must be finite",
-    );
-    fails_with(
-        &[
-            "plot",
-            dir.0.join("missing.csv").to_str().unwrap(),
-            "--x",
-            "x",
-            "--y",
-            "y",
-            "--out",
-            o,
-        ],
-        "reading",
-    );
+    let out = dir.0.join("x.svg");
+    let (c, n, o) = (csv.display(), nan.display(), out.display());
+    let missing = dir.0.join("missing.csv");
+    let m = missing.display();
+    fail_table(&[
+        (
+            &format!("plot {c} --x bitz --y mse --out {o}"),
+            "no column \"bitz\"",
+        ),
+        (
+            &format!("plot {c} --x bits --y note --out {o}"),
+            "is not a number",
+        ),
+        (
+            &format!("plot {c} --x bits --y mse --where nope --out {o}"),
+            "--where takes COLUMN=VALUE",
+        ),
+        (
+            &format!("plot {c} --x bits --y mse --size 10 --out {o}"),
+            "--size takes WIDTHxHEIGHT",
+        ),
+        (
+            &format!(
+                "plot {c} --x bits --y mse --series mechanism --size 50x50 --where clients=100 --out {o}"
+            ),
+            "panel size",
+        ),
+        // Two Gaussian rows without x in one panel cannot be one reference line.
+        (
+            &format!("plot {c} --x bits --y mse --series mechanism --out {o}"),
+            "single reference row",
+        ),
+        (&format!("plot {n} --x x --y y --out {o}"), "must be finite"),
+        (&format!("plot {m} --x x --y y --out {o}"), "reading"),
+        (
+            "analyze epsilon-vs-noise --sigmas 0",
+            "must be finite and > 0",
+        ),
+    ]);
     assert!(!out.exists());
-    fails_with(
-        &words("analyze epsilon-vs-noise --sigmas 0"),
-        "must be finite and > 0",
-    );
 }
 
 /// Width and height from a PNG's IHDR chunk (after the 8-byte signature and the chunk header).

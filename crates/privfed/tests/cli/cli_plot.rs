@@ -1,6 +1,6 @@
 //! `privfed plot` and `privfed analyze epsilon-vs-noise` through the real binary.
 
-use crate::common::{TempDir, fail_table, fails_with, json_ok, privfed, words};
+use crate::common::{TempDir, fail_table, fails_with, json_ok, privfed};
 
 fn series_names(svg: &str) -> Vec<String> {
     svg.split(r#"<g class="series" data-series=""#)

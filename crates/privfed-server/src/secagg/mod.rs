@@ -100,6 +100,25 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The index of the first digest equal to `d`, comparing every one in constant time (no early
+/// exit), so the time taken does not tell where, or whether, a bearer secret matched.
+fn find_digest<'a>(digests: impl IntoIterator<Item = &'a [u8; 32]>, d: &[u8; 32]) -> Option<usize> {
+    let mut found = None;
+    for (i, h) in digests.into_iter().enumerate() {
+        if same_digest(h, d) && found.is_none() {
+            found = Some(i);
+        }
+    }
+    found
+}
+
+/// A fresh 256-bit bearer secret from the OS-seeded CSPRNG, hex (join tokens and tickets).
+fn fresh_secret() -> String {
+    let mut secret = [0u8; 32];
+    rand::rng().fill_bytes(&mut secret);
+    hex(&secret)
+}
+
 fn store_error(e: StoreError) -> ApiError {
     match e {
         StoreError::Unavailable(m) => ApiError::Unavailable(m),
@@ -573,19 +592,13 @@ impl Coordinator {
             ));
         }
         let id = hex(&round_id);
-        let join_tickets: Vec<String> = if new.roster.is_some() || new.open {
-            Vec::new()
+        let ticketed = new.roster.is_none() && !new.open;
+        let join_tickets: Vec<String> = if ticketed {
+            (0..new.clients).map(|_| fresh_secret()).collect()
         } else {
-            let mut rng = rand::rng();
-            (0..new.clients)
-                .map(|_| {
-                    let mut secret = [0u8; 32];
-                    rng.fill_bytes(&mut secret);
-                    hex(&secret)
-                })
-                .collect()
+            Vec::new()
         };
-        let stored_tickets = (new.roster.is_none() && !new.open).then(|| {
+        let stored_tickets = ticketed.then(|| {
             join_tickets
                 .iter()
                 .map(|t| JoinTicket {
@@ -663,9 +676,7 @@ impl Coordinator {
             (Some(_), JoinWith::Ticket(t)) => Some(token_hash(t)),
             (Some(_), _) => return Err(ApiError::Unauthorized),
         };
-        let mut secret = [0u8; 32];
-        rand::rng().fill_bytes(&mut secret);
-        let token = hex(&secret);
+        let token = fresh_secret();
         for _ in 0..CAS_ATTEMPTS {
             self.sync(&round, &mut r).await?;
             if r.record.status != (StoredStatus::Collecting { stage: 0 }) {
@@ -688,13 +699,8 @@ impl Coordinator {
                 record.devices.push(c.device);
             }
             if let (Some(tickets), Some(digest)) = (record.join_tickets.as_mut(), &ticket_digest) {
-                let mut found = None;
-                for (i, t) in tickets.iter().enumerate() {
-                    if same_digest(&t.digest, digest) && found.is_none() {
-                        found = Some(i);
-                    }
-                }
-                let i = found.ok_or(ApiError::Forbidden)?;
+                let i = find_digest(tickets.iter().map(|t| &t.digest), digest)
+                    .ok_or(ApiError::Forbidden)?;
                 if tickets[i].used {
                     return Err(ApiError::Conflict(
                         "this join ticket has been used (a ticket admits one client)".into(),
@@ -741,16 +747,7 @@ impl Coordinator {
         let round = self.round(id).await?;
         let mut r = round.replica.lock().await;
         let hash = token_hash(token);
-        // Every joined digest is compared (constant time each, no early exit).
-        let find = |r: &Replica| {
-            let mut found = None;
-            for (i, h) in r.record.joined.iter().enumerate() {
-                if same_digest(h, &hash) && found.is_none() {
-                    found = Some(i);
-                }
-            }
-            found
-        };
+        let find = |r: &Replica| find_digest(&r.record.joined, &hash);
         let index = match find(&r) {
             Some(i) => i,
             None => {

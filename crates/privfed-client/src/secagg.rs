@@ -264,8 +264,23 @@ impl SecAggClient {
 
     /// Joins an open round (created with `"open": true`), which needs no credential.
     pub async fn join(&self, round: &str) -> Result<Joined, SecAggClientError> {
+        self.post_join(round, None).await
+    }
+
+    /// `POST …/join` with `credential` as its body (none for an open round): the place in the
+    /// round the coordinator answers.
+    async fn post_join(
+        &self,
+        round: &str,
+        credential: Option<serde_json::Value>,
+    ) -> Result<Joined, SecAggClientError> {
         let url = format!("{}/v1/secagg/rounds/{round}/join", self.base);
-        let r = self.send(|| self.http.post(&url)).await?;
+        let r = self
+            .send(|| match &credential {
+                Some(body) => self.http.post(&url).json(body),
+                None => self.http.post(&url),
+            })
+            .await?;
         let mut joined: Joined = json_capped(Self::check(r).await?, MAX_JSON_LEN, "join").await?;
         joined.round = round.to_string();
         Ok(joined)
@@ -278,12 +293,8 @@ impl SecAggClient {
         round: &str,
         ticket: &str,
     ) -> Result<Joined, SecAggClientError> {
-        let url = format!("{}/v1/secagg/rounds/{round}/join", self.base);
-        let body = serde_json::json!({ "ticket": ticket });
-        let r = self.send(|| self.http.post(&url).json(&body)).await?;
-        let mut joined: Joined = json_capped(Self::check(r).await?, MAX_JSON_LEN, "join").await?;
-        joined.round = round.to_string();
-        Ok(joined)
+        self.post_join(round, Some(serde_json::json!({ "ticket": ticket })))
+            .await
     }
 
     /// Joins an active round as an enrolled device: fetches the round's public view, verifies
@@ -334,10 +345,7 @@ impl SecAggClient {
             "device": device.verifying_key(),
             "signature": device.sign_join(&view.config.binding(), round).to_vec(),
         });
-        let url = format!("{}/v1/secagg/rounds/{round}/join", self.base);
-        let r = self.send(|| self.http.post(&url).json(&body)).await?;
-        let mut joined: Joined = json_capped(Self::check(r).await?, MAX_JSON_LEN, "join").await?;
-        joined.round = round.to_string();
+        let joined = self.post_join(round, Some(body)).await?;
         if joined.config != view.config {
             return Err(privfed_secagg::SecAggError::Policy(
                 "the round's configuration changed between its view and the join".into(),

@@ -184,6 +184,14 @@ class MvuDesign:
 def design(
     input_bits: int, output_bits: int, epsilon: float, *, constraint: str = "ldp", power: int = 1
 ) -> MvuDesign: ...
+def rdp_report(
+    design: MvuDesign,
+    orders: Optional[Sequence[float]] = None,
+    *,
+    dim: Optional[int] = None,
+    sensitivity: Optional[float] = None,
+) -> Dict[str, Any]:
+    """The report of ``privfed mvu rdp --json``."""
 
 _Event = Any  # a privfed.accounting.DpEvent, its dict, or a dp_accounting event
 _Relation = Any  # "add_or_remove_one" | "replace_one" | dp_accounting.NeighboringRelation
@@ -289,6 +297,31 @@ def calibrate(
     l2_sensitivity: Optional[float] = None,
 ) -> Dict[str, Any]:
     """The report of ``privfed calibrate --json``."""
+def draw_and_discard_analysis(
+    local_epsilon: float, instances: int, updates: int, *, delta_t: Optional[float] = None
+) -> Dict[str, Any]:
+    """The report of ``privfed analyze ddml --json``."""
+def reconstruction_analysis(
+    dimension: int,
+    threshold: float,
+    *,
+    epsilon: Optional[float] = None,
+    target_bound: Optional[float] = None,
+) -> Dict[str, Any]:
+    """The report of ``privfed analyze reconstruction --json``."""
+def analytic_gaussian_analysis(
+    epsilon: float, delta: float, *, sensitivity: float = 1.0
+) -> Dict[str, Any]:
+    """The report of ``privfed analyze gaussian --json``."""
+def epsilon_vs_noise(
+    sigmas: Sequence[float],
+    *,
+    scale: int = 1,
+    clients: int = 100,
+    steps: int = 1,
+    delta: float = 1e-05,
+) -> Dict[str, Any]:
+    """The report of ``privfed analyze epsilon-vs-noise --json``."""
 def validate_event(event: _Event) -> None: ...
 def _randomizer_specs() -> List[Dict[str, Any]]:
     """The randomizer table: name, python_class, variant and params ({name, example})."""
@@ -761,6 +794,24 @@ def encode_weights(weights: _Floats) -> bytes:
 
 def decode_weights(data: bytes) -> npt.NDArray[np.float32]:
     """privfed.ddml.decode_weights."""
+
+def simulate_in_process(
+    dataset: str,
+    *,
+    k: int,
+    learning_rate: float,
+    epsilon: Optional[float],
+    passes: int = 20,
+    examples_per_client: int = 10,
+    strategy: str = "draw-and-discard",
+    server_batch: Optional[int] = None,
+    spam_sigmas: Optional[float] = None,
+    synthetic_train: int = 200000,
+    synthetic_test: int = 20000,
+    seed: Optional[int] = None,
+    data_dir: Optional[_Path] = None,
+) -> Dict[str, Any]:
+    """The report of ``privfed ddml simulate --json`` (privfed.ddml.simulate_in_process)."""
 
 # ============================================================================================
 # privfed.fl — the FL simulator and its models. Source: crates/privfed-py/src/fl.rs.

@@ -33,9 +33,16 @@ get_laplace_scale = _native.get_laplace_scale
 get_skellam_variance = _native.get_skellam_variance
 account = _native.account
 calibrate = _native.calibrate
+# The reports of `privfed analyze ... --json`.
+draw_and_discard_analysis = _native.draw_and_discard_analysis
+reconstruction_analysis = _native.reconstruction_analysis
+analytic_gaussian_analysis = _native.analytic_gaussian_analysis
+epsilon_vs_noise = _native.epsilon_vs_noise
 
 # The native functions carry their public names; this module is where users find them.
-for _f in (get_noise_multiplier, get_laplace_scale, get_skellam_variance, account, calibrate):
+for _f in (get_noise_multiplier, get_laplace_scale, get_skellam_variance, account, calibrate,
+           draw_and_discard_analysis, reconstruction_analysis, analytic_gaussian_analysis,
+           epsilon_vs_noise):
     _f.__module__ = __name__
 del _f
 
@@ -65,6 +72,10 @@ __all__ = [
     "get_skellam_variance",
     "account",
     "calibrate",
+    "draw_and_discard_analysis",
+    "reconstruction_analysis",
+    "analytic_gaussian_analysis",
+    "epsilon_vs_noise",
 ]
 
 

@@ -9,7 +9,9 @@ instance it drew from the server and posts its noised update ``B − γ·clip(G)
     post(ddml.encode_weights(update))
     step.guarantee                                   # {"kind": "pure", "epsilon": 1.0}, per weight
 
-The server side (engine, update guard, HTTP API) is ``privfed serve``.
+The server side (engine, update guard, HTTP API) is ``privfed serve``. ``simulate_in_process``
+trains over simulated clients against an in-process server and returns the report of
+``privfed ddml simulate --json`` (paper 003 §V).
 """
 
 from . import _privfed as _native
@@ -17,10 +19,11 @@ from . import _privfed as _native
 ClientStep = _native.ClientStep
 encode_weights = _native.encode_weights
 decode_weights = _native.decode_weights
+simulate_in_process = _native.simulate_in_process
 
 # The native functions carry their public names; this module is where users find them.
-for _f in (encode_weights, decode_weights):
+for _f in (encode_weights, decode_weights, simulate_in_process):
     _f.__module__ = __name__
 del _f
 
-__all__ = ["ClientStep", "encode_weights", "decode_weights"]
+__all__ = ["ClientStep", "encode_weights", "decode_weights", "simulate_in_process"]

@@ -507,3 +507,43 @@ def test_calibrate_report_is_the_cli_report(cli):
         pa.calibrate("skellam", accountant="rdp", target_epsilon=2.0, delta=1e-5, steps=10)
     with pytest.raises(privfed.InvalidParameter):
         pa.account(pa.GaussianDpEvent(1.0), 1, accountant="rdp")
+
+
+ANALYSES = [
+    ("ddml --local-epsilon 2 --instances 10 --updates 100",
+     lambda: pa.draw_and_discard_analysis(2.0, 10, 100)),
+    ("ddml --local-epsilon 0.5 --instances 3 --updates 4 --delta-t 1e-3",
+     lambda: pa.draw_and_discard_analysis(0.5, 3, 4, delta_t=1e-3)),
+    ("reconstruction --dimension 10 --threshold 0.5 --epsilon 1",
+     lambda: pa.reconstruction_analysis(10, 0.5, epsilon=1.0)),
+    ("reconstruction --dimension 100 --threshold 0.3 --target-bound 0.01",
+     lambda: pa.reconstruction_analysis(100, 0.3, target_bound=0.01)),
+    ("gaussian --epsilon 1 --delta 1e-5 --sensitivity 2",
+     lambda: pa.analytic_gaussian_analysis(1.0, 1e-5, sensitivity=2.0)),
+    ("epsilon-vs-noise --sigmas 0.8,3 --scale 16 --clients 10 --steps 3 --delta 1e-6",
+     lambda: pa.epsilon_vs_noise([0.8, 3.0], scale=16, clients=10, steps=3, delta=1e-6)),
+]
+
+
+@pytest.mark.parametrize("args,call", ANALYSES, ids=[a.split()[0] + str(i) for i, (a, _) in enumerate(ANALYSES)])
+def test_analysis_reports_are_the_cli_reports(cli, args, call):
+    """Each `privfed analyze ... --json` report is what `privfed.accounting`'s function of the
+    same analysis returns: the same keys in the same order and the same numbers (one library
+    function behind both)."""
+    want = cli("analyze", *args.split(), "--json")
+    got = call()
+    assert list(got) == list(want)
+    assert got == want
+
+
+def test_analysis_errors():
+    with pytest.raises(privfed.InvalidParameter, match="target_bound"):
+        pa.reconstruction_analysis(10, 0.5, epsilon=1.0, target_bound=0.1)
+    with pytest.raises(privfed.InvalidParameter, match="target_bound"):
+        pa.reconstruction_analysis(10, 0.5)
+    with pytest.raises(privfed.InvalidParameter):
+        pa.draw_and_discard_analysis(1.0, 0, 10)
+    with pytest.raises(privfed.InvalidParameter):
+        pa.analytic_gaussian_analysis(1.0, 2.0)
+    with pytest.raises(privfed.InvalidParameter, match="noise levels"):
+        pa.epsilon_vs_noise([0.0])

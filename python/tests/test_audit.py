@@ -114,13 +114,18 @@ def test_bad_canary_configurations_are_refused():
 
 
 # ============================================================ the estimators, against formulas
+needs_scipy = pytest.mark.requires("scipy", install="pip install scipy")
+
+
+@needs_scipy
 def test_one_run_bound_is_where_the_p_value_crosses_alpha():
     e = audit.epsilon_lower_bound(1000, 200, 150, 1e-5, 0.95)
     assert e > 0
     assert audit.one_run_p_value(1000, 200, 150, e, 1e-5) <= 0.05
     assert audit.one_run_p_value(1000, 200, 150, e + 1e-6, 1e-5) > 0.05
     # δ = 0: the p-value is the binomial tail P[Bin(r, q) ≥ v], q = e^ε/(1 + e^ε) (scipy)
-    stats = pytest.importorskip("scipy.stats")
+    import scipy.stats as stats
+
     q = 1 / (1 + math.exp(-1.0))
     assert audit.one_run_p_value(100, 40, 30, 1.0, 0.0) == pytest.approx(
         stats.binom.sf(29, 40, q), rel=1e-10)
@@ -173,9 +178,11 @@ def test_one_shot_is_the_pooled_gaussian_reading():
         audit.cosine([1.0, 0.0], [0.0, 0.0])
 
 
+@needs_scipy
 def test_gdp_epsilon_solves_the_gaussian_privacy_profile():
     """δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) at the returned ε is δ (scipy's Φ)."""
-    stats = pytest.importorskip("scipy.stats")
+    import scipy.stats as stats
+
     for mu in (0.5, 1.0, 3.0):
         e = audit.gdp_epsilon(mu, 1e-5)
         d = stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
@@ -186,8 +193,10 @@ def test_gdp_epsilon_solves_the_gaussian_privacy_profile():
     assert mu == pytest.approx(stats.norm.ppf(0.95) - stats.norm.ppf(0.2), rel=1e-9)
 
 
+@needs_scipy
 def test_clopper_pearson_is_the_beta_quantile():
-    stats = pytest.importorskip("scipy.stats")
+    import scipy.stats as stats
+
     lo, hi = audit.clopper_pearson(7, 50, 0.95)
     assert lo == pytest.approx(stats.beta.ppf(0.05, 7, 44), rel=1e-9)
     assert hi == pytest.approx(stats.beta.ppf(0.95, 8, 43), rel=1e-9)

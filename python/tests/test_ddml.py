@@ -148,3 +148,47 @@ def test_weight_wire_format():
     assert back.dtype == np.float32 and np.array_equal(back, w)
     with pytest.raises(errors.InvalidInput, match="float32"):
         ddml.decode_weights(b[:-1])
+
+
+SIMULATIONS = [
+    ("--epsilon 2", {"epsilon": 2.0}),
+    ("--no-noise --strategy accept-one-in", {"epsilon": None, "strategy": "accept-one-in"}),
+    ("--no-noise --server-batch 7", {"epsilon": None, "server_batch": 7}),
+]
+
+
+@pytest.mark.parametrize("args,kwargs", SIMULATIONS, ids=["laplace", "accept-one-in", "server-batch"])
+def test_simulation_report_is_the_cli_report(cli, args, kwargs):
+    """`ddml.simulate_in_process` returns the report `privfed ddml simulate --json` prints for
+    the same seeded run (one library simulation behind both): the same keys in the same order
+    and the same numbers, but the wall time."""
+    common = "--dataset synthetic-production --k 5 --learning-rate 0.1 --passes 2 " \
+        "--synthetic-train 3000 --synthetic-test 500 --seed 7 --quiet --json"
+    want = cli("ddml", "simulate", *common.split(), *args.split())
+    got = ddml.simulate_in_process(
+        "synthetic-production", k=5, learning_rate=0.1, passes=2, synthetic_train=3000,
+        synthetic_test=500, seed=7, **kwargs,
+    )
+    assert list(got) == list(want)
+    assert got.pop("seconds") >= 0.0 and want.pop("seconds") >= 0.0
+    assert got == want
+
+
+def test_simulation_errors(tmp_path):
+    run = dict(k=5, learning_rate=0.1, epsilon=None, passes=1, synthetic_train=100,
+               synthetic_test=10, seed=1)
+    with pytest.raises(privfed.InvalidParameter, match="dataset"):
+        ddml.simulate_in_process("cifar", **run)
+    with pytest.raises(privfed.InvalidParameter, match="strategy"):
+        ddml.simulate_in_process("synthetic-production", **run, strategy="fastest")
+    with pytest.raises(privfed.InvalidParameter, match="server_batch"):
+        ddml.simulate_in_process("synthetic-production", **run, strategy="server-batch")
+    with pytest.raises(privfed.InvalidParameter, match="server_batch"):
+        ddml.simulate_in_process("synthetic-production", **run, strategy="replace-drawn",
+                                 server_batch=3)
+    with pytest.raises(privfed.InvalidParameter, match="k"):
+        ddml.simulate_in_process("synthetic-production", **dict(run, k=0))
+    with pytest.raises(privfed.InvalidParameter, match="passes"):
+        ddml.simulate_in_process("synthetic-production", **dict(run, passes=0))
+    with pytest.raises(errors.ConfigError):
+        ddml.simulate_in_process("mnist", **run, data_dir=tmp_path / "nothing")

@@ -58,3 +58,42 @@ def test_mechanism_refuses_a_design_above_its_epsilon():
 def test_bad_requests(args, exc):
     with pytest.raises(exc):
         privfed.mvu.design(*args)
+
+
+def test_design_report_is_the_cli_report(cli):
+    """`MvuDesign.report` is the report `privfed mvu design --json` prints (the designer's
+    `DesignSummary`), all keys in the same order and the same numbers but the wall time."""
+    d = privfed.mvu.design(2, 3, 1.0, constraint="metric", power=1)
+    want = cli("mvu", "design", *"--input-bits 2 --output-bits 3 --epsilon 1 --metric-dp l1 --json".split())
+    got = d.report
+    assert list(got) == list(want)
+    assert got.pop("seconds") >= 0.0 and want.pop("seconds") >= 0.0
+    assert got == want
+
+
+@pytest.mark.parametrize("args,kwargs", [
+    ([], {}),
+    (["--orders", "2,4.5", "--dim", "8", "--sensitivity", "0.5"],
+     {"orders": [2.0, 4.5], "dim": 8, "sensitivity": 0.5}),
+])
+def test_rdp_report_is_the_cli_report(cli, tmp_path, args, kwargs):
+    """`privfed.mvu.rdp_report(design)` is the report of `privfed mvu rdp --json` on the same
+    design file: the scalar curve and, with a dimension and sensitivity, the vector bounds."""
+    d = privfed.mvu.design(2, 2, 2.0)
+    path = tmp_path / "design.json"
+    path.write_text(d.to_json())
+    want = cli("mvu", "rdp", "--design", str(path), *args, "--json")
+    got = privfed.mvu.rdp_report(d, **kwargs)
+    assert list(got) == list(want)
+    assert got == want
+    assert ("vector" in got) == bool(kwargs)
+
+
+def test_rdp_report_errors():
+    d = privfed.mvu.design(2, 2, 2.0)
+    with pytest.raises(privfed.InvalidParameter, match="sensitivity"):
+        privfed.mvu.rdp_report(d, dim=8)
+    with pytest.raises(privfed.InvalidParameter, match="dim"):
+        privfed.mvu.rdp_report(d, sensitivity=1.0)
+    with pytest.raises(privfed.InvalidParameter):
+        privfed.mvu.rdp_report(d, [1.0])

@@ -285,6 +285,10 @@ pub fn calibrate(
     })
 }
 
+/// The δ_T of adversary III unless the caller names another (`privfed analyze ddml`, the
+/// Draw-and-Discard simulation, Python's `draw_and_discard_analysis`).
+pub const DRAW_AND_DISCARD_DELTA_T: f64 = 1e-8;
+
 /// Adversary I of Draw-and-Discard (the channel listener).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct AdversaryI {

@@ -209,6 +209,10 @@ pub struct RdpReport {
     pub vector: Option<VectorRdp>,
 }
 
+/// The Rényi orders of an [`RdpReport`] unless the caller names others (`privfed mvu rdp`,
+/// Python's `privfed.mvu.rdp_report`).
+pub const REPORT_ORDERS: [f64; 7] = [1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+
 /// The [`RdpReport`] of `design` on `orders`, with the vector bounds at `(dim, sensitivity)`
 /// when given.
 pub fn rdp_report(

@@ -24,7 +24,8 @@
 
 use crate::domain::validate_domain;
 use crate::error::{MechanismError, Result, check_positive};
-use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng, check_out_len};
+use crate::additive::privatize_additive;
+use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng};
 use serde::Serialize;
 
 use crate::special::ln_norm_cdf as ln_std_normal_cdf;
@@ -296,23 +297,13 @@ impl LocalRandomizer for Gaussian {
         rng: &mut R,
         threads: crate::rng::Threads,
     ) -> Result<()> {
-        check_out_len(out, self.dim())?;
-        let domain = self.domain;
-        domain.check_len(x)?;
-        let key = crate::rng::StreamKey::draw(rng);
         let sigma = self.sigma;
-        // x is validated from its norm, summed per block in the same (parallel) pass that adds
-        // the noise: nothing is returned before the check.
-        let parts = crate::rng::for_each_block(&key, out, threads, |b, rng, chunk| {
-            crate::batch::fill_normal(rng, chunk);
-            let xs = crate::sampling::block_of(x, b, chunk.len());
+        privatize_additive(self.domain, x, out, rng, threads, |stream, xs, chunk| {
+            crate::batch::fill_normal(stream, chunk);
             for (o, &xi) in chunk.iter_mut().zip(xs) {
                 *o = xi + sigma * *o;
             }
-            domain.norm_partial(xs)
-        });
-        domain.accept_norm(x, domain.norm_of_blocks(&parts))?;
-        Ok(())
+        })
     }
 }
 

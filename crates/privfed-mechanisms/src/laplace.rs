@@ -12,7 +12,8 @@
 
 use crate::domain::validate_domain;
 use crate::error::{MechanismError, Result, check_positive};
-use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng, check_out_len};
+use crate::additive::privatize_additive;
+use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng};
 use serde::Serialize;
 
 /// The ℓ1 diameter `Δ₁ = sup ‖x − x'‖₁` of a domain — the sensitivity of the identity map under
@@ -139,20 +140,10 @@ impl LocalRandomizer for Laplace {
         rng: &mut R,
         threads: crate::rng::Threads,
     ) -> Result<()> {
-        check_out_len(out, self.dim())?;
-        let domain = self.domain;
-        domain.check_len(x)?;
-        let key = crate::rng::StreamKey::draw(rng);
         let scale = self.scale;
-        // x is validated from its norm, summed per block in the same (parallel) pass that adds
-        // the noise: nothing is returned before the check.
-        let parts = crate::rng::for_each_block(&key, out, threads, |b, rng, chunk| {
-            let xs = crate::sampling::block_of(x, b, chunk.len());
-            crate::batch::add_laplace(rng, scale, xs, chunk);
-            domain.norm_partial(xs)
-        });
-        domain.accept_norm(x, domain.norm_of_blocks(&parts))?;
-        Ok(())
+        privatize_additive(self.domain, x, out, rng, threads, |stream, xs, chunk| {
+            crate::batch::add_laplace(stream, scale, xs, chunk)
+        })
     }
 }
 

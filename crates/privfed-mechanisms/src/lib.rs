@@ -49,6 +49,7 @@
 //! assert_eq!(z.len(), 1000);
 //! ```
 
+mod additive;
 pub mod any;
 pub mod batch;
 pub mod bitwise_rr;

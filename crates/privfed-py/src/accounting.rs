@@ -695,6 +695,100 @@ fn calibrate<'py>(
     to_python(py, &report)
 }
 
+/// The report of `privfed analyze ddml --json` as a dict
+/// (`privfed_accounting::report::draw_and_discard_analysis`; paper 003 §IV): Draw-and-Discard
+/// privacy of a client with local ε `local_epsilon` against adversary I (the channel listener),
+/// II (sees the `instances` k instances) and III (sees an instance after `updates` T further
+/// updates, at δ_T = `delta_t`; default `privfed_accounting::report::DRAW_AND_DISCARD_DELTA_T`,
+/// 1e-8, as the CLI's).
+#[pyfunction]
+#[pyo3(signature = (local_epsilon, instances, updates, *, delta_t=None))]
+fn draw_and_discard_analysis<'py>(
+    py: Python<'py>,
+    local_epsilon: f64,
+    instances: u64,
+    updates: u64,
+    delta_t: Option<f64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let delta_t = delta_t.unwrap_or(report::DRAW_AND_DISCARD_DELTA_T);
+    let r = report::draw_and_discard_analysis(local_epsilon, instances, updates, delta_t).py()?;
+    to_python(py, &r)
+}
+
+/// The report of `privfed analyze reconstruction --json` as a dict
+/// (`privfed_accounting::report::reconstruction_analysis`; paper 000 §2.3): for data uniform on
+/// `S^{k−1}` (`dimension` k) and an adversary who wins if `⟨ĥ, Y⟩ ≥ threshold`, the bound on
+/// its success probability against an `epsilon`-DP randomizer, or the largest ε whose bound
+/// stays at or below `target_bound` (exactly one of the two).
+#[pyfunction]
+#[pyo3(signature = (dimension, threshold, *, epsilon=None, target_bound=None))]
+fn reconstruction_analysis<'py>(
+    py: Python<'py>,
+    dimension: u64,
+    threshold: f64,
+    epsilon: Option<f64>,
+    target_bound: Option<f64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let question = match (epsilon, target_bound) {
+        (Some(epsilon), None) => report::Reconstruction::BoundAt { epsilon },
+        (None, Some(target_bound)) => report::Reconstruction::MaxEpsilonFor { target_bound },
+        _ => {
+            return Err(invalid(
+                "epsilon",
+                "give exactly one of epsilon and target_bound",
+            ));
+        }
+    };
+    let r = report::reconstruction_analysis(dimension, threshold, question).py()?;
+    to_python(py, &r)
+}
+
+/// The report of `privfed analyze gaussian --json` as a dict
+/// (`privfed_accounting::report::analytic_gaussian_analysis`; Balle & Wang 2018): the smallest
+/// Gaussian σ with an (`epsilon`, `delta`) guarantee at ℓ2 sensitivity `sensitivity`, and
+/// `σ / sensitivity`.
+#[pyfunction]
+#[pyo3(signature = (epsilon, delta, *, sensitivity=1.0))]
+fn analytic_gaussian_analysis<'py>(
+    py: Python<'py>,
+    epsilon: f64,
+    delta: f64,
+    sensitivity: f64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let r = report::analytic_gaussian_analysis(epsilon, delta, sensitivity).py()?;
+    to_python(py, &r)
+}
+
+/// The report of `privfed analyze epsilon-vs-noise --sigmas ... --json` as a dict
+/// (`privfed_sim::experiments::paper001::epsilon_vs_noise`; paper 001 Fig. 2): ε at `delta`
+/// after `steps` releases of a sensitivity-1 query with central noise σ for each of `sigmas`,
+/// under the Gaussian (analytic, PLD, RDP), Skellam (exact PLD, exact RDP, paper 001's bound)
+/// and distributed discrete Gaussian (`clients` sharing the noise) accountants, Skellam and
+/// DDG on the query scaled by the integer `scale`.
+#[pyfunction]
+#[pyo3(signature = (sigmas, *, scale=1, clients=100, steps=1, delta=1e-5))]
+fn epsilon_vs_noise<'py>(
+    py: Python<'py>,
+    sigmas: Vec<f64>,
+    scale: u64,
+    clients: u64,
+    steps: u64,
+    delta: f64,
+) -> PyResult<Bound<'py, PyAny>> {
+    use privfed_sim::experiments::paper001::{
+        EpsilonVsNoise, epsilon_vs_noise as compute, epsilon_vs_noise_report,
+    };
+    let grid = EpsilonVsNoise {
+        sigmas,
+        scale,
+        clients,
+        steps,
+        delta,
+    };
+    let points = py.detach(|| compute(&grid)).py()?;
+    to_python(py, &epsilon_vs_noise_report(&grid, points))
+}
+
 /// Validates an event dict in Rust (the Python classes call this so that a bad parameter is an
 /// `InvalidParameter` at construction, with the same message as the accountants').
 #[pyfunction]
@@ -727,6 +821,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_skellam_variance, m)?)?;
     m.add_function(wrap_pyfunction!(account, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate, m)?)?;
+    m.add_function(wrap_pyfunction!(draw_and_discard_analysis, m)?)?;
+    m.add_function(wrap_pyfunction!(reconstruction_analysis, m)?)?;
+    m.add_function(wrap_pyfunction!(analytic_gaussian_analysis, m)?)?;
+    m.add_function(wrap_pyfunction!(epsilon_vs_noise, m)?)?;
     m.add_function(wrap_pyfunction!(validate_event, m)?)?;
     m.add_function(wrap_pyfunction!(_dp_event_examples, m)?)?;
     Ok(())

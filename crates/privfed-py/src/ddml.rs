@@ -4,14 +4,24 @@
 //! by `privfed.ddml`, with the binary weight format of the server's API.
 
 use crate::arrays::{read_floats, read_vector, write_floats};
-use crate::errors::{Kind, PyResultExt, error, invalid};
-use crate::json::to_python;
+use crate::errors::{Kind, PyResultExt, ToPyErr, error, invalid};
+use crate::json::{json_to_python, to_json, to_python};
 use crate::rng::SharedRng;
+use crate::rng::os_key;
 use numpy::PyArray1;
 use privfed_ddml::client::{ClientNoise, ClientStep as StepRs, PrivacyUnit};
+use privfed_fl::FlError;
+use privfed_fl::datasets::default_data_dir;
 use privfed_learn::glm::{Example, Glm};
+use privfed_mechanisms::rng::{NoiseRng, seeded_rng_for_experiments};
+use privfed_sim::simulate::{
+    SimConfig, SimDataset, StrategyChoiceError, StrategyName, server_strategy, simulate_in_process,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use rand::SeedableRng;
+use std::path::PathBuf;
+use std::time::Instant;
 
 fn unit_from_str(unit: &str) -> PyResult<PrivacyUnit> {
     match unit {
@@ -292,10 +302,102 @@ fn ddml_decode_weights<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py,
     Ok(PyArray1::from_vec(py, w))
 }
 
+/// The one of `all` whose stable `name` is `value`, else an `InvalidParameter` naming `param`
+/// and the names it accepts.
+fn by_name<T: Copy>(
+    param: &str,
+    value: &str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+) -> PyResult<T> {
+    all.iter()
+        .copied()
+        .find(|&t| name(t) == value)
+        .ok_or_else(|| {
+            let names: Vec<_> = all.iter().map(|&t| name(t)).collect();
+            invalid(
+                param,
+                format!(
+                    "expected one of \"{}\", got {value:?}",
+                    names.join("\", \"")
+                ),
+            )
+        })
+}
+
+/// The report of `privfed ddml simulate --json` as a dict (`privfed_sim::simulate`, paper 003
+/// §V): Draw-and-Discard training of the GLM of `dataset` (`"synthetic-production"`,
+/// `"mnist"` or `"adult"`, the last two read from `data_dir`, default `$PRIVFED_DATA_DIR` or
+/// `../shared/data`) over simulated clients in process, with `k` instances, learning rate γ,
+/// client Laplace noise for feature-level `epsilon`-LDP (`None`: no noise, no privacy), server
+/// `strategy` (`"draw-and-discard"`, `"accept-one-in"`, `"replace-drawn"`,
+/// `"average-before-overwrite"`, `"server-batch"` with `server_batch`) and an optional spam
+/// filter. Seeded runs (`seed=`) are reproducible and give the CLI's numbers; without a seed
+/// the run is seeded from the operating system (the synthetic data then uses seed 0).
+#[pyfunction]
+#[pyo3(name = "simulate_in_process", signature = (
+    dataset, *, k, learning_rate, epsilon, passes=20, examples_per_client=10,
+    strategy="draw-and-discard", server_batch=None, spam_sigmas=None,
+    synthetic_train=200000, synthetic_test=20000, seed=None, data_dir=None
+))]
+#[allow(clippy::too_many_arguments)]
+fn simulate_in_process_py<'py>(
+    py: Python<'py>,
+    dataset: &str,
+    k: usize,
+    learning_rate: f64,
+    epsilon: Option<f64>,
+    passes: usize,
+    examples_per_client: usize,
+    strategy: &str,
+    server_batch: Option<usize>,
+    spam_sigmas: Option<f64>,
+    synthetic_train: usize,
+    synthetic_test: usize,
+    seed: Option<u64>,
+    data_dir: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let data = by_name("dataset", dataset, &SimDataset::ALL, SimDataset::name)?;
+    let name = by_name("strategy", strategy, &StrategyName::ALL, StrategyName::name)?;
+    let (strategy, k) = server_strategy(name, k, server_batch).map_err(|e| {
+        let param = match e {
+            StrategyChoiceError::NoInstances => "k",
+            _ => "server_batch",
+        };
+        invalid(param, e.to_string())
+    })?;
+    let config = SimConfig {
+        strategy,
+        noise: epsilon.map_or(ClientNoise::None, |epsilon| ClientNoise::Laplace {
+            epsilon,
+        }),
+        learning_rate,
+        passes,
+        examples_per_client,
+        spam_sigmas,
+        ..SimConfig::paper_defaults(k)
+    };
+    let dir = data_dir.unwrap_or_else(default_data_dir);
+    let mut rng: NoiseRng = match seed {
+        Some(s) => seeded_rng_for_experiments(s),
+        None => NoiseRng::from_seed(*os_key()?),
+    };
+    let summary = py.detach(|| -> PyResult<String> {
+        let dataset = data
+            .load(&dir, synthetic_train, synthetic_test, seed.unwrap_or(0))
+            .map_err(|e| FlError::from(e).to_pyerr())?;
+        let start = Instant::now();
+        let report = simulate_in_process(&dataset, &config, &mut rng, |_| {}).py()?;
+        to_json(&report.summary(&dataset, seed, start.elapsed().as_secs_f64()))
+    })?;
+    json_to_python(py, &summary)
+}
+
 /// Registers the class and functions (re-exported by `privfed.ddml`).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ClientStep>()?;
     m.add_function(wrap_pyfunction!(ddml_encode_weights, m)?)?;
     m.add_function(wrap_pyfunction!(ddml_decode_weights, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_in_process_py, m)?)?;
     Ok(())
 }

@@ -9,6 +9,7 @@ use privfed_fl::FlError;
 use privfed_learn::LearnError;
 use privfed_mechanisms::MechanismError;
 use privfed_secagg::SecAggError;
+use privfed_sim::experiments::ExperimentError;
 use privfed_sim::secagg::SecAggSimError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -178,6 +179,20 @@ impl ToPyErr for FlError {
             FlError::Accounting(e) => return e.to_pyerr(),
             FlError::Distributed(e) => return e.to_pyerr(),
             FlError::SecAgg(_) => Kind::ProtocolError,
+            _ => Kind::Base,
+        };
+        error(kind, self.to_string())
+    }
+}
+
+impl ToPyErr for ExperimentError {
+    fn to_pyerr(self) -> PyErr {
+        let kind = match self {
+            ExperimentError::Options(_) => Kind::InvalidParameter,
+            ExperimentError::Mechanism(e) => return e.to_pyerr(),
+            ExperimentError::Accounting(e) => return e.to_pyerr(),
+            ExperimentError::Learn(e) => return e.to_pyerr(),
+            ExperimentError::Data(_) | ExperimentError::Load { .. } => Kind::ConfigError,
             _ => Kind::Base,
         };
         error(kind, self.to_string())

@@ -11,14 +11,22 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+/// A value's serde JSON text (fields in declaration order, as the CLI prints them).
+pub fn to_json<T: Serialize + ?Sized>(v: &T) -> PyResult<String> {
+    serde_json::to_string(v).map_err(|e| error(Kind::Base, format!("serializing a result: {e}")))
+}
+
+/// The Python form (`json.loads`) of serde JSON text.
+pub fn json_to_python<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (text,))
+}
+
 /// The Python form (`json.loads`) of a value's serde JSON.
 pub fn to_python<'py, T: Serialize + ?Sized>(
     py: Python<'py>,
     v: &T,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let s = serde_json::to_string(v)
-        .map_err(|e| error(Kind::Base, format!("serializing a result: {e}")))?;
-    py.import("json")?.call_method1("loads", (s,))
+    json_to_python(py, &to_json(v)?)
 }
 
 /// `what` and a field path, for messages: "field `a.b`" or "the top level".

@@ -1,11 +1,13 @@
 //! The MVU designer (paper 004 §3.4): `privfed.mvu.design(...)` and the `MvuDesign` class.
 
 use crate::errors::{PyResultExt, invalid};
-use crate::json::{from_python, to_python};
+use crate::json::{from_python, json_to_python, to_json, to_python};
 use numpy::{PyArray1, PyArray2};
 use privfed_compression::designer::{DesignOptions, DesignReport, design_mvu};
+use privfed_compression::rdp::REPORT_ORDERS;
 use privfed_mechanisms::mvu::{DpConstraint, MvuDesign as Design};
 use pyo3::prelude::*;
+use std::time::Instant;
 
 /// A validated MVU design: the input grid's `2^input_bits` rows of probabilities over the
 /// `2^output_bits` letters of `alphabet` (paper 004 Alg. 1, offline phase). Round-trips through
@@ -49,8 +51,9 @@ fn constraint(kind: &str, power: u32) -> PyResult<DpConstraint> {
 
 /// Designs the MVU mechanism for `input_bits` → `output_bits` at budget `epsilon`
 /// (`constraint="ldp"`, or `"metric"` with distance power `power` ∈ {1, 2}: paper 004 §4).
-/// Returns the design with the designer's report (`report`: variance, worst-case variance, the
-/// exact ε, gRR's variance at the same budget, solver calls).
+/// Returns the design with the designer's report (`report`: the dict `privfed mvu design --json`
+/// prints, `privfed_compression::designer::DesignSummary` — variance, worst-case variance, the
+/// exact ε, gRR's variance at the same budget, violations, solver calls, seconds, P, alphabet).
 #[pyfunction]
 #[pyo3(name = "design", signature = (input_bits, output_bits, epsilon, *, constraint="ldp", power=1))]
 fn design_py(
@@ -62,19 +65,54 @@ fn design_py(
     power: u32,
 ) -> PyResult<MvuDesign> {
     let c = self::constraint(constraint, power)?;
+    let start = Instant::now();
     let r = design(py, input_bits, output_bits, epsilon, c, None)?;
-    let report = serde_json::json!({
-        "variance": r.variance,
-        "worst_case_variance": r.worst_case_variance,
-        "epsilon": r.epsilon,
-        "grr_variance": r.grr_variance,
-        "start": r.start,
-        "lp_solves": r.lp_solves,
-    });
+    let summary = r.summary(
+        input_bits,
+        output_bits,
+        c,
+        epsilon,
+        start.elapsed().as_secs_f64(),
+    );
+    let report = to_json(&summary)?;
     Ok(MvuDesign {
         inner: r.design,
-        report: Some(report.to_string()),
+        report: Some(report),
     })
+}
+
+/// The report of `privfed mvu rdp --json` as a dict (`privfed_compression::rdp::rdp_report`,
+/// paper 004 §4.3): the design's exact scalar Rényi DP `ε(α)` at each of `orders` and its exact
+/// ε-LDP; with `dim` and `sensitivity` (both or neither) also the vector bounds — the greedy
+/// bound (Lemma 7) and the LP relaxation — for `dim` coordinates whose neighbouring rescaled
+/// inputs are `sensitivity` apart in ℓp (p from the design's metric; 1 for an LDP design).
+#[pyfunction]
+#[pyo3(signature = (design, orders=None, *, dim=None, sensitivity=None))]
+fn rdp_report<'py>(
+    py: Python<'py>,
+    design: &MvuDesign,
+    orders: Option<Vec<f64>>,
+    dim: Option<usize>,
+    sensitivity: Option<f64>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let orders = orders.unwrap_or_else(|| REPORT_ORDERS.to_vec());
+    let vector = match (dim, sensitivity) {
+        (Some(dim), Some(sensitivity)) => Some((dim, sensitivity)),
+        (None, None) => None,
+        (None, Some(_)) => {
+            return Err(invalid("dim", "the vector bounds need dim and sensitivity"));
+        }
+        (Some(_), None) => {
+            return Err(invalid(
+                "sensitivity",
+                "the vector bounds need dim and sensitivity",
+            ));
+        }
+    };
+    let report = py
+        .detach(|| privfed_compression::rdp::rdp_report(&design.inner, &orders, vector))
+        .py()?;
+    to_python(py, &report)
 }
 
 #[pymethods]
@@ -102,7 +140,7 @@ impl MvuDesign {
     #[getter]
     fn report<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         match &self.report {
-            Some(s) => Ok(Some(py.import("json")?.call_method1("loads", (s,))?)),
+            Some(s) => json_to_python(py, s).map(Some),
             None => Ok(None),
         }
     }
@@ -165,9 +203,10 @@ impl MvuDesign {
     }
 }
 
-/// Registers `MvuDesign` and `design_mvu` (re-exported by `privfed.mvu`).
+/// Registers `MvuDesign`, `design` and `rdp_report` (re-exported by `privfed.mvu`).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MvuDesign>()?;
     m.add_function(wrap_pyfunction!(design_py, m)?)?;
+    m.add_function(wrap_pyfunction!(rdp_report, m)?)?;
     Ok(())
 }

@@ -29,13 +29,15 @@ use privfed_ddml::engine::{
     DdmlStats, DrawAndDiscard, Outcome, SpamFilter, Strategy, initialize_with_std,
     predicted_intra_model_variance,
 };
-use privfed_fl::datasets::Dataset;
+use privfed_fl::datasets::{DataError, Dataset, load_adult, load_mnist, synthetic_production};
 use privfed_learn::error::{LearnError, Result, check_positive};
 use privfed_learn::glm::{Example, Glm};
 use privfed_mechanisms::laplace::sample_laplace;
+use privfed_mechanisms::rng::seeded_rng_for_experiments;
 use privfed_mechanisms::{CryptoRng, Rng};
 use rand::seq::SliceRandom;
 use serde::Serialize;
+use std::path::Path;
 
 /// A model instance handed to a client.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,7 +185,7 @@ impl SimConfig {
             examples_per_client: 10,
             spam_sigmas: None,
             evaluate_every_pass: true,
-            delta_t: 1e-8,
+            delta_t: privfed_accounting::report::DRAW_AND_DISCARD_DELTA_T,
         }
     }
 
@@ -844,11 +846,205 @@ pub fn variance_stabilization_trace<R: Rng + CryptoRng + ?Sized>(
         .collect())
 }
 
+/// The data sets of `privfed ddml simulate` and Python's `privfed.ddml.simulate`, by name
+/// ([`Self::name`]).
+///
+/// With the `clap` feature this enum is the command line's value enum (its doc comments are
+/// the help text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum SimDataset {
+    /// The 33-weight logistic model with known weights (paper 003 §V-C), generated.
+    SyntheticProduction,
+    /// MNIST (original gzip'd IDX files under DATA_DIR/mnist).
+    Mnist,
+    /// UCI Adult (adult.data and adult.test under DATA_DIR/adult).
+    Adult,
+}
+
+impl SimDataset {
+    /// Every data set.
+    pub const ALL: [Self; 3] = [Self::SyntheticProduction, Self::Mnist, Self::Adult];
+
+    /// The stable name (as on the command line).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SyntheticProduction => "synthetic-production",
+            Self::Mnist => "mnist",
+            Self::Adult => "adult",
+        }
+    }
+
+    /// The data set of a stable name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// Loads the data set: MNIST and Adult from `data_dir`; the synthetic production model
+    /// generated with `synthetic_train` and `synthetic_test` rows from its own generator, seeded
+    /// by `seed ^ 0x5EED_DA7A`, so that runs with different training seeds can share the data.
+    pub fn load(
+        self,
+        data_dir: &Path,
+        synthetic_train: usize,
+        synthetic_test: usize,
+        seed: u64,
+    ) -> std::result::Result<Dataset, DataError> {
+        match self {
+            Self::Mnist => load_mnist(data_dir),
+            Self::Adult => load_adult(data_dir),
+            Self::SyntheticProduction => {
+                let mut rng = seeded_rng_for_experiments(seed ^ 0x5EED_DA7A);
+                synthetic_production(synthetic_train, synthetic_test, &mut rng)
+            }
+        }
+    }
+}
+
+/// The server strategies of `privfed ddml simulate --strategy` and Python's
+/// `privfed.ddml.simulate(strategy=...)`, by name ([`Self::name`]); [`server_strategy`] turns
+/// one into a [`Strategy`] and its number of instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum StrategyName {
+    /// Overwrite a uniformly random instance (the paper's Alg. 2).
+    DrawAndDiscard,
+    /// A single model that accepts each update with probability 1/K.
+    AcceptOneIn,
+    /// Overwrite the instance that was drawn.
+    ReplaceDrawn,
+    /// Overwrite a random instance with the average of itself and the update.
+    AverageBeforeOverwrite,
+    /// Average --server-batch updates, then overwrite a random instance (K = 1: the classic
+    /// server-side batching).
+    ServerBatch,
+}
+
+impl StrategyName {
+    /// Every strategy.
+    pub const ALL: [Self; 5] = [
+        Self::DrawAndDiscard,
+        Self::AcceptOneIn,
+        Self::ReplaceDrawn,
+        Self::AverageBeforeOverwrite,
+        Self::ServerBatch,
+    ];
+
+    /// The stable name (as on the command line).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::DrawAndDiscard => "draw-and-discard",
+            Self::AcceptOneIn => "accept-one-in",
+            Self::ReplaceDrawn => "replace-drawn",
+            Self::AverageBeforeOverwrite => "average-before-overwrite",
+            Self::ServerBatch => "server-batch",
+        }
+    }
+
+    /// The strategy of a stable name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// Why a [`server_strategy`] request has no strategy (the front ends word it with their own
+/// option names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StrategyChoiceError {
+    /// `k` is 0.
+    #[error("k must be at least 1")]
+    NoInstances,
+    /// `server-batch` without a batch size.
+    #[error("strategy server-batch needs a server batch size")]
+    MissingBatch,
+    /// A batch size with a strategy other than draw-and-discard or server-batch.
+    #[error("a server batch size goes with strategy server-batch")]
+    BatchWithoutServerBatch,
+}
+
+/// The [`Strategy`] of `name` with `k` instances and an optional server batch size, and the
+/// number of instances the server keeps: a batch size makes draw-and-discard server-batch;
+/// accept-one-in keeps one instance and accepts one update in `k` (paper 003 §V-B).
+pub fn server_strategy(
+    name: StrategyName,
+    k: usize,
+    server_batch: Option<usize>,
+) -> std::result::Result<(Strategy, usize), StrategyChoiceError> {
+    if k == 0 {
+        return Err(StrategyChoiceError::NoInstances);
+    }
+    Ok(match (name, server_batch) {
+        (StrategyName::DrawAndDiscard | StrategyName::ServerBatch, Some(batch)) => {
+            (Strategy::ServerBatch { batch }, k)
+        }
+        (StrategyName::ServerBatch, None) => return Err(StrategyChoiceError::MissingBatch),
+        (_, Some(_)) => return Err(StrategyChoiceError::BatchWithoutServerBatch),
+        (StrategyName::DrawAndDiscard, None) => (Strategy::DrawAndDiscard, k),
+        (StrategyName::AcceptOneIn, None) => (Strategy::AcceptOneIn { k }, 1),
+        (StrategyName::ReplaceDrawn, None) => (Strategy::ReplaceDrawn, k),
+        (StrategyName::AverageBeforeOverwrite, None) => (Strategy::AverageBeforeOverwrite, k),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use privfed_fl::datasets::{DatasetKind, SYNTHETIC_TRUE_WEIGHTS, Table, synthetic_production};
     use privfed_mechanisms::rng::seeded_rng_for_experiments;
+
+    /// The stable names round-trip and are the command line's value names.
+    #[test]
+    fn dataset_and_strategy_names_round_trip() {
+        for d in SimDataset::ALL {
+            assert_eq!(SimDataset::from_name(d.name()), Some(d));
+        }
+        for s in StrategyName::ALL {
+            assert_eq!(StrategyName::from_name(s.name()), Some(s));
+        }
+        assert_eq!(SimDataset::from_name("cifar"), None);
+        #[cfg(feature = "clap")]
+        {
+            use clap::ValueEnum;
+            for d in SimDataset::value_variants() {
+                assert_eq!(d.to_possible_value().unwrap().get_name(), d.name());
+            }
+            for s in StrategyName::value_variants() {
+                assert_eq!(s.to_possible_value().unwrap().get_name(), s.name());
+            }
+        }
+    }
+
+    /// Accept-one-in keeps one instance; a batch size makes draw-and-discard server-batch and
+    /// is refused with the other strategies; k = 0 is refused.
+    #[test]
+    fn server_strategy_choices() {
+        use StrategyName as N;
+        assert_eq!(
+            server_strategy(N::AcceptOneIn, 5, None),
+            Ok((Strategy::AcceptOneIn { k: 5 }, 1))
+        );
+        assert_eq!(
+            server_strategy(N::DrawAndDiscard, 5, Some(3)),
+            Ok((Strategy::ServerBatch { batch: 3 }, 5))
+        );
+        assert_eq!(
+            server_strategy(N::ReplaceDrawn, 5, None),
+            Ok((Strategy::ReplaceDrawn, 5))
+        );
+        assert_eq!(
+            server_strategy(N::ServerBatch, 5, None),
+            Err(StrategyChoiceError::MissingBatch)
+        );
+        assert_eq!(
+            server_strategy(N::ReplaceDrawn, 5, Some(3)),
+            Err(StrategyChoiceError::BatchWithoutServerBatch)
+        );
+        assert_eq!(
+            server_strategy(N::DrawAndDiscard, 0, None),
+            Err(StrategyChoiceError::NoInstances)
+        );
+    }
 
     /// Thm. 1 by simulation: 300 runs, k = 10, p = 20, Laplace b = 0.5 (σ² = 0.5, prediction
     /// 2.5), 400 steps. At every recorded step (0, 100, …, 400) the mean over runs is within 5

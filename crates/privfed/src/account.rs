@@ -10,8 +10,8 @@ use privfed_accounting::DpEvent;
 use privfed_accounting::calibrate::AccountantKind;
 use privfed_accounting::rdp::default_orders;
 use privfed_accounting::report::{
-    AccountRequest, Calibrated, Query, Reconstruction, account, analytic_gaussian_analysis,
-    calibrate, draw_and_discard_analysis, reconstruction_analysis,
+    AccountRequest, Calibrated, DRAW_AND_DISCARD_DELTA_T, Query, Reconstruction, account,
+    analytic_gaussian_analysis, calibrate, draw_and_discard_analysis, reconstruction_analysis,
 };
 use privfed_compression::account::{account_steps, scalar_step, vector_step};
 use serde_json::Value;
@@ -166,7 +166,7 @@ pub struct DdmlArgs {
     #[arg(long)]
     pub updates: u64,
     /// δ_T for adversary III, in (0, 0.5).
-    #[arg(long, default_value_t = 1e-8)]
+    #[arg(long, default_value_t = DRAW_AND_DISCARD_DELTA_T)]
     pub delta_t: f64,
 }
 

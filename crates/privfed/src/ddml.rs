@@ -22,26 +22,25 @@
 //!   give the mean and standard error over the runs and the `*_runs.csv` files every run.
 
 use crate::output::print_report;
-use anyhow::{Context, Result, bail};
-use clap::{Args, Subcommand, ValueEnum};
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use privfed_client::client::Client;
-use privfed_ddml::client::{ClientNoise, PrivacyUnit};
+use privfed_ddml::client::ClientNoise;
 use privfed_ddml::engine::Strategy;
 use privfed_ddml::guard::{GuardSpec, UpdateGuard};
 use privfed_ddml::wire::CreateModel;
-use privfed_fl::datasets::{
-    Dataset, default_data_dir, load_adult, load_mnist, synthetic_production,
-};
+use privfed_fl::datasets::{Dataset, default_data_dir};
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
 use privfed_sim::experiments::Observer;
 use privfed_sim::experiments::ddml::{self as experiments, ExperimentsConfig};
 use privfed_sim::http::HttpModelServer;
 use privfed_sim::simulate::{
-    Progress, SimConfig, SimReport, initial_std, simulate, simulate_in_process,
+    Progress, SimConfig, SimDataset, SimReport, StrategyChoiceError, StrategyName, initial_std,
+    server_strategy, simulate, simulate_in_process,
 };
 use rand::Rng;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Arguments of `privfed ddml`.
@@ -60,40 +59,13 @@ enum DdmlCommand {
     Experiments(ExperimentsArgs),
 }
 
-/// Which dataset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum DatasetArg {
-    /// The 33-weight logistic model with known weights (paper 003 §V-C), generated.
-    SyntheticProduction,
-    /// MNIST (original gzip'd IDX files under DATA_DIR/mnist).
-    Mnist,
-    /// UCI Adult (adult.data and adult.test under DATA_DIR/adult).
-    Adult,
-}
-
-/// How the server folds updates in (paper 003 §V-B).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum StrategyArg {
-    /// Overwrite a uniformly random instance (the paper's Alg. 2).
-    DrawAndDiscard,
-    /// A single model that accepts each update with probability 1/K.
-    AcceptOneIn,
-    /// Overwrite the instance that was drawn.
-    ReplaceDrawn,
-    /// Overwrite a random instance with the average of itself and the update.
-    AverageBeforeOverwrite,
-    /// Average --server-batch updates, then overwrite a random instance (K = 1: the classic
-    /// server-side batching).
-    ServerBatch,
-}
-
 /// Arguments of `privfed ddml simulate`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("noise").required(true).args(["epsilon", "no_noise"])))]
 pub struct SimulateArgs {
     /// Dataset.
     #[arg(long, value_enum)]
-    dataset: DatasetArg,
+    dataset: SimDataset,
     /// Directory holding mnist/ and adult/ (default: $PRIVFED_DATA_DIR or ../shared/data).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -116,8 +88,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 10)]
     examples_per_client: usize,
     /// Server strategy (only draw-and-discard with --server).
-    #[arg(long, value_enum, default_value_t = StrategyArg::DrawAndDiscard)]
-    strategy: StrategyArg,
+    #[arg(long, value_enum, default_value_t = StrategyName::DrawAndDiscard)]
+    strategy: StrategyName,
     /// Server-side batch size N_s (implies --strategy server-batch; not with --server).
     #[arg(long)]
     server_batch: Option<usize>,
@@ -166,33 +138,22 @@ pub struct SimulateArgs {
     quiet: bool,
 }
 
-fn load(kind: DatasetArg, dir: &Path, train: usize, test: usize, seed: u64) -> Result<Dataset> {
-    Ok(match kind {
-        DatasetArg::Mnist => load_mnist(dir)?,
-        DatasetArg::Adult => load_adult(dir)?,
-        DatasetArg::SyntheticProduction => {
-            // The data has its own generator, so runs with different training seeds can share it.
-            let mut rng = seeded_rng_for_experiments(seed ^ 0x5EED_DA7A);
-            synthetic_production(train, test, &mut rng)?
+/// The server strategy and the number of instances it keeps ([`server_strategy`]), its
+/// refusals worded with the command line's options.
+fn strategy(
+    name: StrategyName,
+    k: usize,
+    server_batch: Option<usize>,
+) -> Result<(Strategy, usize)> {
+    server_strategy(name, k, server_batch).map_err(|e| match e {
+        StrategyChoiceError::NoInstances => anyhow!("--k must be at least 1"),
+        StrategyChoiceError::MissingBatch => {
+            anyhow!("--strategy server-batch needs --server-batch")
         }
-    })
-}
-
-/// The server strategy and the number of instances it keeps.
-fn strategy(arg: StrategyArg, k: usize, server_batch: Option<usize>) -> Result<(Strategy, usize)> {
-    if k == 0 {
-        bail!("--k must be at least 1");
-    }
-    Ok(match (arg, server_batch) {
-        (StrategyArg::DrawAndDiscard | StrategyArg::ServerBatch, Some(b)) => {
-            (Strategy::ServerBatch { batch: b }, k)
+        StrategyChoiceError::BatchWithoutServerBatch => {
+            anyhow!("--server-batch goes with --strategy server-batch")
         }
-        (StrategyArg::ServerBatch, None) => bail!("--strategy server-batch needs --server-batch"),
-        (_, Some(_)) => bail!("--server-batch goes with --strategy server-batch"),
-        (StrategyArg::DrawAndDiscard, None) => (Strategy::DrawAndDiscard, k),
-        (StrategyArg::AcceptOneIn, None) => (Strategy::AcceptOneIn { k }, 1),
-        (StrategyArg::ReplaceDrawn, None) => (Strategy::ReplaceDrawn, k),
-        (StrategyArg::AverageBeforeOverwrite, None) => (Strategy::AverageBeforeOverwrite, k),
+        other => anyhow!("{other}"),
     })
 }
 
@@ -223,17 +184,13 @@ fn check_server_args(a: &SimulateArgs) -> Result<Option<(&str, &str)>> {
     let Some(url) = a.server.as_deref() else {
         return Ok(None);
     };
-    if a.server_batch.is_some() || a.strategy == StrategyArg::ServerBatch {
+    if a.server_batch.is_some() || a.strategy == StrategyName::ServerBatch {
         bail!(
             "--server-batch and --strategy server-batch run in process only (the server does not batch): drop --server"
         );
     }
-    if a.strategy != StrategyArg::DrawAndDiscard {
-        let name = a
-            .strategy
-            .to_possible_value()
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default();
+    if a.strategy != StrategyName::DrawAndDiscard {
+        let name = a.strategy.name();
         bail!(
             "--server supports only --strategy draw-and-discard (the server overwrites a uniformly random instance), not {name}: drop --server to simulate it in process"
         );
@@ -325,30 +282,28 @@ fn run_simulate(a: &SimulateArgs) -> Result<()> {
         _ => bail!("give exactly one of --epsilon and --no-noise"),
     };
     let config = SimConfig {
-        k,
         strategy: strat,
         noise,
-        unit: PrivacyUnit::Feature,
         learning_rate: a.learning_rate,
         passes: a.passes,
         examples_per_client: a.examples_per_client,
         spam_sigmas: a.spam_sigmas,
-        evaluate_every_pass: true,
-        delta_t: 1e-8,
+        ..SimConfig::paper_defaults(k)
     };
     let mut rng: ExperimentRng = match a.seed {
         Some(s) => seeded_rng_for_experiments(s),
         None => rand::make_rng(),
     };
     let dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
-    let dataset = load(
-        a.dataset,
-        &dir,
-        a.synthetic_train,
-        a.synthetic_test,
-        a.seed.unwrap_or(0),
-    )
-    .with_context(|| format!("loading {:?} from {}", a.dataset, dir.display()))?;
+    let dataset = a
+        .dataset
+        .load(
+            &dir,
+            a.synthetic_train,
+            a.synthetic_test,
+            a.seed.unwrap_or(0),
+        )
+        .with_context(|| format!("loading {:?} from {}", a.dataset, dir.display()))?;
     let start = Instant::now();
     let pb = progress_bar(0, a.quiet);
     let (report, model) = match server {

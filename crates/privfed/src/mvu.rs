@@ -5,7 +5,7 @@ use crate::output::print_report;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use privfed_compression::designer::DesignOptions;
-use privfed_compression::rdp::rdp_report;
+use privfed_compression::rdp::{REPORT_ORDERS, rdp_report};
 use privfed_mechanisms::mvu::DpConstraint;
 use privfed_sim::experiments::Observer;
 use privfed_sim::experiments::mvu::{self as mvu_experiments, ScalarConfig, VectorConfig};
@@ -81,7 +81,7 @@ pub struct RdpArgs {
     #[arg(long)]
     design: PathBuf,
     /// Rényi orders α > 1 (comma separated).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = REPORT_ORDERS.to_vec())]
     orders: Vec<f64>,
     /// Vector bounds: the dimension d (with --sensitivity).
     #[arg(long)]

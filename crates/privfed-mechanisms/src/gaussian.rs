@@ -22,9 +22,9 @@
 //! **Floating point.** As for [`crate::laplace`], the guarantee is that of the ideal real-valued
 //! mechanism; `f64` Gaussian samples are not hardened against floating-point attacks.
 
+use crate::additive::privatize_additive;
 use crate::domain::validate_domain;
 use crate::error::{MechanismError, Result, check_positive};
-use crate::additive::privatize_additive;
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng};
 use serde::Serialize;
 

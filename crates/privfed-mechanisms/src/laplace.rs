@@ -10,9 +10,9 @@
 //! input. The guarantee stated here is that of the ideal real-valued mechanism (see
 //! `docs/FLOATING_POINT.md`).
 
+use crate::additive::privatize_additive;
 use crate::domain::validate_domain;
 use crate::error::{MechanismError, Result, check_positive};
-use crate::additive::privatize_additive;
 use crate::{CryptoRng, Domain, Guarantee, LocalRandomizer, Rng};
 use serde::Serialize;
 

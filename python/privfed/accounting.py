@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, NamedTuple, Sequence, Tuple, Type, TypeVar
+from typing import (
+    TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Sequence, Tuple, Type, TypeVar
+)
 
 from . import _privfed as _native
 
@@ -444,20 +446,20 @@ _FLUSHING_METHODS = ("compose", "get_epsilon", "get_delta", "would_exceed", "as_
 _FLUSHING_PROPERTIES = ("ledger", "ledger_runs", "name", "neighbouring_relation", "orders")
 
 
-class _StepRuns:
-    """The counting ``step`` and the flush, shared by the accountants below (a mixin before the
-    native class; each concrete class declares the slots ``_z``, ``_q``, ``_n``)."""
+if TYPE_CHECKING:  # the accountants' methods, for the type checker; a mixin at run time
+    _Accountant = _native.PrivacyAccountant
+else:
+    _Accountant = object
 
-    __slots__ = ()
-    _z: Any
-    _q: Any
-    _n: int
 
-    def __new__(cls: Type[_A], *args: Any, **kwargs: Any) -> _A:
-        self = super().__new__(cls, *args, **kwargs)  # type: ignore[misc]
-        self._z = self._q = None
-        self._n = 0
-        return self
+class _StepRuns(_Accountant):
+    """The counting ``step`` and the flush, shared by the accountants below (placed before the
+    native class in their bases). ``_z``, ``_q``: the last event stepped (validated in Rust);
+    ``_n``: how many of its steps are counted and not yet composed."""
+
+    _z: Any = None
+    _q: Any = None
+    _n: int = 0
 
     def step(self, *, noise_multiplier: float, sample_rate: float, steps: int = 1) -> None:
         """Opacus-style: ``steps`` steps of DP-SGD / DP-FedAvg — the Gaussian mechanism with
@@ -472,8 +474,7 @@ class _StepRuns:
         except Exception:  # a comparison that cannot be made: Rust says what is wrong
             pass
         self._flush()
-        super().step(  # type: ignore[misc]
-            noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps)
+        super().step(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps)
         if type(steps) is int and steps > 0:
             self._z, self._q = float(noise_multiplier), float(sample_rate)
         return None
@@ -481,8 +482,7 @@ class _StepRuns:
     def _flush(self) -> None:
         n = self._n
         if n:
-            super().step(  # type: ignore[misc]
-                noise_multiplier=self._z, sample_rate=self._q, steps=n)
+            super().step(noise_multiplier=self._z, sample_rate=self._q, steps=n)
             self._n = 0
 
     @classmethod
@@ -524,7 +524,6 @@ class RdpAccountant(_StepRuns, _native.RdpAccountant):
     (``get_privacy_spent(delta=)``, ``get_epsilon(delta=)``), ``get_epsilon(target_delta)`` as
     dp_accounting's."""
 
-    __slots__ = ("_z", "_q", "_n")
     get_epsilon_and_optimal_order = _after_flush(
         _native.RdpAccountant.get_epsilon_and_optimal_order)
     get_privacy_spent = _after_flush(_native.RdpAccountant.get_privacy_spent)
@@ -540,8 +539,6 @@ class PldAccountant(_StepRuns, _native.PldAccountant):
     ``value_discretization_interval``, default privfed's); composes by FFT. Rejects Poisson
     sampling of anything but the Gaussian and Laplace, and user RDP curves."""
 
-    __slots__ = ("_z", "_q", "_n")
-
     @classmethod
     def _from_state(cls, state: Dict[str, Any]) -> "PldAccountant":
         return cls(value_discretization_interval=state["discretization"])
@@ -550,8 +547,6 @@ class PldAccountant(_StepRuns, _native.PldAccountant):
 class PureCappedRdpAccountant(_StepRuns, _native.PureCappedRdpAccountant):
     """RDP capped by pure composition: when every composed event is pure ε-DP the answer is
     the smaller of RDP's and ``Σ ε_t`` (local randomizers run many times)."""
-
-    __slots__ = ("_z", "_q", "_n")
 
 
 class PLDAccountant(PldAccountant):

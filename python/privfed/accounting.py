@@ -407,10 +407,13 @@ def event_from_dict(d: Dict[str, Any]) -> DpEvent:
 
 # ------------------------------------------------------------------ the accountants
 # The accountants are the native classes (every formula in Rust), subclassed here for one thing:
-# a run of identical `step()` calls is counted in Python and handed to Rust as one
+# a run of identical bare `step()` calls is counted in Python and handed to Rust as one
 # `step(..., steps=count)` (which composes a run in O(1)) before anything else reads or changes
-# the accountant. A step with a new event goes to Rust at once, so it is validated (and a bad
-# argument raises) at that call; the same event again is known to be valid.
+# the accountant. A step with a new event goes to Rust at once as `steps=0` (validated and
+# checked against the accountant, nothing composed), so a bad argument raises at that call with
+# the native message; the same event again is known to be valid. What is deferred is only the
+# composition itself: a numerical failure of a valid event's RDP curve surfaces at the next
+# method call (and at every one after it, as the count is kept until it composes).
 
 _ONE = 1  # `steps is _ONE`: only a plain int 1 takes the counting path
 _A = TypeVar("_A", bound="_StepRuns")
@@ -464,9 +467,10 @@ class _StepRuns(_Accountant):
     def step(self, *, noise_multiplier: float, sample_rate: float, steps: int = 1) -> None:
         """Opacus-style: ``steps`` steps of DP-SGD / DP-FedAvg — the Gaussian mechanism with
         ``noise_multiplier`` on a Poisson sample at ``sample_rate`` (the Gaussian alone at
-        rate 1). The same event as the last step is only counted; the count is composed in
-        Rust (one run, O(1)) before any other method runs. A new event is composed (and
-        validated: a bad argument raises here) at once."""
+        rate 1). A bare step is counted: a new event is checked in Rust at once (a bad argument
+        raises here, with the native message) and starts a new count, the same event again
+        only adds one; the count is composed in Rust as one run (O(1); the RDP curve of the
+        event is computed then) before any other method runs. ``steps=`` composes at once."""
         try:
             if noise_multiplier == self._z and sample_rate == self._q and steps is _ONE:
                 self._n += 1
@@ -474,8 +478,14 @@ class _StepRuns(_Accountant):
         except Exception:  # a comparison that cannot be made: Rust says what is wrong
             pass
         self._flush()
+        if steps is _ONE:
+            # count 0: the event is validated and checked against this accountant, not composed
+            super().step(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=0)
+            self._z, self._q = float(noise_multiplier), float(sample_rate)
+            self._n = 1
+            return None
         super().step(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps)
-        if type(steps) is int and steps > 0:
+        if type(steps) is int:
             self._z, self._q = float(noise_multiplier), float(sample_rate)
         return None
 

@@ -18,7 +18,7 @@
 //! ```
 
 use crate::engine::{InstanceStats, SpamFilter, SpamRejection, replacement_index};
-use crate::guard::{GuardRejection, StepGuard};
+use crate::guard::{GuardRejection, GuardTest, StepGuard};
 use rand::Rng;
 
 /// Why an update was refused (counted durably as rejected).
@@ -31,6 +31,21 @@ pub enum Rejection {
     /// The spam filter of paper 003 §III-D4.
     #[error("{0}")]
     Spam(SpamRejection),
+}
+
+impl Rejection {
+    /// The stable machine-readable reason of the 422 (`reason` in the error body): `spam_filter`,
+    /// or the guard's failed test as `guard_max_abs_weight`, `guard_coordinate` or `guard_norm`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Rejection::Spam(_) => "spam_filter",
+            Rejection::Guard(g) => match g.test {
+                GuardTest::MaxAbsWeight => "guard_max_abs_weight",
+                GuardTest::Coordinate => "guard_coordinate",
+                GuardTest::Norm => "guard_norm",
+            },
+        }
+    }
 }
 
 /// What to do with an update: the data a store persists.

@@ -57,12 +57,13 @@ use super::{
 };
 use crate::ddml::model::{ModelSpec, decode_f32, encode_f32};
 use crate::ddml::ticket::{
-    Handle, Redeemed, RetiredInstances, Ticket, TicketBook, TicketKey, TicketLimits, TicketMinter,
+    Handle, RetiredInstances, Ticket, TicketBook, TicketKey, TicketLimits, TicketMinter,
     UsedTicket, handle,
 };
 use crate::http::error::StoreError;
 use bytes::Bytes;
 use privfed_ddml::engine::{InstanceStats, replacement_index};
+use privfed_ddml::ticket::Redeem;
 use rand::SeedableRng;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -911,15 +912,15 @@ impl Store for EmbeddedStore {
             inst.handles.get(j).cloned()
         };
         match model.tickets.redeem(t, current) {
-            Redeemed::Fresh(drawn) => Ok(Admission::Admitted(EmbeddedAdmission {
+            Redeem::Fresh(drawn) => Ok(Admission::Admitted(EmbeddedAdmission {
                 base: Some(drawn.weights.clone()),
                 version: drawn.version,
                 model,
                 ticket: Some(t),
             })),
-            Redeemed::Replay(o) => Ok(Admission::Replayed(o)),
-            Redeemed::InProgress => Err(StoreError::TicketInUse),
-            Redeemed::Invalid => Err(StoreError::TicketInvalid),
+            Redeem::Replay(o) => Ok(Admission::Replayed(o)),
+            Redeem::InProgress => Err(StoreError::TicketInUse),
+            Redeem::Refuse(why) => Err(StoreError::TicketInvalid(why)),
         }
     }
 

@@ -693,7 +693,7 @@ mod tests {
         // The instance the ticket drew was kept for it; nothing else was.
         assert_eq!(m.retired.len(), 1);
         match m.tickets.redeem(ticket, |_| None) {
-            Redeemed::Fresh(base) => assert_eq!(&*base.weights, &[1.0f32, -1.0][..]),
+            privfed_ddml::ticket::Redeem::Fresh(base) => assert_eq!(&*base.weights, &[1.0f32, -1.0][..]),
             _ => panic!("the ticket lost its instance"),
         }
     }

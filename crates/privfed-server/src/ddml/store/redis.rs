@@ -44,12 +44,13 @@
 use super::{Admission, Decision, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome};
 use crate::ddml::model::{ModelSpec, decode_f32, encode_f32};
 use crate::ddml::ticket::{Ticket, TicketLimits};
-use privfed_ddml::ticket::{Redeem, Refusal};
 use crate::http::error::StoreError;
 use crate::redis_conn::redis_err;
 pub use crate::redis_conn::{Durability, RedisConnection, RedisOptions, WAITAOF_TIMEOUT};
 use bytes::Bytes;
-use privfed_ddml::engine::{InstanceStats, replacement_index};
+use privfed_ddml::decision::SpamStats;
+use privfed_ddml::engine::replacement_index;
+use privfed_ddml::ticket::{Redeem, Refusal};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -164,7 +165,7 @@ const TICKET_HOLD_MS: u64 = 10_000;
 struct Cached {
     spec: Arc<ModelSpec>,
     at: Instant,
-    stats: Option<(Instant, Arc<InstanceStats>)>,
+    stats: Option<(Instant, Arc<SpamStats>)>,
 }
 
 /// The Redis-backed store (see the [module documentation](self)).
@@ -308,7 +309,7 @@ impl RedisStore {
             .collect()
     }
 
-    async fn stats(&self, spec: &Arc<ModelSpec>) -> Result<Arc<InstanceStats>, StoreError> {
+    async fn stats(&self, spec: &Arc<ModelSpec>) -> Result<Arc<SpamStats>, StoreError> {
         if let Ok(c) = self.cache.lock()
             && let Some(Cached {
                 stats: Some((at, s)),
@@ -321,7 +322,7 @@ impl RedisStore {
             return Ok(s.clone());
         }
         let inst = self.fetch_instances(spec).await?;
-        let s = Arc::new(InstanceStats::from_instances(&inst).map_err(backend)?);
+        let s = Arc::new(SpamStats::new(&inst).map_err(backend)?);
         if let Ok(mut c) = self.cache.lock()
             && let Some(entry) = c.get_mut(&spec.name)
             && entry.spec.generation == spec.generation
@@ -372,17 +373,15 @@ impl RedisStore {
                     .ok_or_else(|| StoreError::Backend(format!("corrupt instance of `{name}`")))?;
                 Redeem::Fresh(Arc::from(w))
             }
-            "used" => Redeem::Replay(crate::ddml::store::decode_outcome(
-                &reply_field::<String>(&r, 1)?,
-            )?),
+            "used" => Redeem::Replay(crate::ddml::store::decode_outcome(&reply_field::<String>(
+                &r, 1,
+            )?)?),
             "busy" => Redeem::InProgress,
             _ => Redeem::Refuse(match reply_field::<String>(&r, 1)?.as_str() {
                 "other_model" => Refusal::OtherModel,
                 "overwritten" => Refusal::Overwritten,
                 // Redis forgets a ticket at its expiry: the issue time it carries tells.
-                _ if t.expired(self.limits.ttl, crate::ddml::ticket::wall_ms()) => {
-                    Refusal::Expired
-                }
+                _ if t.expired(self.limits.ttl, crate::ddml::ticket::wall_ms()) => Refusal::Expired,
                 _ => Refusal::Unknown,
             }),
         })
@@ -405,7 +404,8 @@ impl RedisStore {
                     Some(_) => Some(self.stats(spec).await?),
                     None => None,
                 };
-                crate::ddml::store::decide(spec, base, &weights, stats.as_deref())?
+                let stats = stats.as_deref().map(SpamStats::instances);
+                crate::ddml::store::decide(spec, base, &weights, stats)?
             }
         };
         let mut con = self.conn.manager();
@@ -725,6 +725,15 @@ impl Store for RedisStore {
             spec,
             instances,
         })
+    }
+
+    async fn spam_stats(&self, name: &str) -> Result<Option<SpamStats>, StoreError> {
+        let spec = self.fetch_spec(name).await?;
+        if spec.spam.is_none() {
+            return Ok(None);
+        }
+        let inst = self.fetch_instances(&spec).await?;
+        Ok(Some(SpamStats::new(&inst).map_err(backend)?))
     }
 
     async fn healthy(&self) -> bool {

@@ -62,7 +62,8 @@ use crate::ddml::ticket::{
 };
 use crate::http::error::StoreError;
 use bytes::Bytes;
-use privfed_ddml::engine::{InstanceStats, replacement_index};
+use privfed_ddml::decision::SpamStats;
+use privfed_ddml::engine::replacement_index;
 use privfed_ddml::ticket::Redeem;
 use rand::SeedableRng;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
@@ -108,8 +109,6 @@ const TICKET_KEY: &str = "ticket_key";
 
 /// The most operations folded into one commit.
 const MAX_BATCH: usize = 4096;
-/// Running sums are recomputed from scratch after this many overwrites.
-const RECOMPUTE_EVERY: u64 = 4096;
 
 /// When the writer thread starts a group commit (see the [module documentation](self)).
 #[derive(Debug, Clone, Default)]
@@ -220,10 +219,10 @@ struct Instances {
 struct ModelState {
     spec: Arc<ModelSpec>,
     instances: RwLock<Instances>,
-    stats: RwLock<InstanceStats>,
+    /// The spam filter's statistics (followed only for models that have one).
+    stats: RwLock<SpamStats>,
     accepted: AtomicU64,
     rejected: AtomicU64,
-    overwrites: AtomicU64,
     deleted: AtomicBool,
     tickets: TicketBook<SubmitOutcome>,
     retired: RetiredInstances,
@@ -248,7 +247,7 @@ impl ModelState {
                 instances.len()
             )));
         }
-        let stats = InstanceStats::from_instances(&instances).map_err(backend)?;
+        let stats = SpamStats::new(&instances).map_err(backend)?;
         let (k, dim) = (spec.k, spec.dim);
         // Only a model whose updates need their draw's ticket protects young tickets: without a
         // guard a ticket only answers retries, and a full book forgets its oldest as before
@@ -279,7 +278,6 @@ impl ModelState {
             stats: RwLock::new(stats),
             accepted: AtomicU64::new(accepted),
             rejected: AtomicU64::new(rejected),
-            overwrites: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
             tickets: TicketBook::new(limits, minter),
             retired: RetiredInstances::new(limits.retired_cap(k, dim)),
@@ -778,7 +776,7 @@ impl EmbeddedStore {
                     &model.spec,
                     admitted.base.as_deref(),
                     &weights,
-                    stats.as_deref(),
+                    stats.as_deref().map(SpamStats::instances),
                 )?
             }
         };
@@ -962,6 +960,15 @@ impl Store for EmbeddedStore {
             rejected: m.rejected.load(Ordering::Acquire),
             instances,
         })
+    }
+
+    async fn spam_stats(&self, name: &str) -> Result<Option<SpamStats>, StoreError> {
+        let m = self.get(name)?;
+        if m.spec.spam.is_none() {
+            return Ok(None);
+        }
+        let stats = m.stats.read().map_err(|_| lock_poisoned())?.clone();
+        Ok(Some(stats))
     }
 
     async fn healthy(&self) -> bool {

@@ -4,6 +4,8 @@
 //! stores of `privfed-server` only persist that decision (and replay it after a crash). So
 //! the embedded and the Redis store cannot disagree on a rule: both call
 //! [`decide_update`], and a log of decisions replayed into either store gives the same model.
+//! The spam filter's statistics follow the decisions through [`SpamStats`]'s transitions, and a
+//! refusal names itself ([`Rejection::reason`]).
 //!
 //! ```
 //! use privfed_ddml::decision::{Decision, UpdatePolicy, decide_update};

@@ -128,7 +128,7 @@ pub const MAX_TICKET_SLOTS: usize = 1 << SLOT_BITS;
 const ISSUED_MASK: u64 = (1 << ISSUED_BITS) - 1;
 
 impl Ticket {
-    /// A fresh random ticket (all 128 bits random; the Redis store's).
+    /// A fresh random ticket (all 128 bits random).
     pub fn random() -> Self {
         use rand::Rng;
         let mut rng = rand::rng();

@@ -220,7 +220,6 @@ class PrivacyAccountant:
     def state_dict(self) -> Dict[str, Any]: ...
     def load_state_dict(self, state: Dict[str, Any]) -> None: ...
 
-@final
 class RdpAccountant(PrivacyAccountant):
     def __new__(
         cls, orders: Optional[Sequence[float]] = None, neighboring_relation: _Relation = None
@@ -244,7 +243,6 @@ class PldAccountant(PrivacyAccountant):
         neighboring_relation: _Relation = None,
     ) -> Self: ...
 
-@final
 class PureCappedRdpAccountant(PrivacyAccountant):
     def __new__(cls) -> Self: ...
 

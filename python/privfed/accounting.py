@@ -19,15 +19,15 @@ dp_accounting is installed; it is not a dependency of privfed.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, NamedTuple, Sequence
+from typing import (
+    TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Sequence, Tuple, Type, TypeVar
+)
 
 from . import _privfed as _native
 
 PrivacyAccountant = _native.PrivacyAccountant
-RdpAccountant = _native.RdpAccountant
-PldAccountant = _native.PldAccountant
-PureCappedRdpAccountant = _native.PureCappedRdpAccountant
 get_noise_multiplier = _native.get_noise_multiplier
 get_laplace_scale = _native.get_laplace_scale
 get_skellam_variance = _native.get_skellam_variance
@@ -414,6 +414,160 @@ def event_from_dict(d: Dict[str, Any]) -> DpEvent:
     from .errors import InvalidParameter
 
     raise InvalidParameter(f"unknown privacy event type {t!r}")
+
+
+# ------------------------------------------------------------------ the accountants
+# The accountants are the native classes (every formula in Rust), subclassed here for one thing:
+# a run of identical bare `step()` calls is counted in Python and handed to Rust as one
+# `step(..., steps=count)` (which composes a run in O(1)) before anything else reads or changes
+# the accountant. A step with a new event goes to Rust at once as `steps=0` (validated and
+# checked against the accountant, nothing composed), so a bad argument raises at that call with
+# the native message; the same event again is known to be valid. What is deferred is only the
+# composition itself: a numerical failure of a valid event's RDP curve surfaces at the next
+# method call (and at every one after it, as the count is kept until it composes).
+
+_ONE = 1  # `steps is _ONE`: only a plain int 1 takes the counting path
+_A = TypeVar("_A", bound="_StepRuns")
+
+
+def _after_flush(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``f`` (a native method) with the pending steps composed first."""
+
+    @functools.wraps(f)
+    def method(self: "_StepRuns", *args: Any, **kwargs: Any) -> Any:
+        self._flush()
+        return f(self, *args, **kwargs)
+
+    return method
+
+
+def _flushed_property(native: Any) -> property:
+    """A native getter (``ledger``, ``orders``, ...) with the pending steps composed first."""
+
+    def get(self: "_StepRuns") -> Any:
+        self._flush()
+        return native.__get__(self, type(self))
+
+    return property(get, doc=native.__doc__)
+
+
+# The native accountants' methods and getters, each of which composes the pending steps before
+# it runs (`step` itself does with a new event; pickling, copying and `==` go through
+# `state_dict`). A test checks that these cover every attribute of the native classes.
+_FLUSHING_METHODS = ("compose", "get_epsilon", "get_delta", "would_exceed", "as_event",
+                    "state_dict", "load_state_dict", "supports", "__len__", "__repr__",
+                    "get_epsilon_and_optimal_order", "get_privacy_spent")
+_FLUSHING_PROPERTIES = ("ledger", "ledger_runs", "name", "neighbouring_relation", "orders")
+
+
+if TYPE_CHECKING:  # the accountants' methods, for the type checker; a mixin at run time
+    _Accountant = _native.PrivacyAccountant
+else:
+    _Accountant = object
+
+
+class _StepRuns(_Accountant):
+    """The counting ``step`` and the flush, shared by the accountants below (placed before the
+    native class in their bases). ``_z``, ``_q``: the last event stepped (validated in Rust);
+    ``_n``: how many of its steps are counted and not yet composed."""
+
+    _z: Any = None
+    _q: Any = None
+    _n: int = 0
+
+    def step(self, *, noise_multiplier: float, sample_rate: float, steps: int = 1) -> None:
+        """Opacus-style: ``steps`` steps of DP-SGD / DP-FedAvg — the Gaussian mechanism with
+        ``noise_multiplier`` on a Poisson sample at ``sample_rate`` (the Gaussian alone at
+        rate 1). A bare step is counted: a new event is checked in Rust at once (a bad argument
+        raises here, with the native message) and starts a new count, the same event again
+        only adds one; the count is composed in Rust as one run (O(1); the RDP curve of the
+        event is computed then) before any other method runs. ``steps=`` composes at once."""
+        try:
+            if noise_multiplier == self._z and sample_rate == self._q and steps is _ONE:
+                self._n += 1
+                return None
+        except Exception:  # a comparison that cannot be made: Rust says what is wrong
+            pass
+        self._flush()
+        if steps is _ONE:
+            # count 0: the event is validated and checked against this accountant, not composed
+            super().step(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=0)
+            self._z, self._q = float(noise_multiplier), float(sample_rate)
+            self._n = 1
+            return None
+        super().step(noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps)
+        if type(steps) is int:
+            self._z, self._q = float(noise_multiplier), float(sample_rate)
+        return None
+
+    def _flush(self) -> None:
+        n = self._n
+        if n:
+            super().step(noise_multiplier=self._z, sample_rate=self._q, steps=n)
+            self._n = 0
+
+    @classmethod
+    def _from_state(cls: Type[_A], state: Dict[str, Any]) -> _A:
+        """A fresh accountant with the settings of ``state`` (a ``state_dict()``)."""
+        return cls()
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_restore, (type(self), self.state_dict()))
+
+    def __eq__(self, other: object) -> bool:
+        """The same settings and the same ledger (runs of the same events and counts)."""
+        if not isinstance(other, _native.PrivacyAccountant):
+            return NotImplemented
+        return bool(self.state_dict() == other.state_dict())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _restore(cls: Type[_A], state: Dict[str, Any]) -> _A:
+    a = cls._from_state(state)
+    a.load_state_dict(state)
+    return a
+
+
+_BASE = _native.PrivacyAccountant.__dict__
+for _name in _FLUSHING_METHODS:
+    if _name in _BASE:  # the others belong to one accountant: in its class below
+        setattr(_StepRuns, _name, _after_flush(_BASE[_name]))
+for _name in _FLUSHING_PROPERTIES:
+    if _name in _BASE:
+        setattr(_StepRuns, _name, _flushed_property(_BASE[_name]))
+del _name
+
+
+class RdpAccountant(_StepRuns, _native.RdpAccountant):
+    """The Rényi-DP accountant on an order grid (default: privfed's grid, fractional and
+    integer orders up to 10^4); supports every event. ``step()`` as Opacus's
+    (``get_privacy_spent(delta=)``, ``get_epsilon(delta=)``), ``get_epsilon(target_delta)`` as
+    dp_accounting's."""
+
+    get_epsilon_and_optimal_order = _after_flush(
+        _native.RdpAccountant.get_epsilon_and_optimal_order)
+    get_privacy_spent = _after_flush(_native.RdpAccountant.get_privacy_spent)
+    orders = _flushed_property(_native.RdpAccountant.__dict__["orders"])
+
+    @classmethod
+    def _from_state(cls, state: Dict[str, Any]) -> "RdpAccountant":
+        return cls(orders=state["orders"], neighboring_relation=state["neighbouring_relation"])
+
+
+class PldAccountant(_StepRuns, _native.PldAccountant):
+    """The privacy-loss-distribution accountant (discretization
+    ``value_discretization_interval``, default privfed's); composes by FFT. Rejects Poisson
+    sampling of anything but the Gaussian and Laplace, and user RDP curves."""
+
+    @classmethod
+    def _from_state(cls, state: Dict[str, Any]) -> "PldAccountant":
+        return cls(value_discretization_interval=state["discretization"])
+
+
+class PureCappedRdpAccountant(_StepRuns, _native.PureCappedRdpAccountant):
+    """RDP capped by pure composition: when every composed event is pure ε-DP the answer is
+    the smaller of RDP's and ``Σ ε_t`` (local randomizers run many times)."""
 
 
 class PLDAccountant(PldAccountant):

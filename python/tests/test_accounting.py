@@ -4,8 +4,10 @@ and the accountant API behaves as documented (ledger, state, budgets, errors).""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 
 import pytest
 
@@ -547,3 +549,197 @@ def test_analysis_errors():
         pa.analytic_gaussian_analysis(1.0, 2.0)
     with pytest.raises(privfed.InvalidParameter, match="noise levels"):
         pa.epsilon_vs_noise([0.0])
+
+
+# ---------------------------------------------------------------- step(): counted runs
+# A run of bare step() calls with the same event is counted in Python and composed in Rust (one
+# `steps=count` call) before any other method runs. Each row reads or changes the accountant;
+# it must see exactly what it sees on an accountant stepped the slow way (the steps handed to
+# Rust with an explicit `steps=`), and differ from one that lost the counted steps (so the row
+# can fail).
+Z1, Q1 = 1.1, 0.01
+
+
+def _step_rows(make):
+    # a budget halfway between ε of the full ledger and of one that lost the counted steps
+    budget = ((_slow(make, 5).get_epsilon(DELTA) + _slow(make, 1).get_epsilon(DELTA)) / 2, DELTA)
+    rows = {
+        "get_epsilon": lambda a: a.get_epsilon(DELTA),
+        "get_epsilon(delta=)": lambda a: a.get_epsilon(delta=DELTA),
+        "get_delta": lambda a: a.get_delta(1.0),
+        "would_exceed": lambda a: a.would_exceed(budget),
+        "would_exceed(event)": lambda a: a.would_exceed(budget, pa.GaussianDpEvent(50.0)),
+        "ledger": lambda a: a.ledger,
+        "ledger_runs": lambda a: a.ledger_runs,
+        "len": len,
+        "as_event": lambda a: a.as_event(),
+        "state_dict": lambda a: a.state_dict(),
+        "repr": repr,
+        "compose": lambda a: a.compose(pa.GaussianDpEvent(3.0)).ledger_runs,
+        "step, another event": lambda a: (a.step(noise_multiplier=2.0, sample_rate=Q1),
+                                          a.ledger_runs),
+        "step(steps=3), the same event": lambda a: (
+            a.step(noise_multiplier=Z1, sample_rate=Q1, steps=3), a.ledger_runs),
+        "load_state_dict, then a step": lambda a: (
+            a.load_state_dict(make(**_kw(make)).compose(pa.GaussianDpEvent(4.0)).state_dict()),
+            a.step(noise_multiplier=Z1, sample_rate=Q1), a.ledger_runs),
+        "pickle": lambda a: pickle.loads(pickle.dumps(a)).state_dict(),
+        "copy.copy": lambda a: copy.copy(a).state_dict(),
+        "copy.deepcopy": lambda a: copy.deepcopy(a).state_dict(),
+        "==": lambda a: a == _slow(make, 5),
+    }
+    if issubclass(make, pa.RdpAccountant):
+        rows["get_privacy_spent"] = lambda a: a.get_privacy_spent(delta=DELTA)
+        rows["get_privacy_spent(alphas=)"] = lambda a: a.get_privacy_spent(
+            delta=DELTA, alphas=[2.0, 8.0, 32.0])
+        rows["get_epsilon_and_optimal_order"] = lambda a: a.get_epsilon_and_optimal_order(DELTA)
+    return rows
+
+
+# A row that replaces the ledger: a lost step cannot show, counted steps left behind would.
+_REPLACING_ROWS = ("load_state_dict, then a step",)
+# Rows that do not depend on the ledger: they must agree, but no lost step could change them.
+_STATELESS_ROWS = ("name", "neighbouring_relation", "orders", "supports")
+
+
+def _kw(make):
+    return {"value_discretization_interval": 1e-3} if issubclass(make, pa.PldAccountant) else {}
+
+
+def _slow(make, n):
+    a = make(**_kw(make)).compose(pa.LaplaceDpEvent(20.0))
+    a.step(noise_multiplier=Z1, sample_rate=Q1, steps=n)
+    return a
+
+
+def _fast(make, n):
+    a = make(**_kw(make)).compose(pa.LaplaceDpEvent(20.0))
+    for _ in range(n):
+        a.step(noise_multiplier=Z1, sample_rate=Q1)
+    return a
+
+
+ACCOUNTANTS = [pa.RdpAccountant, pa.PldAccountant, pa.PLDAccountant, pa.PureCappedRdpAccountant]
+
+
+@pytest.mark.parametrize("make", ACCOUNTANTS)
+def test_every_method_sees_the_counted_steps(make):
+    """Five bare steps: the first is checked in Rust at once, all five are counted."""
+    for name, row in _step_rows(make).items():
+        fast, slow = _fast(make, 5), _slow(make, 5)
+        got, want = row(fast), row(slow)
+        assert got == want, (name, got, want)
+        if name not in _REPLACING_ROWS:
+            assert row(_slow(make, 0)) != want, f"{name}: lost steps would go unseen"
+        # after the row, the accountant goes on counting
+        fast.step(noise_multiplier=Z1, sample_rate=Q1)
+        slow.step(noise_multiplier=Z1, sample_rate=Q1, steps=1)
+        assert fast.state_dict() == slow.state_dict(), name
+    for name in _STATELESS_ROWS:
+        if hasattr(make, name):
+            f = (lambda a: a.supports(pa.GaussianDpEvent(1.0))) if name == "supports" else (
+                lambda a, n=name: getattr(a, n))
+            assert f(_fast(make, 5)) == f(_slow(make, 5)), name
+
+
+def test_every_native_method_is_wrapped():
+    """Each public attribute of the native accountants is overridden by the Python class (it
+    composes the counted steps first), so a method added in Rust cannot read a stale ledger."""
+    from privfed import _privfed as native
+
+    for py, nat in [(pa.RdpAccountant, native.RdpAccountant),
+                    (pa.PldAccountant, native.PldAccountant),
+                    (pa.PureCappedRdpAccountant, native.PureCappedRdpAccountant)]:
+        own = [k for c in nat.__mro__ if c is not object for k in vars(c)
+               if not k.startswith("__") or k in ("__len__", "__repr__")]
+        for k in own:
+            if k == "__new__":
+                continue
+            assert getattr(py, k) is not getattr(nat, k), f"{py.__name__}.{k} is not wrapped"
+        assert set(own) - {"__new__"} <= set(pa._FLUSHING_METHODS) | set(
+            pa._FLUSHING_PROPERTIES) | {"step"}, sorted(own)
+
+
+BAD_VALUES = [
+    dict(noise_multiplier=float("nan"), sample_rate=0.01),
+    dict(noise_multiplier=-1.0, sample_rate=0.01),
+    dict(noise_multiplier=1.1, sample_rate=1.5),
+    dict(noise_multiplier=1.1, sample_rate=-0.1),
+    dict(noise_multiplier="1.1", sample_rate=0.01),
+    dict(noise_multiplier=1.1, sample_rate=None),
+    dict(noise_multiplier=1.1, sample_rate=0.01, steps=-1),
+    dict(noise_multiplier=1.1, sample_rate=0.01, steps=1.0),
+]
+
+
+def _native_of(make):
+    from privfed import _privfed as native
+
+    return next(c for c in make.__mro__ if c.__module__ == "privfed.accounting"
+                and c in vars(native).values())
+
+
+@pytest.mark.parametrize("make", ACCOUNTANTS)
+@pytest.mark.parametrize("bad", BAD_VALUES, ids=lambda b: ",".join(f"{k}={v!r}" for k, v in
+                                                                     b.items()))
+def test_a_bad_step_raises_at_the_call_with_the_native_message(make, bad):
+    """While a counted run is pending, a step with a bad value raises at that call with the
+    native class's exception and message, and the counted steps are kept."""
+    with pytest.raises(Exception) as want:
+        _native_of(make)(**_kw(make)).step(**bad)
+    a = _fast(make, 5)
+    with pytest.raises(type(want.value)) as got:
+        a.step(**bad)
+    assert str(got.value) == str(want.value)
+    assert a.state_dict() == _slow(make, 5).state_dict()
+    # a bad value with the pending event's other argument: still checked
+    with pytest.raises(type(want.value)):
+        a.step(**{**dict(noise_multiplier=Z1, sample_rate=Q1), **bad})
+
+
+def test_a_step_with_missing_or_positional_arguments_is_a_type_error_naming_them():
+    a = _fast(pa.RdpAccountant, 2)
+    with pytest.raises(TypeError, match="sample_rate"):
+        a.step(noise_multiplier=Z1)
+    with pytest.raises(TypeError, match="positional"):
+        a.step(Z1, Q1)
+    assert a.state_dict() == _slow(pa.RdpAccountant, 2).state_dict()
+
+
+class MyAccountant(pa.RdpAccountant):
+    """A user's subclass (pickled by reference: module level)."""
+
+    def epsilon_now(self):
+        return self.get_epsilon(DELTA)
+
+
+@pytest.mark.parametrize("make, kw", [
+    (pa.RdpAccountant, {"orders": [1.5, 2.0, 4.0, 16.0]}),
+    (pa.RdpAccountant, {"neighboring_relation": "replace_one"}),
+    (pa.PldAccountant, {"value_discretization_interval": 2e-3}),
+    (pa.PLDAccountant, {"value_discretization_interval": 2e-3}),
+    (pa.PureCappedRdpAccountant, {}),
+    (MyAccountant, {}),
+])
+def test_accountants_pickle_and_copy_with_their_settings_and_counted_steps(make, kw):
+    """Pickling, copy.copy and copy.deepcopy keep the class, the settings and the ledger
+    (counted steps included); the copy is an accountant of its own. A replace-one RDP
+    accountant (which refuses Poisson-sampled steps) is stepped by composing its event."""
+    a = make(**kw).compose(pa.LaplaceDpEvent(20.0))
+    if kw.get("neighboring_relation") == "replace_one":
+        def one_step(acc):
+            acc.compose(_wor(100, 10, 1.1))
+    else:
+        def one_step(acc):
+            acc.step(noise_multiplier=Z1, sample_rate=Q1)
+    for _ in range(7):
+        one_step(a)
+    for b in (pickle.loads(pickle.dumps(a)), copy.copy(a), copy.deepcopy(a)):
+        assert type(b) is make and b == a and b is not a
+        assert b.state_dict() == a.state_dict() and b.get_epsilon(DELTA) == a.get_epsilon(DELTA)
+        assert [n for _, n in b.ledger_runs] == [1, 7]
+        assert b.neighbouring_relation == a.neighbouring_relation
+        one_step(b)  # the copy is its own accountant
+        assert b != a and len(b) == len(a) + 1
+    with pytest.raises(TypeError, match="unhashable"):  # value equality, mutable
+        hash(a)

@@ -744,14 +744,15 @@ def test_example_central_dp_end_to_end(tmp_path, shared_data):
 
 
 # ============================================================ the active mode on Flower
-def _enrolled_grid(app, nodes, tmp_path, *, authority=None, **kw):
-    """An in-process grid whose nodes each keep a device key (node config
-    ``privfed-device-key``) and, with ``authority``, trust that enrollment authority."""
+def _enrolled_grid(app, nodes, tmp_path, *, authority=None, grid_class=None, **kw):
+    """An in-process grid (``grid_class``, default InProcessGrid) whose nodes each keep a device
+    key (node config ``privfed-device-key``) and, with ``authority``, trust that enrollment
+    authority."""
     from flwr_harness import InProcessGrid
 
     from privfed import secagg
 
-    grid = InProcessGrid(app, nodes, **kw)
+    grid = (grid_class or InProcessGrid)(app, nodes, **kw)
     tmp_path.mkdir(parents=True, exist_ok=True)
     keys = {}
     for nid in nodes:

@@ -22,6 +22,10 @@ pub enum ClientError {
         code: String,
         /// The body's `message`.
         message: String,
+        /// The body's `reason`, which a 409 for a refused ticket carries (`ticket_unknown`,
+        /// `ticket_expired`, `ticket_for_another_model`, `instance_overwritten`,
+        /// `ticket_in_progress`; see the server's API documentation).
+        reason: Option<String>,
         /// The answer's `Retry-After` (429 and 503 carry one): how long to wait before trying
         /// again.
         retry_after: Option<std::time::Duration>,
@@ -36,6 +40,15 @@ impl ClientError {
     pub fn status(&self) -> Option<u16> {
         match self {
             ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Why the server refused (the body's `reason`: a 409 for a refused ticket has one), if it
+    /// said.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { reason, .. } => reason.as_deref(),
             _ => None,
         }
     }
@@ -82,13 +95,16 @@ pub enum Submitted {
     Rejected(Rejection),
 }
 
-/// The body of a 422 answer: why the spam filter rejected an update.
+/// The body of a 422 answer: why the spam filter or the update guard rejected an update.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
     /// The server's message.
     pub message: String,
     /// The structured reason (the body's `rejection` field), if it was present and readable.
     pub detail: Option<SpamRejection>,
+    /// The body's `reason`: `spam_filter`, or the update guard's failed test
+    /// (`guard_max_abs_weight`, `guard_coordinate`, `guard_norm`), if present.
+    pub reason: Option<String>,
 }
 
 impl std::fmt::Display for Rejection {
@@ -127,6 +143,9 @@ struct ErrorBody {
     /// Present on 422 answers; read leniently (a malformed one is dropped, not an error).
     #[serde(default)]
     rejection: Option<serde_json::Value>,
+    /// Present on a refused ticket's 409.
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -156,12 +175,14 @@ async fn api_error(resp: reqwest::Response) -> ClientError {
             status,
             code: b.error,
             message: b.message,
+            reason: b.reason,
             retry_after,
         },
         Err(_) => ClientError::Api {
             status,
             code: "unknown".into(),
             message: "non-JSON error body".into(),
+            reason: None,
             retry_after,
         },
     }
@@ -176,6 +197,7 @@ async fn rejection(resp: reqwest::Response) -> Result<Rejection, ClientError> {
     Ok(Rejection {
         message: b.message,
         detail: b.rejection.and_then(|v| serde_json::from_value(v).ok()),
+        reason: b.reason,
     })
 }
 

@@ -122,7 +122,8 @@ pub enum Record<O> {
     Used(O),
 }
 
-/// Why a ticket is refused (the device draws again; answered 409).
+/// Why a ticket is refused (the device draws again; answered 409 with [`Refusal::reason`] as
+/// the body's `reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// No such ticket (never issued, forgotten, or forged).
@@ -139,17 +140,48 @@ pub enum Refusal {
     Overwritten,
 }
 
-/// What a presented ticket is worth.
+impl Refusal {
+    /// The stable machine-readable reason of a 409 (`reason` in the error body):
+    /// `ticket_unknown`, `ticket_expired`, `ticket_for_another_model` or
+    /// `instance_overwritten`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::Unknown => "ticket_unknown",
+            Refusal::Expired => "ticket_expired",
+            Refusal::OtherModel => "ticket_for_another_model",
+            Refusal::Overwritten => "instance_overwritten",
+        }
+    }
+}
+
+/// The `reason` of a 409 for a ticket held by a concurrent request ([`Redeem::InProgress`]).
+pub const IN_PROGRESS_REASON: &str = "ticket_in_progress";
+
+/// What a presented ticket is worth. `B` is what a fresh ticket hands over: nothing from the
+/// rule itself ([`redeem`]); the instance value it drew from a store (the embedded store's
+/// handle, the Redis store's weights).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Redeem<O> {
+pub enum Redeem<O, B = ()> {
     /// Valid and unused: its update may be decided; the ticket is now held in progress.
-    Fresh,
+    Fresh(B),
     /// Used before: answer its first outcome again.
     Replay(O),
     /// Being redeemed by a concurrent request.
     InProgress,
     /// Refused.
     Refuse(Refusal),
+}
+
+impl<O, B> Redeem<O, B> {
+    /// The same answer with a fresh ticket's payload `b` (`f` is not called otherwise).
+    pub fn with_base<C>(self, f: impl FnOnce(B) -> C) -> Redeem<O, C> {
+        match self {
+            Redeem::Fresh(b) => Redeem::Fresh(f(b)),
+            Redeem::Replay(o) => Redeem::Replay(o),
+            Redeem::InProgress => Redeem::InProgress,
+            Redeem::Refuse(r) => Redeem::Refuse(r),
+        }
+    }
 }
 
 /// The redemption rule: `record` is the ticket's record (`None` if there is none), `expired`
@@ -170,7 +202,7 @@ pub fn redeem<O>(record: Option<Record<O>>, expired: bool) -> Redeem<O> {
             base_available: false,
             ..
         }) => Redeem::Refuse(Refusal::Overwritten),
-        Some(Record::Issued { .. }) => Redeem::Fresh,
+        Some(Record::Issued { .. }) => Redeem::Fresh(()),
     }
 }
 
@@ -272,6 +304,6 @@ mod tests {
             redeem(issued(true, false), false),
             Redeem::Refuse(Refusal::Overwritten)
         );
-        assert_eq!(redeem(issued(true, true), false), Redeem::Fresh);
+        assert_eq!(redeem(issued(true, true), false), Redeem::Fresh(()));
     }
 }

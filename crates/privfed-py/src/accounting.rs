@@ -404,7 +404,12 @@ impl Accountant {
 
 /// The Rényi-DP accountant on an order grid (default: privfed's grid, fractional and integer
 /// orders up to 10^4 (see `orders`)); supports every event.
-#[pyclass(extends = Accountant, module = "privfed.accounting", name = "RdpAccountant")]
+#[pyclass(
+    extends = Accountant,
+    subclass,
+    module = "privfed.accounting",
+    name = "RdpAccountant"
+)]
 pub struct RdpAccountantPy;
 
 #[pymethods]
@@ -519,7 +524,12 @@ impl PldAccountantPy {
 
 /// RDP capped by pure composition: when every composed event is pure ε-DP the answer is the
 /// smaller of RDP's and `Σ ε_t` (local randomizers run many times).
-#[pyclass(extends = Accountant, module = "privfed.accounting", name = "PureCappedRdpAccountant")]
+#[pyclass(
+    extends = Accountant,
+    subclass,
+    module = "privfed.accounting",
+    name = "PureCappedRdpAccountant"
+)]
 pub struct PureCappedPy;
 
 #[pymethods]

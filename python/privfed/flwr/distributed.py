@@ -984,7 +984,9 @@ class DistributedDpStrategy(WrappedStrategy):
             for nid, data in answers.items():
                 try:
                     server.receive(data)
-                except errors.ProtocolError as exc:
+                except (errors.ProtocolError, errors.ProtocolAbort) as exc:
+                    # a malformed, unsigned or wrongly signed message: that node is left out
+                    # (privfed's server refuses it unchanged), the round goes on without it
                     res.errors[nid] = f"{stage}: message refused by the server: {exc}"
                     warn("privfed secagg: round %d: node %s: %s message refused: %s",
                          server_round, nid, stage, exc)

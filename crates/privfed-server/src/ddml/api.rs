@@ -691,7 +691,9 @@ async fn post_update<S: Store>(
         Ok(Admission::Admitted(a)) => a,
         Ok(Admission::Replayed(first)) => return replayed_response(first),
         Err(
-            e @ (StoreError::TicketRequired | StoreError::TicketInvalid | StoreError::TicketInUse),
+            e @ (StoreError::TicketRequired
+            | StoreError::TicketInvalid(_)
+            | StoreError::TicketInUse),
         ) => {
             st.defences.fired(Defence::UnreadRefused, peer.0);
             return Err(e.into());

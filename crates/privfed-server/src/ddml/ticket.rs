@@ -49,6 +49,7 @@
 //! draws again.
 
 use privfed_ddml::ticket as rules;
+use privfed_ddml::ticket::{Redeem, Refusal};
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, Weak};
@@ -104,7 +105,8 @@ pub fn handle(weights: &Arc<[f32]>, version: u64) -> Handle {
 /// the slot, the full issue time, the instance index and the instance's [`Instance::version`].
 /// So the store can verify a ticket it has no record of (one drawn before a restart) without
 /// storing it: the tag proves it issued the ticket, for that model, from the instance value
-/// that is still current. The Redis store's tickets are 128 random bits.
+/// that is still current. The Redis store's tickets carry the issue time in the same place and
+/// 94 random bits elsewhere ([`Ticket::random_issued_at`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket(pub u128);
 
@@ -126,11 +128,27 @@ pub const MAX_TICKET_SLOTS: usize = 1 << SLOT_BITS;
 const ISSUED_MASK: u64 = (1 << ISSUED_BITS) - 1;
 
 impl Ticket {
-    /// A fresh random ticket (all 128 bits random; the Redis store's).
+    /// A fresh random ticket (all 128 bits random).
     pub fn random() -> Self {
         use rand::Rng;
         let mut rng = rand::rng();
         Ticket((u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64()))
+    }
+
+    /// A fresh random ticket that carries its issue time `issued_ms` (wall-clock milliseconds,
+    /// modulo 2³⁴, where a book's ticket carries it) and 94 random bits (the Redis store's): a
+    /// store that no longer holds it can still tell an expired ticket from an unknown one
+    /// ([`Ticket::expired`]).
+    pub fn random_issued_at(issued_ms: u64) -> Self {
+        let r = Self::random().0;
+        let field = u128::from(ISSUED_MASK) << (INSTANCE_BITS + TAG_BITS);
+        Ticket((r & !field) | (u128::from(issued_ms & ISSUED_MASK) << (INSTANCE_BITS + TAG_BITS)))
+    }
+
+    /// Whether a ticket issued at the time it carries is at least `ttl` old at `now_ms` (by the
+    /// server's wall clock).
+    pub fn expired(self, ttl: Duration, now_ms: u64) -> bool {
+        now_ms - self.issued_at(now_ms) >= ttl.as_millis() as u64
     }
 
     /// A ticket from its fields (`issued` is taken modulo 2³⁴).
@@ -319,22 +337,6 @@ impl Default for TicketLimits {
     }
 }
 
-/// What a presented ticket turned out to be. `F` is what a fresh ticket hands over: the drawn
-/// instance's weights (the Redis store) or its [`Handle`] (the embedded store's
-/// [`TicketBook`]).
-#[derive(Debug, Clone)]
-pub enum Redeemed<O, F = Arc<[f32]>> {
-    /// Valid and unused: the instance the client drew. The ticket is now held as in progress;
-    /// [`TicketBook::finish`] or [`TicketBook::release`] must follow.
-    Fresh(F),
-    /// Already used: the outcome of its first use (a retry).
-    Replay(O),
-    /// Being used by a concurrent request right now.
-    InProgress,
-    /// Unknown, expired, or its instance was retired: draw again.
-    Invalid,
-}
-
 /// A used ticket as the embedded store records it durably, with the update that used it
 /// (journal record, then database): a ticket drawn before a restart is checked against these
 /// records after it ([`TicketBook::restore_used`]).
@@ -511,7 +513,7 @@ impl<O: Clone> TicketBook<O> {
         &self,
         t: Ticket,
         current: impl FnOnce(usize) -> Option<Handle>,
-    ) -> Redeemed<O, Handle> {
+    ) -> Redeem<O, Handle> {
         let now = Instant::now();
         {
             let mut b = self.lock();
@@ -525,19 +527,19 @@ impl<O: Clone> TicketBook<O> {
                     },
                 };
                 return match rules::redeem(Some(record), e.expires <= now) {
-                    rules::Redeem::Replay(o) => Redeemed::Replay(o),
-                    rules::Redeem::InProgress => Redeemed::InProgress,
-                    rules::Redeem::Refuse(_) => Redeemed::Invalid,
-                    rules::Redeem::Fresh => match &e.state {
+                    rules::Redeem::Fresh(()) => match &e.state {
                         State::Issued(w) => match w.upgrade() {
                             Some(h) => {
                                 e.state = State::InProgress(w.clone());
-                                Redeemed::Fresh(h)
+                                Redeem::Fresh(h)
                             }
-                            None => Redeemed::Invalid,
+                            None => Redeem::Refuse(Refusal::Overwritten),
                         },
-                        _ => Redeemed::Invalid,
+                        _ => Redeem::InProgress,
                     },
+                    rules::Redeem::Replay(o) => Redeem::Replay(o),
+                    rules::Redeem::InProgress => Redeem::InProgress,
+                    rules::Redeem::Refuse(r) => Redeem::Refuse(r),
                 };
             }
         }
@@ -550,13 +552,13 @@ impl<O: Clone> TicketBook<O> {
         t: Ticket,
         now_ms: u64,
         current: impl FnOnce(usize) -> Option<Handle>,
-    ) -> Redeemed<O, Handle> {
+    ) -> Redeem<O, Handle> {
         let issued_ms = t.issued_at(now_ms);
         let ttl_ms = self.limits.ttl.as_millis() as u64;
         // Tickets of this book are only ever found in the ring (one whose slot was reused is
         // forgotten, as before).
         if issued_ms >= self.made.1 {
-            return Redeemed::Invalid;
+            return Redeem::Refuse(Refusal::Unknown);
         }
         // The ticket's record exists if its tag verifies against the instance's current value
         // (not computed for an expired ticket, refused either way).
@@ -567,7 +569,11 @@ impl<O: Clone> TicketBook<O> {
             current(t.instance()).filter(|h| self.minter.verify(t, issued_ms, h.version))
         };
         let Some(h) = verified else {
-            return Redeemed::Invalid;
+            return Redeem::Refuse(if expired {
+                Refusal::Expired
+            } else {
+                Refusal::Unknown
+            });
         };
         let mut earlier = self.lock_earlier();
         let record = match earlier.get(&t.0) {
@@ -581,10 +587,10 @@ impl<O: Clone> TicketBook<O> {
             },
         };
         match rules::redeem(Some(record), expired) {
-            rules::Redeem::Replay(o) => Redeemed::Replay(o),
-            rules::Redeem::InProgress => Redeemed::InProgress,
-            rules::Redeem::Refuse(_) => Redeemed::Invalid,
-            rules::Redeem::Fresh => {
+            rules::Redeem::Replay(o) => Redeem::Replay(o),
+            rules::Redeem::InProgress => Redeem::InProgress,
+            rules::Redeem::Refuse(r) => Redeem::Refuse(r),
+            rules::Redeem::Fresh(()) => {
                 // Forget expired ones now and then (amortized O(1) per insertion).
                 if earlier.len().is_power_of_two() {
                     earlier.retain(|_, e| e.expires_ms > now_ms);
@@ -596,7 +602,7 @@ impl<O: Clone> TicketBook<O> {
                         outcome: None,
                     },
                 );
-                Redeemed::Fresh(h)
+                Redeem::Fresh(h)
             }
         }
     }
@@ -878,16 +884,16 @@ mod tests {
         let book: TicketBook<&'static str> = TicketBook::new(TicketLimits::default(), minter());
         let i = inst(1.0);
         let t = book.issue(&i, 0).unwrap();
-        let Redeemed::Fresh(base) = book.redeem(t, none) else {
+        let Redeem::Fresh(base) = book.redeem(t, none) else {
             panic!("fresh ticket")
         };
         assert!(Arc::ptr_eq(&base, &i));
-        assert!(matches!(book.redeem(t, none), Redeemed::InProgress));
+        assert!(matches!(book.redeem(t, none), Redeem::InProgress));
         book.finish(t, "accepted");
-        assert!(matches!(book.redeem(t, none), Redeemed::Replay("accepted")));
+        assert!(matches!(book.redeem(t, none), Redeem::Replay("accepted")));
         assert!(matches!(
             book.redeem(Ticket::random(), none),
-            Redeemed::Invalid
+            Redeem::Refuse(_)
         ));
     }
 
@@ -913,24 +919,24 @@ mod tests {
         }
         assert!(matches!(
             book.redeem(Ticket(ts[1].0 ^ 1), none),
-            Redeemed::Invalid
+            Redeem::Refuse(_)
         ));
         assert!(matches!(
             book.redeem(Ticket(ts[1].0 ^ (1 << 95)), none),
-            Redeemed::Invalid
+            Redeem::Refuse(_)
         ));
         // Slot 9 does not exist in a ring of 4.
         assert!(matches!(
             book.redeem(Ticket((9u128 << 108) | (ts[1].0 & ((1 << 108) - 1))), none),
-            Redeemed::Invalid
+            Redeem::Refuse(_)
         ));
-        assert!(matches!(book.redeem(ts[0], none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(ts[0], none), Redeem::Fresh(_)));
         // The fifth ticket takes slot 0: the first is forgotten, even while in progress.
         let t4 = book.issue(&i, 0).unwrap();
         assert_eq!(t4.slot(), 0);
         book.finish(ts[0], "first");
-        assert!(matches!(book.redeem(ts[0], none), Redeemed::Invalid));
-        assert!(matches!(book.redeem(t4, none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(ts[0], none), Redeem::Refuse(_)));
+        assert!(matches!(book.redeem(t4, none), Redeem::Fresh(_)));
         assert_eq!(book.len(), 4);
         // A slot reused within the same millisecond for the same instance still gets a new
         // ticket (its issue time is a millisecond later).
@@ -984,17 +990,17 @@ mod tests {
         };
         let at = |i: usize| (i == 3).then(|| handle(&Arc::from(vec![1.0f32; 3]), 42));
         assert!(
-            matches!(book.redeem(t, at), Redeemed::Invalid),
+            matches!(book.redeem(t, at), Redeem::Refuse(_)),
             "another instance"
         );
         assert!(
-            matches!(book.redeem(t, current(43)), Redeemed::Invalid),
+            matches!(book.redeem(t, current(43)), Redeem::Refuse(_)),
             "overwritten"
         );
         for b in [0, 63, 64, 73, 74, 107, 108, 127] {
             let forged = Ticket(t.0 ^ (1u128 << b));
             assert!(
-                matches!(book.redeem(forged, current(42)), Redeemed::Invalid),
+                matches!(book.redeem(forged, current(42)), Redeem::Refuse(_)),
                 "bit {b}"
             );
         }
@@ -1003,16 +1009,16 @@ mod tests {
             new("m", 8, &key),
             new("m", 7, &TicketKey::random()),
         ] {
-            assert!(matches!(other.redeem(t, current(42)), Redeemed::Invalid));
+            assert!(matches!(other.redeem(t, current(42)), Redeem::Refuse(_)));
         }
-        assert!(matches!(book.redeem(t, current(42)), Redeemed::Fresh(f) if f.version == 42));
-        assert!(matches!(book.redeem(t, current(42)), Redeemed::InProgress));
+        assert!(matches!(book.redeem(t, current(42)), Redeem::Fresh(f) if f.version == 42));
+        assert!(matches!(book.redeem(t, current(42)), Redeem::InProgress));
         book.release(t);
-        assert!(matches!(book.redeem(t, current(42)), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(t, current(42)), Redeem::Fresh(_)));
         book.finish(t, "accepted");
         assert!(matches!(
             book.redeem(t, current(42)),
-            Redeemed::Replay("accepted")
+            Redeem::Replay("accepted")
         ));
         let rec = book.used_record(t, 42);
         assert_eq!((rec.ticket, rec.instance, rec.version), (t, 2, 42));
@@ -1023,9 +1029,9 @@ mod tests {
         again.restore_used(t, rec.expires_ms, "accepted");
         assert!(matches!(
             again.redeem(t, current(42)),
-            Redeemed::Replay("accepted")
+            Redeem::Replay("accepted")
         ));
-        assert!(matches!(again.redeem(u, current(42)), Redeemed::Fresh(_)));
+        assert!(matches!(again.redeem(u, current(42)), Redeem::Fresh(_)));
 
         // Expired.
         let short = TicketLimits {
@@ -1036,7 +1042,7 @@ mod tests {
         let t = old.issue(&h, 2).unwrap();
         std::thread::sleep(Duration::from_millis(3));
         let book: TicketBook<()> = TicketBook::new(short, TicketMinter::new(&key, "m", 7));
-        assert!(matches!(book.redeem(t, current(42)), Redeemed::Invalid));
+        assert!(matches!(book.redeem(t, current(42)), Redeem::Refuse(_)));
     }
 
     /// A full ring of tickets younger than the step time refuses draws (saying how long to
@@ -1066,22 +1072,22 @@ mod tests {
             })
         );
         for t in &ts {
-            assert!(matches!(book.redeem(*t, none), Redeemed::Fresh(_)));
+            assert!(matches!(book.redeem(*t, none), Redeem::Fresh(_)));
             book.release(*t);
         }
         // At the step time the oldest goes, and only it.
         let t3 = book.issue_at(&i, 0, t0 + min_age).unwrap();
         assert_eq!(t3.slot(), 0);
-        assert!(matches!(book.redeem(ts[0], none), Redeemed::Invalid));
-        assert!(matches!(book.redeem(ts[1], none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(ts[0], none), Redeem::Refuse(_)));
+        assert!(matches!(book.redeem(ts[1], none), Redeem::Fresh(_)));
         assert!(book.issue_at(&i, 0, t0 + min_age).is_err());
         // A used ticket's slot may be reused at once, past younger unused ones (slot 1 is in
         // progress, slot 2 used).
-        assert!(matches!(book.redeem(ts[2], none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(ts[2], none), Redeem::Fresh(_)));
         book.finish(ts[2], ());
         let t4 = book.issue_at(&i, 0, t0 + min_age).unwrap();
         assert_eq!(t4.slot(), 2);
-        assert!(matches!(book.redeem(ts[1], none), Redeemed::InProgress));
+        assert!(matches!(book.redeem(ts[1], none), Redeem::InProgress));
 
         // An expired ticket's slot is reused whatever the step time.
         let book: TicketBook<()> = TicketBook::new(
@@ -1147,9 +1153,9 @@ mod tests {
         let book: TicketBook<()> = TicketBook::new(TicketLimits::default(), minter());
         let i = inst(1.0);
         let t = book.issue(&i, 0).unwrap();
-        assert!(matches!(book.redeem(t, none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(t, none), Redeem::Fresh(_)));
         book.release(t);
-        assert!(matches!(book.redeem(t, none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(t, none), Redeem::Fresh(_)));
     }
 
     #[test]
@@ -1164,7 +1170,7 @@ mod tests {
         );
         let i = inst(1.0);
         let t = book.issue(&i, 0).unwrap();
-        assert!(matches!(book.redeem(t, none), Redeemed::Invalid));
+        assert!(matches!(book.redeem(t, none), Redeem::Refuse(_)));
 
         let book: TicketBook<()> = TicketBook::new(
             TicketLimits {
@@ -1177,13 +1183,13 @@ mod tests {
         );
         let ts: Vec<Ticket> = (0..5).map(|_| book.issue(&i, 0).unwrap()).collect();
         assert!(book.len() <= 3);
-        assert!(matches!(book.redeem(ts[0], none), Redeemed::Invalid));
-        assert!(matches!(book.redeem(ts[4], none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(ts[0], none), Redeem::Refuse(_)));
+        assert!(matches!(book.redeem(ts[4], none), Redeem::Fresh(_)));
 
         let j = inst(2.0);
         let t = book.issue(&j, 0).unwrap();
         drop(j);
-        assert!(matches!(book.redeem(t, none), Redeemed::Invalid));
+        assert!(matches!(book.redeem(t, none), Redeem::Refuse(_)));
     }
 
     /// An outstanding ticket does not keep the weights' memory: once the instance is gone, only
@@ -1201,7 +1207,7 @@ mod tests {
             1,
             "only the test's own reference is left"
         );
-        assert!(matches!(book.redeem(t, none), Redeemed::Invalid));
+        assert!(matches!(book.redeem(t, none), Redeem::Refuse(_)));
     }
 
     #[test]
@@ -1223,7 +1229,7 @@ mod tests {
             let a = inst(x as f32);
             let u = book.issue(&a, 0).unwrap();
             retired.retire(a);
-            let Redeemed::Fresh(_) = book.redeem(u, none) else {
+            let Redeem::Fresh(_) = book.redeem(u, none) else {
                 panic!("fresh")
             };
             book.finish(u, ());
@@ -1234,11 +1240,11 @@ mod tests {
         retired.retire(b);
         assert_eq!(retired.len(), 2);
         // Once the oldest is used, it goes at the next retirement.
-        let Redeemed::Fresh(_) = book.redeem(t, none) else {
+        let Redeem::Fresh(_) = book.redeem(t, none) else {
             panic!("fresh")
         };
         book.finish(t, ());
-        let Redeemed::Fresh(_) = book.redeem(tb, none) else {
+        let Redeem::Fresh(_) = book.redeem(tb, none) else {
             panic!("fresh")
         };
         book.finish(tb, ());
@@ -1255,7 +1261,7 @@ mod tests {
         let a = inst(1.0);
         let t = book.issue(&a, 0).unwrap();
         retired.retire(a);
-        assert!(matches!(book.redeem(t, none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(t, none), Redeem::Fresh(_)));
         let unreferenced = inst(5.0);
         let w = Arc::downgrade(&unreferenced);
         drop(w);
@@ -1266,7 +1272,7 @@ mod tests {
         retired.retire(b);
         retired.retire(c);
         assert_eq!(retired.len(), 2);
-        assert!(matches!(book.redeem(tb, none), Redeemed::Fresh(_)));
-        assert!(matches!(book.redeem(tc, none), Redeemed::Fresh(_)));
+        assert!(matches!(book.redeem(tb, none), Redeem::Fresh(_)));
+        assert!(matches!(book.redeem(tc, none), Redeem::Fresh(_)));
     }
 }

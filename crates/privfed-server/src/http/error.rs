@@ -1,7 +1,10 @@
 //! Errors of the server, and the one place where they become HTTP responses.
 //!
 //! Every error reaches the client as a JSON body `{"error": CODE, "message": TEXT}` with the
-//! status below. Internal failures (store I/O, Redis) are logged with their detail and reach the
+//! status below; a refused ticket's 409 and a refused update's 422 add `"reason"` (why:
+//! `ticket_unknown`, `ticket_expired`, `ticket_for_another_model`, `instance_overwritten`,
+//! `ticket_in_progress`; `spam_filter`, `guard_max_abs_weight`, `guard_coordinate`,
+//! `guard_norm`). Internal failures (store I/O, Redis) are logged with their detail and reach the
 //! client only as `{"error": "internal", "message": "internal error"}`.
 
 use axum::http::{HeaderValue, StatusCode, header};
@@ -32,10 +35,10 @@ pub enum StoreError {
     /// admin deletes it.
     #[error("model `{0}` is quarantined: its stored records are damaged")]
     Quarantined(String),
-    /// The presented ticket is unknown, expired, for another model, or its instance was
-    /// retired.
+    /// The presented ticket is refused (unknown, expired, for another model, or its instance
+    /// was overwritten and is no longer kept): the rule's reason.
     #[error("the ticket is unknown, expired or no longer valid: draw again")]
-    TicketInvalid,
+    TicketInvalid(privfed_ddml::ticket::Refusal),
     /// The model's update guard needs the ticket of the draw.
     #[error("this model checks each update against the instance drawn: send the draw's ticket")]
     TicketRequired,
@@ -115,9 +118,16 @@ pub enum ApiError {
     /// [`RETRY_AFTER_SECONDS`].
     #[error("the store is unavailable; retry later")]
     Unavailable(String),
-    /// 409: a ticket problem (invalid or in use): the message says which.
-    #[error("{0}")]
-    Ticket(String),
+    /// 409: a ticket refused or in use; `reason` says why (the body's `reason`:
+    /// [`privfed_ddml::ticket::Refusal::reason`] or
+    /// [`privfed_ddml::ticket::IN_PROGRESS_REASON`]).
+    #[error("{message}")]
+    Ticket {
+        /// The message.
+        message: String,
+        /// The machine-readable reason.
+        reason: &'static str,
+    },
     /// 428: the model needs the draw's ticket.
     #[error("{0}")]
     TicketRequired(String),
@@ -150,7 +160,7 @@ impl ApiError {
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Ticket(_) => StatusCode::CONFLICT,
+            ApiError::Ticket { .. } => StatusCode::CONFLICT,
             ApiError::TicketRequired(_) => StatusCode::PRECONDITION_REQUIRED,
             ApiError::Quarantined(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Protocol(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -176,7 +186,7 @@ impl ApiError {
             ApiError::InsufficientStorage(_) => "insufficient_storage",
             ApiError::Internal(_) => "internal",
             ApiError::Unavailable(_) => "unavailable",
-            ApiError::Ticket(_) => "ticket_invalid",
+            ApiError::Ticket { .. } => "ticket_invalid",
             ApiError::TicketRequired(_) => "ticket_required",
             ApiError::Quarantined(_) => "quarantined",
             ApiError::Protocol(_) => "protocol_violation",
@@ -192,9 +202,14 @@ impl From<StoreError> for ApiError {
             StoreError::Backend(d) => ApiError::Internal(d),
             StoreError::Unavailable(d) => ApiError::Unavailable(d),
             e @ StoreError::Missing(_) => ApiError::Unavailable(e.to_string()),
-            e @ (StoreError::TicketInvalid | StoreError::TicketInUse) => {
-                ApiError::Ticket(e.to_string())
-            }
+            e @ StoreError::TicketInvalid(why) => ApiError::Ticket {
+                message: e.to_string(),
+                reason: why.reason(),
+            },
+            e @ StoreError::TicketInUse => ApiError::Ticket {
+                message: e.to_string(),
+                reason: privfed_ddml::ticket::IN_PROGRESS_REASON,
+            },
             e @ StoreError::TicketRequired => ApiError::TicketRequired(e.to_string()),
             e @ StoreError::Quarantined(_) => ApiError::Quarantined(e.to_string()),
             e @ StoreError::WentBackInTime { .. } => ApiError::Internal(e.to_string()),
@@ -210,7 +225,11 @@ impl IntoResponse for ApiError {
         }
         let status = self.status();
         let mut body = serde_json::json!({"error": self.code(), "message": self.to_string()});
+        if let ApiError::Ticket { reason, .. } = &self {
+            body["reason"] = serde_json::Value::from(*reason);
+        }
         if let ApiError::Rejected(r) = &self {
+            body["reason"] = serde_json::Value::from(r.reason());
             body["rejection"] = match r {
                 Rejection::Spam(r) => serde_json::to_value(r).unwrap_or_default(),
                 Rejection::Guard(r) => serde_json::to_value(r).unwrap_or_default(),

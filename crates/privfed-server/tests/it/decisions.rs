@@ -2,10 +2,14 @@
 //! ([`privfed_ddml::decision::Decision`]: overwrite instance `j` with `w`, or count a
 //! rejection), replayed through [`Store::persist`] into the embedded store and into the Redis
 //! store, gives the same model: the same instances bit for bit and the same counters, also
-//! after the embedded store is reopened from its files.
+//! after the embedded store is reopened from its files; and the same spam statistics
+//! ([`privfed_ddml::decision::SpamStats`]): within the running sums' stated precision after the
+//! log (the embedded store follows every write, the Redis store computes them afresh), and bit
+//! for bit after a restart of each store.
 
 use crate::common;
-use privfed_ddml::engine::SpamRejection;
+use privfed_ddml::decision::SpamStats;
+use privfed_ddml::engine::{SpamFilter, SpamRejection};
 use privfed_server::ddml::model::ModelSpec;
 use privfed_server::ddml::store::{Admission, Decision, Rejection, Store, SubmitOutcome};
 use privfed_server::{EmbeddedStore, RedisStore};
@@ -16,8 +20,8 @@ fn spec() -> ModelSpec {
         name: "log".into(),
         dim: 5,
         k: 7,
-        init_std: 0.0,
-        spam: None,
+        init_std: 0.5,
+        spam: Some(SpamFilter::new(8.0, 0.0).unwrap()),
         generation: 11,
         guard: None,
         step_guard: None,
@@ -93,12 +97,26 @@ async fn a_decision_log_gives_the_same_model_in_both_stores() {
     let embedded = {
         let store = EmbeddedStore::create(&dir.0).unwrap();
         let m = replay(&store).await;
+        let stats = spam_stats(&store).await;
         drop(store);
-        m
+        (m, stats)
     };
-    let reopened = model(&common::reopen(&dir.0).await).await;
-    let redis = common::start_redis();
-    let redis_model = replay(&RedisStore::connect(&redis.url()).await.unwrap()).await;
+    let (embedded, embedded_stats) = embedded;
+    let reopened_store = common::reopen(&dir.0).await;
+    let reopened = model(&reopened_store).await;
+    let reopened_stats = spam_stats(&reopened_store).await;
+    let mut redis = common::start_redis();
+    let redis_store = RedisStore::connect(&redis.url()).await.unwrap();
+    let redis_model = replay(&redis_store).await;
+    let redis_stats = spam_stats(&redis_store).await;
+    redis.restart();
+    let restarted_stats = loop {
+        // Redis may answer LOADING for a moment after its restart.
+        match redis_store.spam_stats("log").await {
+            Ok(s) => break s.unwrap(),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    };
     let (_, log) = decision_log();
     let writes = log
         .iter()
@@ -123,4 +141,37 @@ async fn a_decision_log_gives_the_same_model_in_both_stores() {
         }
     }
     assert_eq!(embedded.0, want);
+
+    // The spam statistics: the embedded store followed every write of the log (no
+    // recomputation: fewer than `SPAM_RECOMPUTE_EVERY` writes), the Redis store computes them
+    // from its instances; they agree within the running sums' stated precision (mean within
+    // 2⁻²⁹ standard deviations, variance within 2⁻¹⁷ relative).
+    assert_eq!(embedded_stats.overwrites(), writes);
+    let (e, r) = (embedded_stats.instances(), redis_stats.instances());
+    for j in 0..spec().dim {
+        let sd = r.variance(j).sqrt();
+        assert!(
+            (e.mean(j) - r.mean(j)).abs() <= 2f64.powi(-29) * sd,
+            "mean {j}"
+        );
+        let rel = (e.variance(j) - r.variance(j)).abs() / r.variance(j);
+        assert!(rel <= 2f64.powi(-17), "variance {j}: {rel}");
+    }
+    // After a restart of each store: the same statistics bit for bit, computed afresh from the
+    // same stored instances.
+    assert_eq!(reopened_stats, restarted_stats, "after a restart of each");
+    assert_eq!(
+        reopened_stats, redis_stats,
+        "Redis before and after its restart"
+    );
+    assert_eq!(reopened_stats.overwrites(), 0);
+}
+
+/// The spam filter's statistics of the model `log` (it has a filter).
+async fn spam_stats<S: Store>(store: &S) -> SpamStats {
+    store
+        .spam_stats("log")
+        .await
+        .unwrap()
+        .expect("the model has a spam filter")
 }

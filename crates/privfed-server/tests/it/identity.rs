@@ -12,7 +12,7 @@ const TOKEN: &str = "t0ken";
 
 /// Starts a POST of `dim` little-endian floats to `/v1/models/{name}/updates` and sends all but
 /// the last byte; the returned stream finishes the upload with [`finish_upload`].
-async fn start_upload(
+pub(crate) async fn start_upload(
     url: &str,
     name: &str,
     dim: usize,
@@ -37,7 +37,7 @@ async fn start_upload(
 }
 
 /// Sends the last byte and returns the answer's status.
-async fn finish_upload(mut s: tokio::net::TcpStream) -> u16 {
+pub(crate) async fn finish_upload(mut s: tokio::net::TcpStream) -> u16 {
     s.write_all(&[0x3f]).await.unwrap();
     let mut buf = vec![0u8; 4096];
     let n = s.read(&mut buf).await.unwrap();

@@ -12,6 +12,8 @@
 //! * [`journal`]: the embedded store's update journal: checkpoints, recovery from a crash copy,
 //!   a lost journal;
 //! * [`identity`]: model identity under races, tickets, quarantine, failing closed;
+//! * [`refusals`]: the `reason` of a refused ticket's 409 and a refused update's 422, the same
+//!   from both stores;
 //! * [`hostile`]: anonymous clients: a draw flood against honest tickets, updates refused before
 //!   their body is read;
 //! * [`stall`]: a frozen data directory turns writes and `/healthz` to 503, and the server
@@ -35,6 +37,7 @@ mod journal;
 mod limits;
 mod redis;
 mod redis_durability;
+mod refusals;
 mod replacement;
 mod secagg;
 mod secagg_redis;

@@ -6,17 +6,18 @@
 //! script, and each answer must be the rule's.
 
 use crate::common;
-use privfed_ddml::ticket::{Record, Redeem, redeem};
+use privfed_ddml::ticket::{Record, Redeem, Refusal, redeem};
 use privfed_server::ddml::store::redis::REDEEM_SCRIPT;
 
-/// What an answer is, in classes both sides share (the reason of a refusal is not in the Lua's
-/// answer).
+/// What an answer is, in classes both sides share; a refusal with its reason as the Lua names
+/// it (an expired ticket's key is gone, so the script answers `unknown` and the store tells the
+/// two apart by the issue time the ticket carries).
 #[derive(Debug, PartialEq, Eq)]
 enum Class {
     Fresh(Vec<u8>),
     Replay(String),
     Busy,
-    Refused,
+    Refused(String),
 }
 
 /// One row: the record the rule sees, whether it expired, and how the record is written in
@@ -182,15 +183,22 @@ async fn the_redis_script_redeems_as_the_rule_says() {
             "fresh" => Class::Fresh(field(1)),
             "used" => Class::Replay(String::from_utf8(field(1)).unwrap()),
             "busy" => Class::Busy,
-            "invalid" => Class::Refused,
+            "invalid" => Class::Refused(String::from_utf8(field(1)).unwrap()),
             other => panic!("{}: unexpected answer {other}", case.name),
         };
         let base = if case.kept_old_value { &old } else { &current };
         let rust = match redeem(case.record.clone(), case.expired) {
-            Redeem::Fresh => Class::Fresh(base.clone()),
+            Redeem::Fresh(()) => Class::Fresh(base.clone()),
             Redeem::Replay(o) => Class::Replay(o),
             Redeem::InProgress => Class::Busy,
-            Redeem::Refuse(_) => Class::Refused,
+            Redeem::Refuse(r) => Class::Refused(
+                match r {
+                    Refusal::Unknown | Refusal::Expired => "unknown",
+                    Refusal::OtherModel => "other_model",
+                    Refusal::Overwritten => "overwritten",
+                }
+                .into(),
+            ),
         };
         assert_eq!(lua, rust, "case {}", case.name);
     }

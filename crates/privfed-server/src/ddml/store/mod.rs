@@ -2,8 +2,9 @@
 //! (uniform draw, uniform replacement, spam filter) comes from `privfed_ddml::engine`, and the
 //! decision on each update — the update guard, the spam filter and the instance to overwrite —
 //! from `privfed_ddml::decision` ([`decide`]): a store persists that decision
-//! ([`Store::persist`]) and decides nothing itself. (Still decided per store: ticket issue and
-//! redemption, and the spam filter's running statistics.)
+//! ([`Store::persist`]) and decides nothing itself. Ticket issue and redemption follow
+//! `privfed_ddml::ticket`'s rules, and the spam filter's statistics its
+//! [`SpamStats`](privfed_ddml::decision::SpamStats) transitions ([`Store::spam_stats`]).
 //!
 //! * [`embedded::EmbeddedStore`] (default): redb in `--data-dir`, an in-memory copy for reads, and
 //!   one writer thread that group-commits every pending update in one durable transaction.
@@ -250,6 +251,16 @@ pub trait Store: Send + Sync + 'static {
         &self,
         name: &str,
     ) -> impl Future<Output = Result<ModelSnapshot, StoreError>> + Send;
+
+    /// The spam filter's statistics ([`privfed_ddml::decision::SpamStats`]) the store decides
+    /// with now; `None` for a model without a filter. The embedded store follows them write by
+    /// write in memory and computes them afresh from its stored instances at start-up; the
+    /// Redis store computes them afresh from the instances in Redis (each process caches them
+    /// for [`redis::STATS_TTL`]; this reads them afresh).
+    fn spam_stats(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<privfed_ddml::decision::SpamStats>, StoreError>> + Send;
 
     /// Whether the backend answers.
     fn healthy(&self) -> impl Future<Output = bool> + Send;

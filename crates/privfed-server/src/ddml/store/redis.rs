@@ -43,12 +43,14 @@
 
 use super::{Admission, Decision, Drawn, ModelSnapshot, Rejection, Store, SubmitOutcome};
 use crate::ddml::model::{ModelSpec, decode_f32, encode_f32};
-use crate::ddml::ticket::{Redeemed, Ticket, TicketLimits};
+use crate::ddml::ticket::{Ticket, TicketLimits};
 use crate::http::error::StoreError;
 use crate::redis_conn::redis_err;
 pub use crate::redis_conn::{Durability, RedisConnection, RedisOptions, WAITAOF_TIMEOUT};
 use bytes::Bytes;
-use privfed_ddml::engine::{InstanceStats, replacement_index};
+use privfed_ddml::decision::SpamStats;
+use privfed_ddml::engine::replacement_index;
+use privfed_ddml::ticket::{Redeem, Refusal};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -88,10 +90,12 @@ return w";
 /// `gen:i:v` (issued from version `v` of instance `i`), `p:UNTIL_MS:gen:i:v` (in progress until
 /// then; a lapsed hold, whose request died, is issued again) or `u:OUTCOME` (used); an expired
 /// ticket's key is gone (its lifetime is the key's). Returns `{'fresh', base}` (and holds the
-/// ticket in progress), `{'used', outcome}`, `{'busy'}` or `{'invalid'}` (refused).
+/// ticket in progress), `{'used', outcome}`, `{'busy'}` or `{'invalid', why}` (refused; `why` is
+/// `unknown` — no key, also an expired ticket's, which the store tells apart by the issue time
+/// the ticket carries —, `other_model` or `overwritten`).
 pub const REDEEM_SCRIPT: &str = r"
 local t = redis.call('GET', KEYS[2])
-if not t then return {'invalid'} end
+if not t then return {'invalid', 'unknown'} end
 if string.sub(t, 1, 2) == 'u:' then return {'used', string.sub(t, 3)} end
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -101,7 +105,7 @@ if string.sub(t, 1, 2) == 'p:' then
   t = rest
 end
 local gen, i, v = string.match(t, '^(%d+):(%d+):(%d+)$')
-if gen ~= ARGV[1] then return {'invalid'} end
+if gen ~= ARGV[1] then return {'invalid', 'other_model'} end
 local cur = redis.call('HGET', KEYS[1], 'v:' .. i) or '0'
 local base
 if cur == v then
@@ -109,7 +113,7 @@ if cur == v then
 else
   base = redis.call('GET', ARGV[2] .. 'old:' .. gen .. ':' .. i .. ':' .. v)
 end
-if not base then return {'invalid'} end
+if not base then return {'invalid', 'overwritten'} end
 redis.call('SET', KEYS[2], 'p:' .. (now_ms + tonumber(ARGV[3])) .. ':' .. t, 'KEEPTTL')
 return {'fresh', base}";
 
@@ -161,7 +165,7 @@ const TICKET_HOLD_MS: u64 = 10_000;
 struct Cached {
     spec: Arc<ModelSpec>,
     at: Instant,
-    stats: Option<(Instant, Arc<InstanceStats>)>,
+    stats: Option<(Instant, Arc<SpamStats>)>,
 }
 
 /// The Redis-backed store (see the [module documentation](self)).
@@ -249,6 +253,13 @@ impl RedisStore {
         }
     }
 
+    /// The store with other ticket limits (lifetime, and memory for overwritten instances kept
+    /// for tickets) than [`TicketLimits::default`].
+    pub fn with_ticket_limits(mut self, limits: TicketLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// The connection (to share it with the secure-aggregation round store).
     pub fn connection(&self) -> &RedisConnection {
         &self.conn
@@ -298,7 +309,7 @@ impl RedisStore {
             .collect()
     }
 
-    async fn stats(&self, spec: &Arc<ModelSpec>) -> Result<Arc<InstanceStats>, StoreError> {
+    async fn stats(&self, spec: &Arc<ModelSpec>) -> Result<Arc<SpamStats>, StoreError> {
         if let Ok(c) = self.cache.lock()
             && let Some(Cached {
                 stats: Some((at, s)),
@@ -311,7 +322,7 @@ impl RedisStore {
             return Ok(s.clone());
         }
         let inst = self.fetch_instances(spec).await?;
-        let s = Arc::new(InstanceStats::from_instances(&inst).map_err(backend)?);
+        let s = Arc::new(SpamStats::new(&inst).map_err(backend)?);
         if let Ok(mut c) = self.cache.lock()
             && let Some(entry) = c.get_mut(&spec.name)
             && entry.spec.generation == spec.generation
@@ -342,7 +353,7 @@ impl RedisStore {
         name: &str,
         spec: &ModelSpec,
         t: Ticket,
-    ) -> Result<Redeemed<SubmitOutcome>, StoreError> {
+    ) -> Result<Redeem<SubmitOutcome, Arc<[f32]>>, StoreError> {
         let mut con = self.conn.manager();
         let r: Vec<redis::Value> = self
             .redeem
@@ -360,13 +371,19 @@ impl RedisStore {
                 let w = decode_f32(&b)
                     .filter(|w| w.len() == spec.dim)
                     .ok_or_else(|| StoreError::Backend(format!("corrupt instance of `{name}`")))?;
-                Redeemed::Fresh(Arc::from(w))
+                Redeem::Fresh(Arc::from(w))
             }
-            "used" => Redeemed::Replay(crate::ddml::store::decode_outcome(
-                &reply_field::<String>(&r, 1)?,
-            )?),
-            "busy" => Redeemed::InProgress,
-            _ => Redeemed::Invalid,
+            "used" => Redeem::Replay(crate::ddml::store::decode_outcome(&reply_field::<String>(
+                &r, 1,
+            )?)?),
+            "busy" => Redeem::InProgress,
+            _ => Redeem::Refuse(match reply_field::<String>(&r, 1)?.as_str() {
+                "other_model" => Refusal::OtherModel,
+                "overwritten" => Refusal::Overwritten,
+                // Redis forgets a ticket at its expiry: the issue time it carries tells.
+                _ if t.expired(self.limits.ttl, crate::ddml::ticket::wall_ms()) => Refusal::Expired,
+                _ => Refusal::Unknown,
+            }),
         })
     }
 
@@ -387,7 +404,8 @@ impl RedisStore {
                     Some(_) => Some(self.stats(spec).await?),
                     None => None,
                 };
-                crate::ddml::store::decide(spec, base, &weights, stats.as_deref())?
+                let stats = stats.as_deref().map(SpamStats::instances);
+                crate::ddml::store::decide(spec, base, &weights, stats)?
             }
         };
         let mut con = self.conn.manager();
@@ -560,7 +578,7 @@ impl Store for RedisStore {
     async fn draw(&self, name: &str) -> Result<Drawn, StoreError> {
         let spec = self.spec(name).await?;
         let i = replacement_index(spec.k, &mut rand::rng());
-        let ticket = Ticket::random();
+        let ticket = Ticket::random_issued_at(crate::ddml::ticket::wall_ms());
         let mut con = self.conn.manager();
         let blob: Option<Vec<u8>> = self
             .draw
@@ -600,10 +618,10 @@ impl Store for RedisStore {
             }
             None => None,
             Some(t) => match self.redeem_ticket(name, spec, t).await? {
-                Redeemed::Fresh(base) => Some(base),
-                Redeemed::Replay(o) => return Ok(Admission::Replayed(o)),
-                Redeemed::InProgress => return Err(StoreError::TicketInUse),
-                Redeemed::Invalid => return Err(StoreError::TicketInvalid),
+                Redeem::Fresh(base) => Some(base),
+                Redeem::Replay(o) => return Ok(Admission::Replayed(o)),
+                Redeem::InProgress => return Err(StoreError::TicketInUse),
+                Redeem::Refuse(why) => return Err(StoreError::TicketInvalid(why)),
             },
         };
         Ok(Admission::Admitted(RedisAdmission {
@@ -707,6 +725,15 @@ impl Store for RedisStore {
             spec,
             instances,
         })
+    }
+
+    async fn spam_stats(&self, name: &str) -> Result<Option<SpamStats>, StoreError> {
+        let spec = self.fetch_spec(name).await?;
+        if spec.spam.is_none() {
+            return Ok(None);
+        }
+        let inst = self.fetch_instances(&spec).await?;
+        Ok(Some(SpamStats::new(&inst).map_err(backend)?))
     }
 
     async fn healthy(&self) -> bool {

@@ -57,12 +57,14 @@ use super::{
 };
 use crate::ddml::model::{ModelSpec, decode_f32, encode_f32};
 use crate::ddml::ticket::{
-    Handle, Redeemed, RetiredInstances, Ticket, TicketBook, TicketKey, TicketLimits, TicketMinter,
+    Handle, RetiredInstances, Ticket, TicketBook, TicketKey, TicketLimits, TicketMinter,
     UsedTicket, handle,
 };
 use crate::http::error::StoreError;
 use bytes::Bytes;
-use privfed_ddml::engine::{InstanceStats, replacement_index};
+use privfed_ddml::decision::SpamStats;
+use privfed_ddml::engine::replacement_index;
+use privfed_ddml::ticket::Redeem;
 use rand::SeedableRng;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -107,8 +109,6 @@ const TICKET_KEY: &str = "ticket_key";
 
 /// The most operations folded into one commit.
 const MAX_BATCH: usize = 4096;
-/// Running sums are recomputed from scratch after this many overwrites.
-const RECOMPUTE_EVERY: u64 = 4096;
 
 /// When the writer thread starts a group commit (see the [module documentation](self)).
 #[derive(Debug, Clone, Default)]
@@ -219,10 +219,10 @@ struct Instances {
 struct ModelState {
     spec: Arc<ModelSpec>,
     instances: RwLock<Instances>,
-    stats: RwLock<InstanceStats>,
+    /// The spam filter's statistics (followed only for models that have one).
+    stats: RwLock<SpamStats>,
     accepted: AtomicU64,
     rejected: AtomicU64,
-    overwrites: AtomicU64,
     deleted: AtomicBool,
     tickets: TicketBook<SubmitOutcome>,
     retired: RetiredInstances,
@@ -247,7 +247,7 @@ impl ModelState {
                 instances.len()
             )));
         }
-        let stats = InstanceStats::from_instances(&instances).map_err(backend)?;
+        let stats = SpamStats::new(&instances).map_err(backend)?;
         let (k, dim) = (spec.k, spec.dim);
         // Only a model whose updates need their draw's ticket protects young tickets: without a
         // guard a ticket only answers retries, and a full book forgets its oldest as before
@@ -278,7 +278,6 @@ impl ModelState {
             stats: RwLock::new(stats),
             accepted: AtomicU64::new(accepted),
             rejected: AtomicU64::new(rejected),
-            overwrites: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
             tickets: TicketBook::new(limits, minter),
             retired: RetiredInstances::new(limits.retired_cap(k, dim)),
@@ -777,7 +776,7 @@ impl EmbeddedStore {
                     &model.spec,
                     admitted.base.as_deref(),
                     &weights,
-                    stats.as_deref(),
+                    stats.as_deref().map(SpamStats::instances),
                 )?
             }
         };
@@ -911,15 +910,15 @@ impl Store for EmbeddedStore {
             inst.handles.get(j).cloned()
         };
         match model.tickets.redeem(t, current) {
-            Redeemed::Fresh(drawn) => Ok(Admission::Admitted(EmbeddedAdmission {
+            Redeem::Fresh(drawn) => Ok(Admission::Admitted(EmbeddedAdmission {
                 base: Some(drawn.weights.clone()),
                 version: drawn.version,
                 model,
                 ticket: Some(t),
             })),
-            Redeemed::Replay(o) => Ok(Admission::Replayed(o)),
-            Redeemed::InProgress => Err(StoreError::TicketInUse),
-            Redeemed::Invalid => Err(StoreError::TicketInvalid),
+            Redeem::Replay(o) => Ok(Admission::Replayed(o)),
+            Redeem::InProgress => Err(StoreError::TicketInUse),
+            Redeem::Refuse(why) => Err(StoreError::TicketInvalid(why)),
         }
     }
 
@@ -961,6 +960,15 @@ impl Store for EmbeddedStore {
             rejected: m.rejected.load(Ordering::Acquire),
             instances,
         })
+    }
+
+    async fn spam_stats(&self, name: &str) -> Result<Option<SpamStats>, StoreError> {
+        let m = self.get(name)?;
+        if m.spec.spam.is_none() {
+            return Ok(None);
+        }
+        let stats = m.stats.read().map_err(|_| lock_poisoned())?.clone();
+        Ok(Some(stats))
     }
 
     async fn healthy(&self) -> bool {

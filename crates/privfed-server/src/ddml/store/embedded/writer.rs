@@ -579,30 +579,26 @@ pub(super) fn apply_to_memory(p: &Planned, finals: &[Final]) {
         .then(|| m.stats.write().unwrap_or_else(|e| e.into_inner()));
     let stale = stats
         .as_deref_mut()
-        .is_some_and(|s| track_overwrites(m, s, &inst.weights, &p.writes));
+        .is_some_and(|s| track_overwrites(s, &inst.weights, &p.writes));
     for (j, w, le, version) in finals {
         inst.weights[*j] = w.clone();
         inst.encoded[*j] = le.clone();
         let old_handle = std::mem::replace(&mut inst.handles[*j], handle(w, *version));
         m.retired.retire(old_handle);
     }
-    if stale
-        && let Some(s) = stats.as_deref_mut()
-        && let Ok(fresh) = InstanceStats::from_instances(&inst.weights)
-    {
-        *s = fresh;
+    if stale && let Some(s) = stats.as_deref_mut() {
+        // Stored instances are finite and of one length: this cannot fail.
+        let _ = s.recompute(&inst.weights);
     }
     m.accepted.fetch_add(p.accepted, Ordering::AcqRel);
     m.rejected.fetch_add(p.rejected, Ordering::AcqRel);
 }
 
 /// Follows every overwrite of `writes`, in order and intermediate values included, in the
-/// spam filter's running statistics of `instances` (the values before the batch); `true` if
-/// they should be recomputed (lost precision, or every [`RECOMPUTE_EVERY`]
-/// overwrites) once the batch is installed.
+/// spam filter's statistics ([`SpamStats::on_write`]) of `instances` (the values before the
+/// batch); `true` if they must be recomputed once the batch is installed.
 pub(super) fn track_overwrites(
-    m: &ModelState,
-    stats: &mut InstanceStats,
+    stats: &mut SpamStats,
     instances: &[Arc<[f32]>],
     writes: &[(usize, Vec<f32>)],
 ) -> bool {
@@ -610,8 +606,7 @@ pub(super) fn track_overwrites(
     let mut stale = false;
     for (j, w) in writes {
         let old = current.insert(*j, w).unwrap_or(&instances[*j]);
-        let n = m.overwrites.fetch_add(1, Ordering::AcqRel) + 1;
-        stale |= n.is_multiple_of(RECOMPUTE_EVERY) || !stats.replace(old, w);
+        stale |= stats.on_write(old, w);
     }
     stale
 }
@@ -679,8 +674,9 @@ mod tests {
             assert_eq!(decode_f32(&inst.encoded[j]).unwrap(), *w);
             assert_eq!(&*inst.handles[j].weights, *w);
         }
-        let fresh = InstanceStats::from_instances(&inst.weights).unwrap();
+        let fresh = privfed_ddml::engine::InstanceStats::from_instances(&inst.weights).unwrap();
         let stats = m.stats.read().unwrap();
+        let stats = stats.instances();
         for d in 0..2 {
             assert!((stats.mean(d) - fresh.mean(d)).abs() < 1e-12, "mean {d}");
             assert!(
@@ -688,12 +684,14 @@ mod tests {
                 "variance {d}"
             );
         }
-        assert_eq!(m.overwrites.load(Ordering::Acquire), 4);
+        assert_eq!(m.stats.read().unwrap().overwrites(), 4);
         assert_eq!(m.accepted.load(Ordering::Acquire), 4);
         // The instance the ticket drew was kept for it; nothing else was.
         assert_eq!(m.retired.len(), 1);
         match m.tickets.redeem(ticket, |_| None) {
-            Redeemed::Fresh(base) => assert_eq!(&*base.weights, &[1.0f32, -1.0][..]),
+            privfed_ddml::ticket::Redeem::Fresh(base) => {
+                assert_eq!(&*base.weights, &[1.0f32, -1.0][..])
+            }
             _ => panic!("the ticket lost its instance"),
         }
     }

@@ -925,14 +925,18 @@ class _Clients:
         self.app = app
 
 
-def _audit_run(inner_kind, rounds=3, canaries=100, dim=(40, 50), noise=1.0, **kw):
+def _audit_run(inner_kind, rounds=3, canaries=100, dim=(40, 50), noise=1.0, eps0=0.5,
+               mods=None, **kw):
     """Real nodes 1..5 (all sampled every round) and canary node 99, through the in-process
-    grid; returns the AuditStrategy, the clients and the accounted ε after the last round."""
+    grid; returns the AuditStrategy, the clients and the accounted ε after the last round.
+    ``"local"``: every node runs ``privatize_mod(PrivUnitG(eps0), clip=1)`` then canary_mod
+    (``mods`` replaces that list)."""
     from flwr.app import Array, ArrayRecord
     from flwr.serverapp.strategy import FedAvg
     from flwr_harness import InProcessGrid
 
-    from privfed.flwr import AuditStrategy, CentralDpStrategy, canary_mod
+    from privfed.flwr import (AuditStrategy, CentralDpStrategy, LocalDpStrategy, canary_mod,
+                              privatize_mod)
 
     real = [1, 2, 3, 4, 5]
     fedavg = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=5,
@@ -941,12 +945,32 @@ def _audit_run(inner_kind, rounds=3, canaries=100, dim=(40, 50), noise=1.0, **kw
         inner = CentralDpStrategy(fedavg, noise_multiplier=noise, clipping_norm=1.0,
                                   population=5, delta=1e-5, seed=77)
         extra = {}
+    elif inner_kind == "distributed":
+        from privfed.flwr import DistributedDpStrategy, distributed_dp_mod
+
+        d = dim[0] * dim[1] + dim[1]
+        # the modular range holds the sum of the 5 clients and every canary
+        plan = _dist.plan(d, 1.0, 16, 5 + canaries, noise_stddev=noise)
+        inner = DistributedDpStrategy(fedavg, plan=plan, delta=1e-5, stage_timeout=None,
+                                      budget=None)
+        extra = {"canary_nodes": list(range(200, 200 + canaries))}
+        if mods is None:
+            mods = [distributed_dp_mod(encoder_seed=lambda ctxt, rnd: ctxt.node_id * 1000 + rnd),
+                    canary_mod()]
+    elif inner_kind == "local":
+        inner = LocalDpStrategy(fedavg, epsilon=eps0, delta=1e-5)
+        extra = {"norm": 1.0}
+        if mods is None:
+            mods = [privatize_mod(lambda d: privfed.PrivUnitG(epsilon=eps0, dim=d, seed=11),
+                                  clip=1.0),
+                    canary_mod()]
     else:
         inner, extra = fedavg, {"delta": 1e-5}
     extra.update(kw)
-    strategy = AuditStrategy(inner, canaries, canary_nodes=[99], seed=2025, **extra)
-    clients = _Clients(mods=[canary_mod()])
-    grid = InProcessGrid(clients.app, real + [99])
+    extra.setdefault("canary_nodes", [99])
+    strategy = AuditStrategy(inner, canaries, seed=2025, **extra)
+    clients = _Clients(mods=[canary_mod()] if mods is None else mods)
+    grid = InProcessGrid(clients.app, real + extra["canary_nodes"])
     rng = np.random.default_rng(0)
     model = {"w": rng.normal(size=dim).astype(np.float32), "b": np.zeros(dim[1], np.float32)}
     strategy.start(grid=grid, initial_arrays=ArrayRecord(
@@ -1013,6 +1037,109 @@ def test_audit_clips_canaries_like_clients():
 
 
 @needs_flwr
+def test_audit_under_local_dp_privatizes_canaries_and_stays_below_the_accounted_epsilon(caplog):
+    """Local DP (PrivUnitG at ε₀ = 0.5 per report, clip 1, every client every round): the canary
+    node's canaries go through its privatize_mod like a client's update, are checked and
+    averaged by LocalDpStrategy without being counted as contributors, and each round reports
+    the one-run lower bound and the one-shot estimate beside the accounted ε (3 rounds: at most
+    1.5). Honesty: the 95% lower bound stays below the accounted ε, which the canaries' own
+    guarantee equals here (a canary is in every round, as every client is; fixed seeds: the
+    bound exceeds a true ε with probability at most 5%). The check has teeth: raw canaries reach
+    a bound above 2 at these sizes (test_audit_without_privacy_finds_the_canaries), above the
+    accounted 1.5."""
+    import logging
+
+    with caplog.at_level(logging.INFO):
+        s, clients = _audit_run("local", eps0=0.5)
+    k_in = sum(s.canary_set.included)
+    assert [h["round"] for h in s.history] == [1, 2, 3]
+    for h, rec in zip(s.history, s.inner.history):
+        assert h["canaries_sent"] == k_in  # every canary was privatized and accepted
+        assert h["epsilon"] == rec.epsilon and rec.contributors == 5
+        assert "epsilon_lower_bound" in h and "epsilon_estimate" in h
+    last = s.history[-1]
+    assert 0 < last["epsilon"] <= 1.5 + 1e-9
+    assert last["epsilon_lower_bound"] < last["epsilon"], last
+    assert last["norm"] == 1.0 and last["accounted_canary_epsilon"] is None
+    assert all(node != 99 for node, _ in clients.trained)
+    lines = [r.getMessage() for r in caplog.records if "privfed audit: round" in r.getMessage()]
+    assert len(lines) == 3 and "ε_lb" in lines[-1] and "accounted ε" in lines[-1], lines
+
+
+@needs_flwr
+def test_a_canary_under_local_dp_is_a_privatized_report():
+    """On a canary node (privatize_mod, then canary_mod) a canary message is answered without
+    training by received + the randomizer's report of the clipped canary update, with the
+    "privfed" record of that randomizer — not by received + the raw update; canary_mod placed
+    first would send the raw update, which AuditStrategy leaves out with a WARNING."""
+    from flwr.app import ConfigRecord
+
+    from privfed.flwr import canary_mod, privatize_mod
+    from privfed.flwr.audit import CANARY_RECORD
+
+    model = _model()
+    dim = sum(v.size for v in model.values())
+    called = []
+
+    def trainer(msg, ctxt):
+        called.append(1)
+        return _trainer(np.zeros(dim))(msg, ctxt)
+
+    priv = privatize_mod(privfed.PrivUnitG(epsilon=1.0, dim=dim, seed=5), clip=1.0)
+    canary = canary_mod()
+    upd = np.zeros(dim)
+    upd[3] = 5.0  # norm 5: clipped to the clip norm 1 before the randomizer
+    msg = _train_message(model)
+    msg.content[CANARY_RECORD] = ConfigRecord(
+        {"index": 3, "arrays": ["w", "b"], "weight": 7.0, "update": [float(x) for x in upd]})
+    out = priv(msg, _context(), lambda m, c: canary(m, c, trainer))
+    assert not called
+    rec = out.content.config_records["privfed"]
+    assert rec["mechanism"] == "privunitg" and rec["epsilon"] == pytest.approx(1.0)
+    assert out.content[CANARY_RECORD]["index"] == 3
+    sent = _flat(out.content["arrays"]) - _flat(msg.content["arrays"])
+    # a PrivUnitG report of a unit vector in 28 dimensions at ε = 1 is far longer than 1 and
+    # not along e_3 alone
+    assert np.linalg.norm(sent) > 2.0 and not np.allclose(sent, upd, atol=0.1)
+    raw = canary(msg, _context(), trainer)
+    assert "privfed" not in raw.content.config_records
+    # the wrong order through the strategy: canaries come back raw and are left out
+    s, _ = _audit_run("local", rounds=1, mods=[canary_mod(), privatize_mod(
+        lambda d: privfed.PrivUnitG(epsilon=0.5, dim=d, seed=12), clip=1.0)])
+    assert s.history[0]["canaries_sent"] == 0
+
+
+@needs_flwr
+def test_audit_under_distributed_dp_sums_canaries_securely_and_stays_below_the_accounted_epsilon():
+    """Distributed DP (Skellam, clip 1, local noise σ = 2 per client, every client every round):
+    each included canary joins the secure-aggregation round from a canary node of its own
+    (distributed_dp_mod, then canary_mod): its update is encoded, noised and masked like a
+    client's and reaches the model only through the unmasked sum. The canaries are in the sum
+    and not contributors (the accounting counts the 5 clients' noise alone); each round reports
+    the one-run lower bound and the one-shot estimate beside the accounted ε, and the 95% lower
+    bound stays below it (fixed seeds; the bound exceeds a true ε with probability at most 5%).
+    The canaries do reach the model: with almost no noise (σ = 10⁻³) the same run finds them
+    (lower bound > 2)."""
+    s, clients = _audit_run("distributed", noise=2.0)
+    k_in = sum(s.canary_set.included)
+    assert [h["round"] for h in s.history] == [1, 2, 3]
+    for h, o in zip(s.history, s.inner.rounds):
+        assert not o.aborted
+        assert h["canaries_sent"] == k_in and len(o.canary_survivors) == k_in
+        assert o.contributors == 5 and o.honest_contributors == 5
+        assert len(o.survivors) == 5 + k_in
+        assert h["epsilon"] == o.epsilon
+        assert "epsilon_lower_bound" in h and "epsilon_estimate" in h
+    last = s.history[-1]
+    assert last["norm"] == 1.0  # the plan's clip: the largest contribution a client makes
+    assert last["epsilon_lower_bound"] < last["epsilon"], last
+    # the canary nodes never trained (canary_mod answered inside the secure round)
+    assert all(node < 200 for node, _ in clients.trained)
+    loud, _ = _audit_run("distributed", noise=1e-3)
+    assert loud.history[-1]["epsilon_lower_bound"] > 2.0, loud.history[-1]
+
+
+@needs_flwr
 def test_audit_refuses_bad_configurations():
     from flwr.serverapp.strategy import FedAvg
 
@@ -1031,8 +1158,14 @@ def test_audit_refuses_bad_configurations():
         AuditStrategy(fedavg, 10, delta=1e-5, norm=-1.0)
     with pytest.raises(errors.ConfigError, match="canary_nodes"):
         AuditStrategy(fedavg, 10, delta=1e-5, canary_nodes=[])
-    with pytest.raises(errors.ConfigError, match="not built"):
+    with pytest.raises(errors.ConfigError, match="norm="):
         AuditStrategy(LocalDpStrategy(fedavg, epsilon=4.0, delta=1e-5), 10)
+    AuditStrategy(LocalDpStrategy(fedavg, epsilon=4.0, delta=1e-5), 10, norm=1.0)
+    with pytest.raises(errors.ConfigError, match="canary_nodes="):
+        AuditStrategy(_strategy([1, 2, 3], 28), 10)
+    # under distributed DP each included canary needs its own node: refused in round 1
+    with pytest.raises(errors.ConfigError, match="a node of its own"):
+        _audit_run("distributed", rounds=1, canaries=20, canary_nodes=[99])
     adaptive = CentralDpStrategy(fedavg, 1.0, 1.0, population=5, delta=1e-5, adaptive=True)
     with pytest.raises(errors.ConfigError, match="adaptive"):
         AuditStrategy(adaptive, 10)

@@ -876,10 +876,11 @@ pub struct ShownPair {
 
 /// The report of one audit run (`privfed audit`): the verdict of [`evaluate`] with the
 /// mechanism, the pair, the run's cost and, for the one-dimensional Skellam and DDG sums, their
-/// noise.
+/// noise (for the vector MVU, its dither bound and metric ε).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunReport {
-    /// The mechanism's name (`skellam` or `ddg` for the one-dimensional sums).
+    /// The mechanism's name (`skellam` or `ddg` for the one-dimensional sums, `mvu-vector` for
+    /// the vector MVU).
     pub mechanism: String,
     /// Lower bound on ε at the claimed δ (distinguishing test).
     pub epsilon_lower_bound: f64,
@@ -917,6 +918,13 @@ pub struct RunReport {
     /// Skellam, DDG: the query's integer sensitivity Δ.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sensitivity: Option<u64>,
+    /// Vector MVU: the bound `R` on the dithered vector's `ℓp` norm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dither_bound: Option<f64>,
+    /// Vector MVU: the realized metric ε of the per-coordinate design (the claim is
+    /// `ε_metric·(R/r)^p`, Lemma 6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric_epsilon: Option<f64>,
     /// The histogram test (finite outputs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub histogram: Option<HistogramTest>,
@@ -957,6 +965,8 @@ impl RunReport {
             ddg_local_variance: None,
             clients: None,
             sensitivity: None,
+            dither_bound: None,
+            metric_epsilon: None,
             histogram: report.histogram,
             gdp: report.gdp,
         }

@@ -779,6 +779,11 @@ impl MvuVector {
         }
     }
 
+    /// The bound `R` on the dithered vector's `ℓp` norm.
+    pub fn dither_bound(&self) -> f64 {
+        self.dither_bound
+    }
+
     /// The ε-LDP bound of Lemma 6: `ε_metric·(dither_bound/radius)^p` (struct docs).
     pub fn epsilon(&self) -> f64 {
         self.scalar.metric_epsilon() * (self.dither_bound / self.radius).powi(self.p as i32)

@@ -11,7 +11,7 @@ use privfed_mechanisms::bitwise_rr::BitwiseRr;
 use privfed_mechanisms::gaussian::Gaussian;
 use privfed_mechanisms::grid_rr::GridRr;
 use privfed_mechanisms::laplace::Laplace;
-use privfed_mechanisms::mvu::{DpConstraint, Mvu, MvuDesign};
+use privfed_mechanisms::mvu::{DpConstraint, Mvu, MvuDesign, MvuVector};
 use privfed_mechanisms::privunit_inf::PrivUnitInf;
 use privfed_mechanisms::privunit2::PrivUnit2;
 use privfed_mechanisms::privunitg::PrivUnitG;
@@ -87,6 +87,10 @@ pub enum MechanismKind {
     /// The MVU mechanism over [lo, hi] (paper 004): designed for --input-bits/--output-bits
     /// (default --bits) and --epsilon, or loaded from --design FILE.
     Mvu,
+    /// The vector MVU mechanism of paper 004 Lemma 6 on the lp ball of radius --radius in --dim
+    /// dimensions: conditional dithering, then a metric-DP design per coordinate; --epsilon is
+    /// the vector's epsilon-LDP (audit only: privfed audit mvu-vector).
+    MvuVector,
     /// Distributed DP with Skellam noise (paper 001): clients quantize to --bits with --clip and
     /// add Skellam shares; secure aggregation sums mod 2^bits (describe: the planner; dme: the
     /// whole pipeline).
@@ -111,6 +115,7 @@ impl MechanismKind {
             Self::Gaussian => "gaussian",
             Self::BitwiseRr => "bitwise-rr",
             Self::Mvu => "mvu",
+            Self::MvuVector => "mvu-vector",
             Self::Skellam => "skellam",
             Self::Ddg => "ddg",
         }
@@ -322,6 +327,13 @@ impl MechanismSpec {
                 self.scalar_dim()?;
                 self.build_mvu()?.into()
             }
+            K::MvuVector => {
+                return options(
+                    "mvu-vector is the vector MVU mechanism, not a local randomizer of the table: \
+                     `privfed audit mvu-vector` audits it (MechanismSpec::build_mvu_vector); \
+                     describe and dme take the scalar mvu",
+                );
+            }
             K::Skellam | K::Ddg => {
                 return options(
                     "skellam is a distributed mechanism, not a local randomizer: it is planned and run by privfed_distributed",
@@ -370,6 +382,120 @@ impl MechanismSpec {
         };
         Ok(Mvu::new(design, self.lo, self.hi)?)
     }
+
+    /// The vector MVU mechanism ([`MvuVector`], paper 004 §4.2 Lemma 6) on the `ℓp` ball of
+    /// radius `radius` in `dim` dimensions (`p = metric_power`, 1 or 2), whose ε-LDP
+    /// `ε_metric·(R/r)^p` is at most `epsilon`: the dithered vectors are bounded by
+    /// `R = dither_bound` (default [`default_dither_bound`]), and every coordinate goes through a
+    /// `p`-metric design from the design file `design` (its realized metric ε must keep the
+    /// vector's ε at most `epsilon`) or designed for `input_bits`/`output_bits` (default `bits`)
+    /// at the metric budget `epsilon·(r/R)^p`. At most [`MVU_VECTOR_MAX_DRAWS`] dithering draws
+    /// per privatization.
+    pub fn build_mvu_vector(
+        &self,
+        metric_power: u32,
+        dither_bound: Option<f64>,
+    ) -> Result<MvuVector, BuildError> {
+        if !(metric_power == 1 || metric_power == 2) {
+            return options(format!(
+                "the metric power must be 1 or 2 (l1 or l2), got {metric_power}"
+            ));
+        }
+        let dim = self.vector_dim()?;
+        if dim == 0 {
+            return options("--dim must be at least 1");
+        }
+        let r = self.radius;
+        if !(r.is_finite() && r > 0.0) {
+            return options(format!("--radius must be finite and > 0 (got {r})"));
+        }
+        let eps = self.epsilon;
+        if !(eps.is_finite() && eps > 0.0) {
+            return options(format!("--epsilon must be finite and > 0 (got {eps})"));
+        }
+        let constraint = DpConstraint::Metric {
+            power: metric_power,
+        };
+        let design = match &self.design {
+            Some(path) => {
+                let d = load_design(path)?;
+                if d.constraint() != constraint {
+                    return options(format!(
+                        "the design in {} is {:?}; mvu-vector with this metric needs {constraint:?}",
+                        path.display(),
+                        d.constraint()
+                    ));
+                }
+                d
+            }
+            None => {
+                let bi = self.input_bits.unwrap_or(self.bits);
+                let bo = self.output_bits.unwrap_or(self.bits);
+                let bound = match dither_bound {
+                    Some(b) => b,
+                    None => default_dither_bound(metric_power, dim, bi, r)?,
+                };
+                if !(bound.is_finite() && bound >= r) {
+                    return options(format!(
+                        "--dither-bound must be finite and at least --radius {r} (got {bound})"
+                    ));
+                }
+                let budget = eps * (r / bound).powi(metric_power as i32);
+                design_mvu_timed(bi, bo, budget, constraint, &DesignOptions::default())?
+                    .0
+                    .design
+            }
+        };
+        let bound = match dither_bound {
+            Some(b) => b,
+            None => default_dither_bound(metric_power, dim, design.input_bits(), r)?,
+        };
+        let m = MvuVector::new(design, dim, r, bound, MVU_VECTOR_MAX_DRAWS)?;
+        if m.epsilon() > eps * (1.0 + 1e-9) {
+            let what = match &self.design {
+                Some(path) => format!("the design in {}", path.display()),
+                None => "the designed mechanism".to_string(),
+            };
+            return options(format!(
+                "{what} gives the vector epsilon {} (Lemma 6: metric epsilon {} times (R/r)^p), \
+                 more than --epsilon {eps}",
+                m.epsilon(),
+                m.scalar().metric_epsilon()
+            ));
+        }
+        Ok(m)
+    }
+}
+
+/// Most dithering draws per privatization of the vector MVU mechanism built from options
+/// ([`MechanismSpec::build_mvu_vector`]; the rejection sampler of conditional dithering errs
+/// beyond it).
+pub const MVU_VECTOR_MAX_DRAWS: usize = 100_000;
+
+/// The default bound `R` on the dithered vector's `ℓp` norm for inputs in the ball of radius
+/// `r` in `dim` dimensions, dithered to the `2^input_bits`-level grid on `[−r, r]` (spacing
+/// `h = 2r/(2^input_bits − 1)`): paper 004 App. B.3's choice, which bounds the expected
+/// dithered norm whatever the input — `ℓ1`: `r + dim·h/2` (the cell around 0 adds at most
+/// `h/2` per coordinate); `ℓ2`: `√(r² + dim·h²/2)` (twice the expected growth of `‖·‖²`).
+pub fn default_dither_bound(
+    metric_power: u32,
+    dim: usize,
+    input_bits: u32,
+    r: f64,
+) -> Result<f64, BuildError> {
+    if !(1..=privfed_mechanisms::mvu::MAX_DESIGN_BITS).contains(&input_bits) {
+        return options(format!(
+            "input bits must be in 1..={} (got {input_bits})",
+            privfed_mechanisms::mvu::MAX_DESIGN_BITS
+        ));
+    }
+    let h = 2.0 * r / f64::from((1u32 << input_bits) - 1);
+    let d = dim as f64;
+    Ok(if metric_power == 1 {
+        r + d * h / 2.0
+    } else {
+        (r * r + d * h * h / 2.0).sqrt()
+    })
 }
 
 /// Reads an MVU design file (JSON, as written by `privfed mvu design --out`); the design is
@@ -485,5 +611,49 @@ mod tests {
         ));
         std::fs::remove_file(&path).unwrap();
         assert!(matches!(load_design(&path), Err(BuildError::Read { .. })));
+    }
+
+    /// The vector MVU from options: its Lemma 6 ε is at most the target and is the realized
+    /// metric ε times `(R/r)^p`; the default `R` is paper 004's bound (ℓ1: `r + d·h/2`, ℓ2:
+    /// `√(r² + d·h²/2)`, `h = 2r/(2^b − 1)`), independently computed here; a design file of the
+    /// other metric, an `R` below the radius, and the table's `build` are refused.
+    #[test]
+    fn mvu_vector_from_options() {
+        let mut s = MechanismSpec::new(MechanismKind::MvuVector, 2.0);
+        s.dim = Some(3);
+        s.bits = 2;
+        s.radius = 2.0;
+        let h = 2.0 * 2.0 / 3.0;
+        for (p, want) in [
+            (1, 2.0 + 3.0 * h / 2.0),
+            (2, (4.0 + 3.0 * h * h / 2.0_f64).sqrt()),
+        ] {
+            let m = s.build_mvu_vector(p, None).unwrap();
+            assert!((m.dither_bound() - want).abs() < 1e-12, "{p}");
+            assert!(m.epsilon() <= 2.0 * (1.0 + 1e-9));
+            let ratio = (want / 2.0_f64).powi(p as i32);
+            assert!((m.epsilon() - m.scalar().metric_epsilon() * ratio).abs() < 1e-12);
+        }
+        let m = s.build_mvu_vector(1, Some(2.5)).unwrap();
+        assert_eq!(m.dither_bound(), 2.5);
+        assert!(
+            s.build_mvu_vector(1, Some(1.0))
+                .unwrap_err()
+                .to_string()
+                .contains("--dither-bound")
+        );
+        assert!(s.build_mvu_vector(3, None).is_err());
+        assert!(s.build().unwrap_err().to_string().contains("privfed audit"));
+        let (r, _) =
+            design_mvu_timed(2, 2, 1.0, DpConstraint::Ldp, &DesignOptions::default()).unwrap();
+        let path = std::env::temp_dir().join(format!(
+            "privfed-sim-vector-design-{}.json",
+            std::process::id()
+        ));
+        std::fs::write(&path, serde_json::to_string(&r.design).unwrap()).unwrap();
+        s.design = Some(path.clone());
+        let err = s.build_mvu_vector(1, None).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains("Metric"), "{err}");
     }
 }

@@ -6,22 +6,26 @@
 //! `x + Sk(μ)` with μ calibrated by the PLD accountant — by
 //! [`privfed_audit::randomizer::skellam_pair`], and for `ddg` — the one-dimensional sum of
 //! `--clients` discrete Gaussian shares, calibrated by the RDP accountant — by
-//! [`privfed_audit::randomizer::ddg_pair`]; the report says which and why), a lower
+//! [`privfed_audit::randomizer::ddg_pair`], and for `mvu-vector` — the vector MVU of paper 004
+//! Lemma 6, built by [`privfed_sim::mechanism::MechanismSpec::build_mvu_vector`] — by
+//! [`privfed_audit::randomizer::mvu_vector_pair`]; the report says which and why), a lower
 //! bound on ε is computed at confidence `1 − --alpha`, and the claim (the mechanism's own ε, or
 //! `--claim-epsilon`) is flagged as violated when the bound exceeds it (or, for finite outputs,
 //! when the histogram's δ̂(ε) exceeds δ by more than its tolerance). Exit status: 0 when the
 //! claim stands, 2 on a violation, 1 on an error.
 
 use crate::build::{MechanismArgs, build};
+use crate::mvu::MetricArg;
 use crate::output::print_report;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use privfed_audit::randomizer::{
-    Claim, NeighbourPair, Observations, RunReport, Side, ddg_event, ddg_pair, evaluate, sample,
-    skellam_pair, worst_case_pair,
+    Claim, NeighbourPair, Observations, RunReport, Side, ddg_event, ddg_pair, evaluate,
+    mvu_vector_pair, sample, skellam_pair, worst_case_pair,
 };
 use privfed_mechanisms::discrete_gaussian::DiscreteGaussian;
+use privfed_mechanisms::mvu::{MAX_VECTOR_PMF_OUTCOMES, MvuVector};
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
 use privfed_mechanisms::skellam::Skellam;
 use privfed_mechanisms::{LocalRandomizer, MechanismError};
@@ -65,6 +69,15 @@ pub struct AuditArgs {
     /// ddg: the number of clients whose discrete Gaussian shares are summed.
     #[arg(long, default_value_t = 10)]
     clients: usize,
+    /// mvu-vector: the metric of the per-coordinate design and of the input ball (l1: the l1
+    /// ball and |x − x'|; l2: the l2 ball and |x − x'|²), as `privfed mvu design --metric-dp`.
+    #[arg(long, value_enum, default_value = "l1")]
+    metric_dp: MetricArg,
+    /// mvu-vector: the bound R ≥ --radius on the dithered vector's lp norm (default: paper 004's
+    /// r + d·h/2 for l1, √(r² + d·h²/2) for l2, h the grid spacing); --epsilon is then
+    /// ε_metric·(R/r)^p (Lemma 6).
+    #[arg(long, allow_negative_numbers = true)]
+    dither_bound: Option<f64>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -205,6 +218,46 @@ fn ddg_claim(args: &AuditArgs) -> Result<(DiscreteGaussian, f64, f64)> {
     Ok((noise, eps, delta))
 }
 
+/// The vector MVU mechanism of `--dim`, `--input-bits`/`--output-bits` (or `--design`),
+/// `--metric-dp`, `--radius`, `--dither-bound` at the vector ε `--epsilon`
+/// ([`privfed_sim::mechanism::MechanismSpec::build_mvu_vector`]). The audit compares exact laws
+/// over all `B_out^d` released vectors, so that count is checked first, naming the options that
+/// lower it.
+fn mvu_vector(args: &AuditArgs) -> Result<MvuVector> {
+    let m = &args.mech;
+    let Some(dim) = m.dim else {
+        bail!("mvu-vector needs --dim (the vector's dimension)");
+    };
+    // The pair search of privfed_audit::randomizer::mvu_vector_pair covers at most 33 levels.
+    if let Some(bi) = m.input_bits.or((m.design.is_none()).then_some(m.bits))
+        && bi > 5
+    {
+        bail!(
+            "mvu-vector: --input-bits {bi} is more than the audit's pair search covers (at most 5 \
+             input bits, 32 levels); lower --input-bits (or --bits)"
+        );
+    }
+    let b_out = m.output_bits.unwrap_or(m.bits);
+    if m.design.is_none() {
+        let outcomes = (0..dim).try_fold(1usize, |acc, _| {
+            acc.checked_mul(1usize.checked_shl(b_out)?)
+                .filter(|&t| t <= MAX_VECTOR_PMF_OUTCOMES)
+        });
+        if outcomes.is_none() {
+            bail!(
+                "mvu-vector: the exact law has (2^{b_out})^{dim} released vectors, more than the \
+                 {MAX_VECTOR_PMF_OUTCOMES} the audit enumerates; lower --dim or --output-bits \
+                 (or --bits)"
+            );
+        }
+    }
+    let Some(_) = m.epsilon else {
+        bail!("mvu-vector needs --epsilon (the vector's epsilon-LDP, Lemma 6)");
+    };
+    let spec = m.spec()?;
+    Ok(spec.build_mvu_vector(args.metric_dp.power(), args.dither_bound)?)
+}
+
 /// Runs `privfed audit`.
 pub fn run(args: &AuditArgs) -> Result<()> {
     if args.samples < 4 {
@@ -224,6 +277,7 @@ pub fn run(args: &AuditArgs) -> Result<()> {
     // The mechanism under audit: a local randomizer, or the 1-D Skellam or DDG mechanism.
     let mut skellam_mu = None;
     let mut ddg_variance = None;
+    let mut mvu = None;
     let (name, pair, own_epsilon, delta, privatize): (
         String,
         NeighbourPair,
@@ -250,6 +304,15 @@ pub fn run(args: &AuditArgs) -> Result<()> {
         };
         ddg_variance = Some(noise.sigma2());
         ("ddg".to_string(), pair, eps, delta, Box::new(run))
+    } else if args.mech.mechanism == MechanismKind::MvuVector {
+        let mech = mvu_vector(args)?;
+        let pair = mvu_vector_pair(&mech)?;
+        mvu = Some((mech.dither_bound(), mech.scalar().metric_epsilon()));
+        let eps = mech.epsilon();
+        let run = move |x: &[f64], out: &mut [f64], r: &mut ExperimentRng| {
+            mech.privatize_into(x, out, r).map(|_| ())
+        };
+        ("mvu-vector".to_string(), pair, eps, 0.0, Box::new(run))
     } else {
         let mech = build(&args.mech)?;
         let pair = worst_case_pair(&mech)?;
@@ -314,6 +377,10 @@ pub fn run(args: &AuditArgs) -> Result<()> {
     out.ddg_local_variance = ddg_variance;
     if ddg_variance.is_some() {
         out.clients = Some(args.clients);
+    }
+    if let Some((bound, metric)) = mvu {
+        out.dither_bound = Some(bound);
+        out.metric_epsilon = Some(metric);
     }
     if skellam_mu.is_some() || ddg_variance.is_some() {
         out.sensitivity = Some(args.sensitivity);

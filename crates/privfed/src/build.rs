@@ -144,7 +144,7 @@ impl MechanismArgs {
     }
 
     /// The options as a library spec.
-    fn spec(&self) -> Result<MechanismSpec> {
+    pub fn spec(&self) -> Result<MechanismSpec> {
         let Some(epsilon) = self.epsilon else {
             anyhow::bail!("--epsilon is required for {}", self.mechanism.name());
         };
@@ -231,9 +231,13 @@ fn check_table(rows: &[privfed_mechanisms::spec::RandomizerSpec]) -> Vec<String>
             Err(e) => errors.push(format!("{}: does not build: {e:#}", row.name)),
         }
     }
-    // The distributed mechanisms are planned by privfed-distributed, not local randomizers.
+    // The distributed mechanisms are planned by privfed-distributed, and the vector MVU is
+    // built by MechanismSpec::build_mvu_vector: none is a row of the local randomizer table.
     for kind in MechanismKind::value_variants() {
-        if matches!(kind, MechanismKind::Skellam | MechanismKind::Ddg) {
+        if matches!(
+            kind,
+            MechanismKind::Skellam | MechanismKind::Ddg | MechanismKind::MvuVector
+        ) {
             continue;
         }
         if !rows.iter().any(|r| r.name == kind.name()) {

@@ -36,10 +36,17 @@ pub enum MetricArg {
 }
 
 impl MetricArg {
-    fn constraint(self) -> DpConstraint {
+    /// The power p of the metric.
+    pub fn power(self) -> u32 {
         match self {
-            MetricArg::L1 => DpConstraint::Metric { power: 1 },
-            MetricArg::L2 => DpConstraint::Metric { power: 2 },
+            MetricArg::L1 => 1,
+            MetricArg::L2 => 2,
+        }
+    }
+
+    fn constraint(self) -> DpConstraint {
+        DpConstraint::Metric {
+            power: self.power(),
         }
     }
 }

@@ -20,12 +20,26 @@ The audit is the one ``privfed fl train`` runs with ``[audit] canaries = K``
 * **The privacy path.** Under :class:`~privfed.flwr.CentralDpStrategy` (fixed clipping) the
   canary updates are projected onto the clipping ball and added to the clipped sum before the
   noise, exactly as a client's; the canary norm defaults to the clipping norm C (the largest
-  contribution a client can make). Without privacy (any other Flower strategy) the canary
-  replies are handed to the inner strategy with the real ones, weighted like the previous
-  round's average real reply; the norm defaults to the previous round's largest real update
-  norm (1 in the first round). Local DP (:class:`~privfed.flwr.LocalDpStrategy`) and
-  distributed DP (:class:`~privfed.flwr.DistributedDpStrategy`) are refused: a canary would
-  have to go through the randomizer or the Skellam encoding and SecAgg, which is not built.
+  contribution a client can make). Under local DP (:class:`~privfed.flwr.LocalDpStrategy`) the
+  canary node runs ``mods=[privatize_mod(randomizer, clip), canary_mod()]``: the canary update
+  ``canary_mod`` answers with is clipped and privatized by the node's
+  :func:`~privfed.flwr.privatize_mod` (the run's randomizer, in Rust) exactly as a client's
+  update, and its reply — ``received + report`` with the ``"privfed"`` record — is checked and
+  averaged by the local strategy like a real one (a canary reply without that record, e.g.
+  from ``canary_mod`` placed first, is left out with a WARNING); ``norm=`` is required (the
+  clients' clip: a longer canary is clipped to it). Without privacy (any other Flower strategy)
+  the canary replies are handed to the inner strategy with the real ones, weighted like the
+  previous round's average real reply; the norm defaults to the previous round's largest real
+  update norm (1 in the first round). Under distributed DP
+  (:class:`~privfed.flwr.DistributedDpStrategy`) every included canary is a secure-aggregation
+  participant of its own canary node (``canary_nodes``: at least one per included canary, each
+  running ``mods=[distributed_dp_mod(...), canary_mod()]``;
+  :meth:`~privfed.flwr.DistributedDpStrategy.add_canaries`): its update is encoded (clip,
+  rotation, rounding, its own Skellam noise share) and masked by the node's
+  :func:`~privfed.flwr.distributed_dp_mod` like a client's, and reaches the model only through
+  the unmasked sum. Canaries are not noise contributors: the accounting counts the real
+  clients' noise alone (the canaries' shares only add noise). The norm defaults to the plan's
+  clip. Adaptive clipping is refused.
 * **Scores and numbers.** After each round the cosine of every canary direction with the
   cumulative model delta ``Δ = θ_t − θ_0`` (selected arrays); the one-run lower bound
   ``epsilon_lower_bound`` (Steinke, Nasr, Jagielski 2023) at ``confidence``, the one-shot
@@ -58,14 +72,10 @@ from ..audit import CanarySet
 from .central import CentralDpStrategy
 from .distributed import DistributedDpStrategy
 from .ledger import uncalled_mod_error, warn
-from .local import LocalDpStrategy
-from .records import check_same_layout, single_array_record
+from .local import PRIVFED_RECORD, LocalDpStrategy
+from .records import CANARY_KEYS, CANARY_RECORD, check_same_layout, single_array_record
 from .selection import ArraySelection, Patterns, flatten_selected, replace_selected
 from .strategy_base import WrappedStrategy
-
-#: The ConfigRecord of a canary message: server -> client ``{"index", "arrays", "update"}``;
-#: client -> server ``{"index"}``.
-CANARY_RECORD = "privfed-canary"
 
 #: What a ``history`` entry adds to the round's ``audit``.
 _OWN_KEYS = ("round", "epsilon", "canaries_sent")
@@ -77,8 +87,10 @@ class CanaryMod:
     ``"privfed-canary"`` it replies ``received + update`` on the named arrays (other arrays as
     received) with ``num-examples`` = the record's ``weight``, **without calling the ClientApp**
     (a canary does not train). Every other message passes through, so a node may host canaries
-    and train as a real client. Put it first in ``mods``: the privacy mods would otherwise see
-    the canary message. A malformed canary record is refused (an error reply)."""
+    and train as a real client. Put it first in ``mods`` without privacy and under central DP
+    (a client-side clipping mod would otherwise see the canary message); under local DP put it
+    right **after** :func:`~privfed.flwr.privatize_mod`, which then privatizes the canary update
+    like a client's. A malformed canary record is refused (an error reply)."""
 
     def __init__(self, *args: Any, arrays_key: Optional[str] = None) -> None:
         if args:
@@ -91,7 +103,7 @@ class CanaryMod:
             return call_next(msg, ctxt)
         rec = msg.content.config_records[CANARY_RECORD]
         keys = sorted(rec.keys())
-        if keys != ["arrays", "index", "update", "weight"]:
+        if keys != sorted(CANARY_KEYS):
             raise errors.ProtocolError(f"canary_mod: record {CANARY_RECORD!r} has keys {keys}")
         key, received = single_array_record(msg.content, self.arrays_key)
         names = [str(n) for n in rec["arrays"]]
@@ -142,8 +154,9 @@ class AuditStrategy(WrappedStrategy):
       the inner strategy's sampling); ``None``: every connected node hosts canaries besides its
       own training (each canary is still its own message and its own update).
     * ``norm``: the canary update's ℓ2 norm (default: the clipping norm under central DP; without
-      privacy, the previous round's largest real update norm, 1 in the first round).
-    * ``delta``: the δ of the numbers (default: the central strategy's).
+      privacy, the previous round's largest real update norm, 1 in the first round; required
+      under local DP: the clients' clip).
+    * ``delta``: the δ of the numbers (default: the central or local strategy's).
     * ``seed``: the secret seed of the canaries (an int, 64 hex digits or 32 bytes, as
       :class:`privfed.audit.CanarySet`; ``None``: from the OS). The same seed gives the same
       canaries as ``privfed fl train`` with that run seed.
@@ -171,22 +184,36 @@ class AuditStrategy(WrappedStrategy):
         seed: Any = None,
     ) -> None:
         super().__init__(inner)
-        if isinstance(inner, (LocalDpStrategy, DistributedDpStrategy)):
-            raise errors.ConfigError(
-                f"AuditStrategy: canaries through {type(inner).__name__} are not built (a canary "
-                "would have to go through the local randomizer, or the Skellam encoding and "
-                "secure aggregation); audit without privacy or with CentralDpStrategy")
         if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 2:
             raise errors.ConfigError(f"AuditStrategy: canaries must be an int ≥ 2, got {canaries!r}")
         self.central = inner if isinstance(inner, CentralDpStrategy) else None
+        self.local = inner if isinstance(inner, LocalDpStrategy) else None
+        self.distributed = inner if isinstance(inner, DistributedDpStrategy) else None
+        if self.distributed is not None:
+            if canary_nodes is None:
+                raise errors.ConfigError(
+                    "AuditStrategy: under DistributedDpStrategy pass canary_nodes= (one node "
+                    "per included canary, about canaries/2, each running "
+                    "mods=[distributed_dp_mod(...), canary_mod()]: a canary is its own "
+                    "secure-aggregation participant)")
+            if norm is None:
+                norm = float(self.distributed.params["clip"])
+        if self.local is not None and norm is None:
+            raise errors.ConfigError(
+                "AuditStrategy: under LocalDpStrategy pass norm= (the clip of the clients' "
+                "privatize_mod: the largest update a client sends; a longer canary is clipped "
+                "to it on the canary node)")
         if self.central is not None and self.central.adaptive:
             raise errors.ConfigError(
                 "AuditStrategy: CentralDpStrategy with adaptive clipping is not audited (the "
                 "canary norm is the clipping norm, which adaptive clipping changes each round)")
         if delta is None:
-            if self.central is None:
-                raise errors.ConfigError("AuditStrategy: delta= is required without central DP")
-            delta = self.central.ledger.delta
+            ledger = next((x for x in (self.central, self.local, self.distributed)
+                           if x is not None), None)
+            if ledger is None:
+                raise errors.ConfigError(
+                    "AuditStrategy: delta= is required without central, local or distributed DP")
+            delta = ledger.ledger.delta
         if norm is not None and not (math.isfinite(norm) and norm > 0):
             raise errors.ConfigError(f"AuditStrategy: norm must be finite and > 0, got {norm}")
         self.canaries = canaries
@@ -198,6 +225,7 @@ class AuditStrategy(WrappedStrategy):
         self.confidence = float(confidence)
         self.guesses = guesses
         self.selection = (self.central.selection if self.central is not None
+                          else self.distributed.selection if self.distributed is not None
                           else ArraySelection.of(include, exclude))
         self.arrays_key = arrays_key
         self.seed = seed
@@ -262,6 +290,9 @@ class AuditStrategy(WrappedStrategy):
             raise errors.ConfigError("AuditStrategy: the selected arrays changed between rounds")
         cs = self._canaries_for(theta.size)
         view = grid if self.canary_nodes is None else _WithoutNodes(grid, self.canary_nodes)
+        if self.distributed is not None:
+            return self._configure_distributed(server_round, arrays, config, view, cs, names,
+                                               theta)
         msgs = list(self.inner.configure_train(server_round, arrays, config, view))
         if not msgs:
             return msgs
@@ -270,17 +301,50 @@ class AuditStrategy(WrappedStrategy):
         directions = cs.directions
         sent = {}
         for j, i in enumerate(i for i, s in enumerate(cs.included) if s):
-            content = RecordDict({
-                self._record_key(): arrays,
-                CANARY_RECORD: ConfigRecord({
-                    "index": i, "arrays": list(names), "weight": float(self._weight),
-                    "update": [float(x) for x in norm * directions[i]]}),
-            })
-            m = Message(content, dst_node_id=hosts[j % len(hosts)],
-                        message_type=MessageType.TRAIN)
+            m = self._canary_message(i, norm * directions[i], names, arrays,
+                                     hosts[j % len(hosts)])
             sent[i] = m
             msgs.append(m)
         self._pending = {"norm": norm, "sent": sent, "arrays": arrays, "theta": theta}
+        return msgs
+
+    def _canary_message(self, i: int, update: np.ndarray, names: Sequence[str],
+                        arrays: ArrayRecord, node: int) -> Message:
+        """The TRAIN message of canary ``i`` to ``node``: the model and the canary record."""
+        content = RecordDict({
+            self._record_key(): arrays,
+            CANARY_RECORD: ConfigRecord({
+                "index": i, "arrays": list(names), "weight": float(self._weight),
+                "update": [float(x) for x in update]}),
+        })
+        return Message(content, dst_node_id=node, message_type=MessageType.TRAIN)
+
+    def _configure_distributed(self, server_round: int, arrays: ArrayRecord,
+                               config: ConfigRecord, view: Any, cs: CanarySet,
+                               names: Sequence[str], theta: np.ndarray) -> List[Message]:
+        """Distributed DP: every included canary is a secure-aggregation participant of its own
+        canary node (:meth:`DistributedDpStrategy.add_canaries`); the round runs inside the
+        inner ``configure_train``."""
+        assert self.distributed is not None and self.canary_nodes is not None
+        included = [i for i, s in enumerate(cs.included) if s]
+        if len(self.canary_nodes) < len(included):
+            raise errors.ConfigError(
+                f"AuditStrategy: {len(included)} canaries are included and there are "
+                f"{len(self.canary_nodes)} canary_nodes; under DistributedDpStrategy each "
+                "canary needs a node of its own (one secure-aggregation client per node)")
+        norm = cs.norm_for_round(None, None)
+        directions = cs.directions
+        sent = {i: self._canary_message(i, norm * directions[i], names, arrays,
+                                        self.canary_nodes[j])
+                for j, i in enumerate(included)}
+        before = len(self.distributed.rounds)
+        self.distributed.add_canaries(list(sent.values()))
+        msgs = list(self.inner.configure_train(server_round, arrays, config, view))
+        outcome = (self.distributed.rounds[-1] if len(self.distributed.rounds) > before
+                   else None)
+        if outcome is not None:
+            self._pending = {"norm": norm, "sent": sent, "arrays": arrays, "theta": theta,
+                             "outcome": outcome}
         return msgs
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
@@ -288,6 +352,15 @@ class AuditStrategy(WrappedStrategy):
         replies = list(replies)
         if p is None:
             return self.inner.aggregate_train(server_round, replies)
+        if "outcome" in p:  # distributed DP: the canaries in the unmasked sum
+            res = p["outcome"]
+            inside = set() if res.aborted else set(res.survivor_nodes)
+            got = {i for i, m in p["sent"].items() if m.metadata.dst_node_id in inside}
+            if len(got) < len(p["sent"]):
+                warn("privfed audit: round %d: %d of %d canaries are in the sum", server_round,
+                     len(got), len(p["sent"]))
+            arrays, metrics = self.inner.aggregate_train(server_round, replies)
+            return self._audit_round(server_round, p, arrays, metrics, len(got))
         real: List[Message] = []
         canary: List[Message] = []
         canary_deltas: List[np.ndarray] = []
@@ -307,6 +380,11 @@ class AuditStrategy(WrappedStrategy):
             if i not in p["sent"] or i in got:
                 warn("privfed audit: round %d: an unexpected canary reply (index %d) left out",
                      server_round, i)
+                continue
+            if self.local is not None and PRIVFED_RECORD not in m.content.config_records:
+                warn("privfed audit: round %d: canary %d came back unprivatized and is left out "
+                     "(under local DP the canary nodes run mods=[privatize_mod(...), "
+                     "canary_mod()], canary_mod after privatize_mod)", server_round, i)
                 continue
             got.add(i)
             _, returned = single_array_record(m.content, self.arrays_key)
@@ -335,12 +413,19 @@ class AuditStrategy(WrappedStrategy):
         if self.central is not None:
             self.central.add_canary_updates(canary_deltas)
             arrays, metrics = self.inner.aggregate_train(server_round, real)
+        elif self.local is not None:
+            arrays, metrics = self.local.aggregate_train(server_round, real, canaries=canary)
         else:
             arrays, metrics = self.inner.aggregate_train(server_round, real + canary)
         finite = [n for n in norms if math.isfinite(n) and n > 0]
         self._largest = max(finite) if finite else None
         if weights:
             self._weight = sum(weights) / len(weights)
+        return self._audit_round(server_round, p, arrays, metrics, len(got))
+
+    def _audit_round(self, server_round: int, p: Dict[str, Any], arrays: Any, metrics: Any,
+                     sent: int):
+        """The round's audit of the aggregated model, logged and added to the metrics."""
         if arrays is None:
             return arrays, metrics
         delta = flatten_selected(arrays, self._names) - self._theta0
@@ -351,9 +436,11 @@ class AuditStrategy(WrappedStrategy):
         rounds = len(self.history) + 1
         a = dict(self.canary_set.audit(delta, p["norm"], rounds))
         epsilon = None
-        if self.central is not None and self.central.history:
-            epsilon = self.central.history[-1].epsilon
-        a.update({"round": server_round, "epsilon": epsilon, "canaries_sent": len(got)})
+        accounted = next((x for x in (self.central, self.local, self.distributed)
+                          if x is not None), None)
+        if accounted is not None and accounted.history:
+            epsilon = accounted.history[-1].epsilon
+        a.update({"round": server_round, "epsilon": epsilon, "canaries_sent": sent})
         self.history.append(a)
         flwr_log(logging.INFO, "privfed audit: round %d: %s", server_round, _line(a, self.confidence))
         metrics = MetricRecord() if metrics is None else metrics

@@ -29,7 +29,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 from flwr.app import (
@@ -48,7 +48,13 @@ from .. import accounting, errors
 from .. import distributed as dist
 from .. import secagg as sa
 from .ledger import PrivacyLedger, uncalled_mod_error, warn
-from .records import check_same_layout, keep_dtypes, single_array_record
+from .records import (
+    CANARY_KEYS,
+    CANARY_RECORD,
+    check_same_layout,
+    keep_dtypes,
+    single_array_record,
+)
 from .selection import (
     ArraySelection,
     Patterns,
@@ -125,7 +131,9 @@ class DistributedDpMod:
       (keys from a fresh 32-byte seed drawn from the OS CSPRNG in Rust) and answers with its
       public keys;
     * ``share_keys``: answers with its encrypted shares;
-    * ``masked_input``: lets the ClientApp train (``call_next``), encodes
+    * ``masked_input``: lets the ClientApp train (``call_next``; on a canary node of
+      :class:`~privfed.flwr.AuditStrategy` the next mod, :func:`~privfed.flwr.canary_mod`,
+      answers the canary record instead), encodes
       ``update = returned − received`` with the server's Skellam plan and this round's rotation
       (:func:`privfed.distributed.rotation_seed` of the round's session id and server round),
       and answers with the masked encoding only;
@@ -407,7 +415,8 @@ class DistributedDpMod:
         return out
 
     def _handle(self, msg: Message, ctxt: Context, call_next: Callable) -> Message:
-        check_records(msg.content, {SECAGG_RECORD: _SECAGG_KEYS}, "distributed_dp_mod")
+        check_records(msg.content, {SECAGG_RECORD: _SECAGG_KEYS, CANARY_RECORD: CANARY_KEYS},
+                      "distributed_dp_mod")
         # the run config is read on every call (a misspelt privfed- key fails every stage)
         sel = selection_from_run_config(ctxt.run_config, include=self.include,
                                         exclude=self.exclude, who="distributed_dp_mod")
@@ -613,10 +622,14 @@ class RoundOutcome:
     arrays: Optional[ArrayRecord] = None
     arrays_key: str = "arrays"
     names: List[str] = field(default_factory=list)  # the arrays the sum covers
+    # canary participants (AuditStrategy): node ids, and the secagg ids of those in the sum
+    canary_nodes: List[int] = field(default_factory=list)
+    canary_survivors: List[int] = field(default_factory=list)
 
     @property
     def contributors(self) -> int:
-        return len(self.survivors)
+        """The real clients whose inputs are in the sum (canaries are not contributors)."""
+        return len(self.survivors) - len(self.canary_survivors)
 
     @property
     def survivor_nodes(self) -> List[int]:
@@ -746,7 +759,19 @@ class DistributedDpStrategy(WrappedStrategy):
         self.apply_on_wrap = apply_on_wrap
         self.rounds: List[RoundOutcome] = []
         self._pending: Optional[RoundOutcome] = None
+        self._canaries: List[Message] = []
         self.stopped = False
+
+    def add_canaries(self, messages: Sequence[Message]) -> None:
+        """Canary participants of the next round (:class:`~privfed.flwr.AuditStrategy`): each
+        message goes to its own node (one secure-aggregation client per node and round, a node
+        the inner strategy does not sample) and is that participant's masked-input content.
+        A canary joins every stage like a client — keys, shares, a masked Skellam encoding of
+        its update with its own noise share — so its update reaches the model only through the
+        sum. It is not a contributor: the round's ``contributors``, the budget checks and the
+        accounted event count the real clients' inputs and noise only (the canaries' noise
+        shares are in the sum but not counted, so the accounted ε stays an upper bound)."""
+        self._canaries = list(messages)
 
     @staticmethod
     def _plan_budget(plan: Any, delta: float) -> Optional[float]:
@@ -852,10 +877,17 @@ class DistributedDpStrategy(WrappedStrategy):
         if self.stopped:
             return []
         names = self.check_arrays(arrays)
+        canaries, self._canaries = self._canaries, []
         msgs = list(self.inner.configure_train(server_round, arrays, config, grid))
         if not msgs:
             return []
         n = len({m.metadata.dst_node_id for m in msgs})
+        taken = {m.metadata.dst_node_id for m in msgs}
+        canary_nodes = [m.metadata.dst_node_id for m in canaries]
+        if len(set(canary_nodes)) != len(canary_nodes) or taken & set(canary_nodes):
+            raise errors.ConfigError(
+                "DistributedDpStrategy: every canary needs a node of its own, outside the "
+                "sampled cohort (one secure-aggregation client per node and round)")
         if self._honest(n, n) is None:
             # a cohort this small could be all colluders: nothing would protect anyone
             self._event(n, n)
@@ -868,8 +900,9 @@ class DistributedDpStrategy(WrappedStrategy):
                  server_round, what, self.ledger.budget)
             self.ledger.record(server_round, None, 0, "budget reached: round not started")
             return []
-        cfg = self.round_config(n)
-        self._pending = self._secure_round(server_round, msgs, cfg, grid, names)
+        cfg = self.round_config(n + len(canaries))
+        self._pending = self._secure_round(server_round, msgs + canaries, cfg, grid, names,
+                                           canary_nodes)
         # The round ran over the grid already; Strategy.start sends nothing more.
         return []
 
@@ -928,13 +961,16 @@ class DistributedDpStrategy(WrappedStrategy):
         return res
 
     def _secure_round(self, server_round: int, msgs: List[Message], cfg: Any,
-                      grid: Grid, names: List[str]) -> RoundOutcome:
+                      grid: Grid, names: List[str],
+                      canary_nodes: Sequence[int] = ()) -> RoundOutcome:
         by_node = {m.metadata.dst_node_id: m for m in msgs}
         nodes = sorted(by_node)
         ids = {nid: i + 1 for i, nid in enumerate(nodes)}
+        canary_set = set(canary_nodes)
         key, arrays = single_array_record(msgs[0].content)
-        res = RoundOutcome(server_round, _session_id(cfg), ids, len(nodes), arrays=arrays,
-                           arrays_key=key, names=list(names))
+        res = RoundOutcome(server_round, _session_id(cfg), ids, len(nodes) - len(canary_set),
+                           arrays=arrays, arrays_key=key, names=list(names),
+                           canary_nodes=sorted(canary_set))
         server = sa.SecAggServer(cfg)
         cfg_bytes = bytes(cfg.to_bytes())
         alive = list(nodes)
@@ -995,7 +1031,7 @@ class DistributedDpStrategy(WrappedStrategy):
             res.stage_seconds[stage] = time.perf_counter() - t0
             alive = [nid for nid in nodes if nid in answers]
             if stage == "masked_input":
-                masked = len(alive)
+                masked = len([nid for nid in alive if nid not in canary_set])
             if status == "aborted":
                 res.aborted = True
                 res.abort_reason = f"at {stage}: {server.abort_reason}"
@@ -1008,10 +1044,12 @@ class DistributedDpStrategy(WrappedStrategy):
         output = server.output
         res.survivors = sorted(int(c) for c in output["survivors"])
         res.dropped = sorted(int(c) for c in output["dropped"])
-        m = len(res.survivors)
+        canary_ids = {ids[nid] for nid in canary_set}
+        res.canary_survivors = [c for c in res.survivors if c in canary_ids]
+        m = res.contributors  # real clients in the sum; canaries alone release no client
         if m > 0:
             dec = dist.SkellamDecoder(self.plan, dist.rotation_seed(res.session_id, server_round))
-            decoded = dec.decode(output["sum"], m)
+            decoded = dec.decode(output["sum"], len(res.survivors))
             res.mean = np.asarray(decoded.mean, dtype=np.float64)
             res.wrap_suspected = bool(decoded.wrap_suspected)
             note = "wrap suspected: not applied" if (

@@ -12,7 +12,7 @@ from flwr.serverapp.strategy import Strategy
 
 from .. import accounting
 from .ledger import PrivacyLedger, uncalled_mod_error, warn
-from .records import keep_dtypes
+from .records import CANARY_KEYS, CANARY_RECORD, keep_dtypes
 from .selection import (
     ArraySelection,
     Patterns,
@@ -101,7 +101,10 @@ class PrivatizeMod:
     ``num_batches_tracked``, excluded ones; an INFO line names them): nothing leaves the device
     unprivatized, whoever sets the run config. The reply also carries a ConfigRecord
     ``"privfed"`` with the mechanism's name, ε and δ, which :class:`LocalDpStrategy` checks.
-    A TRAIN message carrying a ``privfed…`` record (another privfed strategy's) is refused.
+    A TRAIN message carrying a ``privfed…`` record (another privfed strategy's) is refused,
+    except the canary record of :class:`~privfed.flwr.AuditStrategy`: on a canary node
+    (``mods=[privatize_mod(...), canary_mod()]``) the canary update :func:`canary_mod` answers
+    with is clipped and privatized here like a client's update.
 
     ``randomizer`` is a privfed :class:`~privfed.LocalRandomizer` of the model's dimension, or a
     callable ``dim -> randomizer`` (built once per dimension and process, e.g.
@@ -151,7 +154,7 @@ class PrivatizeMod:
         if msg.metadata.message_type != MessageType.TRAIN:
             return call_next(msg, ctxt)
         who = "privatize_mod"
-        check_records(msg.content, {}, who)
+        check_records(msg.content, {CANARY_RECORD: CANARY_KEYS}, who)
         out, u = train_selected(self, msg, ctxt, call_next, who,
                                 "sent back as received (nothing of them leaves the device)")
         if u is None:
@@ -260,9 +263,18 @@ class LocalDpStrategy(WrappedStrategy):
         self._model = arrays  # its dtypes are kept through the inner aggregation
         return self.inner.configure_train(server_round, arrays, config, grid)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]):
+    def aggregate_train(self, server_round: int, replies: Iterable[Message], *,
+                        canaries: Iterable[Message] = ()):
+        """Aggregates the privatized replies. ``canaries`` (from
+        :class:`~privfed.flwr.AuditStrategy`) are checked and aggregated like any reply but are
+        not contributors: the round's ``contributors`` and the accounting count the real
+        clients only (``privfed-canaries`` in the metrics counts the canaries aggregated)."""
         ok, refused, failed = [], 0, 0
-        for m in replies:
+        canary_ids = set()
+        canaries = list(canaries)
+        for m in canaries:
+            canary_ids.add(id(m))
+        for m in list(replies) + canaries:
             if m.has_error():
                 failed += 1
                 warn("privfed: round %d: node %s failed: %s", server_round,
@@ -277,14 +289,18 @@ class LocalDpStrategy(WrappedStrategy):
         if refused:
             warn("privfed: round %d: %d repl(ies) left out: not privatized, or at more than "
                  "ε₀ = %g", server_round, refused, self.epsilon_per_report)
-        if not ok:
+        real = sum(1 for m in ok if id(m) not in canary_ids)
+        if not real:
+            # canaries alone release nothing about a client: no round
             self.ledger.record(server_round, None, 0, "no privatized reply")
             return None, None
         arrays, metrics = self.inner.aggregate_train(server_round, ok)
         if arrays is not None and self._model is not None:
             arrays = keep_dtypes(arrays, self._model)
-        rec = self.ledger.record(server_round, self.event, len(ok))
+        rec = self.ledger.record(server_round, self.event, real)
         metrics = MetricRecord() if metrics is None else metrics
+        if canary_ids:
+            metrics["privfed-canaries"] = len(ok) - real
         metrics["privfed-epsilon"] = rec.epsilon
         metrics["privfed-refused"] = refused
         metrics["privfed-failed"] = failed

@@ -7,6 +7,12 @@ from typing import Optional, Tuple
 import numpy as np
 from flwr.app import Array, ArrayRecord, RecordDict
 
+#: The ConfigRecord of a canary message of :class:`privfed.flwr.AuditStrategy`: server -> client
+#: ``{"index", "arrays", "update", "weight"}``; client -> server ``{"index"}``.
+CANARY_RECORD = "privfed-canary"
+#: The keys of a canary message's record (what :func:`privfed.flwr.privatize_mod` lets through).
+CANARY_KEYS = ("arrays", "index", "update", "weight")
+
 
 def single_array_record(content: RecordDict, key: Optional[str] = None) -> Tuple[str, ArrayRecord]:
     """The message's model: the ArrayRecord under ``key``, or its only ArrayRecord."""

@@ -186,8 +186,8 @@ pub struct VectorSetup {
 impl VectorSetup {
     /// Paper 004 §5.1 / App. B.3: `b_out = 3`; ℓ2: `b_in = 5`; ℓ1: `b_in = l1_grid_bits` (the
     /// paper: 9), the design optimized on 5 bits and refined. `R` bounds the expected dithered
-    /// norm whatever the input in the unit ball: ℓ1: `1 + d·h/2` (the cell around 0 adds at most
-    /// h/2 per coordinate); ℓ2: `sqrt(1 + d·h²/2)` (twice the expected growth of ‖·‖²).
+    /// norm whatever the input in the unit ball
+    /// ([`crate::mechanism::default_dither_bound`] at radius 1).
     pub fn paper004(p: u32, dim: usize, l1_grid_bits: u32) -> Result<VectorSetup, ExperimentError> {
         let grid_bits = if p == 1 { l1_grid_bits } else { 5 };
         if !(5..=privfed_mechanisms::mvu::MAX_DESIGN_BITS).contains(&grid_bits) {
@@ -196,13 +196,7 @@ impl VectorSetup {
                 privfed_mechanisms::mvu::MAX_DESIGN_BITS
             )));
         }
-        let h = 2.0 / f64::from((1u32 << grid_bits) - 1);
-        let d = dim as f64;
-        let bound = if p == 1 {
-            1.0 + d * h / 2.0
-        } else {
-            (1.0 + d * h * h / 2.0).sqrt()
-        };
+        let bound = crate::mechanism::default_dither_bound(p, dim, grid_bits, 1.0)?;
         Ok(VectorSetup {
             p,
             design_bits: 5,

@@ -24,6 +24,12 @@
 //!   devices; without a roster the server can enroll its own (Sybils) and the attack succeeds —
 //!   the documented limit of that mode.
 
+mod collusion;
+
+pub use collusion::{
+    CollusionReport, GrindingPlacement, MAX_SPLIT_SEARCH, colluders, grind_placement, grinding,
+};
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use rand::{CryptoRng, Rng};

@@ -66,7 +66,10 @@ pub struct SecAggPlusPlan {
 }
 
 /// A log2 probability for JSON, which has no infinities: −∞ (probability 0) as `"-inf"`.
-fn log2_json<S: serde::Serializer>(v: &f64, s: S) -> std::result::Result<S::Ok, S::Error> {
+pub(crate) fn log2_json<S: serde::Serializer>(
+    v: &f64,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     if v.is_finite() {
         s.serialize_f64(*v)
     } else {

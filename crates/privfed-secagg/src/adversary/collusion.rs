@@ -107,7 +107,9 @@ pub struct GrindingPlacement {
     /// What the planner charges `attempts` tries against one target: `min(1, attempts · p)`.
     pub planner_charge: f64,
     /// log2 of the planner's bound for any client and any of the attempts:
-    /// `secrets_bound_log2 + log2(attempts)`.
+    /// `secrets_bound_log2 + log2(attempts)` (`"-inf"` in JSON when no placement can reach the
+    /// need).
+    #[serde(serialize_with = "crate::plan::log2_json")]
     pub planner_bound_log2: f64,
 }
 

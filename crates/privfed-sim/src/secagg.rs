@@ -371,14 +371,8 @@ pub struct SecAggAttackReport {
     pub seed: Option<u64>,
 }
 
-/// Plays `attack` against a round of `cfg` (no dropouts: the attacker decides who "drops"),
-/// aiming at client `target`. Both threat models use the honest-but-curious graph and threshold
-/// of `cfg.graph`, so the comparison is at equal parameters.
-pub fn simulate_attack(
-    cfg: &SecAggSimConfig,
-    attack: Attack,
-    target: ClientId,
-) -> Result<SecAggAttackReport, SecAggSimError> {
+/// An attack's round has no dropouts: the attacker decides who it says dropped.
+fn check_attack(cfg: &SecAggSimConfig) -> Result<(), SecAggSimError> {
     check(cfg)?;
     if cfg.dropout != 0.0 {
         return Err(SecAggSimError::Invalid(
@@ -388,6 +382,18 @@ pub fn simulate_attack(
                 .into(),
         ));
     }
+    Ok(())
+}
+
+/// Plays `attack` against a round of `cfg` (no dropouts: the attacker decides who "drops"),
+/// aiming at client `target`. Both threat models use the honest-but-curious graph and threshold
+/// of `cfg.graph`, so the comparison is at equal parameters.
+pub fn simulate_attack(
+    cfg: &SecAggSimConfig,
+    attack: Attack,
+    target: ClientId,
+) -> Result<SecAggAttackReport, SecAggSimError> {
+    check_attack(cfg)?;
     let start = Instant::now();
     // Both threat models are attacked at the same parameters: the honest-but-curious graph and
     // threshold (the active planner's higher thresholds alone would stop this attacker, which
@@ -483,15 +489,7 @@ pub fn simulate_collusion(
     collusion: Collusion,
     target: ClientId,
 ) -> Result<SecAggAttackReport, SecAggSimError> {
-    check(cfg)?;
-    if cfg.dropout != 0.0 {
-        return Err(SecAggSimError::Invalid(
-            "dropout",
-            "an attack runs on a round without dropouts (the lying server decides who it says \
-             dropped)"
-                .into(),
-        ));
-    }
+    check_attack(cfg)?;
     let start = Instant::now();
     let model = match cfg.threat {
         SecAggThreat::HonestButCurious => ThreatModel::HonestButCurious,

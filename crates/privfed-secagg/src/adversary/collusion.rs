@@ -584,25 +584,11 @@ impl<'a> Round<'a> {
     }
 
     fn entries(&self) -> Vec<SignedKeys> {
-        self.round1
-            .iter()
-            .filter_map(|p| match p {
-                ClientPayload::SignedKeys(k) => Some(*k),
-                _ => None,
-            })
-            .collect()
+        super::signed_entries(&self.round1)
     }
 
     fn peer_keys(&self, id: ClientId) -> Option<PeerKeys> {
-        match &self.round1[id as usize - 1] {
-            ClientPayload::AdvertiseKeys { cipher_pk, mask_pk } => Some(PeerKeys {
-                id,
-                cipher_pk: *cipher_pk,
-                mask_pk: *mask_pk,
-            }),
-            ClientPayload::SignedKeys(k) => Some(k.peer_keys()),
-            _ => None,
-        }
+        super::advertised_keys(&self.round1, id)
     }
 
     /// The graph and binding every client derives from the current round 1.

@@ -244,25 +244,11 @@ impl<'a> Lab<'a> {
     }
 
     fn signed_entries(&self) -> Vec<SignedKeys> {
-        self.round1
-            .iter()
-            .filter_map(|p| match p {
-                ClientPayload::SignedKeys(k) => Some(*k),
-                _ => None,
-            })
-            .collect()
+        signed_entries(&self.round1)
     }
 
     fn peer_keys(&self, id: ClientId) -> PeerKeys {
-        match &self.round1[id as usize - 1] {
-            ClientPayload::AdvertiseKeys { cipher_pk, mask_pk } => PeerKeys {
-                id,
-                cipher_pk: *cipher_pk,
-                mask_pk: *mask_pk,
-            },
-            ClientPayload::SignedKeys(k) => k.peer_keys(),
-            _ => unreachable!("round 1 holds keys"),
-        }
+        advertised_keys(&self.round1, id).expect("round 1 holds keys")
     }
 
     /// The graph and key-derivation binding every client derives from an honest relay.
@@ -612,6 +598,30 @@ impl<'a> Lab<'a> {
             "the unmasked vector is not the target's input".into()
         };
         Ok(self.outcome(strategy, recovered, detail))
+    }
+}
+
+/// The signed entries among round 1's payloads (active mode).
+fn signed_entries(round1: &[ClientPayload]) -> Vec<SignedKeys> {
+    round1
+        .iter()
+        .filter_map(|p| match p {
+            ClientPayload::SignedKeys(k) => Some(*k),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The keys client `id` advertised in round 1 (`round1[id − 1]`), signed or not.
+fn advertised_keys(round1: &[ClientPayload], id: ClientId) -> Option<PeerKeys> {
+    match round1.get((id as usize).checked_sub(1)?)? {
+        ClientPayload::AdvertiseKeys { cipher_pk, mask_pk } => Some(PeerKeys {
+            id,
+            cipher_pk: *cipher_pk,
+            mask_pk: *mask_pk,
+        }),
+        ClientPayload::SignedKeys(k) => Some(k.peer_keys()),
+        _ => None,
     }
 }
 

@@ -373,21 +373,7 @@ fn check(
     target: ClientId,
     colluders: u32,
 ) -> Result<()> {
-    let graph = config.validate()?;
-    if !graph.contains(target) {
-        return Err(SecAggError::config(
-            "target",
-            target,
-            format!("must be in 1..={}", config.clients),
-        ));
-    }
-    if inputs.len() != config.clients as usize {
-        return Err(SecAggError::config(
-            "inputs",
-            inputs.len(),
-            format!("one per client ({})", config.clients),
-        ));
-    }
+    super::check_round(config, inputs, target)?;
     if colluders >= config.clients {
         return Err(SecAggError::config(
             "colluders",

@@ -101,21 +101,7 @@ pub fn lying_server<R: Rng + CryptoRng + ?Sized>(
     credentials: &mut dyn FnMut(&mut R) -> Result<Vec<Credentials>>,
     rng: &mut R,
 ) -> Result<AttackReport> {
-    let graph = config.validate()?;
-    if !graph.contains(target) {
-        return Err(SecAggError::config(
-            "target",
-            target,
-            format!("must be in 1..={}", config.clients),
-        ));
-    }
-    if inputs.len() != config.clients as usize {
-        return Err(SecAggError::config(
-            "inputs",
-            inputs.len(),
-            format!("one per client ({})", config.clients),
-        ));
-    }
+    check_round(config, inputs, target)?;
     let active = config.threat_model.is_active();
     let strategies: &[Strategy] = match (attack, active) {
         (Attack::NeighbourShare, false) => &[Strategy::Stories],
@@ -599,6 +585,26 @@ impl<'a> Lab<'a> {
         };
         Ok(self.outcome(strategy, recovered, detail))
     }
+}
+
+/// A valid round holding `target`, with one input per client.
+fn check_round(config: &RoundConfig, inputs: &[Vec<u64>], target: ClientId) -> Result<Graph> {
+    let graph = config.validate()?;
+    if !graph.contains(target) {
+        return Err(SecAggError::config(
+            "target",
+            target,
+            format!("must be in 1..={}", config.clients),
+        ));
+    }
+    if inputs.len() != config.clients as usize {
+        return Err(SecAggError::config(
+            "inputs",
+            inputs.len(),
+            format!("one per client ({})", config.clients),
+        ));
+    }
+    Ok(graph)
 }
 
 /// The signed entries among round 1's payloads (active mode).

@@ -12,7 +12,7 @@ use crate::error::{Result, SecAggError};
 use crate::identity::{Credentials, DeviceKey, Roster, RosterCheck};
 use crate::mask::modulus_mask;
 use crate::messages::{ClientMessage, Stage, decode, encode};
-use crate::plan::{GraphChoice, round_config_for};
+use crate::plan::{GraphChoice, round_config_for, round_config_for_colluding};
 use crate::policy::ClientPolicy;
 use crate::server::{Aggregate, RoundStatus, Server};
 
@@ -359,13 +359,61 @@ pub fn prepare_round<R: Rng + CryptoRng + ?Sized>(
     graph: GraphChoice,
     rng: &mut R,
 ) -> Result<(RoundConfig, Option<Vec<Credentials>>)> {
+    prepare_sized_round(threat, clients, bits, dim, dropout, graph, None, rng)
+}
+
+/// [`prepare_round`] with the round sized for the colluding fraction γ =
+/// `colluding_fraction` ([`round_config_for_colluding`]: in the active mode the complete
+/// graph's threshold is `⌊(n + ⌈γn⌉)/2⌋ + 1` and SecAgg+ is planned for γ); a γ the cohort
+/// cannot be sized for is [`SecAggError::InvalidConfig`] naming `colluding_fraction`.
+#[allow(clippy::too_many_arguments)]
+pub fn prepare_round_for_colluding<R: Rng + CryptoRng + ?Sized>(
+    threat: SecAggThreat,
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    graph: GraphChoice,
+    colluding_fraction: f64,
+    rng: &mut R,
+) -> Result<(RoundConfig, Option<Vec<Credentials>>)> {
+    prepare_sized_round(
+        threat,
+        clients,
+        bits,
+        dim,
+        dropout,
+        graph,
+        Some(colluding_fraction),
+        rng,
+    )
+}
+
+/// The one body of [`prepare_round`] (γ = `None`: the planner's default) and
+/// [`prepare_round_for_colluding`].
+#[allow(clippy::too_many_arguments)]
+fn prepare_sized_round<R: Rng + CryptoRng + ?Sized>(
+    threat: SecAggThreat,
+    clients: u32,
+    bits: u32,
+    dim: usize,
+    dropout: f64,
+    graph: GraphChoice,
+    colluding_fraction: Option<f64>,
+    rng: &mut R,
+) -> Result<(RoundConfig, Option<Vec<Credentials>>)> {
     let model = match threat {
         SecAggThreat::HonestButCurious => ThreatModel::HonestButCurious,
         _ => ThreatModel::Active { roster: None },
     };
     let mut session_id = [0u8; 32];
     rng.fill_bytes(&mut session_id);
-    let mut config = round_config_for(model, clients, bits, dim, dropout, graph, session_id)?;
+    let mut config = match colluding_fraction {
+        None => round_config_for(model, clients, bits, dim, dropout, graph, session_id)?,
+        Some(gamma) => round_config_for_colluding(
+            model, clients, bits, dim, dropout, graph, session_id, gamma,
+        )?,
+    };
     let credentials = match threat {
         SecAggThreat::HonestButCurious => None,
         SecAggThreat::Active => {
@@ -422,10 +470,58 @@ pub fn secure_sum_with_policy<R: Rng + CryptoRng + ?Sized>(
     dropped: &[bool],
     rng: &mut R,
 ) -> Result<Aggregate> {
+    sized_secure_sum(threat, policy, None, bits, dim, inputs, dropped, rng)
+}
+
+/// [`secure_sum_with_policy`] in a round sized for the colluding fraction γ =
+/// `colluding_fraction` ([`prepare_round_for_colluding`]): the γ the distributed-DP accounting
+/// assumes, so one value sizes the round and counts the honest contributors.
+#[allow(clippy::too_many_arguments)]
+pub fn secure_sum_for_colluding<R: Rng + CryptoRng + ?Sized>(
+    threat: SecAggThreat,
+    policy: &ClientPolicy,
+    colluding_fraction: f64,
+    bits: u32,
+    dim: usize,
+    inputs: Vec<Vec<u64>>,
+    dropped: &[bool],
+    rng: &mut R,
+) -> Result<Aggregate> {
+    sized_secure_sum(
+        threat,
+        policy,
+        Some(colluding_fraction),
+        bits,
+        dim,
+        inputs,
+        dropped,
+        rng,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sized_secure_sum<R: Rng + CryptoRng + ?Sized>(
+    threat: SecAggThreat,
+    policy: &ClientPolicy,
+    colluding_fraction: Option<f64>,
+    bits: u32,
+    dim: usize,
+    inputs: Vec<Vec<u64>>,
+    dropped: &[bool],
+    rng: &mut R,
+) -> Result<Aggregate> {
     let n = inputs.len() as u32;
     let dropout = dropped.iter().filter(|&&d| d).count() as f64 / n.max(1) as f64;
-    let (config, credentials) =
-        prepare_round(threat, n, bits, dim, dropout, GraphChoice::Auto, rng)?;
+    let (config, credentials) = prepare_sized_round(
+        threat,
+        n,
+        bits,
+        dim,
+        dropout,
+        GraphChoice::Auto,
+        colluding_fraction,
+        rng,
+    )?;
     let drops = dropped
         .iter()
         .map(|&d| d.then_some(Stage::MaskedInput))

@@ -66,7 +66,10 @@ pub struct SecAggPlusPlan {
 }
 
 /// A log2 probability for JSON, which has no infinities: −∞ (probability 0) as `"-inf"`.
-fn log2_json<S: serde::Serializer>(v: &f64, s: S) -> std::result::Result<S::Ok, S::Error> {
+pub(crate) fn log2_json<S: serde::Serializer>(
+    v: &f64,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     if v.is_finite() {
         s.serialize_f64(*v)
     } else {
@@ -110,10 +113,16 @@ struct Bounds {
 }
 
 fn all_bounds(n: u32, k: u32, t: u32, dropout: f64, corrupt: f64) -> Bounds {
-    let ln_n = (n as f64).ln();
-    let others = n - 1;
+    let others = n.saturating_sub(1);
     let dropped = ((dropout * n as f64).ceil() as u32).min(others);
     let corrupted = ((corrupt * n as f64).ceil() as u32).min(others);
+    bounds_for_counts(n, k, t, dropped, corrupted)
+}
+
+/// [`all_bounds`] for `dropped` dropouts and `corrupted` colluders, counted.
+fn bounds_for_counts(n: u32, k: u32, t: u32, dropped: u32, corrupted: u32) -> Bounds {
+    let ln_n = (n as f64).ln();
+    let others = n.saturating_sub(1);
     let secrets = ln_n + ln_tail(others, corrupted, k, (2 * t).saturating_sub(k));
     let connectivity = ln_n + ln_tail(others, corrupted, k, t.saturating_sub(k / 2));
     let correctness = ln_n + ln_tail(others, dropped, k, k - t + 1);
@@ -167,6 +176,21 @@ fn check_plan_args(
 /// connectivity bound.
 pub fn secrets_bound_log2(clients: u32, degree: u32, threshold: u32, corrupt: f64) -> f64 {
     all_bounds(clients, degree, threshold, 0.0, corrupt).secrets
+}
+
+/// [`secrets_bound_log2`] for exactly `colluders` colluding clients (instead of `⌈γ·n⌉`):
+/// `n · P[X ≥ 2t − k]`, `X ~ Hypergeometric(n − 1, colluders, k)`. Divided by `n` it is the
+/// probability that one uniformly random placement puts `2t − k` of the colluders among a given
+/// honest client's `k` neighbours — the event a grinding server re-tries for
+/// ([`crate::adversary::grind_placement`]).
+pub fn secrets_bound_log2_colluders(
+    clients: u32,
+    degree: u32,
+    threshold: u32,
+    colluders: u32,
+) -> f64 {
+    let others = clients.saturating_sub(1);
+    bounds_for_counts(clients, degree, threshold, 0, colluders.min(others)).secrets
 }
 
 /// The complete graph's threshold in the active mode: `⌊(n + c)/2⌋ + 1` with `c = ⌈γn⌉`

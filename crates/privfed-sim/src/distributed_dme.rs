@@ -55,8 +55,12 @@ pub struct DistributedDmeConfig {
     /// are recovered) instead of the in-process modular sum. Skellam and DDG only.
     pub secure_aggregation: bool,
     /// The threat model of that round (the active mode by default). In the active mode the
-    /// round's thresholds are sized for [`privfed_secagg::plan::DEFAULT_CORRUPT_FRACTION`] colluders,
-    /// and the request's `colluding_fraction` must be that same γ (one value for both sides).
+    /// round's thresholds are sized for the request's `colluding_fraction` γ
+    /// ([`privfed_secagg::local::secure_sum_for_colluding`]), the same γ the accounting
+    /// assumes (one value for both sides); a γ the cohort cannot be sized for is
+    /// [`DistributedDmeError::Invalid`] naming `colluding_fraction`. Honest-but-curious rounds
+    /// keep the planner's default sizing (their complete-graph threshold does not count
+    /// colluders).
     pub secure_aggregation_threat: privfed_secagg::local::SecAggThreat,
     /// The rounds the clients agree to join ([`privfed_secagg::ClientPolicy`]; its defaults
     /// unless relaxed): a round it refuses fails the run with
@@ -141,6 +145,10 @@ pub struct DistributedDmeReport {
     pub seconds: f64,
     /// Whether the sum went through real secure aggregation.
     pub secure_aggregation: bool,
+    /// The threshold `t` of the secure-aggregation round planned for the cohort at the
+    /// configured dropout (in the active mode, sized for `colluding_fraction`); `null` without
+    /// secure aggregation.
+    pub secure_aggregation_threshold: Option<u32>,
 }
 
 /// The options the continuous-Gaussian baseline uses, checked by name: dimension, clients, clip
@@ -246,18 +254,59 @@ pub fn run_distributed_dme(
         }
     };
     let gamma = req.colluding_fraction;
-    if cfg.secure_aggregation
-        && cfg.secure_aggregation_threat != privfed_secagg::local::SecAggThreat::HonestButCurious
-        && gamma != privfed_secagg::plan::DEFAULT_CORRUPT_FRACTION
-    {
-        return Err(DistributedDmeError::Invalid(
-            "colluding_fraction",
-            format!(
-                "the active secure-aggregation round is sized for a colluding fraction of {}; the accounting must assume the same, not {gamma}",
-                privfed_secagg::plan::DEFAULT_CORRUPT_FRACTION
-            ),
-        ));
-    }
+    let active =
+        cfg.secure_aggregation_threat != privfed_secagg::local::SecAggThreat::HonestButCurious;
+    // The round every trial runs, planned for the cohort: in the active mode sized for γ, so a
+    // γ the cohort cannot hold is refused before any trial.
+    let secure_aggregation_threshold = match (&quantized, cfg.secure_aggregation) {
+        (Some(skellam), true) => {
+            let model = if active {
+                privfed_secagg::ThreatModel::Active { roster: None }
+            } else {
+                privfed_secagg::ThreatModel::HonestButCurious
+            };
+            let clients = u32::try_from(n).map_err(|_| {
+                DistributedDmeError::Invalid("clients", format!("{n} is too many for one round"))
+            })?;
+            let planned = if active {
+                privfed_secagg::round_config_for_colluding(
+                    model,
+                    clients,
+                    req.bits,
+                    skellam.padded_dim,
+                    cfg.dropout,
+                    privfed_secagg::GraphChoice::Auto,
+                    [0; 32],
+                    gamma,
+                )
+            } else {
+                privfed_secagg::round_config_for(
+                    model,
+                    clients,
+                    req.bits,
+                    skellam.padded_dim,
+                    cfg.dropout,
+                    privfed_secagg::GraphChoice::Auto,
+                    [0; 32],
+                )
+            };
+            match planned {
+                Ok(c) => Some(c.threshold),
+                Err(privfed_secagg::SecAggError::InvalidConfig {
+                    name: "colluding_fraction",
+                    reason,
+                    ..
+                }) => {
+                    return Err(DistributedDmeError::Invalid(
+                        "colluding_fraction",
+                        format!("{gamma}: {reason}"),
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        _ => None,
+    };
     let assumed_colluders = colluders(n, gamma)?;
     // Honest survivors of a trial with `m` survivors; none when the colluders could be all.
     let honest = |m: usize| -> Result<Option<usize>, DistributedDmeError> {
@@ -337,15 +386,28 @@ pub fn run_distributed_dme(
                     for &i in &alive {
                         dropped[i] = false;
                     }
-                    let out = privfed_secagg::local::secure_sum_with_policy(
-                        cfg.secure_aggregation_threat,
-                        &cfg.secure_aggregation_policy,
-                        req.bits,
-                        skellam.padded_dim,
-                        encodings,
-                        &dropped,
-                        &mut rand::rng(),
-                    )?;
+                    let out = if active {
+                        privfed_secagg::local::secure_sum_for_colluding(
+                            cfg.secure_aggregation_threat,
+                            &cfg.secure_aggregation_policy,
+                            gamma,
+                            req.bits,
+                            skellam.padded_dim,
+                            encodings,
+                            &dropped,
+                            &mut rand::rng(),
+                        )?
+                    } else {
+                        privfed_secagg::local::secure_sum_with_policy(
+                            cfg.secure_aggregation_threat,
+                            &cfg.secure_aggregation_policy,
+                            req.bits,
+                            skellam.padded_dim,
+                            encodings,
+                            &dropped,
+                            &mut rand::rng(),
+                        )?
+                    };
                     // The accountant is told how many contributed: the protocol's survivors.
                     if out.survivors.len() != m {
                         return Err(DistributedDmeError::Invalid(
@@ -434,6 +496,7 @@ pub fn run_distributed_dme(
         local_noise_stddev: local_sigma,
         seconds: start.elapsed().as_secs_f64(),
         secure_aggregation: cfg.secure_aggregation,
+        secure_aggregation_threshold,
     })
 }
 
@@ -524,13 +587,48 @@ mod tests {
                 "{noise:?}"
             );
         }
+        // An active round the cohort cannot be sized for (20 clients, γ = 0.9: t would be
+        // ⌊(20 + 18)/2⌋ + 1 = 20 > 19) is refused, naming γ.
         let mut c = cfg(DistributedNoise::Skellam, 0.0);
         c.secure_aggregation = true;
         c.trials = 1;
+        c.request.colluding_fraction = 0.9;
         assert!(matches!(
             run_distributed_dme(&c, &|_| {}),
             Err(DistributedDmeError::Invalid("colluding_fraction", _))
         ));
+    }
+
+    /// An active secure-aggregation round with γ ≠ 0.1 is sized for that γ and accounted with
+    /// it: 20 clients, γ = 0.2, so t = ⌊(20 + 4)/2⌋ + 1 = 13 and 4 colluders; the mean decoded
+    /// from the secure sum is bit for bit the plain modular sum's (same seed), and the report's
+    /// γ, colluders and ε are the plain run's at the same γ. γ = 0 gives t = 11.
+    #[test]
+    fn an_active_secure_round_is_sized_for_the_colluding_fraction_it_accounts() {
+        for (gamma, threshold, colluders) in [(0.2, 13, 4), (0.0, 11, 0), (0.1, 12, 2)] {
+            let mut c = cfg(DistributedNoise::Skellam, 0.1);
+            c.trials = 3;
+            c.request.colluding_fraction = gamma;
+            let plain = run_distributed_dme(&c, &|_| {}).unwrap();
+            c.secure_aggregation = true;
+            let secure = run_distributed_dme(&c, &|_| {}).unwrap();
+            assert_eq!(
+                secure.secure_aggregation_threshold,
+                Some(threshold),
+                "γ {gamma}"
+            );
+            assert_eq!(plain.secure_aggregation_threshold, None);
+            assert_eq!(secure.colluding_fraction, gamma);
+            assert_eq!(secure.colluders, colluders);
+            assert_eq!(secure.mse, plain.mse, "γ {gamma}: the secure sum is exact");
+            assert_eq!(secure.epsilon, plain.epsilon);
+            assert_eq!(secure.honest_contributors, plain.honest_contributors);
+            assert_eq!(
+                secure.honest_contributors,
+                secure.min_survivors - colluders,
+                "γ {gamma}"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use privfed_mechanisms::rng::{ExperimentRng, seeded_rng_for_experiments};
-pub use privfed_secagg::adversary::{Attack, StrategyOutcome};
+pub use privfed_secagg::adversary::{Attack, GrindingPlacement, StrategyOutcome};
 pub use privfed_secagg::local::plain_sum;
 use privfed_secagg::local::{Enrollment, LocalRound, Observer, Party};
 use privfed_secagg::local::{SecAggThreat, prepare_round};
@@ -338,6 +338,21 @@ pub struct SecAggAttackReport {
     pub target: ClientId,
     /// Each strategy the attacker tried, on a fresh round.
     pub strategies: Vec<StrategyOutcome>,
+    /// `colluders` and `grinding`: the colluding clients.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub colluders: Option<u32>,
+    /// `colluders` and `grinding`: the colluders among the target's neighbours on the placement
+    /// attacked (they hold shares of its secrets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub colluding_neighbours: Option<u32>,
+    /// `colluders` and `grinding`: the fewest colluding neighbours with which the split attack
+    /// can succeed, by the analysis (`2t − k`; `2t + 1 − k` on the active complete graph).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_colluding_neighbours: Option<u32>,
+    /// `grinding`: what re-trying the placement reached, and the planner's bound it is
+    /// compared with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grinding: Option<GrindingPlacement>,
     /// Cohort size.
     pub clients: u32,
     /// Threshold t.
@@ -356,14 +371,8 @@ pub struct SecAggAttackReport {
     pub seed: Option<u64>,
 }
 
-/// Plays `attack` against a round of `cfg` (no dropouts: the attacker decides who "drops"),
-/// aiming at client `target`. Both threat models use the honest-but-curious graph and threshold
-/// of `cfg.graph`, so the comparison is at equal parameters.
-pub fn simulate_attack(
-    cfg: &SecAggSimConfig,
-    attack: Attack,
-    target: ClientId,
-) -> Result<SecAggAttackReport, SecAggSimError> {
+/// An attack's round has no dropouts: the attacker decides who it says dropped.
+fn check_attack(cfg: &SecAggSimConfig) -> Result<(), SecAggSimError> {
     check(cfg)?;
     if cfg.dropout != 0.0 {
         return Err(SecAggSimError::Invalid(
@@ -373,6 +382,18 @@ pub fn simulate_attack(
                 .into(),
         ));
     }
+    Ok(())
+}
+
+/// Plays `attack` against a round of `cfg` (no dropouts: the attacker decides who "drops"),
+/// aiming at client `target`. Both threat models use the honest-but-curious graph and threshold
+/// of `cfg.graph`, so the comparison is at equal parameters.
+pub fn simulate_attack(
+    cfg: &SecAggSimConfig,
+    attack: Attack,
+    target: ClientId,
+) -> Result<SecAggAttackReport, SecAggSimError> {
+    check_attack(cfg)?;
     let start = Instant::now();
     // Both threat models are attacked at the same parameters: the honest-but-curious graph and
     // threshold (the active planner's higher thresholds alone would stop this attacker, which
@@ -423,6 +444,131 @@ pub fn simulate_attack(
         clients_aborted: report.clients_aborted,
         target,
         strategies: report.strategies,
+        colluders: None,
+        colluding_neighbours: None,
+        bound_colluding_neighbours: None,
+        grinding: None,
+        clients: config.clients,
+        threshold: config.threshold,
+        degree: config.degree(),
+        graph: graph_name(&config),
+        dim: config.dim,
+        bits: config.bits,
+        seconds: start.elapsed().as_secs_f64(),
+        seed: cfg.seed,
+    })
+}
+
+/// Colluding clients that help a lying server ([`privfed_secagg::adversary::colluders`] and
+/// [`privfed_secagg::adversary::grinding`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collusion {
+    /// `colluders` of the target's neighbours collude (the placement that suits the attack
+    /// best: the worst case).
+    WorstPlacement {
+        /// Colluding clients.
+        colluders: u32,
+    },
+    /// `colluders` clients fixed before the round collude, and the server re-tries the
+    /// placement `attempts` times to put them around the target.
+    Grinding {
+        /// Colluding clients.
+        colluders: u32,
+        /// Placements tried.
+        attempts: u64,
+    },
+}
+
+/// Plays `collusion` against a round of `cfg` (no dropouts), aiming at client `target`. Unlike
+/// [`simulate_attack`], the round is the one each threat model sizes itself
+/// ([`round_config_for`]: in the active mode the complete graph's threshold counts the
+/// colluding fraction [`DEFAULT_CORRUPT_FRACTION`]), or the explicit Harary graph of
+/// `cfg.graph`: the colluders are measured against the threshold the mode would use.
+pub fn simulate_collusion(
+    cfg: &SecAggSimConfig,
+    collusion: Collusion,
+    target: ClientId,
+) -> Result<SecAggAttackReport, SecAggSimError> {
+    check_attack(cfg)?;
+    let start = Instant::now();
+    let model = match cfg.threat {
+        SecAggThreat::HonestButCurious => ThreatModel::HonestButCurious,
+        _ => ThreatModel::Active { roster: None },
+    };
+    let mut config = round_config_for(
+        model,
+        cfg.clients,
+        cfg.bits,
+        cfg.dim,
+        0.0,
+        cfg.graph,
+        fresh_session_id(),
+    )?;
+    let (inputs, _) = inputs_and_dropouts(cfg, &config);
+    let mut os = rand::rng();
+    let enrollment = Enrollment::new(cfg.clients as usize, &mut os);
+    if cfg.threat == SecAggThreat::Active {
+        config.threat_model = enrollment.threat_model();
+    }
+    let mut credentials =
+        |_: &mut rand::rngs::ThreadRng| -> privfed_secagg::Result<Vec<Credentials>> {
+            let mut c = enrollment.credentials()?;
+            if cfg.threat != SecAggThreat::Active {
+                c.iter_mut().for_each(|c| c.roster = None);
+            }
+            Ok(c)
+        };
+    let (adversary, grinding, report) = match collusion {
+        Collusion::WorstPlacement { colluders } => (
+            "colluders",
+            None,
+            privfed_secagg::adversary::colluders(
+                &config,
+                &inputs,
+                target,
+                colluders,
+                &mut credentials,
+                &mut os,
+            )?,
+        ),
+        Collusion::Grinding {
+            colluders,
+            attempts,
+        } => {
+            let (placement, report) = privfed_secagg::adversary::grinding(
+                &config,
+                &inputs,
+                target,
+                colluders,
+                attempts,
+                &mut credentials,
+                &mut os,
+            )?;
+            ("grinding", Some(placement), report)
+        }
+    };
+    let strategy = if config.threat_model.is_active() {
+        "split-u3"
+    } else {
+        "split-unmasking"
+    };
+    Ok(SecAggAttackReport {
+        adversary,
+        threat_model: config.threat_model.name(),
+        roster: cfg.threat.roster(),
+        attack_recovered_input: report.recovered_input,
+        clients_aborted: report.clients_aborted,
+        target,
+        strategies: vec![StrategyOutcome {
+            strategy,
+            recovered_input: report.recovered_input,
+            clients_aborted: report.clients_aborted,
+            detail: report.detail.clone(),
+        }],
+        colluders: Some(report.colluders.len() as u32),
+        colluding_neighbours: Some(report.colluding_neighbours),
+        bound_colluding_neighbours: Some(report.bound_colluding_neighbours),
+        grinding,
         clients: config.clients,
         threshold: config.threshold,
         degree: config.degree(),
@@ -695,6 +841,54 @@ mod tests {
         }
         let e = simulate_attack(&cfg(9, 0.1, None), Attack::NeighbourShare, 1).unwrap_err();
         assert!(e.to_string().contains("without dropouts"), "{e}");
+    }
+
+    /// Colluders at the threshold each mode sizes for (n = 11, complete graph): the
+    /// honest-but-curious round (t = 6, k = 10) falls at `2t − k = 2` colluders, the active one
+    /// (t = ⌊(11 + 2)/2⌋ + 1 = 7) only at `2t + 1 − k = 5`, past the 2 it is sized for; below
+    /// that honest clients abort.
+    #[test]
+    fn colluders_recover_an_input_where_the_analysis_says() {
+        for (threat, colluders, recovered) in [
+            (SecAggThreat::HonestButCurious, 1, false),
+            (SecAggThreat::HonestButCurious, 2, true),
+            (SecAggThreat::Active, 2, false),
+            (SecAggThreat::Active, 4, false),
+            (SecAggThreat::Active, 5, true),
+        ] {
+            let mut c = cfg(11, 0.0, None);
+            c.threat = threat;
+            let r = simulate_collusion(&c, Collusion::WorstPlacement { colluders }, 3).unwrap();
+            assert_eq!(r.attack_recovered_input, recovered, "{r:?}");
+            assert_eq!(r.adversary, "colluders");
+            assert_eq!(r.colluders, Some(colluders));
+            let bound = r.bound_colluding_neighbours.unwrap();
+            assert_eq!(bound <= colluders, recovered, "{r:?}");
+            if threat == SecAggThreat::Active {
+                assert_eq!(r.clients_aborted > 0, !recovered, "{r:?}");
+            }
+        }
+        // Grinding over a Harary graph: with 3 fixed colluders of 16 one placement puts
+        // 2t − k = 2 of them around the target with probability 0.34; 64 tries miss with
+        // probability 0.66^64 < 10⁻¹¹.
+        let mut c = cfg(16, 0.0, None);
+        c.threat = SecAggThreat::Active;
+        c.graph = GraphChoice::Harary {
+            degree: 6,
+            threshold: 4,
+        };
+        let grinding = Collusion::Grinding {
+            colluders: 3,
+            attempts: 64,
+        };
+        let r = simulate_collusion(&c, grinding, 1).unwrap();
+        assert!(r.attack_recovered_input, "{r:?}");
+        let g = r.grinding.as_ref().unwrap();
+        assert!(
+            g.best_colluding_neighbours >= 2 && g.split_placement_found,
+            "{g:?}"
+        );
+        assert_eq!(r.adversary, "grinding");
     }
 
     #[test]

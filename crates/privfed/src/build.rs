@@ -92,8 +92,9 @@ pub struct DistributedArgs {
     #[arg(long, default_value_t = 1)]
     pub rounds: u64,
     /// Fraction γ ∈ [0, 1) of the clients that may collude with the server (skellam, ddg): the
-    /// noise and ε count only the honest lower bound, clients − ⌈γ·clients⌉. Default 0; with
-    /// `dme --secagg` in the active threat model, the γ the round's thresholds are sized for.
+    /// noise and ε count only the honest lower bound, clients − ⌈γ·clients⌉. Default 0. With
+    /// `dme --secagg` in the active threat model the round's thresholds are sized for the same
+    /// γ (default there 0.1); a γ the cohort cannot be sized for is refused.
     #[arg(long, allow_negative_numbers = true)]
     pub colluding_fraction: Option<f64>,
 }

@@ -7,7 +7,9 @@ use crate::secagg::{PolicyArgs, ThreatModelArg};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use privfed_sim::distributed_dme::{DistributedDmeConfig, DistributedNoise, run_distributed_dme};
+use privfed_sim::distributed_dme::{
+    DistributedDmeConfig, DistributedDmeError, DistributedNoise, run_distributed_dme,
+};
 use privfed_sim::dme::{DmeConfig, run_dme};
 use privfed_sim::mechanism::MechanismKind;
 
@@ -107,7 +109,8 @@ fn run_distributed(args: &DmeArgs, noise: DistributedNoise) -> Result<()> {
         && args.threat_model == ThreatModelArg::Active
         && args.distributed.colluding_fraction.is_none()
     {
-        // One γ: the accounting assumes the colluders the active round is sized for.
+        // One γ: the active round is sized for the colluders the accounting assumes, by
+        // default the planner's.
         request.colluding_fraction = privfed_secagg::plan::DEFAULT_CORRUPT_FRACTION;
     }
     let progress = bar(
@@ -127,7 +130,13 @@ fn run_distributed(args: &DmeArgs, noise: DistributedNoise) -> Result<()> {
     };
     let report = run_distributed_dme(&config, &|n| progress.inc(n));
     progress.finish_and_clear();
-    print_report(&serde_json::to_value(report?)?, args.json)?;
+    let report = match report {
+        Err(DistributedDmeError::Invalid("colluding_fraction", why)) => {
+            bail!("--colluding-fraction {why}")
+        }
+        other => other?,
+    };
+    print_report(&serde_json::to_value(report)?, args.json)?;
     Ok(())
 }
 

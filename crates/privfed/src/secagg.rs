@@ -6,8 +6,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use privfed_secagg::local::SecAggThreat;
 use privfed_secagg::{ClientPolicy, Stage};
 use privfed_sim::secagg::{
-    Attack, DEFAULT_CORRUPT_FRACTION, DEFAULT_GRINDING_BITS, GraphChoice, SecAggSimConfig,
-    SecAggSimReport, simulate_attack, simulate_in_process, simulate_over_http,
+    Attack, Collusion, DEFAULT_CORRUPT_FRACTION, DEFAULT_GRINDING_BITS, GraphChoice,
+    SecAggSimConfig, SecAggSimReport, simulate_attack, simulate_collusion, simulate_in_process,
+    simulate_over_http,
 };
 use std::sync::Arc;
 
@@ -84,6 +85,15 @@ pub enum AdversaryArg {
     LyingServer,
     /// A server that relays its own keys as those of the target's neighbours.
     KeySubstitution,
+    /// `--colluders K` of the target's neighbours help a lying server: they hand it the shares
+    /// sealed to them and sign any survivor set, and the server splits the target's
+    /// neighbours between "it survived" and "it dropped" (the worst placement of K colluders,
+    /// searched). The round is the one the threat model sizes (or --degree/--threshold).
+    Colluders,
+    /// `--colluders K` clients fixed before the round collude, and the server re-tries the
+    /// placement `--grinding-attempts N` times (re-drawn keys; in the honest-but-curious mode,
+    /// session ids) to put them around the target, then plays the colluders' attack there.
+    Grinding,
 }
 
 /// The graph.
@@ -154,6 +164,12 @@ pub struct SimulateArgs {
     /// The client whose input --adversary goes after.
     #[arg(long, default_value_t = 1, requires = "adversary")]
     target: u32,
+    /// --adversary colluders|grinding: how many clients collude with the server.
+    #[arg(long, requires = "adversary")]
+    colluders: Option<u32>,
+    /// --adversary grinding: how many placements the server tries.
+    #[arg(long, default_value_t = 128, requires = "adversary")]
+    grinding_attempts: u64,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -313,11 +329,42 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
         policy: args.policy.policy()?,
     };
     if let Some(adversary) = args.adversary {
-        let attack = match adversary {
-            AdversaryArg::LyingServer => Attack::NeighbourShare,
-            AdversaryArg::KeySubstitution => Attack::KeySubstitution,
+        let colluders = || -> Result<u32> {
+            args.colluders.ok_or_else(|| {
+                anyhow::anyhow!("--adversary colluders|grinding needs --colluders K")
+            })
         };
-        let report = simulate_attack(&cfg, attack, args.target)?;
+        if args.colluders.is_some()
+            && matches!(
+                adversary,
+                AdversaryArg::LyingServer | AdversaryArg::KeySubstitution
+            )
+        {
+            bail!("--colluders applies to --adversary colluders|grinding");
+        }
+        let report = match adversary {
+            AdversaryArg::LyingServer => {
+                simulate_attack(&cfg, Attack::NeighbourShare, args.target)?
+            }
+            AdversaryArg::KeySubstitution => {
+                simulate_attack(&cfg, Attack::KeySubstitution, args.target)?
+            }
+            AdversaryArg::Colluders => simulate_collusion(
+                &cfg,
+                Collusion::WorstPlacement {
+                    colluders: colluders()?,
+                },
+                args.target,
+            )?,
+            AdversaryArg::Grinding => simulate_collusion(
+                &cfg,
+                Collusion::Grinding {
+                    colluders: colluders()?,
+                    attempts: args.grinding_attempts,
+                },
+                args.target,
+            )?,
+        };
         if !args.quiet {
             eprintln!(
                 "{} against a {} round: the input of client {} was {}",

@@ -188,10 +188,33 @@ fn dme_skellam_through_secure_aggregation_decodes_the_same_mean() {
         secure["honest_contributors"].as_u64(),
         Some(secure["min_survivors"].as_u64().unwrap() - 2)
     );
-    // Another γ than the round's thresholds are sized for is refused (one γ, not two).
-    let mut other = with.clone();
-    other.extend_from_slice(&["--colluding-fraction", "0.2"]);
-    fails_with(&other, "colluding_fraction");
+    assert_eq!(secure["secure_aggregation_threshold"].as_u64(), Some(12));
+    assert!(plain["secure_aggregation_threshold"].is_null());
+    // Another γ sizes the active round for it, and the accounting uses the same γ: at 0.2,
+    // t = ⌊(20 + 4)/2⌋ + 1 = 13 and 4 colluders, and the secure run equals the plain one at
+    // that γ. A γ the cohort cannot be sized for (0.9: t = 20 > 19) is refused, naming the
+    // option.
+    let gamma = |args: &[&'static str], g: &'static str| -> Vec<&'static str> {
+        let mut a = args.to_vec();
+        a.extend_from_slice(&["--colluding-fraction", g]);
+        a
+    };
+    // (Dropout 0.02 here: t = 13 needs 14 survivors of 20, which dropout 0.1 misses in a
+    // trial with probability 0.0024; 7 or more of 20 drop at 0.02 with probability < 10⁻⁷.)
+    let base_02 = words(
+        "dme skellam --bits 16 --clip 1 --epsilon 2 --delta 1e-5 --clients 20 --dim 100 --trials 5 --seed 3 --dropout 0.02 --json --quiet",
+    );
+    let mut with_02 = base_02.clone();
+    with_02.push("--secagg");
+    let secure_02 = json_ok(&gamma(&with_02, "0.2"));
+    let plain_02 = json_ok(&gamma(&base_02, "0.2"));
+    assert_eq!(secure_02["secure_aggregation_threshold"].as_u64(), Some(13));
+    assert_eq!(secure_02["colluding_fraction"].as_f64(), Some(0.2));
+    assert_eq!(secure_02["colluders"].as_u64(), Some(4));
+    for key in ["mse", "epsilon", "honest_contributors", "colluders"] {
+        assert_eq!(secure_02[key], plain_02[key], "γ 0.2: {key}");
+    }
+    fails_with(&gamma(&with, "0.9"), "--colluding-fraction");
     // DDG shares go through the same path; the continuous Gaussian cannot.
     let mut ddg = with.clone();
     ddg[1] = "ddg";
@@ -349,4 +372,105 @@ fn dme_and_fl_train_take_the_clients_policy_options() {
         ),
     ]);
     assert!(ran.iter().all(|v| v["rounds_completed"] == 2), "{ran:?}");
+}
+
+/// `--adversary colluders|grinding`: colluding clients that hand the server their shares and
+/// sign any survivor set recover the target's input exactly where the analysis puts the bound,
+/// at the threshold each threat model sizes (n = 11, complete graph: honest-but-curious t = 6,
+/// k = 10, bound `2t − k = 2`; active t = ⌊(11 + ⌈1.1⌉)/2⌋ + 1 = 7, bound `2t + 1 − k = 5`, so
+/// the 2 colluders the active round is sized for, and 4, fail and honest clients abort). A
+/// grinding server on a Harary graph (n = 16, k = 6, t = 4, bound 2) cannot place 1 colluder
+/// twice around the target; 3 fixed colluders reach 2 in one placement with probability 0.34,
+/// so 64 tries miss with probability 0.66^64 < 10⁻¹¹ (the rows' false-positive rate).
+#[test]
+fn colluders_and_grinding_recover_an_input_only_past_the_bound() {
+    let harary =
+        "--clients 16 --degree 6 --threshold 4 --adversary grinding --grinding-attempts 64";
+    let hbc = "--threat-model honest-but-curious";
+    let rows: &[(String, bool)] = &[
+        (
+            format!("--clients 11 {hbc} --adversary colluders --colluders 1"),
+            false,
+        ),
+        (
+            format!("--clients 11 {hbc} --adversary colluders --colluders 2"),
+            true,
+        ),
+        (
+            "--clients 11 --adversary colluders --colluders 2".into(),
+            false,
+        ),
+        (
+            "--clients 11 --adversary colluders --colluders 4".into(),
+            false,
+        ),
+        (
+            "--clients 11 --adversary colluders --colluders 5".into(),
+            true,
+        ),
+        (format!("{harary} --colluders 1"), false),
+        (format!("{harary} --colluders 3"), true),
+        (format!("{harary} --colluders 3 {hbc}"), true),
+    ];
+    for (options, recovered) in rows {
+        let v = run(&format!(
+            "secagg simulate --dim 40 --bits 16 --seed 2 {options} --json --quiet"
+        ));
+        let what = format!("{options}: {v}");
+        assert_eq!(v["attack_recovered_input"], *recovered, "{what}");
+        let near = v["colluding_neighbours"].as_u64().unwrap();
+        let bound = v["bound_colluding_neighbours"].as_u64().unwrap();
+        assert_eq!(near >= bound, *recovered, "{what}");
+        if v["threat_model"] == "active" {
+            assert_eq!(
+                v["clients_aborted"].as_u64().unwrap() > 0,
+                !recovered,
+                "{what}"
+            );
+        } else {
+            assert_eq!(v["clients_aborted"], 0, "{what}");
+        }
+        if options.contains("grinding") {
+            let g = &v["grinding"];
+            assert_eq!(g["attempts"], 64, "{what}");
+            assert_eq!(g["needed_colluding_neighbours"], 2, "{what}");
+            assert_eq!(g["split_placement_found"], *recovered, "{what}");
+            for key in ["best_colluding_neighbours", "placements_reaching_need"] {
+                assert!(g[key].as_u64().is_some(), "{key}: {what}");
+            }
+            for key in ["placement_probability", "planner_charge"] {
+                assert!(g[key].as_f64().is_some(), "{key}: {what}");
+            }
+            // With one colluder no placement reaches two: the bound is log2 0.
+            let bound_log2 = &g["planner_bound_log2"];
+            assert!(
+                bound_log2.as_f64().is_some() || bound_log2 == "-inf",
+                "{what}"
+            );
+        } else {
+            assert!(v["grinding"].is_null(), "{what}");
+        }
+    }
+    fail_table(&[
+        (
+            "secagg simulate --clients 11 --dim 8 --adversary colluders",
+            "needs --colluders",
+        ),
+        (
+            "secagg simulate --clients 11 --dim 8 --adversary lying-server --colluders 2",
+            "--colluders applies",
+        ),
+        (
+            "secagg simulate --clients 11 --dim 8 --adversary colluders --colluders 11",
+            "colluders",
+        ),
+        (
+            "secagg simulate --clients 11 --dim 8 --adversary grinding --colluders 2 --grinding-attempts 0",
+            "grinding_attempts",
+        ),
+        (
+            "secagg simulate --clients 11 --dim 8 --colluders 2",
+            "--adversary",
+        ),
+    ]);
 }

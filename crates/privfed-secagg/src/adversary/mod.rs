@@ -24,6 +24,12 @@
 //!   devices; without a roster the server can enroll its own (Sybils) and the attack succeeds —
 //!   the documented limit of that mode.
 
+mod collusion;
+
+pub use collusion::{
+    CollusionReport, GrindingPlacement, MAX_SPLIT_SEARCH, colluders, grind_placement, grinding,
+};
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use rand::{CryptoRng, Rng};
@@ -95,21 +101,7 @@ pub fn lying_server<R: Rng + CryptoRng + ?Sized>(
     credentials: &mut dyn FnMut(&mut R) -> Result<Vec<Credentials>>,
     rng: &mut R,
 ) -> Result<AttackReport> {
-    let graph = config.validate()?;
-    if !graph.contains(target) {
-        return Err(SecAggError::config(
-            "target",
-            target,
-            format!("must be in 1..={}", config.clients),
-        ));
-    }
-    if inputs.len() != config.clients as usize {
-        return Err(SecAggError::config(
-            "inputs",
-            inputs.len(),
-            format!("one per client ({})", config.clients),
-        ));
-    }
+    check_round(config, inputs, target)?;
     let active = config.threat_model.is_active();
     let strategies: &[Strategy] = match (attack, active) {
         (Attack::NeighbourShare, false) => &[Strategy::Stories],
@@ -238,25 +230,11 @@ impl<'a> Lab<'a> {
     }
 
     fn signed_entries(&self) -> Vec<SignedKeys> {
-        self.round1
-            .iter()
-            .filter_map(|p| match p {
-                ClientPayload::SignedKeys(k) => Some(*k),
-                _ => None,
-            })
-            .collect()
+        signed_entries(&self.round1)
     }
 
     fn peer_keys(&self, id: ClientId) -> PeerKeys {
-        match &self.round1[id as usize - 1] {
-            ClientPayload::AdvertiseKeys { cipher_pk, mask_pk } => PeerKeys {
-                id,
-                cipher_pk: *cipher_pk,
-                mask_pk: *mask_pk,
-            },
-            ClientPayload::SignedKeys(k) => k.peer_keys(),
-            _ => unreachable!("round 1 holds keys"),
-        }
+        advertised_keys(&self.round1, id).expect("round 1 holds keys")
     }
 
     /// The graph and key-derivation binding every client derives from an honest relay.
@@ -606,6 +584,50 @@ impl<'a> Lab<'a> {
             "the unmasked vector is not the target's input".into()
         };
         Ok(self.outcome(strategy, recovered, detail))
+    }
+}
+
+/// A valid round holding `target`, with one input per client.
+fn check_round(config: &RoundConfig, inputs: &[Vec<u64>], target: ClientId) -> Result<Graph> {
+    let graph = config.validate()?;
+    if !graph.contains(target) {
+        return Err(SecAggError::config(
+            "target",
+            target,
+            format!("must be in 1..={}", config.clients),
+        ));
+    }
+    if inputs.len() != config.clients as usize {
+        return Err(SecAggError::config(
+            "inputs",
+            inputs.len(),
+            format!("one per client ({})", config.clients),
+        ));
+    }
+    Ok(graph)
+}
+
+/// The signed entries among round 1's payloads (active mode).
+fn signed_entries(round1: &[ClientPayload]) -> Vec<SignedKeys> {
+    round1
+        .iter()
+        .filter_map(|p| match p {
+            ClientPayload::SignedKeys(k) => Some(*k),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The keys client `id` advertised in round 1 (`round1[id − 1]`), signed or not.
+fn advertised_keys(round1: &[ClientPayload], id: ClientId) -> Option<PeerKeys> {
+    match round1.get((id as usize).checked_sub(1)?)? {
+        ClientPayload::AdvertiseKeys { cipher_pk, mask_pk } => Some(PeerKeys {
+            id,
+            cipher_pk: *cipher_pk,
+            mask_pk: *mask_pk,
+        }),
+        ClientPayload::SignedKeys(k) => Some(k.peer_keys()),
+        _ => None,
     }
 }
 

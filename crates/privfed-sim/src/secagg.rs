@@ -385,6 +385,33 @@ fn check_attack(cfg: &SecAggSimConfig) -> Result<(), SecAggSimError> {
     Ok(())
 }
 
+/// The devices of an attacked round, enrolled with keys from the OS; an active round with a
+/// roster (`SecAggThreat::Active`) names their roster in `config`.
+fn enroll_attacked_devices(
+    cfg: &SecAggSimConfig,
+    config: &mut RoundConfig,
+    os: &mut rand::rngs::ThreadRng,
+) -> Enrollment {
+    let enrollment = Enrollment::new(cfg.clients as usize, os);
+    if cfg.threat == SecAggThreat::Active {
+        config.threat_model = enrollment.threat_model();
+    }
+    enrollment
+}
+
+/// The credentials of every fresh round an attack runs: the same enrolled devices with fresh
+/// round keys, carrying the roster only when the round is active with one.
+fn attacked_credentials(
+    enrollment: &Enrollment,
+    threat: SecAggThreat,
+) -> privfed_secagg::Result<Vec<Credentials>> {
+    let mut c = enrollment.credentials()?;
+    if threat != SecAggThreat::Active {
+        c.iter_mut().for_each(|c| c.roster = None);
+    }
+    Ok(c)
+}
+
 /// Plays `attack` against a round of `cfg` (no dropouts: the attacker decides who "drops"),
 /// aiming at client `target`. Both threat models use the honest-but-curious graph and threshold
 /// of `cfg.graph`, so the comparison is at equal parameters.
@@ -410,21 +437,10 @@ pub fn simulate_attack(
         config.threat_model = ThreatModel::Active { roster: None };
     }
     let (inputs, _) = inputs_and_dropouts(cfg, &config);
-    // Every strategy runs a fresh round: the same enrolled devices (the roster the
-    // configuration names, or none) with fresh round keys. Device keys come from the OS.
     let mut os = rand::rng();
-    let enrollment = Enrollment::new(cfg.clients as usize, &mut os);
-    if cfg.threat == SecAggThreat::Active {
-        config.threat_model = enrollment.threat_model();
-    }
+    let enrollment = enroll_attacked_devices(cfg, &mut config, &mut os);
     let mut credentials =
-        |_: &mut rand::rngs::ThreadRng| -> privfed_secagg::Result<Vec<Credentials>> {
-            let mut c = enrollment.credentials()?;
-            if cfg.threat != SecAggThreat::Active {
-                c.iter_mut().for_each(|c| c.roster = None);
-            }
-            Ok(c)
-        };
+        |_: &mut rand::rngs::ThreadRng| attacked_credentials(&enrollment, cfg.threat);
     let report = privfed_secagg::adversary::lying_server(
         attack,
         &config,
@@ -506,18 +522,9 @@ pub fn simulate_collusion(
     )?;
     let (inputs, _) = inputs_and_dropouts(cfg, &config);
     let mut os = rand::rng();
-    let enrollment = Enrollment::new(cfg.clients as usize, &mut os);
-    if cfg.threat == SecAggThreat::Active {
-        config.threat_model = enrollment.threat_model();
-    }
+    let enrollment = enroll_attacked_devices(cfg, &mut config, &mut os);
     let mut credentials =
-        |_: &mut rand::rngs::ThreadRng| -> privfed_secagg::Result<Vec<Credentials>> {
-            let mut c = enrollment.credentials()?;
-            if cfg.threat != SecAggThreat::Active {
-                c.iter_mut().for_each(|c| c.roster = None);
-            }
-            Ok(c)
-        };
+        |_: &mut rand::rngs::ThreadRng| attacked_credentials(&enrollment, cfg.threat);
     let (adversary, grinding, report) = match collusion {
         Collusion::WorstPlacement { colluders } => (
             "colluders",

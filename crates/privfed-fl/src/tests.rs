@@ -1221,7 +1221,9 @@ fn distributed_dp_canaries_are_encoded_and_an_unclipped_encoding_is_caught() {
 /// (`privfed fl train`, Python's `privfed.fl`): a check that disappears, or a message that
 /// changes, fails here. A row is the `[privacy]` line (and, for the checks across sections, the
 /// `[accounting]` line) of a run config over 10 clients with a fixed cohort of 5, and the message
-/// after `config: `; `{policy}` stands for the secure-aggregation policy's own message.
+/// after `config: `; `{policy}` stands for the secure-aggregation policy's own message. The
+/// rows of the privacy section (and the population smaller than the data) are refused by
+/// [`PrivacyPlan::new`] alone too.
 const BAD_PRIVACY: &[(&str, &str)] = &[
     // central_gaussian
     (
@@ -1428,7 +1430,15 @@ fn every_bad_privacy_parameter_is_refused_with_its_message() {
         );
         let cfg: TrainConfig = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
         let want = format!("config: {}", want.replace("{policy}", &policy));
-        let got = Trainer::new(cfg, &data, 1).unwrap_err().to_string();
+        let got = Trainer::new(cfg.clone(), &data, 1).unwrap_err().to_string();
         assert_eq!(got, want, "{text}");
+        // The plan reads the privacy section through the same checks, with or without
+        // `validate` before it: it refuses every row of that section, and whatever it refuses
+        // it refuses with the same message.
+        let dim = cfg.model.build().unwrap().num_params();
+        match PrivacyPlan::new(&cfg, dim, data.clients.len()) {
+            Err(e) => assert_eq!(e.to_string(), want, "{text}"),
+            Ok(_) => assert!(!want.starts_with("config: privacy"), "{text}"),
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `privfed fl` through the real binary: the quickstart, resuming after `kill -9`, bad configs,
 //! and an experiment's quick grid.
 
-use crate::common::{TempDir, fail_table, fails_with, json_ok, privfed, words};
+use crate::common::{TempDir, fail_line, fail_lines, json_ok, line, path, privfed, run_line};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -57,16 +57,7 @@ fn small_config(dir: &Path, rounds: u32, extra: &str) -> String {
     ignore = "shared/data (mnist, adult) not found beside the repository"
 )]
 fn quickstart_trains_privately_and_reports_every_round() {
-    let v = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &repo("examples/fl/quickstart.toml"),
-        "--data-dir",
-        &shared_data(),
-        "--json",
-        "--quiet",
-    ]);
+    let v = train_json(&repo("examples/fl/quickstart.toml"));
     let rounds = v["rounds"].as_array().unwrap();
     assert!(!rounds.is_empty());
     for (i, r) in rounds.iter().enumerate() {
@@ -83,20 +74,11 @@ fn quickstart_trains_privately_and_reports_every_round() {
     // The same ε from `privfed account` with the calibrated noise multiplier.
     let z = v["noise_multiplier"].as_f64().unwrap().to_string();
     let t = rounds.len().to_string();
-    let acc = json_ok(&[
-        "account",
-        "--accountant",
-        "rdp",
-        "--noise-multiplier",
-        &z,
-        "--sampling-rate",
-        "0.5",
-        "--steps",
-        &t,
-        "--delta",
-        "1e-5",
-        "--json",
-    ]);
+    let acc = run_line(
+        "account --accountant rdp --noise-multiplier {z} --sampling-rate 0.5 --steps {t} \
+         --delta 1e-5 --json",
+        &[("z", &z), ("t", &t)],
+    );
     let theirs = acc["epsilon"].as_f64().unwrap();
     assert!(
         (final_eps - theirs).abs() <= 1e-9 * theirs,
@@ -122,33 +104,16 @@ fn quickstart_trains_privately_and_reports_every_round() {
 fn a_run_killed_mid_way_resumes_to_the_same_model() {
     let tmp = TempDir::new("fl-kill");
     let cfg = small_config(&tmp.0, 40, "");
-    let data = shared_data();
-    let whole = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--json",
-        "--quiet",
-    ]);
+    let whole = train_json(&cfg);
     let out = tmp.0.join("out");
-    let out_s = out.to_string_lossy().into_owned();
-    let args = [
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--out",
-        &out_s,
-        "--json",
-        "--quiet",
-    ];
+    let data = shared_data();
+    let args = line(
+        "fl train --config {config} --data-dir {data} --out {out} --json --quiet",
+        &[("config", &cfg), ("data", &data), ("out", path(&out))],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut child = Command::new(env!("CARGO_BIN_EXE_privfed"))
-        .args(args)
+        .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -203,78 +168,37 @@ fn runs_continue_across_invocations_and_ignore_the_thread_count() {
     let tmp = TempDir::new("fl-resume");
     let cfg = small_config(&tmp.0, 6, "");
     let data = shared_data();
-    let ckpt = tmp.0.join("c.bin").to_string_lossy().into_owned();
-    let one = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--json",
-        "--quiet",
-        "--threads",
-        "1",
-    ]);
-    let part = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--json",
-        "--quiet",
-        "--checkpoint",
-        &ckpt,
-        "--max-rounds",
-        "2",
-    ]);
+    let ckpt = tmp.0.join("c.bin");
+    let vars = [
+        ("config", cfg.as_str()),
+        ("data", &data),
+        ("ckpt", path(&ckpt)),
+    ];
+    let one = run_line(&format!("{TRAIN} --threads 1"), &vars);
+    let part = run_line(
+        &format!("{TRAIN} --checkpoint {{ckpt}} --max-rounds 2"),
+        &vars,
+    );
     assert_eq!(part["rounds_completed"], 2);
-    let rest = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--json",
-        "--quiet",
-        "--checkpoint",
-        &ckpt,
-        "--threads",
-        "3",
-    ]);
+    let rest = run_line(&format!("{TRAIN} --checkpoint {{ckpt}} --threads 3"), &vars);
     assert_eq!(rest["rounds_completed"], 6);
     assert_eq!(rest["model_sha256"], one["model_sha256"]);
     // A changed config does not resume from the old checkpoint.
     let changed = small_config(&tmp.0, 7, "");
-    fails_with(
-        &[
-            "fl",
-            "train",
-            "--config",
-            &changed,
-            "--data-dir",
-            &data,
-            "--checkpoint",
-            &ckpt,
-        ],
+    let vars = [
+        ("config", changed.as_str()),
+        ("data", &data),
+        ("ckpt", path(&ckpt)),
+    ];
+    fail_line(
+        "fl train --config {config} --data-dir {data} --checkpoint {ckpt}",
+        &vars,
         "different config",
     );
-    let fresh = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &changed,
-        "--data-dir",
-        &data,
-        "--checkpoint",
-        &ckpt,
-        "--fresh",
-        "--json",
-        "--quiet",
-    ]);
+    let fresh = run_line(
+        "fl train --config {config} --data-dir {data} --checkpoint {ckpt} --fresh --json --quiet",
+        &vars,
+    );
     assert_eq!(fresh["rounds_completed"], 7);
 }
 
@@ -313,17 +237,16 @@ fn bad_configs_fail_with_the_key_named() {
     ];
     for (i, (text, extra, needle)) in rows.iter().enumerate() {
         let config = write_config(&tmp.0, &format!("bad{i}.toml"), text);
-        let line = format!("fl train --config {config} {extra}");
-        fails_with(&words(&line), needle);
+        let template = format!("fl train --config {{config}} {extra}");
+        fail_line(&template, &[("config", &config)], needle);
     }
-    let out = tmp.0.to_string_lossy();
-    fail_table(&[
-        ("fl train --config /nonexistent.toml", "nonexistent.toml"),
-        (
-            &format!("fl experiment paper999 --out {out}"),
-            "paper000-logistic",
-        ),
-    ]);
+    fail_lines(
+        &[("out", path(&tmp.0))],
+        &[
+            ("fl train --config /nonexistent.toml", "nonexistent.toml"),
+            ("fl experiment paper999 --out {out}", "paper000-logistic"),
+        ],
+    );
 }
 
 /// A budget stops the run before ε would exceed it, and says so.
@@ -363,18 +286,10 @@ fn experiments_quick_grids_write_csv_and_figures() {
         "paper001-mnist",
         "paper001-shakespeare",
     ] {
-        let v: Value = json_ok(&[
-            "fl",
-            "experiment",
-            name,
-            "--out",
-            &out,
-            "--quick",
-            "--data-dir",
-            &shared_data(),
-            "--json",
-            "--quiet",
-        ]);
+        let v: Value = run_line(
+            "fl experiment {name} --out {out} --quick --data-dir {data} --json --quiet",
+            &[("name", name), ("out", &out), ("data", &shared_data())],
+        );
         assert!(!v["runs"].as_array().unwrap().is_empty(), "{name}");
         for ext in [".csv", "_rounds.csv", ".svg", ".png"] {
             let f = tmp.0.join(format!("{name}{ext}"));
@@ -477,17 +392,12 @@ fn quickstart_audited(dir: &Path, privacy: &str) -> String {
     )
 }
 
+/// `fl train` of a config on the shared data, printing JSON; `{config}` and `{data}` to fill.
+const TRAIN: &str = "fl train --config {config} --data-dir {data} --json --quiet";
+
+/// Trains `config` on the shared data and returns the JSON report.
 fn train_json(config: &str) -> serde_json::Value {
-    json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        config,
-        "--data-dir",
-        &shared_data(),
-        "--json",
-        "--quiet",
-    ])
+    run_line(TRAIN, &[("config", config), ("data", &shared_data())])
 }
 
 /// Power: the quickstart on MNIST with privacy off and 100 canaries at the default norm (each

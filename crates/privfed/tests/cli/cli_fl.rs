@@ -1,19 +1,14 @@
 //! `privfed fl` through the real binary: the quickstart, resuming after `kill -9`, bad configs,
 //! and an experiment's quick grid.
 
-use crate::common::{TempDir, fail_line, fail_lines, json_ok, line, path, privfed, run_line};
+use crate::common::{
+    TempDir, fail_line, fail_lines, json_ok, line, path, privfed, run_line, shared_data,
+};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn shared_data() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .to_string_lossy()
-        .into_owned()
-}
 
 fn repo(path: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -30,6 +25,31 @@ fn write_config(dir: &Path, name: &str, text: &str) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// Writes `text` to `dir/name` and trains it (data the config generates, no data directory):
+/// the config's path and the JSON report.
+fn train_config(dir: &Path, name: &str, text: &str) -> (String, Value) {
+    let config = write_config(dir, name, text);
+    let v = run_line(
+        "fl train --config {config} --json --quiet",
+        &[("config", &config)],
+    );
+    (config, v)
+}
+
+/// The config lines of a softmax model on generated `synthetic_logistic` data: `dim` features,
+/// `examples` rows over `clients` clients, Poisson sampling at `rate`.
+fn synthetic(dim: u32, examples: u32, clients: u32, rate: f64) -> String {
+    format!(
+        "data = {{ dataset = \"synthetic_logistic\", dim = {dim}, examples = {examples}, signal = 1.0, clients = {clients} }}\n\
+         model = {{ kind = \"softmax\", features = {dim}, classes = 2 }}\n\
+         sampling = {{ kind = \"poisson\", rate = {rate} }}\n"
+    )
+}
+
+/// DP-FedAvg's central Gaussian at clip 1 and noise multiplier 1, as one config line.
+const CENTRAL: &str =
+    "privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n";
+
 /// A small private MNIST run: 200 clients (the first 100 kept), softmax, central DP.
 fn small_config(dir: &Path, rounds: u32, extra: &str) -> String {
     let p = dir.join("run.toml");
@@ -41,7 +61,7 @@ fn small_config(dir: &Path, rounds: u32, extra: &str) -> String {
              model = {{ kind = \"softmax\", features = 784, classes = 10 }}\n\
              sampling = {{ kind = \"poisson\", rate = 0.2 }}\n\
              local = {{ epochs = 1, batch_size = 10, learning_rate = 0.1 }}\n\
-             privacy = {{ mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }}\n\
+             {CENTRAL}\
              {extra}\n"
         ),
     )
@@ -205,9 +225,7 @@ fn runs_continue_across_invocations_and_ignore_the_thread_count() {
 #[test]
 fn bad_configs_fail_with_the_key_named() {
     let tmp = TempDir::new("fl-bad");
-    let base = "rounds = 2\ndata = { dataset = \"synthetic_logistic\", dim = 5, examples = 100, signal = 1.0, clients = 100 }\n\
-                model = { kind = \"softmax\", features = 5, classes = 2 }\n\
-                sampling = { kind = \"poisson\", rate = 0.1 }\n";
+    let base = format!("rounds = 2\n{}", synthetic(5, 100, 100, 0.1));
     let mnist = "rounds = 1\ndata = { dataset = \"mnist\", clients = 10 }\n\
                  model = { kind = \"softmax\", features = 784, classes = 10 }\n\
                  sampling = { kind = \"fixed\", cohort = 2 }\n";
@@ -253,18 +271,16 @@ fn bad_configs_fail_with_the_key_named() {
 #[test]
 fn a_budget_stop_is_reported() {
     let tmp = TempDir::new("fl-budget");
-    let config = write_config(
+    let (_, v) = train_config(
         &tmp.0,
         "b.toml",
-        "rounds = 500\nseed = 1\n\
-         data = { dataset = \"synthetic_logistic\", dim = 5, examples = 400, signal = 1.0, clients = 400 }\n\
-         model = { kind = \"softmax\", features = 5, classes = 2 }\n\
-         sampling = { kind = \"poisson\", rate = 0.05 }\n\
-         privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n\
-         accounting = { delta = 1e-5, budget = 3.0 }\n\
-         eval = { every = 50 }\n",
+        &format!(
+            "rounds = 500\nseed = 1\n{}{CENTRAL}\
+             accounting = {{ delta = 1e-5, budget = 3.0 }}\n\
+             eval = {{ every = 50 }}\n",
+            synthetic(5, 400, 400, 0.05)
+        ),
     );
-    let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
     let done = v["rounds_completed"].as_u64().unwrap();
     assert!(done > 0 && done < 500, "{done}");
     assert!(v["final_epsilon"].as_f64().unwrap() <= 3.0);
@@ -305,17 +321,15 @@ fn experiments_quick_grids_write_csv_and_figures() {
 #[test]
 fn a_diverged_run_is_reported() {
     let tmp = TempDir::new("fl-diverged");
-    let config = write_config(
+    let (config, v) = train_config(
         &tmp.0,
         "d.toml",
-        "rounds = 5\nseed = 1\n\
-         data = { dataset = \"synthetic_logistic\", dim = 5, examples = 200, signal = 1.0, clients = 200 }\n\
-         model = { kind = \"softmax\", features = 5, classes = 2 }\n\
-         sampling = { kind = \"poisson\", rate = 0.1 }\n\
-         local = { epochs = 1, batch_size = 1, learning_rate = 1e39 }\n\
-         privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n",
+        &format!(
+            "rounds = 5\nseed = 1\n{}\
+             local = {{ epochs = 1, batch_size = 1, learning_rate = 1e39 }}\n{CENTRAL}",
+            synthetic(5, 200, 200, 0.1)
+        ),
     );
-    let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
     assert_eq!(v["stopped"]["kind"], "diverged", "{v}");
     assert_eq!(v["rounds_completed"], 0, "{v}");
     let out = privfed(&["fl", "train", "--config", &config, "--quiet"]);
@@ -330,16 +344,12 @@ fn a_diverged_run_is_reported() {
 #[test]
 fn an_audited_run_reports_both_numbers() {
     let tmp = TempDir::new("fl-audit");
-    let base = "rounds = 5\nseed = 2\n\
-         data = { dataset = \"synthetic_logistic\", dim = 60, examples = 400, signal = 1.0, clients = 40 }\n\
-         model = { kind = \"softmax\", features = 60, classes = 2 }\n\
-         sampling = { kind = \"poisson\", rate = 0.5 }\n";
-    let config = write_config(
+    let base = format!("rounds = 5\nseed = 2\n{}", synthetic(60, 400, 40, 0.5));
+    let (_, v) = train_config(
         &tmp.0,
         "a.toml",
         &format!("{base}privacy = {{ mechanism = \"none\" }}\n[audit]\ncanaries = 20\n"),
     );
-    let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
     let a = &v["audit"];
     assert_eq!(a["canaries"].as_u64(), Some(20), "{v}");
     assert_eq!(a["confidence"].as_f64(), Some(0.95));
@@ -356,18 +366,16 @@ fn an_audited_run_reports_both_numbers() {
         a["epsilon_lower_bound"]
     );
     // Without [audit] there is no audit key.
-    let plain = write_config(&tmp.0, "p.toml", base);
-    let v = json_ok(&["fl", "train", "--config", &plain, "--json", "--quiet"]);
+    let (_, v) = train_config(&tmp.0, "p.toml", &base);
     assert!(v.get("audit").is_none() && v["rounds"][0].get("audit").is_none());
     // Under local DP the canaries go through the clients' randomizer, at the clip norm.
-    let local = write_config(
+    let (_, v) = train_config(
         &tmp.0,
         "l.toml",
         &format!(
             "{base}privacy = {{ mechanism = \"privunitg\", epsilon = 5.0, clip = 1.0 }}\n[audit]\ncanaries = 20\n"
         ),
     );
-    let v = json_ok(&["fl", "train", "--config", &local, "--json", "--quiet"]);
     assert_eq!(v["audit"]["norm"].as_f64(), Some(1.0), "{v}");
     assert!(
         v["audit"]["epsilon_lower_bound"].as_f64().unwrap() >= 0.0,

@@ -1,7 +1,7 @@
 //! `privfed plot` and `privfed analyze epsilon-vs-noise` through the real binary.
 
 use crate::common::{TempDir, fail_line, fail_lines, ok_line, path, run_line};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn series_names(svg: &str) -> Vec<String> {
     svg.split(r#"<g class="series" data-series=""#)
@@ -66,11 +66,17 @@ skellam,1000,10,1,0.02,0.018,0.022,
 skellam,1000,12,1,0.002,0.0018,0.0022,
 ";
 
-#[test]
-fn plot_draws_panels_filters_and_reference_levels() {
-    let dir = TempDir::new("plot-dme");
+/// A fresh temp dir (tagged `tag`) holding [`DME`] as `dme.csv`, and that file's path.
+fn dme_csv(tag: &str) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(tag);
     let csv = dir.0.join("dme.csv");
     std::fs::write(&csv, DME).unwrap();
+    (dir, csv)
+}
+
+#[test]
+fn plot_draws_panels_filters_and_reference_levels() {
+    let (dir, csv) = dme_csv("plot-dme");
     let svg = dir.0.join("dme.svg");
     let out = ok_line(
         "plot {csv} --x bits --y mse --interval lo,hi --series mechanism --panel clients \
@@ -90,9 +96,7 @@ fn plot_draws_panels_filters_and_reference_levels() {
 
 #[test]
 fn plot_errors_are_clear() {
-    let dir = TempDir::new("plot-bad");
-    let csv = dir.0.join("dme.csv");
-    std::fs::write(&csv, DME).unwrap();
+    let (dir, csv) = dme_csv("plot-bad");
     let nan = dir.0.join("nan.csv");
     std::fs::write(&nan, "x,y\n1,0.5\n2,NaN\n").unwrap();
     let out = dir.0.join("x.svg");
@@ -145,9 +149,7 @@ fn png_size(png: &[u8]) -> (u32, u32) {
 
 #[test]
 fn plot_writes_png_of_the_svg_size_times_the_scale() {
-    let dir = TempDir::new("plot-png");
-    let csv = dir.0.join("dme.csv");
-    std::fs::write(&csv, DME).unwrap();
+    let (dir, csv) = dme_csv("plot-png");
     // The plot with `extra` options before `--out {out}`.
     let plot = |extra: &str| {
         format!(

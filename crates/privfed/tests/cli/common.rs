@@ -289,6 +289,15 @@ pub fn keys_lines(vars: &[(&str, &str)], rows: &[(&str, &[&str])]) -> Vec<Value>
         .collect()
 }
 
+/// The team's shared datasets beside the repository (`../shared/data`); the tests that read them
+/// run only with `cfg(has_shared_data)` (see the crate's `build.rs`).
+pub fn shared_data() -> String {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .to_string_lossy()
+        .into_owned()
+}
+
 #[test]
 fn line_fills_placeholders_after_splitting() {
     let vars = [("dir", "/tmp/a b"), ("n", "3"), ("unused", "x")];

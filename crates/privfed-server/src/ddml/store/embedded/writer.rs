@@ -176,6 +176,11 @@ impl Writer {
             )));
         }
         let versions: Vec<u64> = (0..instances.len()).map(|_| rand::random()).collect();
+        let former = {
+            let r = self.db.begin_read().map_err(backend)?;
+            let t = r.open_table(FORMER).map_err(backend)?;
+            former_incarnation(&t, &spec.name, self.limits.ttl)?
+        };
         let r = (|| -> Result<(), StoreError> {
             let w = durable_write(&self.db)?;
             {
@@ -200,7 +205,15 @@ impl Writer {
         self.committed(r)?;
         let instances: Vec<Arc<[f32]>> = instances.into_iter().map(Arc::from).collect();
         let name = spec.name.clone();
-        let state = ModelState::new(spec, instances, &versions, (0, 0), self.limits, &self.key)?;
+        let state = ModelState::new(
+            spec,
+            instances,
+            &versions,
+            (0, 0),
+            self.limits,
+            &self.key,
+            former,
+        )?;
         self.models
             .write()
             .map_err(|_| lock_poisoned())?
@@ -228,8 +241,37 @@ impl Writer {
         if model.is_none() && !quarantined {
             return Err(StoreError::NotFound(name.to_string()));
         }
+        // What the next incarnation of the name needs to recognize this one's tickets.
+        let now_ms = crate::ddml::ticket::wall_ms();
+        let former = match &model {
+            Some(m) => Some(FormerIncarnation {
+                generation: m.spec.generation,
+                versions: m
+                    .instances
+                    .read()
+                    .map_err(|_| lock_poisoned())?
+                    .handles
+                    .iter()
+                    .map(|h| h.version)
+                    .collect(),
+                deleted_ms: now_ms,
+            }),
+            None => None,
+        };
+        let ttl = self.limits.ttl;
         let r = (|| -> Result<(), StoreError> {
             let w = durable_write(&self.db)?;
+            {
+                let mut ft = w.open_table(FORMER).map_err(backend)?;
+                ft.retain(|_, v| {
+                    FormerIncarnation::from_bytes(v).is_some_and(|f| f.relevant(ttl, now_ms))
+                })
+                .map_err(backend)?;
+                match &former {
+                    Some(f) => ft.insert(name, f.to_bytes().as_slice()).map_err(backend)?,
+                    None => ft.remove(name).map_err(backend)?,
+                };
+            }
             {
                 let mut meta = w.open_table(META).map_err(backend)?;
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
@@ -643,6 +685,7 @@ mod tests {
                 (0, 0),
                 TicketLimits::default(),
                 &TicketKey::random(),
+                None,
             )
             .unwrap(),
         );

@@ -22,6 +22,14 @@
 //! retried update after a crash is applied at most once, and is applied if it was not before. A
 //! ticket whose instance was overwritten before the restart is invalid after it (its value is
 //! gone): the device draws again.
+//!
+//! **A deleted incarnation's tickets are told apart from forged ones.** A model deleted and
+//! created again under its name is another model: its tickets' tags are keyed by the
+//! generation. The embedded store keeps the deleted incarnation's generation and instance
+//! versions for a ticket lifetime ([`FormerIncarnation`]); the new incarnation's book checks a
+//! ticket it would refuse as unknown against them ([`TicketBook::with_former`]: one HMAC, on the
+//! refusal path only) and refuses one that verifies as [`Refusal::OtherModel`]
+//! (`ticket_for_another_model`, as the Redis store answers).
 
 //! The rules below — which slot a draw takes, when a draw is refused, what a presented ticket is
 //! worth — are defined in `privfed_ddml::ticket` ([`issue`](privfed_ddml::ticket::issue),
@@ -786,6 +794,9 @@ pub fn client_bucket(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The largest capacity (in draws) of an emptied [`DrawQuota`] bucket that is kept.
+const KEPT_BUCKET_CAPACITY: usize = 8;
+
 /// Caps the tickets one client address bucket ([`client_bucket`]) holds: each draw counts
 /// against the client until the client posts an update that redeems a ticket, or until the step
 /// time passes. A client at its cap is refused further draws (429 with `Retry-After`) until its
@@ -863,7 +874,11 @@ impl DrawQuota {
         let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(q) = m.get_mut(&key) {
             q.pop_front();
-            if q.is_empty() {
+            // An emptied bucket stays, with its small allocation, for the client's next draw (an
+            // honest device draws and posts in turn: removing it would free and allocate again
+            // each time); one that held many draws is removed to free its memory. Empty buckets
+            // count towards `MAX_BUCKETS` and are the first dropped when the table is full.
+            if q.is_empty() && q.capacity() > KEPT_BUCKET_CAPACITY {
                 m.remove(&key);
             }
         }

@@ -573,7 +573,6 @@ impl EmbeddedStore {
             db,
             journal,
             dirty: HashMap::new(),
-            used: Vec::new(),
             key,
             models: models.clone(),
             quarantine: quarantine.clone(),

@@ -349,7 +349,7 @@ impl FormerIncarnation {
 
     /// Reads [`to_bytes`](Self::to_bytes)'s form; `None` if it is not one.
     pub fn from_bytes(b: &[u8]) -> Option<Self> {
-        if b.len() < 16 || b.len() % 8 != 0 {
+        if b.len() < 16 || !b.len().is_multiple_of(8) {
             return None;
         }
         let mut words = b

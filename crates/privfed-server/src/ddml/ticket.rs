@@ -324,8 +324,8 @@ pub struct FormerIncarnation {
     pub generation: u64,
     /// Its instances' [`Instance::version`]s at the deletion, by index.
     pub versions: Vec<u64>,
-    /// When it was deleted (wall-clock milliseconds since the Unix epoch): none of its tickets
-    /// was issued later.
+    /// When it was deleted (wall-clock milliseconds since the Unix epoch): it is forgotten a
+    /// ticket lifetime later.
     pub deleted_ms: u64,
 }
 
@@ -369,18 +369,17 @@ impl FormerIncarnation {
 struct Former {
     minter: TicketMinter,
     versions: Box<[u64]>,
-    deleted_ms: u64,
 }
 
 impl Former {
-    /// Whether `t`, issued at `issued_ms`, is a ticket of this incarnation: issued before its
-    /// deletion, and its tag verifies for the version its instance had then (one HMAC).
+    /// Whether `t`, issued at `issued_ms`, is a ticket of this incarnation: its tag verifies
+    /// for the version its instance had at the deletion (one HMAC). Its issue time is not
+    /// compared with the deletion's: a draw served while the deletion was being committed is
+    /// the deleted incarnation's too.
     fn issued(&self, t: Ticket, issued_ms: u64) -> bool {
-        issued_ms <= self.deleted_ms
-            && self
-                .versions
-                .get(t.instance())
-                .is_some_and(|&v| self.minter.verify(t, issued_ms, v))
+        self.versions
+            .get(t.instance())
+            .is_some_and(|&v| self.minter.verify(t, issued_ms, v))
     }
 }
 
@@ -520,7 +519,6 @@ impl<O: Clone> TicketBook<O> {
         self.former = Some(Former {
             minter: TicketMinter::new(key, name, former.generation),
             versions: former.versions.into_boxed_slice(),
-            deleted_ms: former.deleted_ms,
         });
         self
     }
@@ -1222,17 +1220,18 @@ mod tests {
             wrong.redeem(t, current),
             Redeem::Refuse(Refusal::Unknown)
         ));
-        // A ticket issued after the deletion's time is not the deleted incarnation's.
-        let early = TicketBook::<()>::new(limits, TicketMinter::new(&key, "m", 8)).with_former(
-            &key,
-            "m",
-            FormerIncarnation {
-                deleted_ms: deleted.deleted_ms - 10_000,
-                ..deleted.clone()
-            },
-        );
+        // Nor if the instance it drew had another value at the deletion.
+        let overwritten = TicketBook::<()>::new(limits, TicketMinter::new(&key, "m", 8))
+            .with_former(
+                &key,
+                "m",
+                FormerIncarnation {
+                    versions: vec![1, 2, 43],
+                    ..deleted.clone()
+                },
+            );
         assert!(matches!(
-            early.redeem(t, current),
+            overwritten.redeem(t, current),
             Redeem::Refuse(Refusal::Unknown)
         ));
         // The new incarnation's own tickets are fresh.

@@ -22,6 +22,14 @@
 //! retried update after a crash is applied at most once, and is applied if it was not before. A
 //! ticket whose instance was overwritten before the restart is invalid after it (its value is
 //! gone): the device draws again.
+//!
+//! **A deleted incarnation's tickets are told apart from forged ones.** A model deleted and
+//! created again under its name is another model: its tickets' tags are keyed by the
+//! generation. The embedded store keeps the deleted incarnation's generation and instance
+//! versions for a ticket lifetime ([`FormerIncarnation`]); the new incarnation's book checks a
+//! ticket it would refuse as unknown against them ([`TicketBook::with_former`]: one HMAC, on the
+//! refusal path only) and refuses one that verifies as [`Refusal::OtherModel`]
+//! (`ticket_for_another_model`, as the Redis store answers).
 
 //! The rules below — which slot a draw takes, when a draw is refused, what a presented ticket is
 //! worth — are defined in `privfed_ddml::ticket` ([`issue`](privfed_ddml::ticket::issue),
@@ -303,6 +311,78 @@ impl TicketMinter {
     }
 }
 
+/// What the embedded store keeps of a deleted incarnation of a model, so that the incarnation
+/// created next under the same name can tell that incarnation's tickets
+/// ([`Refusal::OtherModel`], `ticket_for_another_model`) from forged or forgotten ones
+/// ([`Refusal::Unknown`]): its generation, the version of each of its instances when it was
+/// deleted, and when (wall-clock milliseconds). It is kept for a ticket lifetime after the
+/// deletion, durably (a ticket of it stays recognizable across a restart), and checked only on
+/// the refusal path ([`TicketBook::with_former`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormerIncarnation {
+    /// The deleted incarnation's [`ModelSpec::generation`](crate::ddml::model::ModelSpec).
+    pub generation: u64,
+    /// Its instances' [`Instance::version`]s at the deletion, by index.
+    pub versions: Vec<u64>,
+    /// When it was deleted (wall-clock milliseconds since the Unix epoch): it is forgotten a
+    /// ticket lifetime later.
+    pub deleted_ms: u64,
+}
+
+impl FormerIncarnation {
+    /// Whether a ticket of it can still be presented at `now_ms` (it was deleted less than a
+    /// ticket lifetime `ttl` ago); an older one is forgotten.
+    pub fn relevant(&self, ttl: Duration, now_ms: u64) -> bool {
+        now_ms < self.deleted_ms.saturating_add(ttl.as_millis() as u64)
+    }
+
+    /// Its stored form: generation, deletion time and each version, 8 bytes little-endian each.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + 8 * self.versions.len());
+        out.extend_from_slice(&self.generation.to_le_bytes());
+        out.extend_from_slice(&self.deleted_ms.to_le_bytes());
+        for v in &self.versions {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads [`to_bytes`](Self::to_bytes)'s form; `None` if it is not one.
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        if b.len() < 16 || !b.len().is_multiple_of(8) {
+            return None;
+        }
+        let mut words = b
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        let generation = words.next()?;
+        let deleted_ms = words.next()?;
+        Some(Self {
+            generation,
+            versions: words.collect(),
+            deleted_ms,
+        })
+    }
+}
+
+/// A former incarnation with the minter of its tickets.
+struct Former {
+    minter: TicketMinter,
+    versions: Box<[u64]>,
+}
+
+impl Former {
+    /// Whether `t`, issued at `issued_ms`, is a ticket of this incarnation: its tag verifies
+    /// for the version its instance had at the deletion (one HMAC). Its issue time is not
+    /// compared with the deletion's: a draw served while the deletion was being committed is
+    /// the deleted incarnation's too.
+    fn issued(&self, t: Ticket, issued_ms: u64) -> bool {
+        self.versions
+            .get(t.instance())
+            .is_some_and(|&v| self.minter.verify(t, issued_ms, v))
+    }
+}
+
 /// Limits of a [`TicketBook`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TicketLimits {
@@ -399,6 +479,9 @@ pub struct TicketBook<O> {
     /// Slots in the ring: `max_tickets`, at least 1, at most [`MAX_TICKET_SLOTS`].
     cap: usize,
     minter: TicketMinter,
+    /// The model's incarnation deleted last under the same name, if it was deleted less than a
+    /// ticket lifetime before this one was made (or loaded).
+    former: Option<Former>,
     /// When the book was made, as an instant and in wall-clock milliseconds: the book's clock
     /// is the wall clock at that moment plus the monotonic time since, so it never goes back.
     made: (Instant, u64),
@@ -423,8 +506,21 @@ impl<O: Clone> TicketBook<O> {
             limits,
             cap: limits.max_tickets.clamp(1, MAX_TICKET_SLOTS),
             minter,
+            former: None,
             made: (Instant::now(), wall_ms()),
         }
+    }
+
+    /// The book of an incarnation created after `former` (a deleted incarnation of the model
+    /// `name`, whose tickets `key` tagged): a ticket of `former` is refused as
+    /// [`Refusal::OtherModel`] instead of [`Refusal::Unknown`]. The check costs one HMAC, on
+    /// the refusal path only (a ticket that neither this book nor its tag accounts for).
+    pub fn with_former(mut self, key: &TicketKey, name: &str, former: FormerIncarnation) -> Self {
+        self.former = Some(Former {
+            minter: TicketMinter::new(key, name, former.generation),
+            versions: former.versions.into_boxed_slice(),
+        });
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Book<O>> {
@@ -571,6 +667,10 @@ impl<O: Clone> TicketBook<O> {
         let Some(h) = verified else {
             return Redeem::Refuse(if expired {
                 Refusal::Expired
+            } else if self.former.as_ref().is_some_and(|f| f.issued(t, issued_ms)) {
+                // Issued by the incarnation deleted before this one: the device drew from a
+                // model that is gone (`rules::Record::Issued { same_model: false, .. }`).
+                Refusal::OtherModel
             } else {
                 Refusal::Unknown
             });
@@ -692,6 +792,9 @@ pub fn client_bucket(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The largest capacity (in draws) of an emptied [`DrawQuota`] bucket that is kept.
+const KEPT_BUCKET_CAPACITY: usize = 8;
+
 /// Caps the tickets one client address bucket ([`client_bucket`]) holds: each draw counts
 /// against the client until the client posts an update that redeems a ticket, or until the step
 /// time passes. A client at its cap is refused further draws (429 with `Retry-After`) until its
@@ -769,7 +872,11 @@ impl DrawQuota {
         let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(q) = m.get_mut(&key) {
             q.pop_front();
-            if q.is_empty() {
+            // An emptied bucket stays, with its small allocation, for the client's next draw (an
+            // honest device draws and posts in turn: removing it would free and allocate again
+            // each time); one that held many draws is removed to free its memory. Empty buckets
+            // count towards `MAX_BUCKETS` and are the first dropped when the table is full.
+            if q.is_empty() && q.capacity() > KEPT_BUCKET_CAPACITY {
                 m.remove(&key);
             }
         }
@@ -1043,6 +1150,114 @@ mod tests {
         std::thread::sleep(Duration::from_millis(3));
         let book: TicketBook<()> = TicketBook::new(short, TicketMinter::new(&key, "m", 7));
         assert!(matches!(book.redeem(t, current(42)), Redeem::Refuse(_)));
+    }
+
+    /// A model deleted and created again under its name: the new incarnation's book refuses a
+    /// ticket of the deleted one as `OtherModel`, from its ring's time or from before a
+    /// restart, and still refuses a forged or altered one, one of a model with another name, or
+    /// one of an incarnation it was not told about as `Unknown`; an expired one is `Expired`.
+    /// Its own tickets are unaffected. The former incarnation's stored form round-trips.
+    #[test]
+    fn a_ticket_of_the_deleted_incarnation_is_for_another_model() {
+        let key = TicketKey::random();
+        let limits = TicketLimits::default();
+        let old: TicketBook<()> = TicketBook::new(limits, TicketMinter::new(&key, "m", 7));
+        let h = handle(&Arc::from(vec![1.0f32; 3]), 42);
+        let t = old.issue(&h, 2).unwrap();
+        let other_name: TicketBook<()> = TicketBook::new(limits, TicketMinter::new(&key, "n", 7));
+        let tn = other_name.issue(&h, 2).unwrap();
+        std::thread::sleep(Duration::from_millis(3));
+        let deleted = FormerIncarnation {
+            generation: 7,
+            versions: vec![1, 2, 42],
+            deleted_ms: wall_ms(),
+        };
+        assert_eq!(
+            FormerIncarnation::from_bytes(&deleted.to_bytes()),
+            Some(deleted.clone())
+        );
+        assert_eq!(FormerIncarnation::from_bytes(&[0; 12]), None);
+        assert!(deleted.relevant(limits.ttl, deleted.deleted_ms));
+        assert!(!deleted.relevant(limits.ttl, deleted.deleted_ms + 600_000));
+        std::thread::sleep(Duration::from_millis(3));
+        // The new incarnation's instances have new versions.
+        let current =
+            |i: usize| (i < 3).then(|| handle(&Arc::from(vec![1.0f32; 3]), 100 + i as u64));
+        let new = TicketBook::<()>::new(limits, TicketMinter::new(&key, "m", 8)).with_former(
+            &key,
+            "m",
+            deleted.clone(),
+        );
+        assert!(matches!(
+            new.redeem(t, current),
+            Redeem::Refuse(Refusal::OtherModel)
+        ));
+        for forged in [Ticket(t.0 ^ 1), Ticket(t.0 ^ (1 << 64)), Ticket::random()] {
+            assert!(
+                matches!(new.redeem(forged, current), Redeem::Refuse(r) if r != Refusal::OtherModel),
+                "{forged}"
+            );
+        }
+        assert!(matches!(
+            new.redeem(tn, current),
+            Redeem::Refuse(Refusal::Unknown)
+        ));
+        // Without the former incarnation, or told of another one, the ticket is unknown.
+        let plain: TicketBook<()> = TicketBook::new(limits, TicketMinter::new(&key, "m", 8));
+        assert!(matches!(
+            plain.redeem(t, current),
+            Redeem::Refuse(Refusal::Unknown)
+        ));
+        let wrong = TicketBook::<()>::new(limits, TicketMinter::new(&key, "m", 8)).with_former(
+            &key,
+            "m",
+            FormerIncarnation {
+                generation: 6,
+                ..deleted.clone()
+            },
+        );
+        assert!(matches!(
+            wrong.redeem(t, current),
+            Redeem::Refuse(Refusal::Unknown)
+        ));
+        // Nor if the instance it drew had another value at the deletion.
+        let overwritten = TicketBook::<()>::new(limits, TicketMinter::new(&key, "m", 8))
+            .with_former(
+                &key,
+                "m",
+                FormerIncarnation {
+                    versions: vec![1, 2, 43],
+                    ..deleted.clone()
+                },
+            );
+        assert!(matches!(
+            overwritten.redeem(t, current),
+            Redeem::Refuse(Refusal::Unknown)
+        ));
+        // The new incarnation's own tickets are fresh.
+        let hn = current(0).unwrap();
+        let own = new.issue(&hn, 0).unwrap();
+        assert!(matches!(new.redeem(own, current), Redeem::Fresh(_)));
+        // Expired: answered as expired, whoever issued it.
+        let short = TicketLimits {
+            ttl: Duration::from_millis(1),
+            ..limits
+        };
+        let old: TicketBook<()> = TicketBook::new(short, TicketMinter::new(&key, "m", 7));
+        let t = old.issue(&h, 2).unwrap();
+        std::thread::sleep(Duration::from_millis(3));
+        let new = TicketBook::<()>::new(short, TicketMinter::new(&key, "m", 8)).with_former(
+            &key,
+            "m",
+            FormerIncarnation {
+                deleted_ms: wall_ms(),
+                ..deleted
+            },
+        );
+        assert!(matches!(
+            new.redeem(t, current),
+            Redeem::Refuse(Refusal::Expired)
+        ));
     }
 
     /// A full ring of tickets younger than the step time refuses draws (saying how long to

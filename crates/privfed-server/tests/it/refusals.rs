@@ -1,7 +1,8 @@
 //! Why an update or its ticket was refused, over a real socket with each store: the 409 of a
 //! refused ticket and the 422 of a refused update keep their status and `error` code and add a
-//! `reason` (`ticket_unknown`, `ticket_in_progress`, `instance_overwritten`, `ticket_expired`;
-//! `guard_coordinate`, …), the same from both stores, and `privfed-client` reads it into its error.
+//! `reason` (`ticket_unknown`, `ticket_in_progress`, `instance_overwritten`,
+//! `ticket_for_another_model`, `ticket_expired`; `guard_coordinate`, …), the same from both
+//! stores, and `privfed-client` reads it into its error.
 
 use crate::common;
 use crate::identity::{finish_upload, start_upload};
@@ -65,6 +66,19 @@ async fn every_reason(url: &str) {
     let e = c.submit("r", Some(&stale), &[1.0; 4]).await.unwrap_err();
     refused(&e, 409, "ticket_invalid", "instance_overwritten");
 
+    // A ticket of a model deleted and created again under its name, presented to the new one.
+    let gone = c.draw("r").await.unwrap().ticket.unwrap();
+    admin.delete_model("r").await.unwrap();
+    admin.create_model(&common::spec("r", 4, 1)).await.unwrap();
+    let e = c.submit("r", Some(&gone), &[1.0; 4]).await.unwrap_err();
+    refused(&e, 409, "ticket_invalid", "ticket_for_another_model");
+    // A ticket of a model with another name: each model keeps its own tickets, so neither store
+    // knows it.
+    admin.create_model(&common::spec("x", 4, 1)).await.unwrap();
+    let of_x = c.draw("x").await.unwrap().ticket.unwrap();
+    let e = c.submit("r", Some(&of_x), &[1.0; 4]).await.unwrap_err();
+    refused(&e, 409, "ticket_invalid", "ticket_unknown");
+
     // A ticket past its lifetime.
     let old = c.draw("r").await.unwrap().ticket.unwrap();
     tokio::time::sleep(limits().ttl + Duration::from_millis(300)).await;
@@ -114,4 +128,49 @@ async fn redis_refusals_carry_their_reason() {
     every_reason(&url).await;
     stop.send(()).unwrap();
     h.await.unwrap();
+}
+
+/// The embedded store keeps what it needs to recognize a deleted incarnation's tickets durably:
+/// a ticket drawn before the deletion answers `ticket_for_another_model` when the name is
+/// created again after a restart, and after a further restart (the model then loaded from the
+/// database).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_deleted_incarnation_is_recognized_across_restarts() {
+    let dir = common::TempDir::new("refusals-restart");
+    let open = |mode| {
+        let options = EmbeddedOptions {
+            limits: TicketLimits {
+                ttl: Duration::from_secs(600),
+                ..limits()
+            },
+            ..EmbeddedOptions::default()
+        };
+        EmbeddedStore::open_with(&dir.0, mode, options).unwrap()
+    };
+    let (url, stop, h) = common::serve_on_loopback(open(OpenMode::Create), TOKEN).await;
+    let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
+    admin.create_model(&common::spec("r", 4, 2)).await.unwrap();
+    let gone = Client::new(&url)
+        .unwrap()
+        .draw("r")
+        .await
+        .unwrap()
+        .ticket
+        .unwrap();
+    admin.delete_model("r").await.unwrap();
+    stop.send(()).unwrap();
+    h.await.unwrap();
+
+    for restart in 0..2 {
+        let (url, stop, h) = common::serve_on_loopback(open(OpenMode::Existing), TOKEN).await;
+        if restart == 0 {
+            let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
+            admin.create_model(&common::spec("r", 4, 2)).await.unwrap();
+        }
+        let c = Client::new(&url).unwrap();
+        let e = c.submit("r", Some(&gone), &[1.0; 4]).await.unwrap_err();
+        refused(&e, 409, "ticket_invalid", "ticket_for_another_model");
+        stop.send(()).unwrap();
+        h.await.unwrap();
+    }
 }

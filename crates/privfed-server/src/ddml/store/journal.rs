@@ -101,7 +101,7 @@ pub struct Entry<B> {
     pub versions: Vec<u64>,
     /// The tickets the batch's updates of this model used, each with its outcome as replays
     /// answer it ([`crate::ddml::store::encode_outcome`]).
-    pub used: Vec<(UsedTicket, String)>,
+    pub used: Vec<(UsedTicket, std::borrow::Cow<'static, str>)>,
 }
 
 /// A record read back by [`read_after`].
@@ -403,7 +403,8 @@ fn decode(p: &[u8], v2: bool) -> Result<Vec<Entry<Vec<u8>>>, String> {
                 let len = c.u32()? as usize;
                 let outcome = std::str::from_utf8(c.take(len)?)
                     .map_err(|e| format!("ticket outcome: {e}"))?
-                    .to_string();
+                    .to_string()
+                    .into();
                 used.push((
                     UsedTicket {
                         ticket,
@@ -477,7 +478,7 @@ mod tests {
                         version: 1000 + j as u64,
                         expires_ms: 1 << 40,
                     };
-                    (u, format!("o{j}"))
+                    (u, format!("o{j}").into())
                 })
                 .collect(),
         }

@@ -36,14 +36,15 @@ pub enum SubmitOutcome {
 }
 
 /// A used ticket's outcome as the stores keep it for replays: `a` (accepted), or `r` followed by
-/// `s` and the spam rejection's JSON or `g` and the guard rejection's JSON.
-pub fn encode_outcome(o: &SubmitOutcome) -> String {
+/// `s` and the spam rejection's JSON or `g` and the guard rejection's JSON. An acceptance, the
+/// common outcome of an update, is a static string (no allocation per update).
+pub fn encode_outcome(o: &SubmitOutcome) -> std::borrow::Cow<'static, str> {
     match o {
         SubmitOutcome::Rejected(Rejection::Spam(r)) => {
-            format!("rs{}", serde_json::to_string(r).unwrap_or_default())
+            format!("rs{}", serde_json::to_string(r).unwrap_or_default()).into()
         }
         SubmitOutcome::Rejected(Rejection::Guard(r)) => {
-            format!("rg{}", serde_json::to_string(r).unwrap_or_default())
+            format!("rg{}", serde_json::to_string(r).unwrap_or_default()).into()
         }
         SubmitOutcome::Accepted => "a".into(),
         SubmitOutcome::Replayed(first) => encode_outcome(first),

@@ -57,8 +57,8 @@ use super::{
 };
 use crate::ddml::model::{ModelSpec, decode_f32, encode_f32};
 use crate::ddml::ticket::{
-    Handle, RetiredInstances, Ticket, TicketBook, TicketKey, TicketLimits, TicketMinter,
-    UsedTicket, handle,
+    FormerIncarnation, Handle, RetiredInstances, Ticket, TicketBook, TicketKey, TicketLimits,
+    TicketMinter, UsedTicket, handle,
 };
 use crate::http::error::StoreError;
 use bytes::Bytes;
@@ -81,7 +81,9 @@ mod writer;
 
 use pipeline::WriterCore;
 use pipeline::{Pending, Pipeline, Queue, WRITER_STOPPED};
-use replay::{durable_write, load_model, put_meta, put_used, replay, restore_tickets};
+use replay::{
+    durable_write, former_incarnation, load_model, put_meta, put_used, replay, restore_tickets,
+};
 pub use writer::JOURNAL_MAX_INSTANCE_BYTES;
 use writer::Writer;
 
@@ -102,6 +104,11 @@ const VERSIONS: TableDefinition<(&str, u32), u64> = TableDefinition::new("instan
 /// and the outcome ([`crate::ddml::store::encode_outcome`]): written at checkpoints (and by
 /// commits that bypass the journal); a row matters only while its instance holds that version.
 const USED: TableDefinition<(&str, u32, u64, u128), &[u8]> = TableDefinition::new("used_tickets");
+/// The incarnation of each model name deleted last ([`FormerIncarnation::to_bytes`]), written
+/// by the deletion's transaction and read when the name is created again or loaded, so that its
+/// tickets answer `ticket_for_another_model`; rows older than a ticket lifetime are dropped at
+/// the next deletion.
+const FORMER: TableDefinition<&str, &[u8]> = TableDefinition::new("former_incarnations");
 /// The store's secrets: [`TICKET_KEY`].
 const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets");
 /// The key of the tickets' tags ([`TicketKey`]), 32 bytes.
@@ -229,8 +236,9 @@ struct ModelState {
 }
 
 impl ModelState {
-    /// A model's state with its instances and their versions (as many), its counters, and the
-    /// store's ticket key.
+    /// A model's state with its instances and their versions (as many), its counters, the
+    /// store's ticket key, and the incarnation deleted before it under its name, if its
+    /// tickets may still be presented.
     fn new(
         spec: ModelSpec,
         instances: Vec<Arc<[f32]>>,
@@ -238,6 +246,7 @@ impl ModelState {
         (accepted, rejected): (u64, u64),
         limits: TicketLimits,
         key: &TicketKey,
+        former: Option<FormerIncarnation>,
     ) -> Result<Self, StoreError> {
         if versions.len() != instances.len() {
             return Err(StoreError::Backend(format!(
@@ -261,6 +270,10 @@ impl ModelState {
             }
         };
         let minter = TicketMinter::new(key, &spec.name, spec.generation);
+        let mut tickets = TicketBook::new(limits, minter);
+        if let Some(f) = former {
+            tickets = tickets.with_former(key, &spec.name, f);
+        }
         Ok(Self {
             spec: Arc::new(spec),
             instances: RwLock::new(Instances {
@@ -279,7 +292,7 @@ impl ModelState {
             accepted: AtomicU64::new(accepted),
             rejected: AtomicU64::new(rejected),
             deleted: AtomicBool::new(false),
-            tickets: TicketBook::new(limits, minter),
+            tickets,
             retired: RetiredInstances::new(limits.retired_cap(k, dim)),
         })
     }
@@ -463,6 +476,7 @@ impl EmbeddedStore {
             w.open_table(INSTANCES).map_err(backend)?;
             w.open_table(VERSIONS).map_err(backend)?;
             w.open_table(USED).map_err(backend)?;
+            w.open_table(FORMER).map_err(backend)?;
             let c = {
                 let t = w.open_table(JOURNAL).map_err(backend)?;
                 let get = |key| Ok(t.get(key).map_err(backend)?.map(|v| v.value()));
@@ -534,10 +548,12 @@ impl EmbeddedStore {
             let meta = r.open_table(META).map_err(backend)?;
             let inst = r.open_table(INSTANCES).map_err(backend)?;
             let versions = r.open_table(VERSIONS).map_err(backend)?;
+            let former = r.open_table(FORMER).map_err(backend)?;
             for entry in meta.iter().map_err(backend)? {
                 let (name_key, v) = entry.map_err(backend)?;
                 let name = name_key.value().to_string();
-                match load_model(&name, v.value(), (&inst, &versions), limits, &key) {
+                let before = former_incarnation(&former, &name, limits.ttl)?;
+                match load_model(&name, v.value(), (&inst, &versions), limits, &key, before) {
                     Ok(state) => {
                         map.insert(name, Arc::new(state));
                     }
@@ -557,7 +573,6 @@ impl EmbeddedStore {
             db,
             journal,
             dirty: HashMap::new(),
-            used: Vec::new(),
             key,
             models: models.clone(),
             quarantine: quarantine.clone(),

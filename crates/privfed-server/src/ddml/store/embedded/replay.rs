@@ -173,6 +173,7 @@ pub(super) fn load_model(
     ),
     limits: TicketLimits,
     key: &TicketKey,
+    former: Option<FormerIncarnation>,
 ) -> Result<ModelState, String> {
     let mut m: StoredMeta =
         serde_json::from_slice(meta).map_err(|e| format!("unreadable metadata: {e}"))?;
@@ -212,6 +213,23 @@ pub(super) fn load_model(
         (m.accepted, m.rejected),
         limits,
         key,
+        former,
     )
     .map_err(|e| e.to_string())
+}
+
+/// The incarnation of `name` deleted last, from the [`FORMER`] table, if its tickets may still
+/// be presented (it was deleted less than a ticket lifetime `ttl` ago). A damaged row is
+/// ignored (its tickets then answer `ticket_unknown`).
+pub(super) fn former_incarnation(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    name: &str,
+    ttl: Duration,
+) -> Result<Option<FormerIncarnation>, StoreError> {
+    let now_ms = crate::ddml::ticket::wall_ms();
+    Ok(table
+        .get(name)
+        .map_err(backend)?
+        .and_then(|v| FormerIncarnation::from_bytes(v.value()))
+        .filter(|f| f.relevant(ttl, now_ms)))
 }

@@ -7,11 +7,10 @@ use super::*;
 pub(super) struct Writer {
     pub(super) db: Database,
     pub(super) journal: Journal,
-    /// The instances written to the journal since the last checkpoint, per model.
-    pub(super) dirty: HashMap<String, (Arc<ModelState>, BTreeSet<usize>)>,
-    /// The tickets used by updates in the journal since the last checkpoint (model name, the
-    /// record, the outcome): written into the tables at the checkpoint.
-    pub(super) used: Vec<(String, UsedTicket, String)>,
+    /// What the journal holds since the last checkpoint, per model: the instances written, and
+    /// the tickets its updates used (the record, the outcome), written into the tables at the
+    /// checkpoint.
+    pub(super) dirty: HashMap<String, Dirty>,
     /// The key of the tickets' tags, for the models it creates.
     pub(super) key: TicketKey,
     pub(super) models: Models,
@@ -20,6 +19,15 @@ pub(super) struct Writer {
     pub(super) file: FileIdentity,
     pub(super) limits: TicketLimits,
     pub(super) counters: Arc<CommitCounters>,
+}
+
+/// One model's part of what the journal holds since the last checkpoint.
+pub(super) struct Dirty {
+    pub(super) model: Arc<ModelState>,
+    /// The instances written.
+    pub(super) written: BTreeSet<usize>,
+    /// The tickets its updates used, with their outcomes as replays answer them.
+    pub(super) used: Vec<(UsedTicket, std::borrow::Cow<'static, str>)>,
 }
 
 impl Writer {
@@ -100,14 +108,22 @@ impl Writer {
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
                 let mut versions = w.open_table(VERSIONS).map_err(backend)?;
                 let mut used = w.open_table(USED).map_err(backend)?;
-                for (name, (model, js)) in &self.dirty {
+                for (
+                    name,
+                    Dirty {
+                        model,
+                        written,
+                        used: used_here,
+                    },
+                ) in &self.dirty
+                {
                     // A delete checkpoints first, so this is only a guard.
                     if model.deleted.load(Ordering::Acquire) {
                         continue;
                     }
                     {
                         let instances = model.instances.read().unwrap_or_else(|e| e.into_inner());
-                        for &j in js {
+                        for &j in written {
                             let key = (name.as_str(), j as u32);
                             inst.insert(key, instances.encoded[j].as_ref())
                                 .map_err(backend)?;
@@ -115,12 +131,11 @@ impl Writer {
                             versions.insert(key, version).map_err(backend)?;
                             drop_stale_used(&mut used, name, j as u32, version)?;
                         }
-                        for (n, u, outcome) in &self.used {
-                            if n == name
-                                && instances
-                                    .handles
-                                    .get(u.instance as usize)
-                                    .is_some_and(|h| h.version == u.version)
+                        for (u, outcome) in used_here {
+                            if instances
+                                .handles
+                                .get(u.instance as usize)
+                                .is_some_and(|h| h.version == u.version)
                             {
                                 put_used(&mut used, name, u, outcome)?;
                             }
@@ -143,7 +158,6 @@ impl Writer {
         self.committed(r)?;
         self.counters.checkpoints.fetch_add(1, Ordering::AcqRel);
         self.dirty.clear();
-        self.used.clear();
         self.journal.restart();
         Ok(())
     }
@@ -176,6 +190,11 @@ impl Writer {
             )));
         }
         let versions: Vec<u64> = (0..instances.len()).map(|_| rand::random()).collect();
+        let former = {
+            let r = self.db.begin_read().map_err(backend)?;
+            let t = r.open_table(FORMER).map_err(backend)?;
+            former_incarnation(&t, &spec.name, self.limits.ttl)?
+        };
         let r = (|| -> Result<(), StoreError> {
             let w = durable_write(&self.db)?;
             {
@@ -200,7 +219,15 @@ impl Writer {
         self.committed(r)?;
         let instances: Vec<Arc<[f32]>> = instances.into_iter().map(Arc::from).collect();
         let name = spec.name.clone();
-        let state = ModelState::new(spec, instances, &versions, (0, 0), self.limits, &self.key)?;
+        let state = ModelState::new(
+            spec,
+            instances,
+            &versions,
+            (0, 0),
+            self.limits,
+            &self.key,
+            former,
+        )?;
         self.models
             .write()
             .map_err(|_| lock_poisoned())?
@@ -228,8 +255,37 @@ impl Writer {
         if model.is_none() && !quarantined {
             return Err(StoreError::NotFound(name.to_string()));
         }
+        // What the next incarnation of the name needs to recognize this one's tickets.
+        let now_ms = crate::ddml::ticket::wall_ms();
+        let former = match &model {
+            Some(m) => Some(FormerIncarnation {
+                generation: m.spec.generation,
+                versions: m
+                    .instances
+                    .read()
+                    .map_err(|_| lock_poisoned())?
+                    .handles
+                    .iter()
+                    .map(|h| h.version)
+                    .collect(),
+                deleted_ms: now_ms,
+            }),
+            None => None,
+        };
+        let ttl = self.limits.ttl;
         let r = (|| -> Result<(), StoreError> {
             let w = durable_write(&self.db)?;
+            {
+                let mut ft = w.open_table(FORMER).map_err(backend)?;
+                ft.retain(|_, v| {
+                    FormerIncarnation::from_bytes(v).is_some_and(|f| f.relevant(ttl, now_ms))
+                })
+                .map_err(backend)?;
+                match &former {
+                    Some(f) => ft.insert(name, f.to_bytes().as_slice()).map_err(backend)?,
+                    None => ft.remove(name).map_err(backend)?,
+                };
+            }
             {
                 let mut meta = w.open_table(META).map_err(backend)?;
                 let mut inst = w.open_table(INSTANCES).map_err(backend)?;
@@ -395,17 +451,23 @@ impl Writer {
             Ok(()) => {
                 if journaled {
                     for (p, f) in &small {
-                        self.dirty
-                            .entry(p.model.spec.name.clone())
-                            .or_insert_with(|| (p.model.clone(), BTreeSet::new()))
-                            .1
-                            .extend(f.iter().map(|(j, _, _, _)| *j));
                         let name = &p.model.spec.name;
-                        self.used.extend(
-                            p.used
-                                .iter()
-                                .map(|(u, o)| (name.clone(), u.clone(), o.clone())),
-                        );
+                        // The name is copied once per checkpoint interval, not per batch.
+                        if !self.dirty.contains_key(name) {
+                            self.dirty.insert(
+                                name.clone(),
+                                Dirty {
+                                    model: p.model.clone(),
+                                    written: BTreeSet::new(),
+                                    used: Vec::new(),
+                                },
+                            );
+                        }
+                        if let Some(d) = self.dirty.get_mut(name) {
+                            d.written.extend(f.iter().map(|(j, _, _, _)| *j));
+                            // An acceptance's outcome is a static string: no copy per update.
+                            d.used.extend(p.used.iter().cloned());
+                        }
                     }
                 }
                 self.counters.commits.fetch_add(1, Ordering::AcqRel);
@@ -504,7 +566,7 @@ pub(super) struct Planned {
     /// Overwrites in order (instance index, new value).
     pub(super) writes: Vec<(usize, Vec<f32>)>,
     /// The tickets the batch's updates of this model used, with their outcomes.
-    pub(super) used: Vec<(UsedTicket, String)>,
+    pub(super) used: Vec<(UsedTicket, std::borrow::Cow<'static, str>)>,
     pub(super) accepted: u64,
     pub(super) rejected: u64,
 }
@@ -643,6 +705,7 @@ mod tests {
                 (0, 0),
                 TicketLimits::default(),
                 &TicketKey::random(),
+                None,
             )
             .unwrap(),
         );

@@ -170,7 +170,7 @@ fn a_store_outage_is_logged_once_per_transition() {
     );
     assert!(created.starts_with("HTTP/1.1 201"), "{created}");
     assert!(get(&srv.addr, "/v1/models/m/draw").starts_with("HTTP/1.1 200"));
-    redis.kill();
+    redis.kill9();
     let mut refused = 0;
     for _ in 0..20 {
         if get(&srv.addr, "/v1/models/m/draw").starts_with("HTTP/1.1 503") {

@@ -349,31 +349,25 @@ mod tests {
         assert_eq!(polls, 3);
     }
 
-    fn script(dir: &TempDir, body: &str) -> PathBuf {
+    /// Runs a Python script with this body through [`python_oracle`], catching its panic.
+    fn oracle_of(body: &str, queries: serde_json::Value) -> std::thread::Result<serde_json::Value> {
+        let dir = TempDir::new("oracle");
         let p = dir.path().join("oracle.py");
         std::fs::write(&p, body).unwrap();
-        p
+        std::panic::catch_unwind(|| python_oracle(&p, &queries))
     }
 
     #[test]
     fn python_oracle_answers_json_from_stdin() {
-        let dir = TempDir::new("oracle");
-        let p = script(
-            &dir,
-            "import json, sys\nq = json.load(sys.stdin)\nprint(json.dumps([x * 2 for x in q]))\n",
-        );
-        let v = python_oracle(&p, &serde_json::json!([1, 2.5]));
+        let body = "import json, sys\nprint(json.dumps([x * 2 for x in json.load(sys.stdin)]))\n";
+        let v = oracle_of(body, serde_json::json!([1, 2.5])).unwrap();
         assert_eq!(v, serde_json::json!([2, 5.0]));
     }
 
     #[test]
     fn python_oracle_failure_carries_stderr() {
-        let dir = TempDir::new("oracle");
-        let p = script(
-            &dir,
-            "import sys\nsys.stderr.write('no such estimator: frob\\n')\nsys.exit(1)\n",
-        );
-        let err = std::panic::catch_unwind(|| python_oracle(&p, &serde_json::json!({})))
+        let body = "import sys\nsys.stderr.write('no such estimator: frob\\n')\nsys.exit(1)\n";
+        let err = oracle_of(body, serde_json::json!({}))
             .expect_err("a script that exits 1 must fail the oracle");
         let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
         assert!(msg.contains("oracle.py failed"), "{msg}");

@@ -3,6 +3,8 @@
 //! (`privfed_testkit::sys`; tests that start Redis are ignored without `cfg(has_redis_server)`).
 
 use privfed_server::ddml::model::CreateModel;
+// `tests/resources` includes this file and starts no Redis.
+#[allow(unused_imports)]
 pub use privfed_testkit::sys::{RedisServer, TempDir, free_port};
 use std::time::{Duration, Instant};
 

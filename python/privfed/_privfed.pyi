@@ -314,10 +314,10 @@ def analytic_gaussian_analysis(
 def epsilon_vs_noise(
     sigmas: Sequence[float],
     *,
-    scale: int = 1,
-    clients: int = 100,
-    steps: int = 1,
-    delta: float = 1e-05,
+    scale: Optional[int] = None,
+    clients: Optional[int] = None,
+    steps: Optional[int] = None,
+    delta: Optional[float] = None,
 ) -> Dict[str, Any]:
     """The report of ``privfed analyze epsilon-vs-noise --json``."""
 def validate_event(event: _Event) -> None: ...
@@ -799,13 +799,13 @@ def simulate_in_process(
     k: int,
     learning_rate: float,
     epsilon: Optional[float],
-    passes: int = 20,
-    examples_per_client: int = 10,
-    strategy: str = "draw-and-discard",
+    passes: Optional[int] = None,
+    examples_per_client: Optional[int] = None,
+    strategy: Optional[str] = None,
     server_batch: Optional[int] = None,
     spam_sigmas: Optional[float] = None,
-    synthetic_train: int = 200000,
-    synthetic_test: int = 20000,
+    synthetic_train: Optional[int] = None,
+    synthetic_test: Optional[int] = None,
     seed: Optional[int] = None,
     data_dir: Optional[_Path] = None,
 ) -> Dict[str, Any]:

@@ -524,6 +524,9 @@ ANALYSES = [
      lambda: pa.analytic_gaussian_analysis(1.0, 1e-5, sensitivity=2.0)),
     ("epsilon-vs-noise --sigmas 0.8,3 --scale 16 --clients 10 --steps 3 --delta 1e-6",
      lambda: pa.epsilon_vs_noise([0.8, 3.0], scale=16, clients=10, steps=3, delta=1e-6)),
+    # The defaults (scale, clients, steps, delta left out on both sides) are the same ones.
+    ("epsilon-vs-noise --sigmas 0.8,3",
+     lambda: pa.epsilon_vs_noise([0.8, 3.0])),
 ]
 
 

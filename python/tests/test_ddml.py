@@ -174,6 +174,18 @@ def test_simulation_report_is_the_cli_report(cli, args, kwargs):
     assert got == want
 
 
+def test_simulation_defaults_are_the_cli_defaults(cli):
+    """`ddml.simulate_in_process` with `examples_per_client`, `strategy`, `synthetic_train` and
+    `synthetic_test` left out runs what `privfed ddml simulate` runs without those options (one
+    set of defaults behind both); one pass keeps it short."""
+    want = cli("ddml", "simulate", *"--dataset synthetic-production --k 5 --learning-rate 0.1 "
+               "--no-noise --passes 1 --seed 7 --quiet --json".split())
+    got = ddml.simulate_in_process("synthetic-production", k=5, learning_rate=0.1, epsilon=None,
+                                   passes=1, seed=7)
+    assert got.pop("seconds") >= 0.0 and want.pop("seconds") >= 0.0
+    assert got == want
+
+
 def test_simulation_errors(tmp_path):
     run = dict(k=5, learning_rate=0.1, epsilon=None, passes=1, synthetic_train=100,
                synthetic_test=10, seed=1)

@@ -44,7 +44,7 @@
 
 use privfed_accounting::NeighbouringRelation;
 use privfed_accounting::calibrate::AccountantKind;
-use privfed_distributed::NoiseShare;
+use privfed_distributed::{NoiseShare, NoiseTarget};
 use privfed_learn::nn::ModelSpec;
 use serde::{Deserialize, Serialize};
 
@@ -520,18 +520,322 @@ fn positive(name: &str, v: f64) -> Result<(), FlError> {
     }
 }
 
-fn noise_choice(what: &str, z: Option<f64>, eps: Option<f64>) -> Result<(), FlError> {
+fn noise_choice(what: &str, z: Option<f64>, eps: Option<f64>) -> Result<CentralNoise, FlError> {
     match (z, eps) {
-        (Some(z), None) => positive(&format!("{what}.noise_multiplier"), z),
-        (None, Some(e)) => positive(&format!("{what}.epsilon"), e),
+        (Some(z), None) => {
+            positive(&format!("{what}.noise_multiplier"), z)?;
+            Ok(CentralNoise::Multiplier(z))
+        }
+        (None, Some(e)) => {
+            positive(&format!("{what}.epsilon"), e)?;
+            Ok(CentralNoise::Epsilon(e))
+        }
         _ => bad(format!(
             "{what}: give exactly one of noise_multiplier and epsilon"
         )),
     }
 }
 
+/// Default conditional-rounding β of paper 001 (`e^{−1/2}`).
+pub const DEFAULT_BETA: f64 = 0.606_530_659_712_633_4;
+/// Default number of aggregate standard deviations the modular range holds.
+pub const DEFAULT_K: f64 = 4.0;
+
+/// The noise of a central layer: the multiplier z, or a target ε for the whole run at the run's
+/// δ (z is then calibrated when the plan is resolved, [`crate::privacy::PrivacyPlan::new`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CentralNoise {
+    /// z > 0.
+    Multiplier(f64),
+    /// Target ε > 0.
+    Epsilon(f64),
+}
+
+/// A checked central layer (`privacy` of `central_gaussian`, or `privacy.central`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct CheckedCentral {
+    /// ℓ2 clip of each contribution (> 0, finite).
+    pub clip: f64,
+    /// The noise.
+    pub noise: CentralNoise,
+}
+
+impl CheckedCentral {
+    /// Checks `{what}.clip`, then exactly one of `{what}.noise_multiplier` and `{what}.epsilon`.
+    fn new(what: &str, clip: f64, z: Option<f64>, eps: Option<f64>) -> Result<Self, FlError> {
+        positive(&format!("{what}.clip"), clip)?;
+        Ok(Self {
+            clip,
+            noise: noise_choice(what, z, eps)?,
+        })
+    }
+
+    fn of_layer(c: Option<CentralLayer>) -> Result<Option<Self>, FlError> {
+        c.map(|c| Self::new("privacy.central", c.clip, c.noise_multiplier, c.epsilon))
+            .transpose()
+    }
+}
+
+/// A checked local randomizer with its defaults filled in; the model's dimension, which its
+/// construction also needs, comes when the plan is resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CheckedLocal {
+    /// Paper 000's separated mechanism: direction at `epsilon − magnitude_epsilon`.
+    #[non_exhaustive]
+    Separated {
+        /// Local ε per report (> 0).
+        epsilon: f64,
+        /// ε₂ of the magnitude, in (0, ε) (default `min(ε/10, 1)`).
+        magnitude_epsilon: f64,
+        /// Paper 000's cap parameter ε₀ (> 0) of the direction, or the optimized PrivUnit2.
+        epsilon0: Option<f64>,
+    },
+    /// PrivUnitG on the direction.
+    #[non_exhaustive]
+    PrivUnitG {
+        /// Local ε per report (> 0).
+        epsilon: f64,
+    },
+    /// Paper 004's vector MVU mechanism.
+    #[non_exhaustive]
+    Mvu {
+        /// ε of the scalar metric design (> 0).
+        metric_epsilon: f64,
+        /// `b_in` in 1..=10.
+        input_bits: u32,
+        /// `b_out` in 1..=10.
+        output_bits: u32,
+        /// `p` ∈ {1, 2}.
+        power: u32,
+        /// Bound on the dithered vector's ℓp norm (≥ clip; default 1.25·clip).
+        dither_bound: f64,
+    },
+}
+
+/// The checked distributed pipeline with its defaults filled in (the planned contributors,
+/// which depend on the data's clients, come when the plan is resolved).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct CheckedDistributed {
+    /// The noise share.
+    pub share: NoiseShare,
+    /// ℓ2 clip c (> 0).
+    pub clip: f64,
+    /// Bit width b in 1..=62.
+    pub bits: u32,
+    /// Conditional rounding β ∈ [0, 1) (default [`DEFAULT_BETA`]).
+    pub beta: f64,
+    /// Aggregate standard deviations the modular range holds (> 0; default [`DEFAULT_K`]).
+    pub k: f64,
+    /// A local σ ≥ 0, or a target ε > 0 for the run.
+    pub noise: NoiseTarget,
+    /// The fewest contributors the noise is planned for (≥ 1), if given.
+    pub min_clients: Option<usize>,
+    /// Sum through the real secure-aggregation protocol.
+    pub secure_aggregation: bool,
+    /// The policy the secure sum's clients join under (checked; default when absent).
+    pub secagg_policy: privfed_secagg::ClientPolicy,
+    /// Dropout probability in [0, 1).
+    pub dropout: f64,
+}
+
+/// The privacy section with every parameter checked and every default that needs neither the
+/// model nor the data filled in: the one reading of [`Privacy`]. [`TrainConfig::validate`]
+/// checks a config through it and [`crate::privacy::PrivacyPlan::new`] resolves the mechanisms
+/// from it, so the two cannot disagree on what a field means or allows. Its shape is the plan's
+/// (none, central, local with an optional central layer, distributed). Other crates can read one
+/// and get one only through [`TryFrom`] (its structs and variants with fields are
+/// `#[non_exhaustive]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CheckedPrivacy {
+    /// No privacy.
+    None,
+    /// DP-FedAvg's central layer.
+    Central(CheckedCentral),
+    /// A local randomizer on updates clipped to `clip`, with an optional central layer.
+    #[non_exhaustive]
+    Local {
+        /// The randomizer.
+        mechanism: CheckedLocal,
+        /// ℓ2 (MVU: ℓp) clip of each update before privatization (> 0).
+        clip: f64,
+        /// Paper 000's central layer.
+        central: Option<CheckedCentral>,
+    },
+    /// Paper 001's pipeline.
+    Distributed(CheckedDistributed),
+}
+
+impl TryFrom<&Privacy> for CheckedPrivacy {
+    type Error = FlError;
+
+    /// Checks every field of the section and fills in the defaults.
+    ///
+    /// # Errors
+    /// The first bad field, as [`FlError::Config`] naming it as in the TOML file.
+    fn try_from(privacy: &Privacy) -> Result<Self, FlError> {
+        Ok(match *privacy {
+            Privacy::None => CheckedPrivacy::None,
+            Privacy::CentralGaussian {
+                clip,
+                noise_multiplier,
+                epsilon,
+            } => CheckedPrivacy::Central(CheckedCentral::new(
+                "privacy",
+                clip,
+                noise_multiplier,
+                epsilon,
+            )?),
+            Privacy::Separated {
+                epsilon,
+                magnitude_epsilon,
+                epsilon0,
+                clip,
+                central,
+            } => {
+                positive("privacy.epsilon", epsilon)?;
+                if let Some(e0) = epsilon0 {
+                    positive("privacy.epsilon0", e0)?;
+                }
+                positive("privacy.clip", clip)?;
+                if let Some(e2) = magnitude_epsilon {
+                    positive("privacy.magnitude_epsilon", e2)?;
+                    if e2 >= epsilon {
+                        return bad("privacy.magnitude_epsilon must be < privacy.epsilon");
+                    }
+                }
+                CheckedPrivacy::Local {
+                    mechanism: CheckedLocal::Separated {
+                        epsilon,
+                        magnitude_epsilon: magnitude_epsilon.unwrap_or((epsilon / 10.0).min(1.0)),
+                        epsilon0,
+                    },
+                    clip,
+                    central: CheckedCentral::of_layer(central)?,
+                }
+            }
+            Privacy::Privunitg {
+                epsilon,
+                clip,
+                central,
+            } => {
+                positive("privacy.epsilon", epsilon)?;
+                positive("privacy.clip", clip)?;
+                CheckedPrivacy::Local {
+                    mechanism: CheckedLocal::PrivUnitG { epsilon },
+                    clip,
+                    central: CheckedCentral::of_layer(central)?,
+                }
+            }
+            Privacy::Mvu {
+                metric_epsilon,
+                input_bits,
+                output_bits,
+                power,
+                clip,
+                dither_bound,
+                central,
+            } => {
+                positive("privacy.metric_epsilon", metric_epsilon)?;
+                positive("privacy.clip", clip)?;
+                if !(1..=10).contains(&input_bits) || !(1..=10).contains(&output_bits) {
+                    return bad("privacy.input_bits and privacy.output_bits must be in 1..=10");
+                }
+                if power != 1 && power != 2 {
+                    return bad(format!("privacy.power must be 1 or 2 (got {power})"));
+                }
+                if let Some(b) = dither_bound
+                    && !(b.is_finite() && b >= clip)
+                {
+                    return bad(format!(
+                        "privacy.dither_bound must be ≥ privacy.clip (got {b})"
+                    ));
+                }
+                CheckedPrivacy::Local {
+                    mechanism: CheckedLocal::Mvu {
+                        metric_epsilon,
+                        input_bits,
+                        output_bits,
+                        power,
+                        dither_bound: dither_bound.unwrap_or(1.25 * clip),
+                    },
+                    clip,
+                    central: CheckedCentral::of_layer(central)?,
+                }
+            }
+            Privacy::Distributed {
+                share,
+                clip,
+                bits,
+                beta,
+                k,
+                noise_stddev,
+                epsilon,
+                min_clients,
+                secure_aggregation,
+                secagg_policy,
+                dropout,
+            } => {
+                positive("privacy.clip", clip)?;
+                if let Some(p) = secagg_policy {
+                    if !secure_aggregation {
+                        return bad(
+                            "privacy.secagg_policy applies to secure_aggregation = true only",
+                        );
+                    }
+                    p.validate()
+                        .map_err(|e| FlError::Config(format!("privacy.secagg_policy: {e}")))?;
+                }
+                if !(1..=62).contains(&bits) {
+                    return bad(format!("privacy.bits must be in 1..=62 (got {bits})"));
+                }
+                if let Some(b) = beta
+                    && !(0.0..1.0).contains(&b)
+                {
+                    return bad(format!("privacy.beta must lie in [0, 1) (got {b})"));
+                }
+                if let Some(k) = k {
+                    positive("privacy.k", k)?;
+                }
+                let noise = match (noise_stddev, epsilon) {
+                    (Some(s), None) if s.is_finite() && s >= 0.0 => NoiseTarget::LocalStddev(s),
+                    (None, Some(e)) => {
+                        positive("privacy.epsilon", e)?;
+                        NoiseTarget::Epsilon(e)
+                    }
+                    _ => {
+                        return bad("privacy: give exactly one of noise_stddev (≥ 0) and epsilon");
+                    }
+                };
+                if min_clients == Some(0) {
+                    return bad("privacy.min_clients must be ≥ 1");
+                }
+                if !(0.0..1.0).contains(&dropout) {
+                    return bad(format!(
+                        "privacy.dropout must lie in [0, 1) (got {dropout})"
+                    ));
+                }
+                CheckedPrivacy::Distributed(CheckedDistributed {
+                    share,
+                    clip,
+                    bits,
+                    beta: beta.unwrap_or(DEFAULT_BETA),
+                    k: k.unwrap_or(DEFAULT_K),
+                    noise,
+                    min_clients,
+                    secure_aggregation,
+                    secagg_policy: secagg_policy.unwrap_or_default(),
+                    dropout,
+                })
+            }
+        })
+    }
+}
+
 impl TrainConfig {
-    /// Checks every field against the number of clients.
+    /// Checks every field against the number of clients (the privacy section by reading it into
+    /// a [`CheckedPrivacy`], as the plan is resolved from).
     ///
     /// # Errors
     /// The first bad field, named as in the TOML file.
@@ -569,131 +873,7 @@ impl TrainConfig {
         if l.max_steps == Some(0) {
             return bad("local.max_steps must be ≥ 1");
         }
-        match self.privacy {
-            Privacy::None => {}
-            Privacy::CentralGaussian {
-                clip,
-                noise_multiplier,
-                epsilon,
-            } => {
-                positive("privacy.clip", clip)?;
-                noise_choice("privacy", noise_multiplier, epsilon)?;
-            }
-            Privacy::Separated {
-                epsilon,
-                magnitude_epsilon,
-                epsilon0,
-                clip,
-                central,
-            } => {
-                positive("privacy.epsilon", epsilon)?;
-                if let Some(e0) = epsilon0 {
-                    positive("privacy.epsilon0", e0)?;
-                }
-                positive("privacy.clip", clip)?;
-                if let Some(e2) = magnitude_epsilon {
-                    positive("privacy.magnitude_epsilon", e2)?;
-                    if e2 >= epsilon {
-                        return bad("privacy.magnitude_epsilon must be < privacy.epsilon");
-                    }
-                }
-                if let Some(c) = central {
-                    positive("privacy.central.clip", c.clip)?;
-                    noise_choice("privacy.central", c.noise_multiplier, c.epsilon)?;
-                }
-            }
-            Privacy::Privunitg {
-                epsilon,
-                clip,
-                central,
-            } => {
-                positive("privacy.epsilon", epsilon)?;
-                positive("privacy.clip", clip)?;
-                if let Some(c) = central {
-                    positive("privacy.central.clip", c.clip)?;
-                    noise_choice("privacy.central", c.noise_multiplier, c.epsilon)?;
-                }
-            }
-            Privacy::Mvu {
-                metric_epsilon,
-                input_bits,
-                output_bits,
-                power,
-                clip,
-                dither_bound,
-                central,
-            } => {
-                positive("privacy.metric_epsilon", metric_epsilon)?;
-                positive("privacy.clip", clip)?;
-                if !(1..=10).contains(&input_bits) || !(1..=10).contains(&output_bits) {
-                    return bad("privacy.input_bits and privacy.output_bits must be in 1..=10");
-                }
-                if power != 1 && power != 2 {
-                    return bad(format!("privacy.power must be 1 or 2 (got {power})"));
-                }
-                if let Some(b) = dither_bound
-                    && !(b.is_finite() && b >= clip)
-                {
-                    return bad(format!(
-                        "privacy.dither_bound must be ≥ privacy.clip (got {b})"
-                    ));
-                }
-                if let Some(c) = central {
-                    positive("privacy.central.clip", c.clip)?;
-                    noise_choice("privacy.central", c.noise_multiplier, c.epsilon)?;
-                }
-            }
-            Privacy::Distributed {
-                clip,
-                bits,
-                beta,
-                k,
-                noise_stddev,
-                epsilon,
-                min_clients,
-                dropout,
-                secure_aggregation,
-                secagg_policy,
-                ..
-            } => {
-                positive("privacy.clip", clip)?;
-                if let Some(p) = secagg_policy {
-                    if !secure_aggregation {
-                        return bad(
-                            "privacy.secagg_policy applies to secure_aggregation = true only",
-                        );
-                    }
-                    p.validate()
-                        .map_err(|e| FlError::Config(format!("privacy.secagg_policy: {e}")))?;
-                }
-                if !(1..=62).contains(&bits) {
-                    return bad(format!("privacy.bits must be in 1..=62 (got {bits})"));
-                }
-                if let Some(b) = beta
-                    && !(0.0..1.0).contains(&b)
-                {
-                    return bad(format!("privacy.beta must lie in [0, 1) (got {b})"));
-                }
-                if let Some(k) = k {
-                    positive("privacy.k", k)?;
-                }
-                match (noise_stddev, epsilon) {
-                    (Some(s), None) if s.is_finite() && s >= 0.0 => {}
-                    (None, Some(e)) => positive("privacy.epsilon", e)?,
-                    _ => {
-                        return bad("privacy: give exactly one of noise_stddev (≥ 0) and epsilon");
-                    }
-                }
-                if min_clients == Some(0) {
-                    return bad("privacy.min_clients must be ≥ 1");
-                }
-                if !(0.0..1.0).contains(&dropout) {
-                    return bad(format!(
-                        "privacy.dropout must lie in [0, 1) (got {dropout})"
-                    ));
-                }
-            }
-        }
+        let privacy = CheckedPrivacy::try_from(&self.privacy)?;
         match self.server {
             ServerOptimizer::Sgd {
                 learning_rate,
@@ -729,7 +909,7 @@ impl TrainConfig {
         if a.hypothetical_population == Some(0) {
             return bad("accounting.hypothetical_population must be ≥ 1");
         }
-        if a.hypothetical_population.is_some() && matches!(self.privacy, Privacy::None) {
+        if a.hypothetical_population.is_some() && matches!(privacy, CheckedPrivacy::None) {
             return bad(
                 "accounting.hypothetical_population needs a private mechanism (privacy.mechanism is none)",
             );
@@ -740,7 +920,7 @@ impl TrainConfig {
                     "accounting.fixed_cohort = \"without_replacement\" needs sampling.kind = \"fixed\"",
                 );
             }
-            if !matches!(self.privacy, Privacy::CentralGaussian { .. }) {
+            if !matches!(privacy, CheckedPrivacy::Central(_)) {
                 return bad(
                     "accounting.fixed_cohort = \"without_replacement\" is implemented for privacy.mechanism = \"central_gaussian\" only",
                 );
@@ -753,7 +933,7 @@ impl TrainConfig {
         }
         if let Some(b) = a.budget {
             positive("accounting.budget", b)?;
-            if matches!(self.privacy, Privacy::None) {
+            if matches!(privacy, CheckedPrivacy::None) {
                 return bad(
                     "accounting.budget needs a private mechanism (privacy.mechanism is none)",
                 );

@@ -17,8 +17,11 @@
 //! * [`spec`]: [`spec::DataSpec`], the dataset of a TOML run config, and subsampling.
 //!
 //! Training:
-//! * [`config`]: the training sections of a run config, every field checked;
-//! * [`privacy`]: the mechanisms a config resolves to, the client side, aggregation, events;
+//! * [`config`]: the training sections of a run config, every field checked; the privacy section
+//!   read once into a [`config::CheckedPrivacy`] (every parameter checked, defaults filled in);
+//! * [`privacy`]: the mechanisms the checked privacy section resolves to
+//!   ([`privacy::PrivacyPlan::new`], for the model's dimension and the data's clients), the
+//!   client side, aggregation, events;
 //! * [`train`]: the round loop, accounting, budgets, checkpoints ([`Trainer`]);
 //! * [`run`]: a whole TOML run config (data + training) and a run's figure.
 //!

@@ -1,6 +1,6 @@
-//! The privacy side of a round: the mechanisms a config resolves to (noise calibrated once for
-//! the whole run), what each client does to its update, how the server aggregates, and the
-//! privacy event each round emits.
+//! The privacy side of a round: the mechanisms a config resolves to (from its checked privacy
+//! section, [`CheckedPrivacy`]; noise calibrated once for the whole run), what each client does
+//! to its update, how the server aggregates, and the privacy event each round emits.
 //!
 //! Every formula lives in the layer that owns it: clipping, the central projection and noise in
 //! `privfed_mechanisms::central`, the local randomizers in `privfed_mechanisms`, the Skellam
@@ -15,8 +15,8 @@ use privfed_accounting::{
     DpEvent, NeighbouringRelation, PldAccountant, PrivacyAccountant, RdpAccountant,
 };
 use privfed_distributed::{
-    ModularSum, NoiseShare, NoiseTarget, PlanRequest, SkellamDecoder, SkellamEncoder,
-    SkellamParams, round_event_for,
+    ModularSum, NoiseShare, PlanRequest, SkellamDecoder, SkellamEncoder, SkellamParams,
+    round_event_for,
 };
 use privfed_mechanisms::central::CentralGaussian;
 use privfed_mechanisms::grid_rr::GridRr;
@@ -28,12 +28,10 @@ use privfed_mechanisms::{CryptoRng, LocalRandomizer, Rng};
 use serde::Serialize;
 
 use super::FlError;
-use super::config::{CentralLayer, Privacy, TrainConfig};
-
-/// Default conditional-rounding β of paper 001 (`e^{−1/2}`).
-pub const DEFAULT_BETA: f64 = 0.606_530_659_712_633_4;
-/// Default number of aggregate standard deviations the modular range holds.
-pub const DEFAULT_K: f64 = 4.0;
+use super::config::{
+    CentralNoise, CheckedCentral, CheckedDistributed, CheckedLocal, CheckedPrivacy, TrainConfig,
+};
+pub use super::config::{DEFAULT_BETA, DEFAULT_K};
 /// Cap on the MVU vector mechanism's conditional-dithering redraws per report.
 pub const MVU_MAX_DRAWS: usize = 1000;
 
@@ -176,11 +174,11 @@ impl Accountant {
 fn central_layer(
     cfg: &TrainConfig,
     clients: usize,
-    c: CentralLayer,
+    c: CheckedCentral,
 ) -> Result<CentralGaussian, FlError> {
-    let z = match (c.noise_multiplier, c.epsilon) {
-        (Some(z), _) => z,
-        (None, Some(eps)) => match cfg.without_replacement(clients) {
+    let z = match c.noise {
+        CentralNoise::Multiplier(z) => z,
+        CentralNoise::Epsilon(eps) => match cfg.without_replacement(clients) {
             None => {
                 calibrate_noise_multiplier(
                     cfg.accounting.accountant,
@@ -206,13 +204,98 @@ fn central_layer(
                 .parameter
             }
         },
-        (None, None) => {
-            return Err(FlError::Config(
-                "privacy: give noise_multiplier or epsilon".into(),
-            ));
-        }
     };
     Ok(CentralGaussian::new(c.clip, z)?)
+}
+
+impl LocalMechanism {
+    /// Builds a checked randomizer for updates of `dim` coordinates clipped to `clip`, with the
+    /// ε of one report as the mechanism computes it.
+    fn build(m: CheckedLocal, dim: usize, clip: f64) -> Result<(Self, f64), FlError> {
+        Ok(match m {
+            CheckedLocal::Separated {
+                epsilon,
+                magnitude_epsilon: e2,
+                epsilon0,
+            } => {
+                let mech = match epsilon0 {
+                    None => Separated::new(epsilon - e2, e2, dim, clip)?,
+                    Some(e0) => Separated::from_parts(
+                        PrivUnit2::paper000(epsilon - e2, e0, dim)?,
+                        GridRr::scalar_dp(e2, clip)?,
+                    )?,
+                };
+                let eps = mech.guarantee().epsilon();
+                (LocalMechanism::Separated(Box::new(mech)), eps)
+            }
+            CheckedLocal::PrivUnitG { epsilon } => {
+                let mech = PrivUnitG::optimized(epsilon, dim)?;
+                let eps = mech.guarantee().epsilon();
+                (LocalMechanism::PrivUnitG(Box::new(mech)), eps)
+            }
+            CheckedLocal::Mvu {
+                metric_epsilon,
+                input_bits,
+                output_bits,
+                power,
+                dither_bound,
+            } => {
+                let report = privfed_compression::designer::design_mvu(
+                    input_bits,
+                    output_bits,
+                    metric_epsilon,
+                    DpConstraint::Metric { power },
+                    &privfed_compression::designer::DesignOptions::default(),
+                )
+                .map_err(|e| {
+                    FlError::Config(format!("privacy: designing the MVU mechanism: {e}"))
+                })?;
+                let mech = MvuVector::new(report.design, dim, clip, dither_bound, MVU_MAX_DRAWS)?;
+                let eps = mech.epsilon();
+                (LocalMechanism::Mvu(Box::new(mech)), eps)
+            }
+        })
+    }
+}
+
+/// The distributed pipeline's round parameters from the planner: the noise planned for the
+/// expected survivors (or `min_clients`), the modular range for the whole expected cohort.
+fn distributed_plan(
+    cfg: &TrainConfig,
+    d: CheckedDistributed,
+    dim: usize,
+    clients: usize,
+) -> Result<PrivacyPlan, FlError> {
+    let cohort = cfg.expected_cohort(clients);
+    let expected = cohort * (1.0 - d.dropout);
+    let planned = d.min_clients.unwrap_or((expected.floor() as usize).max(1));
+    // The noise is for the survivors, the range for the whole (expected) cohort: a round
+    // without dropouts sums them all. (Under Poisson sampling a larger cohort can still occur;
+    // the decoder flags a wrap if the range was too small.)
+    let summed = planned.max(cohort.ceil() as usize);
+    let plan = privfed_distributed::plan(&PlanRequest {
+        dim,
+        clip: d.clip,
+        bits: d.bits,
+        clients: planned,
+        max_contributors: Some(summed),
+        k: d.k,
+        beta: d.beta,
+        noise: d.noise,
+        delta: Some(cfg.accounting.delta),
+        sampling_rate: cfg.accounted_rate(clients),
+        rounds: cfg.rounds,
+        share: d.share,
+        colluding_fraction: 0.0,
+    })?;
+    Ok(PrivacyPlan::Distributed {
+        params: plan.params,
+        share: d.share,
+        secure_aggregation: d.secure_aggregation,
+        secagg_policy: d.secagg_policy,
+        dropout: d.dropout,
+        planned_clients: planned,
+    })
 }
 
 /// One round of the central Gaussian (noise multiplier `z` over the clip, i.e. over the
@@ -231,11 +314,17 @@ pub fn without_replacement_event(n: u64, m: u64, z: f64) -> DpEvent {
 
 impl PrivacyPlan {
     /// Resolves the config's privacy section for a model of `dim` parameters and `clients`
-    /// clients (calibrating noise to ε targets for the whole run).
+    /// clients (calibrating noise to ε targets for the whole run). The section is read through
+    /// [`CheckedPrivacy`], the same reading [`TrainConfig::validate`] checks it with, so a bad
+    /// privacy parameter is refused here with the same message whether or not `validate` ran;
+    /// the other sections (δ, rounds, sampling) are taken as validated.
     ///
     /// # Errors
-    /// Parameters the mechanisms or the planner reject, or targets no noise meets.
+    /// A bad privacy parameter or a hypothetical population smaller than `clients`
+    /// ([`FlError::Config`]), parameters the mechanisms or the planner reject, or targets no
+    /// noise meets.
     pub fn new(cfg: &TrainConfig, dim: usize, clients: usize) -> Result<Self, FlError> {
+        let privacy = CheckedPrivacy::try_from(&cfg.privacy)?;
         if let Some(n) = cfg.accounting.hypothetical_population
             && n < clients as u64
         {
@@ -244,151 +333,28 @@ impl PrivacyPlan {
                  ({clients}): a smaller population would understate the sampling rate"
             )));
         }
-        Ok(match cfg.privacy {
-            Privacy::None => PrivacyPlan::None,
-            Privacy::CentralGaussian {
-                clip,
-                noise_multiplier,
-                epsilon,
-            } => PrivacyPlan::Central {
-                layer: central_layer(
-                    cfg,
-                    clients,
-                    CentralLayer {
-                        clip,
-                        noise_multiplier,
-                        epsilon,
-                    },
-                )?,
+        Ok(match privacy {
+            CheckedPrivacy::None => PrivacyPlan::None,
+            CheckedPrivacy::Central(c) => PrivacyPlan::Central {
+                layer: central_layer(cfg, clients, c)?,
                 without_replacement: cfg.without_replacement(clients),
             },
-            Privacy::Separated {
-                epsilon,
-                magnitude_epsilon,
-                epsilon0,
+            CheckedPrivacy::Local {
+                mechanism,
                 clip,
                 central,
             } => {
-                let e2 = magnitude_epsilon.unwrap_or((epsilon / 10.0).min(1.0));
-                let mech = match epsilon0 {
-                    None => Separated::new(epsilon - e2, e2, dim, clip)?,
-                    Some(e0) => Separated::from_parts(
-                        PrivUnit2::paper000(epsilon - e2, e0, dim)?,
-                        GridRr::scalar_dp(e2, clip)?,
-                    )?,
-                };
+                let (mechanism, epsilon) = LocalMechanism::build(mechanism, dim, clip)?;
                 PrivacyPlan::Local {
-                    epsilon: mech.guarantee().epsilon(),
-                    mechanism: LocalMechanism::Separated(Box::new(mech)),
+                    mechanism,
                     clip,
+                    epsilon,
                     central: central
                         .map(|c| central_layer(cfg, clients, c))
                         .transpose()?,
                 }
             }
-            Privacy::Privunitg {
-                epsilon,
-                clip,
-                central,
-            } => {
-                let mech = PrivUnitG::optimized(epsilon, dim)?;
-                PrivacyPlan::Local {
-                    epsilon: mech.guarantee().epsilon(),
-                    mechanism: LocalMechanism::PrivUnitG(Box::new(mech)),
-                    clip,
-                    central: central
-                        .map(|c| central_layer(cfg, clients, c))
-                        .transpose()?,
-                }
-            }
-            Privacy::Mvu {
-                metric_epsilon,
-                input_bits,
-                output_bits,
-                power,
-                clip,
-                dither_bound,
-                central,
-            } => {
-                let report = privfed_compression::designer::design_mvu(
-                    input_bits,
-                    output_bits,
-                    metric_epsilon,
-                    DpConstraint::Metric { power },
-                    &privfed_compression::designer::DesignOptions::default(),
-                )
-                .map_err(|e| {
-                    FlError::Config(format!("privacy: designing the MVU mechanism: {e}"))
-                })?;
-                let mech = MvuVector::new(
-                    report.design,
-                    dim,
-                    clip,
-                    dither_bound.unwrap_or(1.25 * clip),
-                    MVU_MAX_DRAWS,
-                )?;
-                PrivacyPlan::Local {
-                    epsilon: mech.epsilon(),
-                    mechanism: LocalMechanism::Mvu(Box::new(mech)),
-                    clip,
-                    central: central
-                        .map(|c| central_layer(cfg, clients, c))
-                        .transpose()?,
-                }
-            }
-            Privacy::Distributed {
-                share,
-                clip,
-                bits,
-                beta,
-                k,
-                noise_stddev,
-                epsilon,
-                min_clients,
-                secure_aggregation,
-                secagg_policy,
-                dropout,
-            } => {
-                let cohort = cfg.expected_cohort(clients);
-                let expected = cohort * (1.0 - dropout);
-                let planned = min_clients.unwrap_or((expected.floor() as usize).max(1));
-                // The noise is for the survivors, the range for the whole (expected) cohort: a
-                // round without dropouts sums them all. (Under Poisson sampling a larger cohort
-                // can still occur; the decoder flags a wrap if the range was too small.)
-                let summed = planned.max(cohort.ceil() as usize);
-                let noise = match (noise_stddev, epsilon) {
-                    (Some(s), _) => NoiseTarget::LocalStddev(s),
-                    (None, Some(e)) => NoiseTarget::Epsilon(e),
-                    (None, None) => {
-                        return Err(FlError::Config(
-                            "privacy: give noise_stddev or epsilon".into(),
-                        ));
-                    }
-                };
-                let plan = privfed_distributed::plan(&PlanRequest {
-                    dim,
-                    clip,
-                    bits,
-                    clients: planned,
-                    max_contributors: Some(summed),
-                    k: k.unwrap_or(DEFAULT_K),
-                    beta: beta.unwrap_or(DEFAULT_BETA),
-                    noise,
-                    delta: Some(cfg.accounting.delta),
-                    sampling_rate: cfg.accounted_rate(clients),
-                    rounds: cfg.rounds,
-                    share,
-                    colluding_fraction: 0.0,
-                })?;
-                PrivacyPlan::Distributed {
-                    params: plan.params,
-                    share,
-                    secure_aggregation,
-                    secagg_policy: secagg_policy.unwrap_or_default(),
-                    dropout,
-                    planned_clients: planned,
-                }
-            }
+            CheckedPrivacy::Distributed(d) => distributed_plan(cfg, d, dim, clients)?,
         })
     }
 
@@ -410,6 +376,16 @@ impl PrivacyPlan {
         match self {
             PrivacyPlan::Local { epsilon, .. } => Some(*epsilon),
             _ => None,
+        }
+    }
+
+    /// The clip a local or distributed mechanism applies to each update (`None` without privacy
+    /// and under central DP, where the server clips).
+    pub fn client_clip(&self) -> Option<f64> {
+        match self {
+            PrivacyPlan::Local { clip, .. } => Some(*clip),
+            PrivacyPlan::Distributed { params, .. } => Some(params.clip()),
+            PrivacyPlan::None | PrivacyPlan::Central { .. } => None,
         }
     }
 

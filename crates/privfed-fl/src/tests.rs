@@ -1216,3 +1216,229 @@ fn distributed_dp_canaries_are_encoded_and_an_unclipped_encoding_is_caught() {
     eprintln!("distributed DP, canaries unclipped: {b:?}");
     assert!(b.epsilon_lower_bound > eps, "{b:?} vs {eps}");
 }
+
+/// Every check of the privacy section, one row each, with the exact message a user sees
+/// (`privfed fl train`, Python's `privfed.fl`): a check that disappears, or a message that
+/// changes, fails here. A row is the `[privacy]` line (and, for the checks across sections, the
+/// `[accounting]` line) of a run config over 10 clients with a fixed cohort of 5, and the message
+/// after `config: `; `{policy}` stands for the secure-aggregation policy's own message. The
+/// rows of the privacy section (and the population smaller than the data) are refused by
+/// [`PrivacyPlan::new`] alone too.
+const BAD_PRIVACY: &[(&str, &str)] = &[
+    // central_gaussian
+    (
+        r#"privacy = { mechanism = "central_gaussian", clip = 0.0, noise_multiplier = 1.0 }"#,
+        "privacy.clip must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "central_gaussian", clip = nan, noise_multiplier = 1.0 }"#,
+        "privacy.clip must be finite and > 0 (got NaN)",
+    ),
+    (
+        r#"privacy = { mechanism = "central_gaussian", clip = 1.0, noise_multiplier = 1.0, epsilon = 1.0 }"#,
+        "privacy: give exactly one of noise_multiplier and epsilon",
+    ),
+    (
+        r#"privacy = { mechanism = "central_gaussian", clip = 1.0 }"#,
+        "privacy: give exactly one of noise_multiplier and epsilon",
+    ),
+    (
+        r#"privacy = { mechanism = "central_gaussian", clip = 1.0, noise_multiplier = 0.0 }"#,
+        "privacy.noise_multiplier must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "central_gaussian", clip = 1.0, epsilon = -1.0 }"#,
+        "privacy.epsilon must be finite and > 0 (got -1)",
+    ),
+    // separated
+    (
+        r#"privacy = { mechanism = "separated", epsilon = 0.0, clip = 1.0 }"#,
+        "privacy.epsilon must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "separated", epsilon = 4.0, epsilon0 = -1.0, clip = 1.0 }"#,
+        "privacy.epsilon0 must be finite and > 0 (got -1)",
+    ),
+    (
+        r#"privacy = { mechanism = "separated", epsilon = 4.0, clip = inf }"#,
+        "privacy.clip must be finite and > 0 (got inf)",
+    ),
+    (
+        r#"privacy = { mechanism = "separated", epsilon = 4.0, magnitude_epsilon = 0.0, clip = 1.0 }"#,
+        "privacy.magnitude_epsilon must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "separated", epsilon = 4.0, magnitude_epsilon = 4.0, clip = 1.0 }"#,
+        "privacy.magnitude_epsilon must be < privacy.epsilon",
+    ),
+    (
+        r#"privacy = { mechanism = "separated", epsilon = 4.0, clip = 1.0, central = { clip = 0.0, noise_multiplier = 1.0 } }"#,
+        "privacy.central.clip must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "separated", epsilon = 4.0, clip = 1.0, central = { clip = 1.0 } }"#,
+        "privacy.central: give exactly one of noise_multiplier and epsilon",
+    ),
+    (
+        r#"privacy = { mechanism = "separated", epsilon = 4.0, clip = 1.0, central = { clip = 1.0, noise_multiplier = -1.0 } }"#,
+        "privacy.central.noise_multiplier must be finite and > 0 (got -1)",
+    ),
+    (
+        r#"privacy = { mechanism = "separated", epsilon = 4.0, clip = 1.0, central = { clip = 1.0, epsilon = 0.0 } }"#,
+        "privacy.central.epsilon must be finite and > 0 (got 0)",
+    ),
+    // privunitg
+    (
+        r#"privacy = { mechanism = "privunitg", epsilon = -2.0, clip = 1.0 }"#,
+        "privacy.epsilon must be finite and > 0 (got -2)",
+    ),
+    (
+        r#"privacy = { mechanism = "privunitg", epsilon = 4.0, clip = 0.0 }"#,
+        "privacy.clip must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "privunitg", epsilon = 4.0, clip = 1.0, central = { clip = 1.0, noise_multiplier = 1.0, epsilon = 1.0 } }"#,
+        "privacy.central: give exactly one of noise_multiplier and epsilon",
+    ),
+    // mvu
+    (
+        r#"privacy = { mechanism = "mvu", metric_epsilon = 0.0, input_bits = 3, output_bits = 3, power = 2, clip = 1.0 }"#,
+        "privacy.metric_epsilon must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "mvu", metric_epsilon = 1.0, input_bits = 3, output_bits = 3, power = 2, clip = -1.0 }"#,
+        "privacy.clip must be finite and > 0 (got -1)",
+    ),
+    (
+        r#"privacy = { mechanism = "mvu", metric_epsilon = 1.0, input_bits = 0, output_bits = 3, power = 2, clip = 1.0 }"#,
+        "privacy.input_bits and privacy.output_bits must be in 1..=10",
+    ),
+    (
+        r#"privacy = { mechanism = "mvu", metric_epsilon = 1.0, input_bits = 3, output_bits = 11, power = 2, clip = 1.0 }"#,
+        "privacy.input_bits and privacy.output_bits must be in 1..=10",
+    ),
+    (
+        r#"privacy = { mechanism = "mvu", metric_epsilon = 1.0, input_bits = 3, output_bits = 3, power = 3, clip = 1.0 }"#,
+        "privacy.power must be 1 or 2 (got 3)",
+    ),
+    (
+        r#"privacy = { mechanism = "mvu", metric_epsilon = 1.0, input_bits = 3, output_bits = 3, power = 2, clip = 1.0, dither_bound = 0.5 }"#,
+        "privacy.dither_bound must be ≥ privacy.clip (got 0.5)",
+    ),
+    (
+        r#"privacy = { mechanism = "mvu", metric_epsilon = 1.0, input_bits = 3, output_bits = 3, power = 2, clip = 1.0, dither_bound = inf }"#,
+        "privacy.dither_bound must be ≥ privacy.clip (got inf)",
+    ),
+    (
+        r#"privacy = { mechanism = "mvu", metric_epsilon = 1.0, input_bits = 3, output_bits = 3, power = 2, clip = 1.0, central = { clip = 0.0, epsilon = 1.0 } }"#,
+        "privacy.central.clip must be finite and > 0 (got 0)",
+    ),
+    // distributed
+    (
+        r#"privacy = { mechanism = "distributed", clip = 0.0, bits = 16, noise_stddev = 0.5 }"#,
+        "privacy.clip must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, noise_stddev = 0.5, secagg_policy = {} }"#,
+        "privacy.secagg_policy applies to secure_aggregation = true only",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, noise_stddev = 0.5, secure_aggregation = true, secagg_policy = { min_threshold_fraction = 1.0 } }"#,
+        "privacy.secagg_policy: {policy}",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 0, noise_stddev = 0.5 }"#,
+        "privacy.bits must be in 1..=62 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 63, noise_stddev = 0.5 }"#,
+        "privacy.bits must be in 1..=62 (got 63)",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, noise_stddev = 0.5, beta = 1.0 }"#,
+        "privacy.beta must lie in [0, 1) (got 1)",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, noise_stddev = 0.5, beta = -0.1 }"#,
+        "privacy.beta must lie in [0, 1) (got -0.1)",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, noise_stddev = 0.5, k = 0.0 }"#,
+        "privacy.k must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, noise_stddev = 0.5, epsilon = 1.0 }"#,
+        "privacy: give exactly one of noise_stddev (≥ 0) and epsilon",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16 }"#,
+        "privacy: give exactly one of noise_stddev (≥ 0) and epsilon",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, noise_stddev = -0.5 }"#,
+        "privacy: give exactly one of noise_stddev (≥ 0) and epsilon",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, epsilon = 0.0 }"#,
+        "privacy.epsilon must be finite and > 0 (got 0)",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, noise_stddev = 0.5, min_clients = 0 }"#,
+        "privacy.min_clients must be ≥ 1",
+    ),
+    (
+        r#"privacy = { mechanism = "distributed", clip = 1.0, bits = 16, noise_stddev = 0.5, dropout = 1.0 }"#,
+        "privacy.dropout must lie in [0, 1) (got 1)",
+    ),
+    // across sections
+    (
+        "privacy = { mechanism = \"none\" }\naccounting = { hypothetical_population = 100 }",
+        "accounting.hypothetical_population needs a private mechanism (privacy.mechanism is none)",
+    ),
+    (
+        "privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n\
+         accounting = { hypothetical_population = 9 }",
+        "accounting.hypothetical_population (9) must be at least the number of clients (10): a \
+         smaller population would understate the sampling rate",
+    ),
+    (
+        "privacy = { mechanism = \"separated\", epsilon = 4.0, clip = 1.0 }\n\
+         accounting = { fixed_cohort = \"without_replacement\" }",
+        "accounting.fixed_cohort = \"without_replacement\" is implemented for privacy.mechanism = \
+         \"central_gaussian\" only",
+    ),
+    (
+        "privacy = { mechanism = \"none\" }\naccounting = { budget = 1.0 }",
+        "accounting.budget needs a private mechanism (privacy.mechanism is none)",
+    ),
+];
+
+#[test]
+fn every_bad_privacy_parameter_is_refused_with_its_message() {
+    let data = blobs(10, 5);
+    let policy = privfed_secagg::ClientPolicy {
+        min_threshold_fraction: 1.0,
+        ..Default::default()
+    }
+    .validate()
+    .unwrap_err()
+    .to_string();
+    for (lines, want) in BAD_PRIVACY {
+        let text = format!(
+            "rounds = 3\nseed = 5\nmodel = {{ kind = \"softmax\", features = 4, classes = 3 }}\n\
+             sampling = {{ kind = \"fixed\", cohort = 5 }}\n{lines}\n"
+        );
+        let cfg: TrainConfig = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let want = format!("config: {}", want.replace("{policy}", &policy));
+        let got = Trainer::new(cfg.clone(), &data, 1).unwrap_err().to_string();
+        assert_eq!(got, want, "{text}");
+        // The plan reads the privacy section through the same checks, with or without
+        // `validate` before it: it refuses every row of that section, and whatever it refuses
+        // it refuses with the same message.
+        let dim = cfg.model.build().unwrap().num_params();
+        match PrivacyPlan::new(&cfg, dim, data.clients.len()) {
+            Err(e) => assert_eq!(e.to_string(), want, "{text}"),
+            Ok(_) => assert!(!want.starts_with("config: privacy"), "{text}"),
+        }
+    }
+}

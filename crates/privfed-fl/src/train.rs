@@ -36,9 +36,7 @@ use sha2::{Digest, Sha256};
 
 use super::FlError;
 use super::audit::{AuditSummary, Canaries, RoundAudit};
-use super::config::{
-    AuditConfig, LocalTraining, Privacy, Sampling, Seed, ServerOptimizer, TrainConfig,
-};
+use super::config::{AuditConfig, LocalTraining, Sampling, Seed, ServerOptimizer, TrainConfig};
 use super::data::{BatchBuf, FederatedData, Shard};
 use super::privacy::{Accountant, ClientSide, Contribution, Guarantee, PrivacyPlan, aggregate};
 
@@ -268,18 +266,6 @@ impl Trainer<'_> {
     }
 }
 
-/// The clip a local or distributed mechanism applies to each update (`None` without privacy and
-/// under central DP, whose canary norm is set from its own clip).
-fn client_clip(privacy: &Privacy) -> Option<f64> {
-    match *privacy {
-        Privacy::Separated { clip, .. }
-        | Privacy::Privunitg { clip, .. }
-        | Privacy::Mvu { clip, .. }
-        | Privacy::Distributed { clip, .. } => Some(clip),
-        Privacy::None | Privacy::CentralGaussian { .. } => None,
-    }
-}
-
 /// Runs `f(i, worker)` for `i in 0..n` on up to `threads` threads, each with its own worker
 /// value from `init`, and returns the results in index order.
 fn parallel_map<W, T, I, F>(n: usize, threads: usize, init: I, f: F) -> Vec<T>
@@ -435,14 +421,16 @@ impl<'d> Trainer<'d> {
         let canaries = match &cfg.audit {
             None => None,
             Some(a) => {
-                let clip_and_z = match (cfg.privacy, plan.noise_multiplier()) {
-                    (Privacy::CentralGaussian { clip, .. }, Some(z)) => Some((clip, z)),
+                let clip_and_z = match &plan {
+                    PrivacyPlan::Central { layer, .. } => {
+                        Some((layer.clip_norm(), layer.noise_multiplier()))
+                    }
                     _ => None,
                 };
                 // Under local and distributed DP a client's contribution is bounded by the clip
                 // its mechanism applies: the canary norm defaults to it.
                 let a = AuditConfig {
-                    norm: a.norm.or(client_clip(&cfg.privacy)),
+                    norm: a.norm.or(plan.client_clip()),
                     ..*a
                 };
                 let c = Canaries::from_seed(&a, n, clip_and_z, cfg.accounting.delta, &seed)?;

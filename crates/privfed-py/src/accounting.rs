@@ -774,26 +774,28 @@ fn analytic_gaussian_analysis<'py>(
 /// after `steps` releases of a sensitivity-1 query with central noise σ for each of `sigmas`,
 /// under the Gaussian (analytic, PLD, RDP), Skellam (exact PLD, exact RDP, paper 001's bound)
 /// and distributed discrete Gaussian (`clients` sharing the noise) accountants, Skellam and
-/// DDG on the query scaled by the integer `scale`.
+/// DDG on the query scaled by the integer `scale`. `scale`, `clients`, `steps` and `delta` left
+/// at `None` take the library's defaults (`EpsilonVsNoise::DEFAULT_*`), which are also those of
+/// `privfed analyze epsilon-vs-noise`.
 #[pyfunction]
-#[pyo3(signature = (sigmas, *, scale=1, clients=100, steps=1, delta=1e-5))]
+#[pyo3(signature = (sigmas, *, scale=None, clients=None, steps=None, delta=None))]
 fn epsilon_vs_noise<'py>(
     py: Python<'py>,
     sigmas: Vec<f64>,
-    scale: u64,
-    clients: u64,
-    steps: u64,
-    delta: f64,
+    scale: Option<u64>,
+    clients: Option<u64>,
+    steps: Option<u64>,
+    delta: Option<f64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     use privfed_sim::experiments::paper001::{
         EpsilonVsNoise, epsilon_vs_noise as compute, epsilon_vs_noise_report,
     };
     let grid = EpsilonVsNoise {
         sigmas,
-        scale,
-        clients,
-        steps,
-        delta,
+        scale: scale.unwrap_or(EpsilonVsNoise::DEFAULT_SCALE),
+        clients: clients.unwrap_or(EpsilonVsNoise::DEFAULT_CLIENTS),
+        steps: steps.unwrap_or(EpsilonVsNoise::DEFAULT_STEPS),
+        delta: delta.unwrap_or(EpsilonVsNoise::DEFAULT_DELTA),
     };
     let points = py.detach(|| compute(&grid)).py()?;
     to_python(py, &epsilon_vs_noise_report(&grid, points))

@@ -334,11 +334,15 @@ fn by_name<T: Copy>(
 /// `"average-before-overwrite"`, `"server-batch"` with `server_batch`) and an optional spam
 /// filter. Seeded runs (`seed=`) are reproducible and give the CLI's numbers; without a seed
 /// the run is seeded from the operating system (the synthetic data then uses seed 0).
+/// `passes`, `examples_per_client`, `strategy`, `synthetic_train` and `synthetic_test` left at
+/// `None` take the library's defaults, which are also `privfed ddml simulate`'s
+/// (`SimConfig::DEFAULT_PASSES`, `SimConfig::DEFAULT_EXAMPLES_PER_CLIENT`,
+/// `StrategyName::DEFAULT`, `SimDataset::SYNTHETIC_TRAIN`, `SimDataset::SYNTHETIC_TEST`).
 #[pyfunction]
 #[pyo3(name = "simulate_in_process", signature = (
-    dataset, *, k, learning_rate, epsilon, passes=20, examples_per_client=10,
-    strategy="draw-and-discard", server_batch=None, spam_sigmas=None,
-    synthetic_train=200000, synthetic_test=20000, seed=None, data_dir=None
+    dataset, *, k, learning_rate, epsilon, passes=None, examples_per_client=None,
+    strategy=None, server_batch=None, spam_sigmas=None,
+    synthetic_train=None, synthetic_test=None, seed=None, data_dir=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn simulate_in_process_py<'py>(
@@ -347,18 +351,23 @@ fn simulate_in_process_py<'py>(
     k: usize,
     learning_rate: f64,
     epsilon: Option<f64>,
-    passes: usize,
-    examples_per_client: usize,
-    strategy: &str,
+    passes: Option<usize>,
+    examples_per_client: Option<usize>,
+    strategy: Option<&str>,
     server_batch: Option<usize>,
     spam_sigmas: Option<f64>,
-    synthetic_train: usize,
-    synthetic_test: usize,
+    synthetic_train: Option<usize>,
+    synthetic_test: Option<usize>,
     seed: Option<u64>,
     data_dir: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let data = by_name("dataset", dataset, &SimDataset::ALL, SimDataset::name)?;
-    let name = by_name("strategy", strategy, &StrategyName::ALL, StrategyName::name)?;
+    let name = match strategy {
+        Some(s) => by_name("strategy", s, &StrategyName::ALL, StrategyName::name)?,
+        None => StrategyName::DEFAULT,
+    };
+    let synthetic_train = synthetic_train.unwrap_or(SimDataset::SYNTHETIC_TRAIN);
+    let synthetic_test = synthetic_test.unwrap_or(SimDataset::SYNTHETIC_TEST);
     let (strategy, k) = server_strategy(name, k, server_batch).map_err(|e| {
         let param = match e {
             StrategyChoiceError::NoInstances => "k",
@@ -372,8 +381,8 @@ fn simulate_in_process_py<'py>(
             epsilon,
         }),
         learning_rate,
-        passes,
-        examples_per_client,
+        passes: passes.unwrap_or(SimConfig::DEFAULT_PASSES),
+        examples_per_client: examples_per_client.unwrap_or(SimConfig::DEFAULT_EXAMPLES_PER_CLIENT),
         spam_sigmas,
         ..SimConfig::paper_defaults(k)
     };

@@ -172,8 +172,18 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
+    /// Paper 003 §V-A's passes over the training data (20); the default of
+    /// [`Self::paper_defaults`], `privfed ddml simulate --passes` and Python's
+    /// `simulate_in_process(passes=None)`.
+    pub const DEFAULT_PASSES: usize = 20;
+    /// Paper 003 §V-A's examples per client `N_c` (10); the default of
+    /// [`Self::paper_defaults`], `privfed ddml simulate --examples-per-client` and Python's
+    /// `simulate_in_process(examples_per_client=None)`.
+    pub const DEFAULT_EXAMPLES_PER_CLIENT: usize = 10;
+
     /// Paper 003 §V-A defaults for `k` instances: draw-and-discard, no noise, γ = 0.001,
-    /// 20 passes, `N_c = 10`, no spam filter, per-pass evaluation, `δ_T = 10⁻⁸`.
+    /// [`Self::DEFAULT_PASSES`] passes, [`Self::DEFAULT_EXAMPLES_PER_CLIENT`] examples per
+    /// client, no spam filter, per-pass evaluation, `δ_T = 10⁻⁸`.
     pub fn paper_defaults(k: usize) -> Self {
         Self {
             k,
@@ -181,8 +191,8 @@ impl SimConfig {
             noise: ClientNoise::None,
             unit: PrivacyUnit::Feature,
             learning_rate: 0.001,
-            passes: 20,
-            examples_per_client: 10,
+            passes: Self::DEFAULT_PASSES,
+            examples_per_client: Self::DEFAULT_EXAMPLES_PER_CLIENT,
             spam_sigmas: None,
             evaluate_every_pass: true,
             delta_t: privfed_accounting::report::DRAW_AND_DISCARD_DELTA_T,
@@ -866,6 +876,14 @@ impl SimDataset {
     /// Every data set.
     pub const ALL: [Self; 3] = [Self::SyntheticProduction, Self::Mnist, Self::Adult];
 
+    /// Training rows generated for synthetic-production by default (paper 003 §V-C's 200,000);
+    /// the default of `privfed ddml simulate --synthetic-train`, Python's
+    /// `simulate_in_process(synthetic_train=None)` and paper 003's experiment grid.
+    pub const SYNTHETIC_TRAIN: usize = 200_000;
+    /// Held-out rows generated for synthetic-production by default (20,000); the default of
+    /// `--synthetic-test` and `synthetic_test=None` as for [`Self::SYNTHETIC_TRAIN`].
+    pub const SYNTHETIC_TEST: usize = 20_000;
+
     /// The stable name (as on the command line).
     pub fn name(self) -> &'static str {
         match self {
@@ -921,6 +939,11 @@ pub enum StrategyName {
 }
 
 impl StrategyName {
+    /// The default strategy, draw-and-discard (the paper's Alg. 2, as in
+    /// [`SimConfig::paper_defaults`]): that of `privfed ddml simulate --strategy` and Python's
+    /// `simulate_in_process(strategy=None)`.
+    pub const DEFAULT: Self = Self::DrawAndDiscard;
+
     /// Every strategy.
     pub const ALL: [Self; 5] = [
         Self::DrawAndDiscard,

@@ -14,6 +14,7 @@ use privfed_accounting::report::{
     analytic_gaussian_analysis, calibrate, draw_and_discard_analysis, reconstruction_analysis,
 };
 use privfed_compression::account::{account_steps, scalar_step, vector_step};
+use privfed_sim::experiments::paper001::EpsilonVsNoise;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -240,16 +241,16 @@ pub struct EpsilonVsNoiseArgs {
     #[arg(long, default_value_t = 25)]
     pub points: usize,
     /// Integer scale s of the query and noise for Skellam and DDG (integer sensitivity s).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = EpsilonVsNoise::DEFAULT_SCALE)]
     pub scale: u64,
     /// Clients n sharing the DDG noise.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = EpsilonVsNoise::DEFAULT_CLIENTS)]
     pub clients: u64,
     /// Releases composed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = EpsilonVsNoise::DEFAULT_STEPS)]
     pub steps: u64,
     /// δ.
-    #[arg(long, default_value_t = 1e-5)]
+    #[arg(long, default_value_t = EpsilonVsNoise::DEFAULT_DELTA)]
     pub delta: f64,
     /// Write the points as CSV here (columns scale,clients,steps,delta,sigma,method,epsilon).
     #[arg(long)]
@@ -447,7 +448,7 @@ pub fn run_analyze(cmd: &AnalyzeCommand) -> Result<Value> {
 
 fn epsilon_vs_noise(a: &EpsilonVsNoiseArgs) -> Result<Value> {
     use privfed_sim::experiments::paper001::{
-        EpsilonVsNoise, epsilon_vs_noise as compute, epsilon_vs_noise_csv, epsilon_vs_noise_report,
+        epsilon_vs_noise as compute, epsilon_vs_noise_csv, epsilon_vs_noise_report,
     };
     let sigmas = if a.sigmas.is_empty() {
         if !(a.sigma_min > 0.0 && a.sigma_max > a.sigma_min && a.sigma_max.is_finite()) {

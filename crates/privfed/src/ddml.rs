@@ -82,13 +82,13 @@ pub struct SimulateArgs {
     #[arg(long)]
     learning_rate: f64,
     /// Passes over the training data.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = SimConfig::DEFAULT_PASSES)]
     passes: usize,
     /// Examples per client N_c.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = SimConfig::DEFAULT_EXAMPLES_PER_CLIENT)]
     examples_per_client: usize,
     /// Server strategy (only draw-and-discard with --server).
-    #[arg(long, value_enum, default_value_t = StrategyName::DrawAndDiscard)]
+    #[arg(long, value_enum, default_value_t = StrategyName::DEFAULT)]
     strategy: StrategyName,
     /// Server-side batch size N_s (implies --strategy server-batch; not with --server).
     #[arg(long)]
@@ -100,10 +100,10 @@ pub struct SimulateArgs {
     #[arg(long)]
     spam_sigmas: Option<f64>,
     /// Training rows generated for synthetic-production.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = SimDataset::SYNTHETIC_TRAIN)]
     synthetic_train: usize,
     /// Held-out rows generated for synthetic-production.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = SimDataset::SYNTHETIC_TEST)]
     synthetic_test: usize,
     /// Seed for a reproducible run (AES-256-CTR, the noise generator; for experiments only). Without it the run is
     /// seeded from the operating system (the synthetic data then uses seed 0).
@@ -335,8 +335,8 @@ pub struct ExperimentsArgs {
     /// Output directory for the CSV files.
     #[arg(long, default_value = "experiments")]
     out: PathBuf,
-    /// Passes over MNIST per run (the paper: 20).
-    #[arg(long, default_value_t = 20)]
+    /// Passes over MNIST per run (by default the paper's).
+    #[arg(long, default_value_t = SimConfig::DEFAULT_PASSES)]
     passes: usize,
     /// Comma-separated list of experiments: variance, k, epsilon, batching, strategies,
     /// synthetic (default: all).

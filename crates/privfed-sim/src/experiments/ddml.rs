@@ -12,7 +12,7 @@
 use super::grid::{Grid, Point, axis};
 use super::{ExperimentError, Observer, write_file};
 use crate::simulate::{
-    MeanStdError, SimConfig, SimReport, simulate_in_process, summarize_repeats,
+    MeanStdError, SimConfig, SimDataset, SimReport, simulate_in_process, summarize_repeats,
     variance_stabilization_trace,
 };
 use privfed_ddml::client::ClientNoise;
@@ -256,7 +256,11 @@ fn run_synthetic(
     observer: &mut dyn Observer,
 ) -> Result<(), ExperimentError> {
     let mut data_rng = seeded_rng_for_experiments(a.seed ^ 0x5EED_DA7A);
-    let data = synthetic_production(200_000, 20_000, &mut data_rng)?;
+    let data = synthetic_production(
+        SimDataset::SYNTHETIC_TRAIN,
+        SimDataset::SYNTHETIC_TEST,
+        &mut data_rng,
+    )?;
     let mut weight_runs = CsvWriter::with_header("config,repeat,feature,true,estimate");
     let mut summary = CsvWriter::with_header(
         "config,k,learning_rate,runs,updates,accuracy_mean,accuracy_se,loss_mean,loss_se,\

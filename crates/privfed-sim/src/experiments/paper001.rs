@@ -33,6 +33,18 @@ pub struct EpsilonVsNoise {
     pub delta: f64,
 }
 
+impl EpsilonVsNoise {
+    /// The default integer scale `s = 1` (the query unscaled), used by `privfed analyze
+    /// epsilon-vs-noise` and by Python's `epsilon_vs_noise` when `scale` is not given.
+    pub const DEFAULT_SCALE: u64 = 1;
+    /// The default number of clients `n = 100` sharing the DDG noise.
+    pub const DEFAULT_CLIENTS: u64 = 100;
+    /// The default number of composed releases (one).
+    pub const DEFAULT_STEPS: u64 = 1;
+    /// The default δ = 10⁻⁵ of the reported (ε, δ).
+    pub const DEFAULT_DELTA: f64 = 1e-5;
+}
+
 /// The accounting methods compared, in CSV order.
 pub const METHODS: [&str; 7] = [
     "gaussian_analytic",

@@ -1,44 +1,17 @@
 //! `privfed ddml` through the real binary.
 
-use crate::common::{fails_with, json_ok, privfed, words};
+use crate::common::{fail_line, fail_lines, ok_line, path, run, run_line, shared_data};
 
 use serde_json::Value;
-use std::path::PathBuf;
-
-/// The team's shared datasets beside the repository; the tests that read them run only with
-/// `cfg(has_shared_data)` (see the crate's `build.rs`).
-fn shared_data() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// `ddml simulate` on synthetic-production (k = 10, γ = 0.2, seed 5) with `train` rows and
-/// `passes` passes, plus `extra`.
-fn synth<'a>(train: &'a str, passes: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![
-        "ddml",
-        "simulate",
-        "--dataset",
-        "synthetic-production",
-        "--synthetic-train",
-        train,
-        "--synthetic-test",
-        "10000",
-        "--k",
-        "10",
-        "--learning-rate",
-        "0.2",
-        "--passes",
-        passes,
-        "--seed",
-        "5",
-        "--json",
-        "--quiet",
-    ];
-    v.extend_from_slice(extra);
-    v
+/// `passes` passes, plus `extra`: the JSON report.
+fn synth(train: &str, passes: &str, extra: &str) -> Value {
+    run(&format!(
+        "ddml simulate --dataset synthetic-production --synthetic-train {train} \
+         --synthetic-test 10000 --k 10 --learning-rate 0.2 --passes {passes} --seed 5 --json \
+         --quiet {extra}"
+    ))
 }
 
 /// No noise, k = 10, γ = 0.2, 10 passes over 200,000 synthetic rows (200,000 updates): the
@@ -48,7 +21,7 @@ fn synth<'a>(train: &'a str, passes: &'a str, extra: &[&'a str]) -> Vec<&'a str>
 /// 50,000 rows the error is still ≈ 1.8: the sparse crosses converge slowly.
 #[test]
 fn synthetic_production_learns_the_known_weights() {
-    let v = json_ok(&synth("200000", "10", &["--no-noise"]));
+    let v = synth("200000", "10", "--no-noise");
     assert_eq!(v["dataset"], "synthetic-production");
     assert_eq!(v["num_weights"], 33);
     assert_eq!(v["updates"], 200_000);
@@ -67,9 +40,8 @@ fn synthetic_production_learns_the_known_weights() {
 /// Same seed, same numbers (except the wall-clock time).
 #[test]
 fn seeded_runs_are_deterministic() {
-    let args = synth("50000", "4", &["--epsilon", "3"]);
-    let mut a = json_ok(&args);
-    let mut b = json_ok(&args);
+    let mut a = synth("50000", "4", "--epsilon 3");
+    let mut b = synth("50000", "4", "--epsilon 3");
     a["seconds"] = Value::Null;
     b["seconds"] = Value::Null;
     assert_eq!(a, b);
@@ -86,55 +58,41 @@ fn seeded_runs_are_deterministic() {
 
 #[test]
 fn strategies_and_batching() {
-    let v = json_ok(&synth(
-        "50000",
-        "4",
-        &words("--no-noise --strategy accept-one-in"),
-    ));
+    let v = synth("50000", "4", "--no-noise --strategy accept-one-in");
     // One instance accepting one update in 10.
     assert_eq!(v["k"], 1);
     let ow = v["overwrites"].as_u64().unwrap();
     assert_eq!(ow + v["updates_discarded"].as_u64().unwrap(), 20_000);
     assert!((1500..2500).contains(&ow), "overwrites {ow}");
-    let v = json_ok(&synth(
-        "50000",
-        "4",
-        &words("--no-noise --server-batch 100"),
-    ));
+    let v = synth("50000", "4", "--no-noise --server-batch 100");
     assert_eq!(v["overwrites"], 200);
     assert_eq!(v["strategy"]["kind"], "server_batch");
 }
 
 #[test]
 fn bad_arguments_are_clear_errors() {
-    let base = words("ddml simulate --dataset synthetic-production --learning-rate 0.1");
-    let with = |extra: &[&'static str]| {
-        let mut a = base.to_vec();
-        a.extend_from_slice(extra);
-        a
-    };
-    fails_with(&with(&["--k", "5"]), "--epsilon");
-    fails_with(
-        &with(&words("--k 5 --epsilon 1 --no-noise")),
-        "cannot be used",
-    );
-    fails_with(&with(&words("--k 0 --no-noise")), "--k must be at least 1");
-    fails_with(
-        &with(&words(
+    let base = "ddml simulate --dataset synthetic-production --learning-rate 0.1";
+    let rows = [
+        ("--k 5", "--epsilon"),
+        ("--k 5 --epsilon 1 --no-noise", "cannot be used"),
+        ("--k 0 --no-noise", "--k must be at least 1"),
+        (
             "--k 5 --no-noise --strategy replace-drawn --server-batch 3",
-        )),
-        "--server-batch goes with --strategy server-batch",
-    );
-    fails_with(
-        &with(&words("--k 5 --no-noise --strategy server-batch")),
-        "needs --server-batch",
-    );
-    fails_with(&with(&words("--k 5 --epsilon -1")), "epsilon");
-    fails_with(&with(&words("--k 5 --no-noise --passes 0")), "passes");
-    fails_with(
-        &words(
-            "ddml simulate --dataset mnist --data-dir /nonexistent/privfed --k 5 --no-noise --learning-rate 0.1",
+            "--server-batch goes with --strategy server-batch",
         ),
+        (
+            "--k 5 --no-noise --strategy server-batch",
+            "needs --server-batch",
+        ),
+        ("--k 5 --epsilon -1", "epsilon"),
+        ("--k 5 --no-noise --passes 0", "passes"),
+    ];
+    for (extra, needle) in rows {
+        fail_line(&format!("{base} {extra}"), &[], needle);
+    }
+    fail_line(
+        "ddml simulate --dataset mnist --data-dir /nonexistent/privfed --k 5 --no-noise --learning-rate 0.1",
+        &[],
         "train-images-idx3-ubyte.gz: cannot open",
     );
 }
@@ -147,26 +105,11 @@ fn bad_arguments_are_clear_errors() {
     ignore = "shared/data (mnist, adult) not found beside the repository"
 )]
 fn mnist_short_run_learns() {
-    let dir = shared_data();
-    let v = json_ok(&[
-        "ddml",
-        "simulate",
-        "--dataset",
-        "mnist",
-        "--data-dir",
-        &dir,
-        "--k",
-        "10",
-        "--no-noise",
-        "--learning-rate",
-        "0.05",
-        "--passes",
-        "1",
-        "--seed",
-        "1",
-        "--json",
-        "--quiet",
-    ]);
+    let v = run_line(
+        "ddml simulate --dataset mnist --data-dir {data} --k 10 --no-noise --learning-rate 0.05 \
+         --passes 1 --seed 1 --json --quiet",
+        &[("data", &shared_data())],
+    );
     assert_eq!(v["updates"], 6000);
     assert_eq!(v["num_weights"], 7840);
     assert!(v["accuracy"].as_f64().unwrap() > 0.6, "{}", v["accuracy"]);
@@ -187,26 +130,11 @@ fn adult_short_run_learns() {
     // above the 0.78 threshold, while a run that did not learn stays near 0.76.
     let dir = shared_data();
     let run = |epsilon: &str| {
-        json_ok(&[
-            "ddml",
-            "simulate",
-            "--dataset",
-            "adult",
-            "--data-dir",
-            &dir,
-            "--k",
-            "10",
-            "--epsilon",
-            epsilon,
-            "--learning-rate",
-            "0.05",
-            "--passes",
-            "2",
-            "--seed",
-            "1",
-            "--json",
-            "--quiet",
-        ])
+        run_line(
+            "ddml simulate --dataset adult --data-dir {data} --k 10 --epsilon {epsilon} \
+             --learning-rate 0.05 --passes 2 --seed 1 --json --quiet",
+            &[("data", &dir), ("epsilon", epsilon)],
+        )
     };
     let v = run("3.4657");
     assert_eq!(v["train_examples"], 32_561);
@@ -223,17 +151,11 @@ fn adult_short_run_learns() {
 #[test]
 fn experiments_variance_writes_csv() {
     let out = std::env::temp_dir().join(format!("privfed-ddml-exp-{}", std::process::id()));
-    let o = out.to_string_lossy().into_owned();
-    let r = privfed(&[
-        "ddml",
-        "experiments",
-        "--only",
-        "variance",
-        "--out",
-        &o,
-        "--quiet",
-    ]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let vars = [("out", path(&out))];
+    ok_line(
+        "ddml experiments --only variance --out {out} --quiet",
+        &vars,
+    );
     let csv = std::fs::read_to_string(out.join("ddml_variance_stabilization.csv")).unwrap();
     let mut lines = csv.lines();
     assert_eq!(
@@ -256,13 +178,18 @@ fn experiments_variance_writes_csv() {
             last[4]
         );
     }
-    fails_with(
-        &["ddml", "experiments", "--only", "nope", "--out", &o],
-        "unknown experiment",
-    );
-    fails_with(
-        &["ddml", "experiments", "--repeats", "0", "--out", &o],
-        "--repeats must be at least 1",
+    fail_lines(
+        &vars,
+        &[
+            (
+                "ddml experiments --only nope --out {out}",
+                "unknown experiment",
+            ),
+            (
+                "ddml experiments --repeats 0 --out {out}",
+                "--repeats must be at least 1",
+            ),
+        ],
     );
     let _ = std::fs::remove_dir_all(&out);
 }

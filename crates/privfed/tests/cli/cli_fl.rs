@@ -1,19 +1,14 @@
 //! `privfed fl` through the real binary: the quickstart, resuming after `kill -9`, bad configs,
 //! and an experiment's quick grid.
 
-use crate::common::{TempDir, fail_table, fails_with, json_ok, privfed, words};
+use crate::common::{
+    TempDir, fail_line, fail_lines, json_ok, line, path, privfed, run_line, shared_data,
+};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn shared_data() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .to_string_lossy()
-        .into_owned()
-}
 
 fn repo(path: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -30,6 +25,31 @@ fn write_config(dir: &Path, name: &str, text: &str) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// Writes `text` to `dir/name` and trains it (data the config generates, no data directory):
+/// the config's path and the JSON report.
+fn train_config(dir: &Path, name: &str, text: &str) -> (String, Value) {
+    let config = write_config(dir, name, text);
+    let v = run_line(
+        "fl train --config {config} --json --quiet",
+        &[("config", &config)],
+    );
+    (config, v)
+}
+
+/// The config lines of a softmax model on generated `synthetic_logistic` data: `dim` features,
+/// `examples` rows over `clients` clients, Poisson sampling at `rate`.
+fn synthetic(dim: u32, examples: u32, clients: u32, rate: f64) -> String {
+    format!(
+        "data = {{ dataset = \"synthetic_logistic\", dim = {dim}, examples = {examples}, signal = 1.0, clients = {clients} }}\n\
+         model = {{ kind = \"softmax\", features = {dim}, classes = 2 }}\n\
+         sampling = {{ kind = \"poisson\", rate = {rate} }}\n"
+    )
+}
+
+/// DP-FedAvg's central Gaussian at clip 1 and noise multiplier 1, as one config line.
+const CENTRAL: &str =
+    "privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n";
+
 /// A small private MNIST run: 200 clients (the first 100 kept), softmax, central DP.
 fn small_config(dir: &Path, rounds: u32, extra: &str) -> String {
     let p = dir.join("run.toml");
@@ -41,7 +61,7 @@ fn small_config(dir: &Path, rounds: u32, extra: &str) -> String {
              model = {{ kind = \"softmax\", features = 784, classes = 10 }}\n\
              sampling = {{ kind = \"poisson\", rate = 0.2 }}\n\
              local = {{ epochs = 1, batch_size = 10, learning_rate = 0.1 }}\n\
-             privacy = {{ mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }}\n\
+             {CENTRAL}\
              {extra}\n"
         ),
     )
@@ -57,16 +77,7 @@ fn small_config(dir: &Path, rounds: u32, extra: &str) -> String {
     ignore = "shared/data (mnist, adult) not found beside the repository"
 )]
 fn quickstart_trains_privately_and_reports_every_round() {
-    let v = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &repo("examples/fl/quickstart.toml"),
-        "--data-dir",
-        &shared_data(),
-        "--json",
-        "--quiet",
-    ]);
+    let v = train_json(&repo("examples/fl/quickstart.toml"));
     let rounds = v["rounds"].as_array().unwrap();
     assert!(!rounds.is_empty());
     for (i, r) in rounds.iter().enumerate() {
@@ -83,20 +94,11 @@ fn quickstart_trains_privately_and_reports_every_round() {
     // The same ε from `privfed account` with the calibrated noise multiplier.
     let z = v["noise_multiplier"].as_f64().unwrap().to_string();
     let t = rounds.len().to_string();
-    let acc = json_ok(&[
-        "account",
-        "--accountant",
-        "rdp",
-        "--noise-multiplier",
-        &z,
-        "--sampling-rate",
-        "0.5",
-        "--steps",
-        &t,
-        "--delta",
-        "1e-5",
-        "--json",
-    ]);
+    let acc = run_line(
+        "account --accountant rdp --noise-multiplier {z} --sampling-rate 0.5 --steps {t} \
+         --delta 1e-5 --json",
+        &[("z", &z), ("t", &t)],
+    );
     let theirs = acc["epsilon"].as_f64().unwrap();
     assert!(
         (final_eps - theirs).abs() <= 1e-9 * theirs,
@@ -122,33 +124,16 @@ fn quickstart_trains_privately_and_reports_every_round() {
 fn a_run_killed_mid_way_resumes_to_the_same_model() {
     let tmp = TempDir::new("fl-kill");
     let cfg = small_config(&tmp.0, 40, "");
-    let data = shared_data();
-    let whole = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--json",
-        "--quiet",
-    ]);
+    let whole = train_json(&cfg);
     let out = tmp.0.join("out");
-    let out_s = out.to_string_lossy().into_owned();
-    let args = [
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--out",
-        &out_s,
-        "--json",
-        "--quiet",
-    ];
+    let data = shared_data();
+    let args = line(
+        "fl train --config {config} --data-dir {data} --out {out} --json --quiet",
+        &[("config", &cfg), ("data", &data), ("out", path(&out))],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut child = Command::new(env!("CARGO_BIN_EXE_privfed"))
-        .args(args)
+        .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -203,87 +188,44 @@ fn runs_continue_across_invocations_and_ignore_the_thread_count() {
     let tmp = TempDir::new("fl-resume");
     let cfg = small_config(&tmp.0, 6, "");
     let data = shared_data();
-    let ckpt = tmp.0.join("c.bin").to_string_lossy().into_owned();
-    let one = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--json",
-        "--quiet",
-        "--threads",
-        "1",
-    ]);
-    let part = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--json",
-        "--quiet",
-        "--checkpoint",
-        &ckpt,
-        "--max-rounds",
-        "2",
-    ]);
+    let ckpt = tmp.0.join("c.bin");
+    let vars = [
+        ("config", cfg.as_str()),
+        ("data", &data),
+        ("ckpt", path(&ckpt)),
+    ];
+    let one = run_line(&format!("{TRAIN} --threads 1"), &vars);
+    let part = run_line(
+        &format!("{TRAIN} --checkpoint {{ckpt}} --max-rounds 2"),
+        &vars,
+    );
     assert_eq!(part["rounds_completed"], 2);
-    let rest = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &cfg,
-        "--data-dir",
-        &data,
-        "--json",
-        "--quiet",
-        "--checkpoint",
-        &ckpt,
-        "--threads",
-        "3",
-    ]);
+    let rest = run_line(&format!("{TRAIN} --checkpoint {{ckpt}} --threads 3"), &vars);
     assert_eq!(rest["rounds_completed"], 6);
     assert_eq!(rest["model_sha256"], one["model_sha256"]);
     // A changed config does not resume from the old checkpoint.
     let changed = small_config(&tmp.0, 7, "");
-    fails_with(
-        &[
-            "fl",
-            "train",
-            "--config",
-            &changed,
-            "--data-dir",
-            &data,
-            "--checkpoint",
-            &ckpt,
-        ],
+    let vars = [
+        ("config", changed.as_str()),
+        ("data", &data),
+        ("ckpt", path(&ckpt)),
+    ];
+    fail_line(
+        "fl train --config {config} --data-dir {data} --checkpoint {ckpt}",
+        &vars,
         "different config",
     );
-    let fresh = json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        &changed,
-        "--data-dir",
-        &data,
-        "--checkpoint",
-        &ckpt,
-        "--fresh",
-        "--json",
-        "--quiet",
-    ]);
+    let fresh = run_line(
+        "fl train --config {config} --data-dir {data} --checkpoint {ckpt} --fresh --json --quiet",
+        &vars,
+    );
     assert_eq!(fresh["rounds_completed"], 7);
 }
 
 #[test]
 fn bad_configs_fail_with_the_key_named() {
     let tmp = TempDir::new("fl-bad");
-    let base = "rounds = 2\ndata = { dataset = \"synthetic_logistic\", dim = 5, examples = 100, signal = 1.0, clients = 100 }\n\
-                model = { kind = \"softmax\", features = 5, classes = 2 }\n\
-                sampling = { kind = \"poisson\", rate = 0.1 }\n";
+    let base = format!("rounds = 2\n{}", synthetic(5, 100, 100, 0.1));
     let mnist = "rounds = 1\ndata = { dataset = \"mnist\", clients = 10 }\n\
                  model = { kind = \"softmax\", features = 784, classes = 10 }\n\
                  sampling = { kind = \"fixed\", cohort = 2 }\n";
@@ -313,35 +255,32 @@ fn bad_configs_fail_with_the_key_named() {
     ];
     for (i, (text, extra, needle)) in rows.iter().enumerate() {
         let config = write_config(&tmp.0, &format!("bad{i}.toml"), text);
-        let line = format!("fl train --config {config} {extra}");
-        fails_with(&words(&line), needle);
+        let template = format!("fl train --config {{config}} {extra}");
+        fail_line(&template, &[("config", &config)], needle);
     }
-    let out = tmp.0.to_string_lossy();
-    fail_table(&[
-        ("fl train --config /nonexistent.toml", "nonexistent.toml"),
-        (
-            &format!("fl experiment paper999 --out {out}"),
-            "paper000-logistic",
-        ),
-    ]);
+    fail_lines(
+        &[("out", path(&tmp.0))],
+        &[
+            ("fl train --config /nonexistent.toml", "nonexistent.toml"),
+            ("fl experiment paper999 --out {out}", "paper000-logistic"),
+        ],
+    );
 }
 
 /// A budget stops the run before ε would exceed it, and says so.
 #[test]
 fn a_budget_stop_is_reported() {
     let tmp = TempDir::new("fl-budget");
-    let config = write_config(
+    let (_, v) = train_config(
         &tmp.0,
         "b.toml",
-        "rounds = 500\nseed = 1\n\
-         data = { dataset = \"synthetic_logistic\", dim = 5, examples = 400, signal = 1.0, clients = 400 }\n\
-         model = { kind = \"softmax\", features = 5, classes = 2 }\n\
-         sampling = { kind = \"poisson\", rate = 0.05 }\n\
-         privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n\
-         accounting = { delta = 1e-5, budget = 3.0 }\n\
-         eval = { every = 50 }\n",
+        &format!(
+            "rounds = 500\nseed = 1\n{}{CENTRAL}\
+             accounting = {{ delta = 1e-5, budget = 3.0 }}\n\
+             eval = {{ every = 50 }}\n",
+            synthetic(5, 400, 400, 0.05)
+        ),
     );
-    let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
     let done = v["rounds_completed"].as_u64().unwrap();
     assert!(done > 0 && done < 500, "{done}");
     assert!(v["final_epsilon"].as_f64().unwrap() <= 3.0);
@@ -363,18 +302,10 @@ fn experiments_quick_grids_write_csv_and_figures() {
         "paper001-mnist",
         "paper001-shakespeare",
     ] {
-        let v: Value = json_ok(&[
-            "fl",
-            "experiment",
-            name,
-            "--out",
-            &out,
-            "--quick",
-            "--data-dir",
-            &shared_data(),
-            "--json",
-            "--quiet",
-        ]);
+        let v: Value = run_line(
+            "fl experiment {name} --out {out} --quick --data-dir {data} --json --quiet",
+            &[("name", name), ("out", &out), ("data", &shared_data())],
+        );
         assert!(!v["runs"].as_array().unwrap().is_empty(), "{name}");
         for ext in [".csv", "_rounds.csv", ".svg", ".png"] {
             let f = tmp.0.join(format!("{name}{ext}"));
@@ -390,17 +321,15 @@ fn experiments_quick_grids_write_csv_and_figures() {
 #[test]
 fn a_diverged_run_is_reported() {
     let tmp = TempDir::new("fl-diverged");
-    let config = write_config(
+    let (config, v) = train_config(
         &tmp.0,
         "d.toml",
-        "rounds = 5\nseed = 1\n\
-         data = { dataset = \"synthetic_logistic\", dim = 5, examples = 200, signal = 1.0, clients = 200 }\n\
-         model = { kind = \"softmax\", features = 5, classes = 2 }\n\
-         sampling = { kind = \"poisson\", rate = 0.1 }\n\
-         local = { epochs = 1, batch_size = 1, learning_rate = 1e39 }\n\
-         privacy = { mechanism = \"central_gaussian\", clip = 1.0, noise_multiplier = 1.0 }\n",
+        &format!(
+            "rounds = 5\nseed = 1\n{}\
+             local = {{ epochs = 1, batch_size = 1, learning_rate = 1e39 }}\n{CENTRAL}",
+            synthetic(5, 200, 200, 0.1)
+        ),
     );
-    let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
     assert_eq!(v["stopped"]["kind"], "diverged", "{v}");
     assert_eq!(v["rounds_completed"], 0, "{v}");
     let out = privfed(&["fl", "train", "--config", &config, "--quiet"]);
@@ -415,16 +344,12 @@ fn a_diverged_run_is_reported() {
 #[test]
 fn an_audited_run_reports_both_numbers() {
     let tmp = TempDir::new("fl-audit");
-    let base = "rounds = 5\nseed = 2\n\
-         data = { dataset = \"synthetic_logistic\", dim = 60, examples = 400, signal = 1.0, clients = 40 }\n\
-         model = { kind = \"softmax\", features = 60, classes = 2 }\n\
-         sampling = { kind = \"poisson\", rate = 0.5 }\n";
-    let config = write_config(
+    let base = format!("rounds = 5\nseed = 2\n{}", synthetic(60, 400, 40, 0.5));
+    let (_, v) = train_config(
         &tmp.0,
         "a.toml",
         &format!("{base}privacy = {{ mechanism = \"none\" }}\n[audit]\ncanaries = 20\n"),
     );
-    let v = json_ok(&["fl", "train", "--config", &config, "--json", "--quiet"]);
     let a = &v["audit"];
     assert_eq!(a["canaries"].as_u64(), Some(20), "{v}");
     assert_eq!(a["confidence"].as_f64(), Some(0.95));
@@ -441,18 +366,16 @@ fn an_audited_run_reports_both_numbers() {
         a["epsilon_lower_bound"]
     );
     // Without [audit] there is no audit key.
-    let plain = write_config(&tmp.0, "p.toml", base);
-    let v = json_ok(&["fl", "train", "--config", &plain, "--json", "--quiet"]);
+    let (_, v) = train_config(&tmp.0, "p.toml", &base);
     assert!(v.get("audit").is_none() && v["rounds"][0].get("audit").is_none());
     // Under local DP the canaries go through the clients' randomizer, at the clip norm.
-    let local = write_config(
+    let (_, v) = train_config(
         &tmp.0,
         "l.toml",
         &format!(
             "{base}privacy = {{ mechanism = \"privunitg\", epsilon = 5.0, clip = 1.0 }}\n[audit]\ncanaries = 20\n"
         ),
     );
-    let v = json_ok(&["fl", "train", "--config", &local, "--json", "--quiet"]);
     assert_eq!(v["audit"]["norm"].as_f64(), Some(1.0), "{v}");
     assert!(
         v["audit"]["epsilon_lower_bound"].as_f64().unwrap() >= 0.0,
@@ -477,17 +400,12 @@ fn quickstart_audited(dir: &Path, privacy: &str) -> String {
     )
 }
 
+/// `fl train` of a config on the shared data, printing JSON; `{config}` and `{data}` to fill.
+const TRAIN: &str = "fl train --config {config} --data-dir {data} --json --quiet";
+
+/// Trains `config` on the shared data and returns the JSON report.
 fn train_json(config: &str) -> serde_json::Value {
-    json_ok(&[
-        "fl",
-        "train",
-        "--config",
-        config,
-        "--data-dir",
-        &shared_data(),
-        "--json",
-        "--quiet",
-    ])
+    run_line(TRAIN, &[("config", config), ("data", &shared_data())])
 }
 
 /// Power: the quickstart on MNIST with privacy off and 100 canaries at the default norm (each

@@ -1,6 +1,7 @@
 //! `privfed plot` and `privfed analyze epsilon-vs-noise` through the real binary.
 
-use crate::common::{TempDir, fail_table, fails_with, json_ok, privfed};
+use crate::common::{TempDir, fail_line, fail_lines, ok_line, path, run_line};
+use std::path::{Path, PathBuf};
 
 fn series_names(svg: &str) -> Vec<String> {
     svg.split(r#"<g class="series" data-series=""#)
@@ -13,19 +14,16 @@ fn series_names(svg: &str) -> Vec<String> {
 fn epsilon_vs_noise_writes_a_csv_that_plots() {
     let dir = TempDir::new("plot-eps");
     let csv = dir.0.join("eps.csv");
-    let v = json_ok(&[
-        "analyze",
-        "epsilon-vs-noise",
-        "--sigmas",
-        "1,2,4",
-        "--scale",
-        "10",
-        "--clients",
-        "100",
-        "--out",
-        csv.to_str().unwrap(),
-        "--json",
-    ]);
+    let svg = dir.0.join("eps.svg");
+    let vars = [
+        ("csv", path(&csv)),
+        ("svg", path(&svg)),
+        ("title", "ε vs σ"),
+    ];
+    let v = run_line(
+        "analyze epsilon-vs-noise --sigmas 1,2,4 --scale 10 --clients 100 --out {csv} --json",
+        &vars,
+    );
     assert_eq!(v["analysis"], "epsilon_vs_noise");
     let points = v["points"].as_array().unwrap();
     assert_eq!(points.len(), 3 * 7);
@@ -43,27 +41,10 @@ fn epsilon_vs_noise_writes_a_csv_that_plots() {
     };
     assert!(eps(1.0) > eps(2.0) && eps(2.0) > eps(4.0));
 
-    let svg = dir.0.join("eps.svg");
-    let out = privfed(&[
-        "plot",
-        csv.to_str().unwrap(),
-        "--x",
-        "sigma",
-        "--y",
-        "epsilon",
-        "--series",
-        "method",
-        "--log-x",
-        "--log-y",
-        "--title",
-        "ε vs σ",
-        "--out",
-        svg.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    ok_line(
+        "plot {csv} --x sigma --y epsilon --series method --log-x --log-y --title {title} \
+         --out {svg}",
+        &vars,
     );
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
@@ -85,37 +66,22 @@ skellam,1000,10,1,0.02,0.018,0.022,
 skellam,1000,12,1,0.002,0.0018,0.0022,
 ";
 
-#[test]
-fn plot_draws_panels_filters_and_reference_levels() {
-    let dir = TempDir::new("plot-dme");
+/// A fresh temp dir (tagged `tag`) holding [`DME`] as `dme.csv`, and that file's path.
+fn dme_csv(tag: &str) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(tag);
     let csv = dir.0.join("dme.csv");
     std::fs::write(&csv, DME).unwrap();
+    (dir, csv)
+}
+
+#[test]
+fn plot_draws_panels_filters_and_reference_levels() {
+    let (dir, csv) = dme_csv("plot-dme");
     let svg = dir.0.join("dme.svg");
-    let out = privfed(&[
-        "plot",
-        csv.to_str().unwrap(),
-        "--x",
-        "bits",
-        "--y",
-        "mse",
-        "--interval",
-        "lo,hi",
-        "--series",
-        "mechanism",
-        "--panel",
-        "clients",
-        "--where",
-        "epsilon_target=1|2",
-        "--log-y",
-        "--errors",
-        "bars",
-        "--out",
-        svg.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = ok_line(
+        "plot {csv} --x bits --y mse --interval lo,hi --series mechanism --panel clients \
+         --where epsilon_target=1|2 --log-y --errors bars --out {svg}",
+        &[("csv", path(&csv)), ("svg", path(&svg))],
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("2 panels, 4 series"));
     let svg = std::fs::read_to_string(&svg).unwrap();
@@ -130,50 +96,46 @@ fn plot_draws_panels_filters_and_reference_levels() {
 
 #[test]
 fn plot_errors_are_clear() {
-    let dir = TempDir::new("plot-bad");
-    let csv = dir.0.join("dme.csv");
-    std::fs::write(&csv, DME).unwrap();
+    let (dir, csv) = dme_csv("plot-bad");
     let nan = dir.0.join("nan.csv");
     std::fs::write(&nan, "x,y\n1,0.5\n2,NaN\n").unwrap();
     let out = dir.0.join("x.svg");
-    let (c, n, o) = (csv.display(), nan.display(), out.display());
     let missing = dir.0.join("missing.csv");
-    let m = missing.display();
-    fail_table(&[
-        (
-            &format!("plot {c} --x bitz --y mse --out {o}"),
-            "no column \"bitz\"",
-        ),
-        (
-            &format!("plot {c} --x bits --y note --out {o}"),
-            "is not a number",
-        ),
-        (
-            &format!("plot {c} --x bits --y mse --where nope --out {o}"),
-            "--where takes COLUMN=VALUE",
-        ),
-        (
-            &format!("plot {c} --x bits --y mse --size 10 --out {o}"),
-            "--size takes WIDTHxHEIGHT",
-        ),
-        (
-            &format!(
-                "plot {c} --x bits --y mse --series mechanism --size 50x50 --where clients=100 --out {o}"
+    fail_lines(
+        &[
+            ("c", path(&csv)),
+            ("n", path(&nan)),
+            ("m", path(&missing)),
+            ("o", path(&out)),
+        ],
+        &[
+            ("plot {c} --x bitz --y mse --out {o}", "no column \"bitz\""),
+            ("plot {c} --x bits --y note --out {o}", "is not a number"),
+            (
+                "plot {c} --x bits --y mse --where nope --out {o}",
+                "--where takes COLUMN=VALUE",
             ),
-            "panel size",
-        ),
-        // Two Gaussian rows without x in one panel cannot be one reference line.
-        (
-            &format!("plot {c} --x bits --y mse --series mechanism --out {o}"),
-            "single reference row",
-        ),
-        (&format!("plot {n} --x x --y y --out {o}"), "must be finite"),
-        (&format!("plot {m} --x x --y y --out {o}"), "reading"),
-        (
-            "analyze epsilon-vs-noise --sigmas 0",
-            "must be finite and > 0",
-        ),
-    ]);
+            (
+                "plot {c} --x bits --y mse --size 10 --out {o}",
+                "--size takes WIDTHxHEIGHT",
+            ),
+            (
+                "plot {c} --x bits --y mse --series mechanism --size 50x50 --where clients=100 --out {o}",
+                "panel size",
+            ),
+            // Two Gaussian rows without x in one panel cannot be one reference line.
+            (
+                "plot {c} --x bits --y mse --series mechanism --out {o}",
+                "single reference row",
+            ),
+            ("plot {n} --x x --y y --out {o}", "must be finite"),
+            ("plot {m} --x x --y y --out {o}", "reading"),
+            (
+                "analyze epsilon-vs-noise --sigmas 0",
+                "must be finite and > 0",
+            ),
+        ],
+    );
     assert!(!out.exists());
 }
 
@@ -187,47 +149,25 @@ fn png_size(png: &[u8]) -> (u32, u32) {
 
 #[test]
 fn plot_writes_png_of_the_svg_size_times_the_scale() {
-    let dir = TempDir::new("plot-png");
-    let csv = dir.0.join("dme.csv");
-    std::fs::write(&csv, DME).unwrap();
-    let c = csv.to_str().unwrap();
-    let args = |out: &str, extra: &[&str]| {
-        let mut a = vec![
-            "plot",
-            c,
-            "--x",
-            "bits",
-            "--y",
-            "mse",
-            "--series",
-            "mechanism",
-            "--panel",
-            "clients",
-            "--where",
-            "epsilon_target=1",
-            "--log-y",
-            "--title",
-            "PNG ε",
-        ];
-        a.extend_from_slice(extra);
-        a.extend_from_slice(&["--out", out]);
-        a.into_iter().map(String::from).collect::<Vec<_>>()
+    let (dir, csv) = dme_csv("plot-png");
+    // The plot with `extra` options before `--out {out}`.
+    let plot = |extra: &str| {
+        format!(
+            "plot {{csv}} --x bits --y mse --series mechanism --panel clients \
+             --where epsilon_target=1 --log-y --title {{title}} {extra} --out {{out}}"
+        )
     };
-    let run = |a: Vec<String>| {
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let out = privfed(&a);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    // The CSV, the title and the output path of one plot.
+    fn vars<'a>(csv: &'a str, out: &'a Path) -> [(&'static str, &'a str); 3] {
+        [("csv", csv), ("title", "PNG ε"), ("out", path(out))]
+    }
+    let c = path(&csv);
     let svg = dir.0.join("f.svg");
     let png = dir.0.join("f.png");
     let png1 = dir.0.join("f1.png");
-    run(args(svg.to_str().unwrap(), &[]));
-    run(args(png.to_str().unwrap(), &[]));
-    run(args(png1.to_str().unwrap(), &["--png-scale", "1"]));
+    ok_line(&plot(""), &vars(c, &svg));
+    ok_line(&plot(""), &vars(c, &png));
+    ok_line(&plot("--png-scale 1"), &vars(c, &png1));
     let svg = std::fs::read_to_string(&svg).unwrap();
     let attr = |name: &str| -> u32 {
         let start = svg.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
@@ -238,14 +178,10 @@ fn plot_writes_png_of_the_svg_size_times_the_scale() {
     assert_eq!(png_size(&std::fs::read(&png1).unwrap()), (w, h));
     // Not .svg or .png: an error before anything is written; a bad scale is an error too.
     let pdf = dir.0.join("f.pdf");
-    let a = args(pdf.to_str().unwrap(), &[]);
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    fails_with(&a, "must end in .svg or .png");
+    fail_line(&plot(""), &vars(c, &pdf), "must end in .svg or .png");
     assert!(!pdf.exists());
     let bad = dir.0.join("bad.png");
-    let a = args(bad.to_str().unwrap(), &["--png-scale", "0"]);
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    fails_with(&a, "PNG scale");
+    fail_line(&plot("--png-scale 0"), &vars(c, &bad), "PNG scale");
     assert!(!bad.exists());
 }
 
@@ -259,80 +195,24 @@ fn plot_reads_wide_tables_standard_errors_and_averages() {
          3,1,0.9,1.0,0,0.5,0.1\n3,3,0.07,0.08,1,0.7,0.1\n4,1,0.8,,0,0.4,0.2\n",
     )
     .unwrap();
-    let c = csv.to_str().unwrap();
     let svg = dir.0.join("t.svg");
-    let s = svg.to_str().unwrap();
-    let ok = |a: &[&str]| {
-        let out = privfed(a);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    let vars = [("csv", path(&csv)), ("svg", path(&svg))];
+    // Plots `template` and returns the SVG it wrote.
+    let ok = |template: &str| {
+        ok_line(template, &vars);
         std::fs::read_to_string(&svg).unwrap()
     };
-    let text = ok(&[
-        "plot",
-        c,
-        "--x",
-        "epsilon",
-        "--y",
-        "ours,theirs",
-        "--panel",
-        "bits",
-        "--dash-by",
-        "@y",
-        "--out",
-        s,
-    ]);
+    let text = ok("plot {csv} --x epsilon --y ours,theirs --panel bits --dash-by @y --out {svg}");
     assert_eq!(series_names(&text), ["ours", "theirs", "ours"]);
-    let text = ok(&[
-        "plot",
-        c,
-        "--x",
-        "bits",
-        "--y",
-        "mse",
-        "--se",
-        "se",
-        "--se-times",
-        "2",
-        "--errors",
-        "bars",
-        "--out",
-        s,
-    ]);
+    let text = ok("plot {csv} --x bits --y mse --se se --se-times 2 --errors bars --out {svg}");
     assert_eq!(text.matches(r#"class="bar""#).count(), 3);
-    let text = ok(&[
-        "plot",
-        c,
-        "--x",
-        "bits",
-        "--y",
-        "mse",
-        "--average",
-        "--errors",
-        "bars",
-        "--out",
-        s,
-    ]);
+    let text = ok("plot {csv} --x bits --y mse --average --errors bars --out {svg}");
     // 3 bits has two rows (one interval), 4 bits one row (none).
     assert_eq!(text.matches(r#"class="bar""#).count(), 1);
     assert_eq!(text.matches(r#"class="marker""#).count(), 2);
-    fails_with(
-        &[
-            "plot",
-            c,
-            "--x",
-            "bits",
-            "--y",
-            "mse",
-            "--se",
-            "se",
-            "--average",
-            "--out",
-            s,
-        ],
+    fail_line(
+        "plot {csv} --x bits --y mse --se se --average --out {svg}",
+        &vars,
         "cannot be used with",
     );
 }

@@ -196,8 +196,7 @@ pub fn keys_lines(vars: &[(&str, &str)], rows: &[(&str, &[&str])]) -> Vec<Value>
 /// The team's shared datasets beside the repository (`../shared/data`); the tests that read them
 /// run only with `cfg(has_shared_data)` (see the crate's `build.rs`).
 pub fn shared_data() -> String {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
+    privfed_testkit::shared_data()
         .to_string_lossy()
         .into_owned()
 }

@@ -40,6 +40,38 @@ pub struct CreateModel {
     pub update_guard: Option<crate::guard::UpdateGuard>,
 }
 
+impl CreateModel {
+    /// A request for `k` instances of `dim` weights named `name` with this update guard and the
+    /// defaults of the optional fields (no initialization spread: every instance starts at 0; no
+    /// spam filter). Set the other fields with struct update syntax.
+    pub fn new(
+        name: impl Into<String>,
+        dim: usize,
+        k: usize,
+        update_guard: crate::guard::UpdateGuard,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            dim,
+            k,
+            init_std: None,
+            spam_sigmas: None,
+            spam_max_outside_fraction: None,
+            update_guard: Some(update_guard),
+        }
+    }
+
+    /// [`CreateModel::new`] with the guard `"off"`: updates are not checked as steps.
+    pub fn unguarded(name: impl Into<String>, dim: usize, k: usize) -> Self {
+        Self::new(
+            name,
+            dim,
+            k,
+            crate::guard::UpdateGuard::Off(crate::guard::GuardOff::Off),
+        )
+    }
+}
+
 /// Weights as little-endian `f32` bytes.
 pub fn encode_f32(w: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 * w.len());
@@ -74,6 +106,14 @@ pub fn decode_f32(b: &[u8]) -> Option<Vec<f32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unguarded_is_the_request_with_only_the_guard_said() {
+        let parsed: CreateModel =
+            serde_json::from_str(r#"{"name": "m", "dim": 3, "k": 4, "update_guard": "off"}"#)
+                .unwrap();
+        assert_eq!(CreateModel::unguarded("m", 3, 4), parsed);
+    }
 
     #[test]
     fn f32_round_trip_and_bad_length() {

@@ -11,7 +11,7 @@ use privfed_mechanisms::rng::seeded_rng_for_experiments;
 use privfed_server::{AppState, EmbeddedStore};
 use privfed_sim::http::{HttpModelServer, RemoteError};
 use privfed_sim::simulate::{ModelServer, SimConfig, initial_std, simulate};
-use std::path::PathBuf;
+use privfed_testkit::sys::TempDir;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
 
@@ -25,24 +25,9 @@ struct Live {
     _dir: TempDir,
 }
 
-/// A directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 impl Live {
     fn start() -> Self {
-        let dir = TempDir(std::env::temp_dir().join(format!(
-            "privfed-sim-test-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        )));
-        let _ = std::fs::remove_dir_all(&dir.0);
-        std::fs::create_dir_all(&dir.0).unwrap();
+        let dir = TempDir::new("sim-http");
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -84,18 +69,13 @@ impl Drop for Live {
     }
 }
 
+/// A creation request with this initialization spread and spam band and no update guard (these
+/// tests post arbitrary finite vectors: no step to check).
 fn spec(name: &str, dim: usize, k: usize, init_std: f64, spam: Option<f64>) -> CreateModel {
     CreateModel {
-        name: name.into(),
-        dim,
-        k,
         init_std: Some(init_std),
         spam_sigmas: spam,
-        spam_max_outside_fraction: None,
-        // These tests post arbitrary finite vectors: no step to check.
-        update_guard: Some(privfed_ddml::guard::UpdateGuard::Off(
-            privfed_ddml::guard::GuardOff::Off,
-        )),
+        ..CreateModel::unguarded(name, dim, k)
     }
 }
 

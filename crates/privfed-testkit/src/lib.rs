@@ -3,8 +3,10 @@
 //! The statistical tests privfed's own test suites use, in one place: chi-square goodness of fit
 //! against exact probabilities ([`chi2`]), one- and two-sample Kolmogorov–Smirnov ([`ks`]), and
 //! z-tests for a mean and for a variance ([`ztest`]), and where the shared datasets are
-//! ([`shared_data`]), and the build-time probes that decide which tests can run ([`probe`]). A
-//! dev- and build-dependency only (`publish = false`).
+//! ([`shared_data`]), the build-time probes that decide which tests can run ([`probe`]), and the
+//! support of system tests ([`sys`]: temporary directories, loopback ports and bounded waits, a
+//! Redis server per test, the Python reference oracles). A dev- and build-dependency only
+//! (`publish = false`).
 //!
 //! Every test takes its significance level `α` explicitly and every assert helper states what it
 //! rejects, so each call site says its false-positive rate (FPR).
@@ -32,6 +34,7 @@ pub mod chi2;
 mod data;
 pub mod ks;
 pub mod probe;
+pub mod sys;
 pub mod ztest;
 
 pub use chi2::{

@@ -71,19 +71,31 @@ pub fn redis_server() {
 /// `cfg(has_<name>)` (e.g. `has_dp_accounting`): `python3 -c "import <module>"` succeeds.
 /// `install` says how to get it (`pip install dp-accounting==0.6.0`).
 pub fn python_module(module: &str, install: &str) {
-    let cfg = format!("has_{module}");
+    python_runs(
+        &format!("has_{module}"),
+        &["-c", &format!("import {module}")],
+        &format!("python3 cannot import {module}"),
+        install,
+    );
+}
+
+/// `cfg(<cfg>)` (e.g. `has_jax_privacy`): `python3 ARGS…` exits successfully (run in the
+/// calling crate's directory: an import of several modules, or a reference script's `--probe`).
+/// `missing` says what failed (`python3 cannot load jax_privacy's auditing module`), `install`
+/// how to fix it. Under `CI` the cfg is always set.
+pub fn python_runs(cfg: &str, args: &[&str], missing: &str, install: &str) {
     println!("cargo::rustc-check-cfg=cfg({cfg})");
     println!("cargo::rerun-if-env-changed=PATH");
     println!("cargo::rerun-if-changed=build.rs");
-    let importable = std::process::Command::new("python3")
-        .args(["-c", &format!("import {module}")])
+    let runs = std::process::Command::new("python3")
+        .args(args)
         .output()
         .is_ok_and(|o| o.status.success());
-    if importable || under_ci() {
+    if runs || under_ci() {
         println!("cargo::rustc-cfg={cfg}");
     } else {
         println!(
-            "cargo::warning=python3 cannot import {module}: the tests that need it will be ignored ({install}, then `touch {}`)",
+            "cargo::warning={missing}: the tests that need it will be ignored ({install}, then `touch {}`)",
             build_script()
         );
     }

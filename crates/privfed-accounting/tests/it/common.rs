@@ -1,8 +1,7 @@
 //! Shared helpers of the integration tests: the dp_accounting oracle and **all tolerances**.
 #![allow(dead_code)]
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use privfed_testkit::sys::{python_oracle, reference_script};
 
 /// Every tolerance used against the reference implementation, in one place.
 pub mod tol {
@@ -32,37 +31,13 @@ pub mod tol {
     pub const CALIBRATION_REL: f64 = 0.01;
 }
 
-/// Runs `scripts/reference/dp_accounting_oracle.py` on `queries`. The tests that call it run
-/// only where the build found dp_accounting (`cfg(has_dp_accounting)`, see `build.rs`; always
-/// under `CI`), so an unavailable oracle here is a failure, never a silent skip.
+/// Runs `scripts/reference/dp_accounting_oracle.py` on `queries` (`privfed_testkit::sys::
+/// python_oracle`): one answer per query. The tests that call it run only where the build found
+/// dp_accounting (`cfg(has_dp_accounting)`, see `build.rs`; always under `CI`), so an unavailable
+/// oracle here is a failure, never a silent skip.
 pub fn oracle(queries: &serde_json::Value) -> Vec<serde_json::Value> {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../scripts/reference/dp_accounting_oracle.py"
-    );
-    let child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => panic!("dp_accounting oracle: cannot run python3: {e}"),
-    };
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(queries.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "oracle failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("oracle output is JSON")
+    let answers = python_oracle(reference_script("dp_accounting_oracle.py"), queries);
+    serde_json::from_value(answers).expect("the dp_accounting oracle answers a JSON array")
 }
 
 /// dp_accounting 0.6.0's default RDP orders.

@@ -1,8 +1,7 @@
 //! The Python oracle and the tolerances of the reference tests (one place).
 #![allow(dead_code)]
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use privfed_testkit::sys::{python_oracle, reference_script};
 
 /// Relative tolerance of Clopper–Pearson bounds against scipy's `beta.ppf` (both are computed
 /// to a few ulps; 1e-9 leaves room for the ill-conditioning of the quantile at large n).
@@ -29,40 +28,13 @@ pub const JAX_EVENT_EPS_RELATIVE: f64 = 1e-8;
 /// the build found scipy (`cfg(has_scipy)`, see `build.rs`; always under `CI`), so an
 /// unavailable oracle here is a failure, never a silent skip.
 pub fn oracle(queries: &serde_json::Value) -> serde_json::Value {
-    run_script("audit_oracle.py", queries)
+    python_oracle(reference_script("audit_oracle.py"), queries)
 }
 
 /// Runs `scripts/reference/audit_jax_privacy.py` (jax_privacy's own estimators) on `queries`.
 /// Only called from tests compiled with `cfg(has_jax_privacy)` (always under `CI`).
 pub fn jax_privacy(queries: &serde_json::Value) -> serde_json::Value {
-    run_script("audit_jax_privacy.py", queries)
-}
-
-fn run_script(name: &str, queries: &serde_json::Value) -> serde_json::Value {
-    let script = format!(
-        "{}/../../scripts/reference/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{name}: cannot run python3: {e}"));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(queries.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{name} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the oracle's output is JSON")
+    python_oracle(reference_script("audit_jax_privacy.py"), queries)
 }
 
 /// `|a − b| ≤ rel·|b|` (or both exactly equal).

@@ -105,7 +105,7 @@ async fn a_decision_log_gives_the_same_model_in_both_stores() {
     let reopened_store = common::reopen(&dir.0).await;
     let reopened = model(&reopened_store).await;
     let reopened_stats = spam_stats(&reopened_store).await;
-    let mut redis = common::start_redis();
+    let mut redis = common::RedisServer::start();
     let redis_store = RedisStore::connect(&redis.url()).await.unwrap();
     let redis_model = replay(&redis_store).await;
     let redis_stats = spam_stats(&redis_store).await;

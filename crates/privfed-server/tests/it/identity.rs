@@ -98,7 +98,7 @@ async fn embedded_update_racing_a_recreation_is_refused_and_the_store_reopens() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn redis_update_racing_a_recreation_is_refused() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let (url, stop, h) = common::serve_on_loopback(store, TOKEN).await;
     update_racing_a_recreation(&url).await;
@@ -175,7 +175,7 @@ async fn embedded_tickets_apply_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn redis_tickets_apply_once() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let (url, stop, h) = common::serve_on_loopback(store, TOKEN).await;
     tickets_apply_once(&url).await;

@@ -347,7 +347,7 @@ async fn second_model_over_the_cap(admin: &Client) {
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn total_model_memory_is_capped_on_redis() {
     use privfed_server::{RedisStore, Store};
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     assert_eq!(store.total_floats().await.unwrap(), 0);
     let mut state = AppState::new(store, TOKEN);

@@ -19,7 +19,7 @@ async fn start(redis_url: &str) -> (String, tokio::sync::oneshot::Sender<()>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn two_servers_share_one_model_in_redis() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let (a, _stop_a) = start(&redis.url()).await;
     let (b, _stop_b) = start(&redis.url()).await;
     let admin_a = Client::new(&a).unwrap().with_admin_token(TOKEN);
@@ -114,7 +114,7 @@ async fn two_servers_share_one_model_in_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn redis_spam_filter_and_recreation() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let (a, _stop) = start(&redis.url()).await;
     let admin = Client::new(&a).unwrap().with_admin_token(TOKEN);
     let mut s = common::spec("s", 4, 10);

@@ -125,7 +125,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn strict_start_refuses_redis_without_fsynced_aof_and_best_effort_says_so() {
-    let stock = common::start_redis_with(&[]);
+    let stock = common::RedisServer::start_with(&[]);
     let err = RedisStore::connect(&stock.url())
         .await
         .err()
@@ -139,7 +139,8 @@ async fn strict_start_refuses_redis_without_fsynced_aof_and_best_effort_says_so(
         "{msg}"
     );
 
-    let everysec = common::start_redis_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let everysec =
+        common::RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
     let msg = RedisStore::connect(&everysec.url())
         .await
         .err()
@@ -172,7 +173,7 @@ async fn strict_start_refuses_redis_without_fsynced_aof_and_best_effort_says_so(
     );
 
     // Strict on a durable Redis: the body is unchanged.
-    let durable = common::start_redis();
+    let durable = common::RedisServer::start();
     let store = RedisStore::connect(&durable.url()).await.unwrap();
     assert!(store.durable_acks());
     let (url, _stop2) = serve(store).await;
@@ -203,7 +204,7 @@ fn redis_version(info: &str) -> (u32, u32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn strict_start_without_config_command_falls_back_to_info() {
-    let no_aof = common::start_redis_with(&["--rename-command", "CONFIG", ""]);
+    let no_aof = common::RedisServer::start_with(&["--rename-command", "CONFIG", ""]);
     let msg = RedisStore::connect(&no_aof.url())
         .await
         .err()
@@ -214,7 +215,7 @@ async fn strict_start_without_config_command_falls_back_to_info() {
         "{msg}"
     );
 
-    let aof = common::start_redis_with(&[
+    let aof = common::RedisServer::start_with(&[
         "--appendonly",
         "yes",
         "--appendfsync",
@@ -264,7 +265,7 @@ async fn strict_start_without_config_command_falls_back_to_info() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn persistence_turned_off_at_run_time_fails_closed() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let (url, _stop) = serve(store).await;
     let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
@@ -338,7 +339,7 @@ async fn persistence_turned_off_at_run_time_fails_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn kill9_of_redis_under_load_loses_no_acknowledged_update() {
-    let mut redis = common::start_redis();
+    let mut redis = common::RedisServer::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let (url, _stop) = serve(store).await;
     let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
@@ -451,7 +452,7 @@ async fn kill9_of_redis_under_load_loses_no_acknowledged_update() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn redis_outage_answers_503_fast_and_recovers() {
-    let mut redis = common::start_redis();
+    let mut redis = common::RedisServer::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let (url, _stop) = serve(store).await;
     let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);
@@ -509,7 +510,7 @@ async fn redis_outage_answers_503_fast_and_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn hung_redis_answers_503_within_seconds_and_recovers() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let (url, _stop) = serve(store).await;
     let admin = Client::new(&url).unwrap().with_admin_token(TOKEN);

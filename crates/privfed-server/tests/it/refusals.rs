@@ -119,7 +119,7 @@ async fn embedded_refusals_carry_their_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn redis_refusals_carry_their_reason() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let store = RedisStore::connect(&redis.url())
         .await
         .unwrap()

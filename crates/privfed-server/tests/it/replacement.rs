@@ -67,7 +67,7 @@ async fn embedded_store_replaces_uniformly() {
 #[tokio::test]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn redis_store_replaces_uniformly() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let c = replacement_counts(&store).await;
     assert_chi_square_gof(&c, &[0.25; 4], 1e-6, &format!("{c:?}"));

@@ -14,7 +14,7 @@ use privfed_server::secagg::{Coordinator, EmbeddedRoundStore};
 use privfed_server::{AppState, EmbeddedStore};
 use rand::{RngExt, SeedableRng, rngs::ChaCha20Rng};
 
-use crate::common::TempDir;
+use crate::common::{TempDir, free_port};
 
 const TOKEN: &str = "secagg-admin";
 
@@ -532,9 +532,7 @@ async fn hostile_requests_get_typed_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_resumes_after_the_server_restarts_mid_stage() {
     let dir = TempDir::new("secagg-restart");
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = probe.local_addr().unwrap().to_string();
-    drop(probe);
+    let addr = format!("127.0.0.1:{}", free_port());
     let srv = start(&dir.0, &addr).await;
     let http = SecAggClient::new(&srv.url)
         .unwrap()

@@ -325,7 +325,7 @@ async fn result(url: &str, round: &str) -> Aggregate {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn two_processes_serve_one_round_with_alternating_requests_and_dropouts() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let a = Proc::start(&redis.url());
     let b = Proc::start(&redis.url());
     let urls = [a.url.as_str(), b.url.as_str()];
@@ -420,7 +420,7 @@ async fn poll(url: &str, j: &Joined) -> (u16, serde_json::Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn a_round_started_on_one_process_completes_on_another_after_the_first_is_killed() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let mut a = Proc::start(&redis.url());
     let b = Proc::start(&redis.url());
     let urls = [a.url.clone(), b.url.clone()];
@@ -488,7 +488,7 @@ async fn a_round_started_on_one_process_completes_on_another_after_the_first_is_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn a_redis_restart_mid_round_loses_no_acknowledged_message() {
-    let mut redis = common::start_redis();
+    let mut redis = common::RedisServer::start();
     let a = Proc::start(&redis.url());
     let b = Proc::start(&redis.url());
     let urls = [a.url.as_str(), b.url.as_str()];
@@ -541,7 +541,7 @@ async fn a_redis_restart_mid_round_loses_no_acknowledged_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn a_store_that_went_back_in_time_aborts_the_round_on_every_process() {
-    let mut redis = common::start_redis_with(&["--save", "", "--appendonly", "no"]);
+    let mut redis = common::RedisServer::start_with(&["--save", "", "--appendonly", "no"]);
     let a = Proc::start_with(&redis.url(), Durability::BestEffort);
     let b = Proc::start_with(&redis.url(), Durability::BestEffort);
     let urls = [a.url.as_str(), b.url.as_str()];

@@ -322,7 +322,7 @@ async fn redis_store(url: &str, prefix: &str) -> RedisRoundStore {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn the_redis_round_store_keeps_the_contract() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     contract(&redis_store(&redis.url(), DEFAULT_PREFIX).await).await;
     races(Arc::new(redis_store(&redis.url(), "races:").await)).await;
 }
@@ -332,7 +332,7 @@ async fn the_redis_round_store_keeps_the_contract() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn redis_round_stores_under_different_prefixes_share_one_redis() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let a = redis_store(&redis.url(), "dep-a:").await;
     let b = redis_store(&redis.url(), "dep-b:").await;
     a.create_round("same", &record(3)).await.unwrap();
@@ -384,7 +384,7 @@ async fn redis_round_stores_under_different_prefixes_share_one_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn a_redis_outage_is_unavailable_and_loses_no_acknowledged_message() {
-    let mut redis = common::start_redis();
+    let mut redis = common::RedisServer::start();
     let store = redis_store(&redis.url(), DEFAULT_PREFIX).await;
     store.create_round("r", &record(100)).await.unwrap();
     for c in 1..=40u32 {
@@ -444,7 +444,7 @@ async fn a_redis_outage_is_unavailable_and_loses_no_acknowledged_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 async fn a_strict_redis_round_store_refuses_a_redis_that_would_lose_writes() {
-    let redis = common::start_redis_with(&[]);
+    let redis = common::RedisServer::start_with(&[]);
     let e = RedisRoundStore::connect(&redis.url(), RedisOptions::default(), DEFAULT_PREFIX)
         .await
         .unwrap_err();
@@ -463,7 +463,7 @@ async fn a_strict_redis_round_store_refuses_a_redis_that_would_lose_writes() {
     .await
     .unwrap();
     assert!(!best.durable_acks());
-    let strict = common::start_redis();
+    let strict = common::RedisServer::start();
     assert!(
         redis_store(&strict.url(), DEFAULT_PREFIX)
             .await

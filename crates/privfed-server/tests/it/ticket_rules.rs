@@ -93,7 +93,7 @@ fn cases() -> Vec<Case> {
 #[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
 #[tokio::test]
 async fn the_redis_script_redeems_as_the_rule_says() {
-    let redis = common::start_redis();
+    let redis = common::RedisServer::start();
     let client = redis::Client::open(redis.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let script = redis::Script::new(REDEEM_SCRIPT);

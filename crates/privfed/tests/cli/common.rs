@@ -1,31 +1,12 @@
 //! Helpers shared by the CLI integration tests: run the real `privfed` binary.
 #![allow(dead_code)]
 
+/// Temporary directories and a `redis-server` per test (strict configuration:
+/// `RedisServer::start()`) come from the test kit; tests that start Redis are
+/// `#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]`.
+pub use privfed_testkit::sys::{RedisServer, TempDir, free_port};
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::{Command, Output};
-
-/// A fresh directory under the system temp dir (`privfed-TAG-PID-NANOS`), removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    /// Creates the directory.
-    pub fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let p = std::env::temp_dir().join(format!("privfed-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Runs `privfed` with `args`.
 pub fn privfed(args: &[&str]) -> Output {
@@ -114,88 +95,11 @@ pub fn matrix(v: &Value) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// A `redis-server` child on a free 127.0.0.1 port, in the configuration the strict Redis store
-/// requires (`appendonly yes`, `appendfsync always`, no RDB snapshots), with its own temporary
-/// data directory; killed on drop. As in privfed-server's tests: tests that start one are
-/// `#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]` (the build script
-/// sets the cfg, and fails the build under `CI` when `redis-server` is missing), so a missing
-/// server shows as an ignored test, never as a pass.
-pub struct RedisServer {
-    child: std::process::Child,
-    /// Its port on 127.0.0.1.
-    pub port: u16,
-    _dir: TempDir,
-}
-
-impl RedisServer {
-    /// Starts it and waits until it accepts connections.
-    pub fn start() -> Self {
-        let dir = TempDir::new("redis");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Self::spawn(port, &dir.0);
-        Self {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    fn spawn(port: u16, dir: &std::path::Path) -> std::process::Child {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--dir"])
-            .arg(dir)
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn redis-server");
-        let t0 = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(10),
-                "redis-server did not start"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        child
-    }
-
-    /// Kills it (SIGKILL): an outage.
-    #[allow(dead_code)]
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Starts it again on the same port and data directory.
-    #[allow(dead_code)]
-    pub fn restart(&mut self) {
-        self.kill();
-        self.child = Self::spawn(self.port, &self._dir.0);
-    }
-
-    /// `redis://127.0.0.1:PORT/`.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `127.0.0.1:PORT` on a port that was free a moment ago ([`free_port`]): for `privfed serve
+/// --addr` where the address must be known before the server starts (a restart on the same
+/// address, a URL nothing listens on).
+pub fn loopback_addr() -> String {
+    format!("127.0.0.1:{}", free_port())
 }
 
 /// The words of a command line written as one string with `{name}` placeholders, for lines that
@@ -292,8 +196,7 @@ pub fn keys_lines(vars: &[(&str, &str)], rows: &[(&str, &[&str])]) -> Vec<Value>
 /// The team's shared datasets beside the repository (`../shared/data`); the tests that read them
 /// run only with `cfg(has_shared_data)` (see the crate's `build.rs`).
 pub fn shared_data() -> String {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
+    privfed_testkit::shared_data()
         .to_string_lossy()
         .into_owned()
 }

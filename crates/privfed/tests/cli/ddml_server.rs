@@ -1,7 +1,7 @@
 //! The Draw-and-Discard server through the real binary: `kill -9` under load and restart,
 //! `privfed loadgen` and `privfed ddml simulate --server` against it.
 
-use crate::common::{TempDir, words};
+use crate::common::{TempDir, loopback_addr, words};
 use privfed_client::client::{Client, ModelInfo, Submitted};
 use privfed_ddml::wire::CreateModel;
 use std::collections::HashSet;
@@ -87,19 +87,10 @@ impl Drop for Server {
     }
 }
 
+/// A creation request with no initialization spread, no spam filter and no update guard (these
+/// tests post arbitrary finite vectors: no step to check).
 fn spec(name: &str, dim: usize, k: usize) -> CreateModel {
-    CreateModel {
-        name: name.into(),
-        dim,
-        k,
-        init_std: None,
-        spam_sigmas: None,
-        spam_max_outside_fraction: None,
-        // These tests post arbitrary finite vectors: no step to check.
-        update_guard: Some(privfed_ddml::guard::UpdateGuard::Off(
-            privfed_ddml::guard::GuardOff::Off,
-        )),
-    }
+    CreateModel::unguarded(name, dim, k)
 }
 
 /// Draws until every instance has been seen with overwhelming probability (600 draws for
@@ -511,12 +502,7 @@ fn simulate_server_errors() {
         assert!(out.stdout.is_empty(), "{args:?} printed a report");
     };
     // Nothing listens on a port just released.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dead = format!("http://127.0.0.1:{port}");
+    let dead = format!("http://{}", loopback_addr());
     fails(
         &simulate_args(&dead, "2000", &["--no-noise", "--admin-token", TOKEN]),
         "Connection refused",

@@ -2,7 +2,7 @@
 //! --server`, a round that survives `kill -9` of the server mid-stage, and a round served by two
 //! server processes over one Redis that survives `kill -9` of one of them.
 
-use crate::common::{RedisServer, TempDir, fails_with, json_ok, words};
+use crate::common::{RedisServer, TempDir, fails_with, json_ok, loopback_addr, words};
 use crate::serve_ops::Served;
 use privfed_client::secagg::{Outcome, SecAggClient};
 use privfed_secagg::Stage;
@@ -74,9 +74,7 @@ fn secagg_simulate_against_privfed_serve_and_over_loopback() {
 #[test]
 fn a_round_survives_kill_9_of_the_server_mid_stage() {
     let dir = TempDir::new("secagg-kill9");
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = probe.local_addr().unwrap().to_string();
-    drop(probe);
+    let addr = loopback_addr();
     let mut served = Served::start_on(&dir.0, &addr, &[]);
     let url = format!("http://{addr}");
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -169,9 +167,7 @@ fn two_serve_processes_share_a_round_in_redis_and_survive_kill_9_of_one() {
         TempDir::new("secagg-redis-a"),
         TempDir::new("secagg-redis-b"),
     );
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr_a = probe.local_addr().unwrap().to_string();
-    drop(probe);
+    let addr_a = loopback_addr();
     let mut a = Served::start_on(&dir_a.0, &addr_a, &store);
     let b = Served::start(&dir_b.0, &store);
     let urls = [format!("http://{addr_a}"), format!("http://{}", b.addr)];

@@ -6,6 +6,7 @@
 
 use crate::common::fails_with;
 use crate::common::{TempDir, words};
+use privfed_testkit::sys::wait_until;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -170,7 +171,7 @@ fn a_store_outage_is_logged_once_per_transition() {
     );
     assert!(created.starts_with("HTTP/1.1 201"), "{created}");
     assert!(get(&srv.addr, "/v1/models/m/draw").starts_with("HTTP/1.1 200"));
-    redis.kill();
+    redis.kill9();
     let mut refused = 0;
     for _ in 0..20 {
         if get(&srv.addr, "/v1/models/m/draw").starts_with("HTTP/1.1 503") {
@@ -182,14 +183,11 @@ fn a_store_outage_is_logged_once_per_transition() {
         "only {refused} of 20 draws answered 503 during the outage"
     );
     redis.restart();
-    let t0 = Instant::now();
-    while !get(&srv.addr, "/v1/models/m/draw").starts_with("HTTP/1.1 200") {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "no recovery after Redis restarted"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until(
+        "recovery after Redis restarted",
+        Duration::from_secs(30),
+        || get(&srv.addr, "/v1/models/m/draw").starts_with("HTTP/1.1 200"),
+    );
     let events: Vec<Value> = srv
         .drain()
         .iter()

@@ -225,9 +225,32 @@ impl Server {
         }
     }
 
-    /// Records one client message of the current stage.
+    /// Whether this exact message (same header binding, sender, stage and payload digest) was
+    /// recorded before, in any stage, open or closed. A client whose message was recorded but
+    /// whose acknowledgment was lost (a server crash) re-sends it; recognising it gives the
+    /// client nothing it did not already have (its own message is in the round), while a
+    /// different message, or one from a client never recorded for that stage, is not matched.
+    pub fn already_received(&self, message: &ClientMessage) -> bool {
+        if message.header.check(&self.state.binding).is_err() {
+            return false;
+        }
+        let digest: [u8; 32] = Sha256::digest(crate::messages::encode(&message.payload)).into();
+        self.state
+            .digests
+            .get(&(message.payload.stage(), message.header.client))
+            == Some(&digest)
+    }
+
+    /// Records one client message of the current stage. A byte-identical repeat of a message
+    /// recorded before — in the current stage or in one already closed, even after the round
+    /// ended — is [`Receipt::Duplicate`] and changes nothing; any other message for a closed
+    /// stage is refused ([`SecAggError::WrongStage`], or [`SecAggError::State`] once the round is
+    /// over), as is a different message for the current stage ([`SecAggError::Conflict`]).
     pub fn receive(&mut self, message: &ClientMessage) -> Result<Receipt> {
         message.header.check(&self.state.binding)?;
+        if self.already_received(message) {
+            return Ok(Receipt::Duplicate);
+        }
         let from = message.header.client;
         let RoundStatus::Collecting(stage) = self.state.status.clone() else {
             return Err(SecAggError::State(format!(

@@ -781,10 +781,19 @@ impl Coordinator {
         let mut r = round.replica.lock().await;
         self.sync(&round, &mut r).await?;
         Self::authenticate(&r, client, token)?;
+        let stage = message.payload.stage();
+        if *r.server.status() != RoundStatus::Collecting(stage)
+            && r.server.already_received(&message)
+        {
+            // A retry of a message stored before its stage closed (its acknowledgment was lost,
+            // e.g. the server that stored it was killed): the replica, current with the store,
+            // replayed exactly these bytes, so the first write stands and is acknowledged again.
+            // Any other message for a closed stage is refused below.
+            return Ok(Receipt::Duplicate);
+        }
         if !matches!(r.record.status, StoredStatus::Collecting { .. }) {
             return Err(ApiError::Conflict("the round is over".into()));
         }
-        let stage = message.payload.stage();
         let mut receipt = r.server.receive(&message).map_err(protocol_error)?;
         // A duplicate goes to the store too: its acknowledgment promises the first write, whose
         // durability the store confirms again.

@@ -753,3 +753,74 @@ async fn a_round_is_joined_only_with_an_unused_join_ticket_unless_it_is_open() {
     assert!(active.join_tickets.is_empty());
     srv.shutdown().await;
 }
+
+/// A client's message is stored, its acknowledgment is lost (the server that stored it was
+/// killed), the stage closes, then the client re-sends the identical bytes: a duplicate (200),
+/// so the survivor goes on to the next stage. The adversary is a client that re-sends: a
+/// different message for the closed stage, and a message from a joined client never stored in
+/// that stage, stay refused (409), and nothing they send changes the round.
+#[tokio::test]
+async fn a_stored_message_resent_after_its_stage_closed_is_a_duplicate_and_nothing_else_gets_in() {
+    let dir = TempDir::new("secagg-resend-closed");
+    let srv = start(&dir.0, "127.0.0.1:0").await;
+    let http = SecAggClient::new(&srv.url).unwrap();
+    let raw = reqwest::Client::new();
+    let created = http
+        .create_round(
+            TOKEN,
+            &serde_json::json!({"clients": 4, "bits": 16, "dim": 4}),
+        )
+        .await
+        .unwrap();
+    let round = created.round.clone();
+    let mut joined = Vec::new();
+    for t in &created.join_tickets {
+        joined.push(http.join_with_ticket(&round, t).await.unwrap());
+    }
+    let binding = joined[0].config.binding();
+    let msgs = format!("{}/v1/secagg/rounds/{round}/messages", srv.url);
+    let advertise = |client: u32, salt: u8| {
+        encode(&ClientMessage {
+            header: Header::new(binding, client),
+            payload: ClientPayload::AdvertiseKeys {
+                cipher_pk: [client as u8 ^ salt; 32],
+                mask_pk: [client as u8 + 100; 32],
+            },
+        })
+    };
+    let post = |token: String, body: Vec<u8>| {
+        let (raw, msgs) = (raw.clone(), msgs.clone());
+        async move {
+            let r = raw
+                .post(&msgs)
+                .bearer_auth(token)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.text().await.unwrap())
+        }
+    };
+    // Three of four advertise; the fourth stays silent; the operator closes the stage.
+    for j in &joined[..3] {
+        let (s, body) = post(j.token.clone(), advertise(j.client, 0)).await;
+        assert_eq!(s, 202, "{body}");
+    }
+    http.close_stage(TOKEN, &round).await.unwrap();
+    let before = http.status(&round).await.unwrap();
+    // The identical bytes again: already delivered.
+    let (s, body) = post(joined[0].token.clone(), advertise(joined[0].client, 0)).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["status"],
+        "duplicate"
+    );
+    // Other bytes from a stored client, and any message from the client never stored: refused.
+    let (s, body) = post(joined[1].token.clone(), advertise(joined[1].client, 1)).await;
+    assert_eq!(s, 409, "{body}");
+    let (s, body) = post(joined[3].token.clone(), advertise(joined[3].client, 0)).await;
+    assert_eq!(s, 409, "{body}");
+    assert_eq!(http.status(&round).await.unwrap(), before);
+    srv.shutdown().await;
+}

@@ -206,9 +206,11 @@ def test_tampered_forged_and_replayed_bytes_are_protocol_errors():
     with pytest.raises(errors.ProtocolError, match="different message"):
         server.receive(secagg.SecAggClient(config, 1).advertise_message)
     server.close_stage()
-    # A stage-0 message replayed in stage 1.
+    # A stage-0 message replayed in stage 1 (identical bytes or not): not an answer to stage 1.
     with pytest.raises(errors.ProtocolError, match="stage"):
         server.receive(clients[1].advertise_message)
+    with pytest.raises(errors.ProtocolError, match="stage"):
+        server.receive(secagg.SecAggClient(config, 1).advertise_message)
     keys = server.message_for(1)
     # Truncated bytes: malformed, the client ignores them and can go on.
     with pytest.raises(errors.ProtocolError, match="malformed"):

@@ -941,7 +941,8 @@ impl SecAggServer {
 
     /// Records one client message of the current stage: `"accepted"`, or `"duplicate"` for an
     /// identical retry. A different message for a stage already answered, a message for another
-    /// stage, round or version, or malformed bytes raise `ProtocolError`.
+    /// stage (even one recorded before), round or version, or malformed bytes raise
+    /// `ProtocolError`.
     fn receive(&mut self, py: Python<'_>, client_message: &[u8]) -> PyResult<&'static str> {
         let m: ClientMessage = decode(client_message).py()?;
         let server = &mut self.inner;

@@ -242,15 +242,15 @@ impl Server {
     }
 
     /// Records one client message of the current stage. A byte-identical repeat of a message
-    /// recorded before — in the current stage or in one already closed, even after the round
-    /// ended — is [`Receipt::Duplicate`] and changes nothing; any other message for a closed
-    /// stage is refused ([`SecAggError::WrongStage`], or [`SecAggError::State`] once the round is
-    /// over), as is a different message for the current stage ([`SecAggError::Conflict`]).
+    /// recorded in the current stage is [`Receipt::Duplicate`] and changes nothing; a different
+    /// message for the current stage is refused ([`SecAggError::Conflict`]), and so is every
+    /// message for another stage ([`SecAggError::WrongStage`], or [`SecAggError::State`] once
+    /// the round is over) — also a repeat of one recorded in a closed stage, so that a caller
+    /// counting the answers to the current stage never counts an old message as one. A
+    /// transport that must acknowledge such a repeat again (its first acknowledgment was lost)
+    /// asks [`Server::already_received`] first.
     pub fn receive(&mut self, message: &ClientMessage) -> Result<Receipt> {
         message.header.check(&self.state.binding)?;
-        if self.already_received(message) {
-            return Ok(Receipt::Duplicate);
-        }
         let from = message.header.client;
         let RoundStatus::Collecting(stage) = self.state.status.clone() else {
             return Err(SecAggError::State(format!(

@@ -16,7 +16,9 @@
 # (tokio worker threads of every server, default 1; `privfed serve`'s own default is one per core),
 # TMPFS (1: also run this build as `tmpfs-<mode>` with its data directory on /dev/shm, where
 # `fdatasync` returns without waiting for a device: the same code and system calls with the
-# disk's flush latency taken out, side by side with the disk runs), SERVE_ARGS (extra `privfed serve`
+# disk's flush latency taken out, side by side with the disk runs; all: every variant, COMPARE_BIN's
+# too, and with STORE=redis every redis-server's append-only file, on /dev/shm and none on the disk, so
+# two builds are compared without the device's latency and its noise), SERVE_ARGS (extra `privfed serve`
 # flags for this build only, e.g. "--max-connections-per-address 1024": wrk's C connections all
 # come from 127.0.0.1, and the default cap per address is 64), COMPARE_SERVE_ARGS (the same for
 # COMPARE_BIN), ALTERNATE (1: every second repeat runs the variants in reverse order, so neither
@@ -56,17 +58,20 @@ COMPARE_BIN_OR_NONE=${COMPARE_BIN:-/nonexistent}
 # label:mode:data root:binary, run in this order within each repeat.
 VARIANTS=()
 SHM=
-if [ "${TMPFS:-0}" = 1 ]; then
+case "${TMPFS:-0}" in 0 | 1 | all) ;; *) echo "TMPFS must be 0, 1 or all" >&2; exit 1 ;; esac
+if [ "${TMPFS:-0}" != 0 ]; then
   [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] || { echo "TMPFS=1 needs /dev/shm to be a tmpfs" >&2; exit 1; }
   SHM=$(mktemp -d /dev/shm/privfed-bench.XXXXXX)
 fi
+ROOT=$WORK
+[ "${TMPFS:-0}" != all ] || ROOT=$SHM
 for mode in $MODES; do
-  VARIANTS+=("embedded-$mode:$mode:$WORK:$B")
+  VARIANTS+=("embedded-$mode:$mode:$ROOT:$B")
   if [ -n "${COMPARE_BIN:-}" ]; then
     [ -x "$COMPARE_BIN" ] || { echo "COMPARE_BIN $COMPARE_BIN is not executable" >&2; exit 1; }
-    VARIANTS+=("compare-$mode:$mode:$WORK:$COMPARE_BIN")
+    VARIANTS+=("compare-$mode:$mode:$ROOT:$COMPARE_BIN")
   fi
-  [ -z "$SHM" ] || VARIANTS+=("tmpfs-$mode:$mode:$SHM:$B")
+  [ "${TMPFS:-0}" != 1 ] || VARIANTS+=("tmpfs-$mode:$mode:$SHM:$B")
 done
 PIN_SERVER=; PIN_WRK=
 if [ "${PIN:-0}" = 1 ]; then PIN_SERVER="taskset -c 0"; PIN_WRK="taskset -c 1"; fi

@@ -201,6 +201,115 @@ async fn a_round_over_http_sums_exactly_with_dropouts_at_every_stage() {
     srv.shutdown().await;
 }
 
+/// A proxy on loopback in front of `backend` that forwards each request and its answer (one
+/// request per connection), except that it withholds the answer to the first copy of every
+/// distinct `POST …/messages`: it waits for the server's whole answer (the message is stored)
+/// and then closes the device's connection without it, as a network that loses the
+/// acknowledgment would. Returns the proxy's URL and the number of answers withheld.
+async fn ack_losing_proxy(backend: &str) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let backend = backend.trim_start_matches("http://").to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let withheld = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(std::sync::Mutex::new(
+        std::collections::HashSet::<Vec<u8>>::new(),
+    ));
+    let count = withheld.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut device, _)) = listener.accept().await else {
+                return;
+            };
+            let (backend, seen, count) = (backend.clone(), seen.clone(), count.clone());
+            tokio::spawn(async move {
+                // The request: its head up to the blank line, then Content-Length bytes.
+                let mut buf = Vec::new();
+                let head_end = loop {
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    let mut chunk = [0u8; 4096];
+                    match device.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0);
+                assert!(
+                    !head.to_ascii_lowercase().contains("transfer-encoding"),
+                    "{head}"
+                );
+                while buf.len() < head_end + length {
+                    let mut chunk = [0u8; 4096];
+                    match device.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                // Forwarded with `connection: close`, so the server's answer ends at its EOF.
+                let mut forwarded: String = head
+                    .trim_end()
+                    .lines()
+                    .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+                    .map(|l| format!("{l}\r\n"))
+                    .collect();
+                forwarded.push_str("connection: close\r\n\r\n");
+                let mut server = tokio::net::TcpStream::connect(&backend).await.unwrap();
+                server.write_all(forwarded.as_bytes()).await.unwrap();
+                server.write_all(&buf[head_end..]).await.unwrap();
+                let mut answer = Vec::new();
+                server.read_to_end(&mut answer).await.unwrap();
+                let first_line = head.lines().next().unwrap_or_default();
+                if first_line.starts_with("POST ") && first_line.contains("/messages") {
+                    let key = [first_line.as_bytes(), &buf[head_end..]].concat();
+                    if seen.lock().unwrap().insert(key) {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        return; // the device's connection is dropped unanswered
+                    }
+                }
+                let _ = device.write_all(&answer).await;
+                let _ = device.shutdown().await;
+            });
+        }
+    });
+    (url, withheld)
+}
+
+/// Every acknowledgment of a client message is lost once: the server stores the message, the
+/// device never hears so and sends it again, sometimes after its stage has closed (the last
+/// message of a stage closes it). Every device finishes, the round completes, and the sum is
+/// the plain sum of the survivors' inputs; the one dropout is handled as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_completes_when_every_acknowledgment_is_lost_once() {
+    let dir = TempDir::new("secagg-lost-acks");
+    let srv = start(&dir.0, "127.0.0.1:0").await;
+    let (proxy, withheld) = ack_losing_proxy(&srv.url).await;
+    let http = SecAggClient::new(&proxy).unwrap();
+    let n = 6;
+    let mut drops = vec![None; n];
+    drops[2] = Some(Stage::MaskedInput);
+    let (result, xs) = round(&http, n as u32, 40, 24, drops).await;
+    let out = result.unwrap();
+    assert_eq!(out.dropped, vec![3]);
+    assert_eq!(out.survivors, vec![1, 2, 4, 5, 6]);
+    assert_eq!(out.sum, plain_sum(&xs, &out.survivors, 24));
+    // Keys from six, shares from six, masked inputs from five, unmasking from at least the
+    // threshold of the five: each message's first answer was withheld.
+    let lost = withheld.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(lost >= 6 + 6 + 5 + 3, "{lost} answers withheld");
+    srv.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_active_round_over_http_sums_exactly_with_dropouts_at_every_stage() {
     let dir = TempDir::new("secagg-http-active");
@@ -763,11 +872,21 @@ async fn a_round_is_joined_only_with_an_unused_join_ticket_unless_it_is_open() {
 async fn a_stored_message_resent_after_its_stage_closed_is_a_duplicate_and_nothing_else_gets_in() {
     let dir = TempDir::new("secagg-resend-closed");
     let srv = start(&dir.0, "127.0.0.1:0").await;
-    let http = SecAggClient::new(&srv.url).unwrap();
+    resent_after_close(&srv.url, &srv.url, TOKEN).await;
+    srv.shutdown().await;
+}
+
+/// The body of the test above, shared with the Redis store's (`secagg_redis.rs`): the round is
+/// created and the messages first posted through `first`; the stage is closed, the messages
+/// re-sent and the status read through `retry` (another process over the same store, or the
+/// same server).
+pub(crate) async fn resent_after_close(first: &str, retry: &str, token: &str) {
+    let http = SecAggClient::new(first).unwrap();
+    let again = SecAggClient::new(retry).unwrap();
     let raw = reqwest::Client::new();
     let created = http
         .create_round(
-            TOKEN,
+            token,
             &serde_json::json!({"clients": 4, "bits": 16, "dim": 4}),
         )
         .await
@@ -778,7 +897,7 @@ async fn a_stored_message_resent_after_its_stage_closed_is_a_duplicate_and_nothi
         joined.push(http.join_with_ticket(&round, t).await.unwrap());
     }
     let binding = joined[0].config.binding();
-    let msgs = format!("{}/v1/secagg/rounds/{round}/messages", srv.url);
+    let msgs = |url: &str| format!("{url}/v1/secagg/rounds/{round}/messages");
     let advertise = |client: u32, salt: u8| {
         encode(&ClientMessage {
             header: Header::new(binding, client),
@@ -788,8 +907,8 @@ async fn a_stored_message_resent_after_its_stage_closed_is_a_duplicate_and_nothi
             },
         })
     };
-    let post = |token: String, body: Vec<u8>| {
-        let (raw, msgs) = (raw.clone(), msgs.clone());
+    let post = |url: &str, token: String, body: Vec<u8>| {
+        let (raw, msgs) = (raw.clone(), msgs(url));
         async move {
             let r = raw
                 .post(&msgs)
@@ -804,23 +923,38 @@ async fn a_stored_message_resent_after_its_stage_closed_is_a_duplicate_and_nothi
     };
     // Three of four advertise; the fourth stays silent; the operator closes the stage.
     for j in &joined[..3] {
-        let (s, body) = post(j.token.clone(), advertise(j.client, 0)).await;
+        let (s, body) = post(first, j.token.clone(), advertise(j.client, 0)).await;
         assert_eq!(s, 202, "{body}");
     }
-    http.close_stage(TOKEN, &round).await.unwrap();
-    let before = http.status(&round).await.unwrap();
+    again.close_stage(token, &round).await.unwrap();
+    let before = again.status(&round).await.unwrap();
     // The identical bytes again: already delivered.
-    let (s, body) = post(joined[0].token.clone(), advertise(joined[0].client, 0)).await;
+    let (s, body) = post(
+        retry,
+        joined[0].token.clone(),
+        advertise(joined[0].client, 0),
+    )
+    .await;
     assert_eq!(s, 200, "{body}");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&body).unwrap()["status"],
         "duplicate"
     );
     // Other bytes from a stored client, and any message from the client never stored: refused.
-    let (s, body) = post(joined[1].token.clone(), advertise(joined[1].client, 1)).await;
+    let (s, body) = post(
+        retry,
+        joined[1].token.clone(),
+        advertise(joined[1].client, 1),
+    )
+    .await;
     assert_eq!(s, 409, "{body}");
-    let (s, body) = post(joined[3].token.clone(), advertise(joined[3].client, 0)).await;
+    let (s, body) = post(
+        retry,
+        joined[3].token.clone(),
+        advertise(joined[3].client, 0),
+    )
+    .await;
     assert_eq!(s, 409, "{body}");
+    assert_eq!(again.status(&round).await.unwrap(), before);
     assert_eq!(http.status(&round).await.unwrap(), before);
-    srv.shutdown().await;
 }

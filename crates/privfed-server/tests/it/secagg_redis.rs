@@ -632,3 +632,18 @@ async fn a_store_that_went_back_in_time_aborts_the_round_on_every_process() {
         status(urls[1], &round).await["version"]
     );
 }
+
+/// The retry of a message whose acknowledgment was lost, across processes: three clients'
+/// messages are stored through one process, the stage is closed through the other, and the
+/// re-sends go to that other process. The identical bytes are a duplicate (200); a different
+/// message of a stored client and a message of the client never stored are refused (409), and
+/// neither changes the round as either process reports it
+/// (`crate::secagg::resent_after_close`, the embedded store's test, has the details).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(has_redis_server), ignore = "redis-server not on PATH")]
+async fn a_stored_message_resent_to_another_process_after_its_stage_closed_is_a_duplicate() {
+    let redis = common::RedisServer::start();
+    let a = Proc::start(&redis.url());
+    let b = Proc::start(&redis.url());
+    crate::secagg::resent_after_close(&a.url, &b.url, TOKEN).await;
+}

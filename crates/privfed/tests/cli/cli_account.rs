@@ -1,6 +1,6 @@
 //! `privfed account | calibrate | analyze` through the real binary.
 
-use crate::common::{fail_table, fails_with, floats, json_ok, matrix, run, words};
+use crate::common::{TempDir, fail_table, fails_with, floats, json_ok, matrix, run, words};
 
 use privfed_accounting::{DpEvent, RdpAccountant};
 
@@ -205,16 +205,17 @@ fn invalid_parameters_fail_clearly() {
 
 // ---- `privfed account --mechanism mvu` -------------------------------------------------------
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("privfed-cli-account-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A path `name` in a fresh directory, deleted when the returned guard drops.
+fn tmp(name: &str) -> (TempDir, std::path::PathBuf) {
+    let dir = TempDir::new("cli-account");
+    let path = dir.path().join(name);
+    (dir, path)
 }
 
 /// Designs with the real CLI (no random starts: fast; `spec` holds the design flags separated by
-/// spaces) and returns the file and its `P`.
-fn design_file(name: &str, spec: &str) -> (String, Vec<Vec<f64>>) {
-    let path = tmp(name);
+/// spaces) and returns the file (in a directory deleted when the guard drops) and its `P`.
+fn design_file(name: &str, spec: &str) -> (TempDir, String, Vec<Vec<f64>>) {
+    let (dir, path) = tmp(name);
     let path_s = path.to_str().unwrap().to_string();
     let mut args = vec![
         "mvu",
@@ -230,7 +231,7 @@ fn design_file(name: &str, spec: &str) -> (String, Vec<Vec<f64>>) {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let p = matrix(&v["p"]);
-    (path_s, p)
+    (dir, path_s, p)
 }
 
 /// `D_α(P_i ‖ P_k) = ln Σ_j p_j^α q_j^{1−α}/(α − 1)` computed directly from two rows (all
@@ -345,7 +346,7 @@ fn account_mvu(design: &str, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn account_mvu_scalar_curve_composition_and_bounds() {
-    let (path, p) = design_file("ldp_3_2.json", "--input-bits 3 --output-bits 2 --epsilon 2");
+    let (_dir, path, p) = design_file("ldp_3_2.json", "--input-bits 3 --output-bits 2 --epsilon 2");
     let e_ldp = ldp_epsilon(&p);
     assert!(e_ldp <= 2.0 + 1e-9 && e_ldp > 1.0, "{e_ldp}");
     let delta = 1e-3;
@@ -420,7 +421,7 @@ fn account_mvu_scalar_curve_composition_and_bounds() {
 
 #[test]
 fn account_mvu_local_sampling_and_vector_bounds() {
-    let (path, _) = design_file(
+    let (_dir, path, _) = design_file(
         "ldp_3_2_s.json",
         "--input-bits 3 --output-bits 2 --epsilon 2",
     );
@@ -449,7 +450,7 @@ fn account_mvu_local_sampling_and_vector_bounds() {
 
     // Vector mechanism from an ℓ1 metric design: per order the smallest of the LP relaxation,
     // the greedy bound and the pure-DP RDP; the pure ε of the vector is recomputed here.
-    let (vpath, vp) = design_file(
+    let (_vdir, vpath, vp) = design_file(
         "metric_3_2.json",
         "--input-bits 3 --output-bits 2 --epsilon 4 --metric-dp l1",
     );
@@ -503,7 +504,7 @@ fn account_mvu_local_sampling_and_vector_bounds() {
 
 #[test]
 fn account_mvu_bad_design_files_fail_naming_the_file() {
-    let (path, _) = design_file("ldp_2_2.json", "--input-bits 2 --output-bits 2 --epsilon 1");
+    let (_dir, path, _) = design_file("ldp_2_2.json", "--input-bits 2 --output-bits 2 --epsilon 1");
     let base = |file: &str| -> Vec<String> {
         [
             "account",
@@ -526,17 +527,17 @@ fn account_mvu_bad_design_files_fail_naming_the_file() {
         fails_with(&a, needle);
     };
     // Missing.
-    let missing = tmp("does-not-exist.json");
+    let (_missing_dir, missing) = tmp("does-not-exist.json");
     run(missing.to_str().unwrap(), missing.to_str().unwrap());
     // Not JSON.
-    let bad = tmp("not-json.json");
+    let (_bad_dir, bad) = tmp("not-json.json");
     std::fs::write(&bad, "this is not a design").unwrap();
     run(bad.to_str().unwrap(), bad.to_str().unwrap());
     // Valid JSON, tampered: a probability moved (row no longer sums to 1), then the ε lowered
     // below what the rows need, then the alphabet biased. Each names the file and the reason.
     let good: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let tampered = tmp("tampered.json");
+    let (_tampered_dir, tampered) = tmp("tampered.json");
     let tp = tampered.to_str().unwrap();
     for (field, needle) in [("p", "1a"), ("epsilon", "1c"), ("alphabet", "1d")] {
         let mut v = good.clone();

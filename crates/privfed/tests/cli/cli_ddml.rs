@@ -1,6 +1,6 @@
 //! `privfed ddml` through the real binary.
 
-use crate::common::{fail_line, fail_lines, ok_line, path, run, run_line, shared_data};
+use crate::common::{TempDir, fail_line, fail_lines, ok_line, path, run, run_line, shared_data};
 
 use serde_json::Value;
 
@@ -150,7 +150,8 @@ fn adult_short_run_learns() {
 /// right-skewed, which makes the approximation rougher than for a symmetric statistic).
 #[test]
 fn experiments_variance_writes_csv() {
-    let out = std::env::temp_dir().join(format!("privfed-ddml-exp-{}", std::process::id()));
+    let dir = TempDir::new("ddml-exp");
+    let out = dir.path().join("out");
     let vars = [("out", path(&out))];
     ok_line(
         "ddml experiments --only variance --out {out} --quiet",
@@ -191,5 +192,4 @@ fn experiments_variance_writes_csv() {
             ),
         ],
     );
-    let _ = std::fs::remove_dir_all(&out);
 }

@@ -1,16 +1,17 @@
 //! `privfed mvu ...`, `describe mvu|bitwise-rr` and `dme mvu` through the real binary.
 
-use crate::common::{fail_table, fails_with, json_ok, matrix, run, words};
+use crate::common::{TempDir, fail_table, fails_with, json_ok, matrix, run, words};
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("privfed-cli-mvu-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A path `name` in a fresh directory, deleted when the returned guard drops.
+fn tmp(name: &str) -> (TempDir, std::path::PathBuf) {
+    let dir = TempDir::new("cli-mvu");
+    let path = dir.path().join(name);
+    (dir, path)
 }
 
 #[test]
 fn design_reports_a_feasible_design_better_than_grr_and_saves_it() {
-    let out = tmp("d3.json");
+    let (_dir, out) = tmp("d3.json");
     let v = json_ok(&[
         "mvu",
         "design",
@@ -123,7 +124,7 @@ fn metric_design_and_errors() {
             "epsilon",
         ),
     ]);
-    let bad = tmp("bad.json");
+    let (_dir, bad) = tmp("bad.json");
     std::fs::write(&bad, "{\"input_bits\": 1}").unwrap();
     fails_with(
         &[
@@ -208,7 +209,7 @@ fn dme_mvu_matches_the_exact_prediction() {
 #[test]
 fn scalar_experiment_end_to_end() {
     let run = |name: &str| {
-        let csv = tmp(name);
+        let (_dir, csv) = tmp(name);
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_privfed"))
             .args([
                 "mvu",

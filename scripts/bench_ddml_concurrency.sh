@@ -60,7 +60,7 @@ VARIANTS=()
 SHM=
 case "${TMPFS:-0}" in 0 | 1 | all) ;; *) echo "TMPFS must be 0, 1 or all" >&2; exit 1 ;; esac
 if [ "${TMPFS:-0}" != 0 ]; then
-  [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] || { echo "TMPFS=1 needs /dev/shm to be a tmpfs" >&2; exit 1; }
+  [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] || { echo "TMPFS=$TMPFS needs /dev/shm to be a tmpfs" >&2; exit 1; }
   SHM=$(mktemp -d /dev/shm/privfed-bench.XXXXXX)
 fi
 ROOT=$WORK

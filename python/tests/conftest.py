@@ -24,11 +24,14 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 # The Flower secure-aggregation client keeps its sealing key and stage journal in a node-local
 # directory (privfed.flwr.vault); the tests, and the SuperNodes they start (which inherit the
-# environment), use a scratch one rather than ~/.local/state/privfed.
+# environment), use a scratch one rather than ~/.local/state/privfed, deleted when pytest exits.
 if not os.environ.get("PRIVFED_STATE_DIR"):
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["PRIVFED_STATE_DIR"] = tempfile.mkdtemp(prefix="privfed-state-")
+    atexit.register(shutil.rmtree, os.environ["PRIVFED_STATE_DIR"], ignore_errors=True)
 
 
 def under_ci() -> bool:

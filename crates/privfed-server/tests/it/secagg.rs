@@ -226,9 +226,24 @@ async fn ack_losing_proxy(backend: &str) -> (String, Arc<std::sync::atomic::Atom
             tokio::spawn(async move {
                 // The request: its head up to the blank line, then Content-Length bytes.
                 let mut buf = Vec::new();
-                let head_end = loop {
+                let (head, head_end) = loop {
                     if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
+                        let head = String::from_utf8_lossy(&buf[..i + 4]).to_string();
+                        assert!(
+                            !head.to_ascii_lowercase().contains("transfer-encoding"),
+                            "{head}"
+                        );
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if buf.len() >= i + 4 + length {
+                            break (head, i + 4);
+                        }
                     }
                     let mut chunk = [0u8; 4096];
                     match device.read(&mut chunk).await {
@@ -236,26 +251,6 @@ async fn ack_losing_proxy(backend: &str) -> (String, Arc<std::sync::atomic::Atom
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
                 };
-                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| {
-                        let (k, v) = l.split_once(':')?;
-                        k.eq_ignore_ascii_case("content-length")
-                            .then(|| v.trim().parse().unwrap())
-                    })
-                    .unwrap_or(0);
-                assert!(
-                    !head.to_ascii_lowercase().contains("transfer-encoding"),
-                    "{head}"
-                );
-                while buf.len() < head_end + length {
-                    let mut chunk = [0u8; 4096];
-                    match device.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
                 // Forwarded with `connection: close`, so the server's answer ends at its EOF.
                 let mut forwarded: String = head
                     .trim_end()

@@ -1,6 +1,8 @@
 //! `privfed account | calibrate | analyze` through the real binary.
 
-use crate::common::{TempDir, fail_table, fails_with, floats, json_ok, matrix, run, words};
+use crate::common::{
+    TempDir, fail_table, fails_with, floats, json_ok, matrix, run, temp_file, words,
+};
 
 use privfed_accounting::{DpEvent, RdpAccountant};
 
@@ -205,17 +207,10 @@ fn invalid_parameters_fail_clearly() {
 
 // ---- `privfed account --mechanism mvu` -------------------------------------------------------
 
-/// A path `name` in a fresh directory, deleted when the returned guard drops.
-fn tmp(name: &str) -> (TempDir, std::path::PathBuf) {
-    let dir = TempDir::new("cli-account");
-    let path = dir.path().join(name);
-    (dir, path)
-}
-
 /// Designs with the real CLI (no random starts: fast; `spec` holds the design flags separated by
 /// spaces) and returns the file (in a directory deleted when the guard drops) and its `P`.
 fn design_file(name: &str, spec: &str) -> (TempDir, String, Vec<Vec<f64>>) {
-    let (dir, path) = tmp(name);
+    let (dir, path) = temp_file("cli-account", name);
     let path_s = path.to_str().unwrap().to_string();
     let mut args = vec![
         "mvu",
@@ -527,17 +522,18 @@ fn account_mvu_bad_design_files_fail_naming_the_file() {
         fails_with(&a, needle);
     };
     // Missing.
-    let (_missing_dir, missing) = tmp("does-not-exist.json");
+    let dir = TempDir::new("cli-account");
+    let missing = dir.path().join("does-not-exist.json");
     run(missing.to_str().unwrap(), missing.to_str().unwrap());
     // Not JSON.
-    let (_bad_dir, bad) = tmp("not-json.json");
+    let bad = dir.path().join("not-json.json");
     std::fs::write(&bad, "this is not a design").unwrap();
     run(bad.to_str().unwrap(), bad.to_str().unwrap());
     // Valid JSON, tampered: a probability moved (row no longer sums to 1), then the ε lowered
     // below what the rows need, then the alphabet biased. Each names the file and the reason.
     let good: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let (_tampered_dir, tampered) = tmp("tampered.json");
+    let tampered = dir.path().join("tampered.json");
     let tp = tampered.to_str().unwrap();
     for (field, needle) in [("p", "1a"), ("epsilon", "1c"), ("alphabet", "1d")] {
         let mut v = good.clone();

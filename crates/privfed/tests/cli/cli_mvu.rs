@@ -1,17 +1,10 @@
 //! `privfed mvu ...`, `describe mvu|bitwise-rr` and `dme mvu` through the real binary.
 
-use crate::common::{TempDir, fail_table, fails_with, json_ok, matrix, run, words};
-
-/// A path `name` in a fresh directory, deleted when the returned guard drops.
-fn tmp(name: &str) -> (TempDir, std::path::PathBuf) {
-    let dir = TempDir::new("cli-mvu");
-    let path = dir.path().join(name);
-    (dir, path)
-}
+use crate::common::{fail_table, fails_with, json_ok, matrix, run, temp_file, words};
 
 #[test]
 fn design_reports_a_feasible_design_better_than_grr_and_saves_it() {
-    let (_dir, out) = tmp("d3.json");
+    let (_dir, out) = temp_file("cli-mvu", "d3.json");
     let v = json_ok(&[
         "mvu",
         "design",
@@ -124,7 +117,7 @@ fn metric_design_and_errors() {
             "epsilon",
         ),
     ]);
-    let (_dir, bad) = tmp("bad.json");
+    let (_dir, bad) = temp_file("cli-mvu", "bad.json");
     std::fs::write(&bad, "{\"input_bits\": 1}").unwrap();
     fails_with(
         &[
@@ -209,7 +202,7 @@ fn dme_mvu_matches_the_exact_prediction() {
 #[test]
 fn scalar_experiment_end_to_end() {
     let run = |name: &str| {
-        let (_dir, csv) = tmp(name);
+        let (_dir, csv) = temp_file("cli-mvu", name);
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_privfed"))
             .args([
                 "mvu",

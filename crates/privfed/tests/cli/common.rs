@@ -8,6 +8,14 @@ pub use privfed_testkit::sys::{RedisServer, TempDir, free_port};
 use serde_json::Value;
 use std::process::{Command, Output};
 
+/// A path `name` in a fresh directory (`tag` names the test in it), deleted when the returned
+/// guard drops.
+pub fn temp_file(tag: &str, name: &str) -> (TempDir, std::path::PathBuf) {
+    let dir = TempDir::new(tag);
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
 /// Runs `privfed` with `args`.
 pub fn privfed(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_privfed"))
